@@ -1,0 +1,115 @@
+package quota
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	// The tz database compiled into the binary, so zones load on hosts
+	// without /usr/share/zoneinfo.
+	_ "time/tzdata"
+)
+
+// LoadZone loads an IANA zone by name ("" and "UTC" are UTC). "Local" is
+// refused: it means whatever the host is set to, which replicas may not share.
+func LoadZone(name string) (*time.Location, error) {
+	if name == "Local" {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownZone, name)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownZone, name)
+	}
+	return loc, nil
+}
+
+const (
+	// searchSlack bounds how far an instant's wall-clock reading can be from
+	// the instant itself: UTC offsets in the tz database stay within ±16 h
+	// (LMT included), so 27 h is safely wide.
+	searchSlack = 27 * secPerHour
+	// maxZoneHops bounds the steps taken across ±searchSlack of a wall time.
+	// Each step ends at an offset change, at a UTC new year (where Go splits
+	// rule-based segments) or an hour on (see offsetUntil); two days hold
+	// only a few of each.
+	maxZoneHops = 64
+)
+
+// firstInstant is the earliest instant (Unix ns) at which loc's wall clock
+// reads wall or later. It walks the periods of constant UTC offset forward
+// from a point before which no reading can reach wall; in a period [u, e)
+// with offset off the earliest candidate is max(u, wall-off), and the first
+// period where that candidate is before e holds the answer. This is the rule
+// documented in the package comment: the wall time itself, its first
+// occurrence when repeated, the transition when skipped.
+func firstInstant(loc *time.Location, wall int64) (int64, error) {
+	ws := floorDiv(wall, nsPerSecond)
+	wns := wall - ws*nsPerSecond
+	u := ws - searchSlack
+	for range maxZoneHops {
+		off, end, bounded := offsetUntil(loc, u)
+		cs, cns := ws-int64(off), wns
+		if cs < u {
+			cs, cns = u, 0
+		}
+		if !bounded || cs < end {
+			return secondsToNs(cs, cns)
+		}
+		u = end
+	}
+	return 0, fmt.Errorf("%w: zone %s changes offset too often near wall time %d", ErrOutOfRange, loc, wall)
+}
+
+// offsetUntil is the UTC offset at Unix second u and a later second before
+// which it does not change (not necessarily the next change: an earlier
+// bound only costs another step); bounded is false when it never changes.
+//
+// Time.ZoneBounds gives the bound, except that for years served by a zone's
+// POSIX TZ rule it can end a leap year's last segment a day early, before u
+// itself (golang/go#81583). Then the bound is found by probing an hour ahead
+// and bisecting for the change; no zone changes offset twice within an hour.
+func offsetUntil(loc *time.Location, u int64) (off int, end int64, bounded bool) {
+	t := time.Unix(u, 0).In(loc)
+	_, off = t.Zone()
+	_, e := t.ZoneBounds()
+	if e.IsZero() {
+		return off, 0, false
+	}
+	if end = e.Unix(); end > u {
+		return off, end, true
+	}
+	lo, hi := u, u+secPerHour // off holds at lo; find the first second after it that differs
+	if offsetAt(loc, hi) == off {
+		return off, hi, true
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if offsetAt(loc, mid) == off {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return off, hi, true
+}
+
+func offsetAt(loc *time.Location, u int64) int {
+	_, off := time.Unix(u, 0).In(loc).Zone()
+	return off
+}
+
+// secondsToNs is sec*1e9+ns, refusing results that do not fit in int64.
+func secondsToNs(sec, ns int64) (int64, error) {
+	if sec > (math.MaxInt64-ns)/nsPerSecond || sec < math.MinInt64/nsPerSecond+1 {
+		return 0, ErrOutOfRange
+	}
+	return sec*nsPerSecond + ns, nil
+}
+
+// wallOf is the wall value (see civil.go) of instant ns in loc, and the time
+// for reading calendar fields.
+func wallOf(loc *time.Location, ns int64) (int64, time.Time) {
+	t := time.Unix(0, ns).In(loc)
+	_, off := t.Zone()
+	return ns + int64(off)*nsPerSecond, t
+}
