@@ -1,0 +1,18 @@
+// Package keyspace holds sluice's live state: typed limiter values in
+// in-memory tables sharded by Redis Cluster hash slot, with expiry.
+//
+// Each of the 16384 slots has its own lock and its own table, so keys that
+// share a {hash tag} share a slot and can be read and changed together under
+// one lock, and slots can later move between nodes whole.
+//
+// A slot's table keeps its records in one pointer-free byte arena (kind, key,
+// a 64-bit word) indexed by an open-addressing array of offsets. A GCRA key
+// costs its key bytes plus about 20 bytes, updates in place never allocate,
+// and the garbage collector never scans the arena. Kinds whose state is more
+// than one word (windows, leases, quotas) keep a pointer to it beside the
+// arena.
+//
+// Time is a parameter: callers lock a slot at an instant, and the slot never
+// lets its instants go backwards, so state changes are a deterministic
+// function of the commands and the instants they were given.
+package keyspace

@@ -1,0 +1,57 @@
+package keyspace
+
+// Kind says what a key holds. A command used on a key of another kind is
+// answered with WRONGTYPE.
+type Kind uint8
+
+// The kinds of value a key can hold. Their numbers are written in snapshots:
+// never renumber them.
+const (
+	KindNone Kind = iota
+	// KindGCRA is a CL.THROTTLE key: its word is the theoretical arrival
+	// time, which is also the instant the key expires.
+	KindGCRA
+	// KindSlidingCounter is an SW.CHECK key in counter mode.
+	KindSlidingCounter
+	// KindSlidingLog is an SW.CHECK EXACT key.
+	KindSlidingLog
+	// KindFixedWindow is an FW.CHECK key.
+	KindFixedWindow
+	// KindLeases is a CONC.* key.
+	KindLeases
+	// KindQuota is a QUOTA.* key.
+	KindQuota
+	kindCount
+)
+
+// String is the name TYPE answers and SCAN TYPE matches.
+func (k Kind) String() string {
+	switch k {
+	case KindGCRA:
+		return "gcra"
+	case KindSlidingCounter:
+		return "sliding-counter"
+	case KindSlidingLog:
+		return "sliding-log"
+	case KindFixedWindow:
+		return "fixed-window"
+	case KindLeases:
+		return "leases"
+	case KindQuota:
+		return "quota"
+	}
+	return "none"
+}
+
+// ParseKind returns the kind named s (as String writes it).
+func ParseKind(s string) (Kind, bool) {
+	for k := KindGCRA; k < kindCount; k++ {
+		if k.String() == s {
+			return k, true
+		}
+	}
+	return KindNone, false
+}
+
+// Valid reports whether k is a kind a key can hold.
+func (k Kind) Valid() bool { return k > KindNone && k < kindCount }

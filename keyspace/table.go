@@ -1,0 +1,264 @@
+package keyspace
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/maphash"
+)
+
+// A table holds one slot's keys.
+//
+// Records live back to back in arena:
+//
+//	kind (1 byte, high bit set once deleted) | key length (uvarint) | key | word (8 bytes LE) | object index (4 bytes LE, kinds other than GCRA)
+//
+// index is an open-addressing (linear probing) array of record offsets + 1,
+// sized to a power of two; 0 marks an empty position and tombstone a deleted
+// one. Deleted records stay in the arena until more than half of it is
+// garbage, then the table is rebuilt in record order.
+type table struct {
+	index []uint32
+	arena []byte
+	// objs holds the state of kinds with more than one word; a record refers
+	// to its object by position. free lists positions to reuse.
+	objs []any
+	free []uint32
+	// live counts records, used counts index positions that are not empty
+	// (records and tombstones), dead counts garbage bytes in arena.
+	live, used, dead int
+}
+
+const (
+	tombstone = ^uint32(0)
+	minIndex  = 8
+	// maxArena keeps offsets + 1 below the tombstone value.
+	maxArena = 1<<32 - 2
+	wordSize = 8
+	objSize  = 4
+	// The index grows when more than loadNum/loadDen of it is in use.
+	loadNum, loadDen = 13, 16
+)
+
+// ref locates a live record: its index position, its offset, and the
+// offset of its word. It is valid until the table is next changed by an
+// insert or delete.
+type ref struct {
+	pos  int
+	off  int
+	word int
+	kind Kind
+}
+
+// deletedBit marks a deleted record's kind byte; the kind stays readable so
+// the record's length can still be worked out when walking the arena.
+const deletedBit = 0x80
+
+// recordAt reads the record at off: its kind (KindNone once deleted), key,
+// the offset of its word, and the offset of the next record.
+func (t *table) recordAt(off int) (kind Kind, key []byte, word, next int) {
+	return recordIn(t.arena, off)
+}
+
+func recordIn(arena []byte, off int) (kind Kind, key []byte, word, next int) {
+	b := arena[off]
+	klen, n := binary.Uvarint(arena[off+1:])
+	start := off + 1 + n
+	key = arena[start : start+int(klen)]
+	word = start + int(klen)
+	next = word + wordSize
+	if Kind(b&^deletedBit) != KindGCRA {
+		next += objSize
+	}
+	if b&deletedBit != 0 {
+		return KindNone, key, word, next
+	}
+	return Kind(b), key, word, next
+}
+
+func recordLen(kind Kind, keyLen int) int {
+	n := 1 + uvarintLen(uint64(keyLen)) + keyLen + wordSize
+	if kind != KindGCRA {
+		n += objSize
+	}
+	return n
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+func (t *table) wordAt(word int) int64 {
+	return int64(binary.LittleEndian.Uint64(t.arena[word:]))
+}
+
+func (t *table) setWordAt(word int, v int64) {
+	binary.LittleEndian.PutUint64(t.arena[word:], uint64(v))
+}
+
+func (t *table) objAt(word int) uint32 {
+	return binary.LittleEndian.Uint32(t.arena[word+wordSize:])
+}
+
+// find returns the record holding key.
+func (t *table) find(h uint64, key []byte) (ref, bool) {
+	if len(t.index) == 0 {
+		return ref{}, false
+	}
+	mask := len(t.index) - 1
+	for pos := int(h) & mask; ; pos = (pos + 1) & mask {
+		e := t.index[pos]
+		if e == 0 {
+			return ref{}, false
+		}
+		if e == tombstone {
+			continue
+		}
+		off := int(e - 1)
+		kind, k, word, _ := t.recordAt(off)
+		if bytes.Equal(k, key) {
+			return ref{pos: pos, off: off, word: word, kind: kind}, true
+		}
+	}
+}
+
+// insert adds a record for a key that find reported absent. It returns
+// false when the slot's arena cannot grow further.
+func (t *table) insert(seed maphash.Seed, key []byte, kind Kind, word int64, obj any) (ref, bool) {
+	n := recordLen(kind, len(key))
+	if len(t.arena)-t.dead+n > maxArena {
+		return ref{}, false
+	}
+	if len(t.arena)+n > maxArena {
+		t.rebuild(seed, len(t.index))
+	}
+	if (t.used+1)*loadDen > len(t.index)*loadNum {
+		t.rebuild(seed, indexSizeFor(t.live+1))
+	}
+	off := len(t.arena)
+	t.arena = append(t.arena, byte(kind))
+	t.arena = binary.AppendUvarint(t.arena, uint64(len(key)))
+	t.arena = append(t.arena, key...)
+	wordOff := len(t.arena)
+	t.arena = binary.LittleEndian.AppendUint64(t.arena, uint64(word))
+	if kind != KindGCRA {
+		t.arena = binary.LittleEndian.AppendUint32(t.arena, t.putObj(obj))
+	}
+	pos := t.place(maphash.Bytes(seed, key), off)
+	t.live++
+	return ref{pos: pos, off: off, word: wordOff, kind: kind}, true
+}
+
+// place puts offset off at the first free position of h's probe sequence.
+func (t *table) place(h uint64, off int) int {
+	mask := len(t.index) - 1
+	for pos := int(h) & mask; ; pos = (pos + 1) & mask {
+		switch t.index[pos] {
+		case 0:
+			t.used++
+			fallthrough
+		case tombstone:
+			t.index[pos] = uint32(off + 1)
+			return pos
+		}
+	}
+}
+
+func (t *table) putObj(obj any) uint32 {
+	if n := len(t.free); n > 0 {
+		i := t.free[n-1]
+		t.free = t.free[:n-1]
+		t.objs[i] = obj
+		return i
+	}
+	t.objs = append(t.objs, obj)
+	return uint32(len(t.objs) - 1)
+}
+
+// remove deletes the record r refers to. When compact is set and most of
+// the arena is garbage, the table is rebuilt, which moves records.
+func (t *table) remove(seed maphash.Seed, r ref, compact bool) {
+	_, key, _, _ := t.recordAt(r.off)
+	if r.kind != KindGCRA {
+		i := t.objAt(r.word)
+		t.objs[i] = nil
+		t.free = append(t.free, i)
+	}
+	t.arena[r.off] |= deletedBit
+	t.index[r.pos] = tombstone
+	t.dead += recordLen(r.kind, len(key))
+	t.live--
+	if compact {
+		t.maybeCompact(seed)
+	}
+}
+
+// maybeCompact rebuilds the table when more than half of the arena is
+// garbage, and frees everything when the table is empty.
+func (t *table) maybeCompact(seed maphash.Seed) bool {
+	if t.live == 0 {
+		*t = table{}
+		return true
+	}
+	if t.dead > 256 && t.dead*2 > len(t.arena) {
+		t.rebuild(seed, indexSizeFor(t.live))
+		return true
+	}
+	return false
+}
+
+func indexSizeFor(n int) int {
+	size := minIndex
+	for n*loadDen > size*loadNum {
+		size *= 2
+	}
+	return size
+}
+
+// rebuild copies the live records, in order, into a fresh arena and index
+// of the given size, dropping tombstones and garbage.
+func (t *table) rebuild(seed maphash.Seed, size int) {
+	old := t.arena
+	arena := make([]byte, 0, len(old)-t.dead+len(old)/8)
+	index := make([]uint32, size)
+	objs := make([]any, 0, t.live)
+	t.index, t.used, t.free = index, 0, nil
+	for off := 0; off < len(old); {
+		kind, key, word, next := recordIn(old, off)
+		if kind != KindNone {
+			newOff := len(arena)
+			arena = append(arena, old[off:next]...)
+			if kind != KindGCRA {
+				i := binary.LittleEndian.Uint32(old[word+wordSize:])
+				binary.LittleEndian.PutUint32(arena[len(arena)-objSize:], uint32(len(objs)))
+				objs = append(objs, t.objs[i])
+			}
+			t.place(maphash.Bytes(seed, key), newOff)
+		}
+		off = next
+	}
+	t.arena, t.objs, t.dead = arena, objs, 0
+}
+
+// each calls fn for every record from arena offset start on, in record
+// order, until fn returns false; it returns the offset to resume from, or
+// -1 at the end. fn must not change the table.
+func (t *table) each(start int, fn func(r ref, key []byte) bool) int {
+	for off := start; off < len(t.arena); {
+		kind, key, word, next := t.recordAt(off)
+		if kind != KindNone && !fn(ref{pos: -1, off: off, word: word, kind: kind}, key) {
+			return next
+		}
+		off = next
+	}
+	return -1
+}
+
+// bytes is the memory the table holds, for INFO and benchmarks.
+func (t *table) bytes() int {
+	return cap(t.index)*4 + cap(t.arena) + cap(t.objs)*16 + cap(t.free)*4
+}
