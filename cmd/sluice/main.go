@@ -1,0 +1,79 @@
+// Command sluice is a rate-limit server that speaks the Redis protocol.
+//
+// It only turns flags into a server.Config and runs the server until
+// SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sluice-rl/sluice/server"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg := server.DefaultConfig()
+	fs := flag.NewFlagSet("sluice", flag.ContinueOnError)
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "host:port to serve the Redis protocol on")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for persistent state (created if missing)")
+	fs.StringVar(&cfg.RequirePass, "requirepass", cfg.RequirePass, "password clients must AUTH with (empty: no AUTH)")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	fs.BoolVar(&cfg.EnableDebugCommand, "enable-debug-command", cfg.EnableDebugCommand, "allow DEBUG CLOCK (tests only)")
+	fs.IntVar(&cfg.MaxClients, "maxclients", cfg.MaxClients, "most client connections at once")
+	fs.DurationVar(&cfg.IdleTimeout, "timeout", cfg.IdleTimeout, "close connections idle this long (0: never)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "host:port for the Prometheus /metrics endpoint (empty: off)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	level, err := server.ParseLogLevel(cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	srv, err := server.New(cfg, log, nil)
+	if err != nil {
+		return err
+	}
+	if err := srv.Listen(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return err
+	}
+	<-served
+	log.Info("stopped")
+	return nil
+}

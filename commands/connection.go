@@ -1,0 +1,203 @@
+package commands
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"strconv"
+)
+
+func connectionCommands() []*Command {
+	return []*Command{
+		{Name: "ping", Arity: -1, Flags: []string{"fast"}, Group: "connection", Since: "1.0.0",
+			Summary: "Returns the server's liveliness response.", Complexity: "O(1)",
+			Args: []Arg{{Name: "message", Type: "string", Optional: true}}, Run: runPing},
+		{Name: "echo", Arity: 2, Flags: []string{"fast"}, Group: "connection", Since: "1.0.0",
+			Summary: "Returns the given string.", Complexity: "O(1)",
+			Args: []Arg{{Name: "message", Type: "string"}}, Run: runEcho},
+		{Name: "quit", Arity: -1, Flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
+			Group: "connection", Since: "1.0.0", Summary: "Closes the connection.", Complexity: "O(1)",
+			NoAuth: true, Run: runQuit},
+		{Name: "select", Arity: 2, Flags: []string{"loading", "stale", "fast"}, Group: "connection", Since: "1.0.0",
+			Summary: "Changes the selected database (sluice has only database 0).", Complexity: "O(1)",
+			Args: []Arg{{Name: "index", Type: "integer"}}, Run: runSelect},
+		{Name: "auth", Arity: -2, Flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
+			Group: "connection", Since: "1.0.0", Summary: "Authenticates the connection.", Complexity: "O(N)",
+			Args: []Arg{{Name: "username", Type: "string", Optional: true}, {Name: "password", Type: "string"}},
+			NoAuth: true, Run: runAuth},
+		{Name: "hello", Arity: -1, Flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
+			Group: "connection", Since: "6.0.0", Summary: "Handshakes with the server: protocol, authentication, name.",
+			Complexity: "O(1)", NoAuth: true, Run: runHello,
+			Args: []Arg{{Name: "protover", Type: "integer", Optional: true},
+				{Name: "auth", Type: "block", Token: "AUTH", Optional: true, Sub: []Arg{
+					{Name: "username", Type: "string"}, {Name: "password", Type: "string"}}},
+				{Name: "clientname", Type: "string", Token: "SETNAME", Optional: true}}},
+	}
+}
+
+func runPing(c *Ctx, args [][]byte) {
+	switch len(args) {
+	case 1:
+		c.W.Simple("PONG")
+	case 2:
+		c.W.Bulk(args[1])
+	default:
+		c.W.Error(errArity("ping"))
+	}
+}
+
+func runEcho(c *Ctx, args [][]byte) { c.W.Bulk(args[1]) }
+
+func runQuit(c *Ctx, _ [][]byte) {
+	c.W.OK()
+	c.Conn.Close = true
+}
+
+func runSelect(c *Ctx, args [][]byte) {
+	n, ok := parseInt(args[1])
+	switch {
+	case !ok:
+		c.W.Error(errNotInteger)
+	case n != 0:
+		c.W.Error(errDBIndex)
+	default:
+		c.W.OK()
+	}
+}
+
+// checkPassword compares in constant time: hashing first makes the time
+// independent of the length too.
+func checkPassword(want, got []byte) bool {
+	w := sha256.Sum256(want)
+	g := sha256.Sum256(got)
+	return subtle.ConstantTimeCompare(w[:], g[:]) == 1
+}
+
+// authenticate checks a user and password against the default user.
+func (c *Ctx) authenticate(user, pass []byte) bool {
+	if user != nil && string(user) != "default" {
+		// Still spend the comparison, so a wrong user name is not faster.
+		checkPassword([]byte(c.Env.Options.RequirePass), pass)
+		return false
+	}
+	return checkPassword([]byte(c.Env.Options.RequirePass), pass)
+}
+
+func runAuth(c *Ctx, args [][]byte) {
+	if len(args) > 3 {
+		c.W.Error(errSyntax)
+		return
+	}
+	var user []byte
+	pass := args[1]
+	if len(args) == 3 {
+		user, pass = args[1], args[2]
+	}
+	if c.Env.Options.RequirePass == "" && len(args) == 2 {
+		c.W.Error(errNoPassword)
+		return
+	}
+	if c.Env.Options.RequirePass == "" {
+		// No password set: the default user accepts any password, as in Redis.
+		if string(user) != "default" {
+			c.W.Error(errWrongPass)
+			return
+		}
+		c.Conn.Authenticated = true
+		c.W.OK()
+		return
+	}
+	if !c.authenticate(user, pass) {
+		c.W.Error(errWrongPass)
+		return
+	}
+	c.Conn.Authenticated = true
+	c.W.OK()
+}
+
+// runHello is HELLO [protover [AUTH username password] [SETNAME clientname]].
+func runHello(c *Ctx, args [][]byte) {
+	proto := c.Conn.Proto
+	if len(args) >= 2 {
+		v, ok := parseInt(args[1])
+		if !ok {
+			c.W.Error("ERR Protocol version is not an integer or out of range")
+			return
+		}
+		if v != 2 && v != 3 {
+			c.W.Error(errNoProto)
+			return
+		}
+		proto = int(v)
+	}
+	var user, pass, name []byte
+	hasAuth, hasName := false, false
+	for i := 2; i < len(args); i++ {
+		switch {
+		case equalFold(args[i], "auth") && i+2 < len(args):
+			user, pass, hasAuth = args[i+1], args[i+2], true
+			i += 2
+		case equalFold(args[i], "setname") && i+1 < len(args):
+			name, hasName = args[i+1], true
+			i++
+		default:
+			c.W.Error("ERR Syntax error in HELLO option '" + string(clip(args[i], 128)) + "'")
+			return
+		}
+	}
+	if hasAuth {
+		if c.Env.Options.RequirePass != "" && !c.authenticate(user, pass) {
+			c.W.Error(errWrongPass)
+			return
+		}
+		if c.Env.Options.RequirePass == "" && string(user) != "default" {
+			c.W.Error(errWrongPass)
+			return
+		}
+		c.Conn.Authenticated = true
+	}
+	if !c.Conn.Authenticated {
+		c.W.Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return
+	}
+	if hasName {
+		if !validClientName(name) {
+			c.W.Error(errClientName)
+			return
+		}
+		c.Conn.Name = string(name)
+	}
+	c.Conn.Proto = proto
+	c.W.Proto = proto
+	c.W.Map(7)
+	c.W.BulkString("server")
+	c.W.BulkString("redis")
+	c.W.BulkString("version")
+	c.W.BulkString(RedisVersion)
+	c.W.BulkString("proto")
+	c.W.Int(int64(proto))
+	c.W.BulkString("id")
+	c.W.Int(c.Conn.ID)
+	c.W.BulkString("mode")
+	c.W.BulkString(c.Env.mode())
+	c.W.BulkString("role")
+	c.W.BulkString("master")
+	c.W.BulkString("modules")
+	c.W.Array(0)
+}
+
+const errClientName = "ERR Client names cannot contain spaces, newlines or special characters."
+
+// validClientName is Redis' rule: printable ASCII without spaces.
+func validClientName(name []byte) bool {
+	for _, b := range name {
+		if b < '!' || b > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// mode is what HELLO and INFO report: sluice emulates a cluster.
+func (e *Env) mode() string { return "standalone" }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,104 @@
+package commands
+
+import (
+	"sync/atomic"
+
+	"github.com/sluice-rl/sluice/clock"
+	"github.com/sluice-rl/sluice/keyspace"
+)
+
+// Options are the server settings commands consult.
+type Options struct {
+	// RequirePass is the password of the default user; empty means no
+	// authentication.
+	RequirePass string
+	// EnableDebug allows the DEBUG command (the test clock).
+	EnableDebug bool
+	// Version is sluice's own version, reported by INFO.
+	Version string
+	// Addr is the address the server listens on, for INFO and topology.
+	Addr string
+	// DataDir is where state is kept, for INFO and CONFIG GET dir.
+	DataDir string
+	// MaxClients is the most connections served at once.
+	MaxClients int
+	// IdleTimeout closes connections idle this many seconds (0 = never).
+	IdleTimeoutSeconds int64
+}
+
+// RedisVersion is the Redis version sluice answers as: the command set and
+// replies it follows are Redis 7.2's.
+const RedisVersion = "7.2.0"
+
+// Stats are counters the server and commands share; INFO and the metrics
+// endpoint read them.
+type Stats struct {
+	ConnectionsReceived atomic.Int64
+	ConnectionsRejected atomic.Int64
+	ConnectedClients    atomic.Int64
+	CommandsProcessed   atomic.Int64
+	ExpiredKeys         atomic.Int64
+	NetInputBytes       atomic.Int64
+	NetOutputBytes      atomic.Int64
+}
+
+// Env is what every command can reach: the keyspace, the clock, the
+// settings and the counters. One Env serves one server.
+type Env struct {
+	Keys    *keyspace.Keyspace
+	Clock   *clock.Clock
+	Options Options
+	Stats   *Stats
+	Table   *Table
+	// Started is the instant the server started, Unix ns.
+	Started int64
+	// RunID identifies this server process (40 hex characters).
+	RunID string
+}
+
+// Conn is one client connection's state.
+type Conn struct {
+	ID            int64
+	Addr          string
+	LocalAddr     string
+	Proto         int
+	Authenticated bool
+	Name          string
+	LibName       string
+	LibVer        string
+	// Created is the instant the connection was accepted, Unix ns.
+	Created int64
+	// Close asks the server to close the connection once the reply is out.
+	Close bool
+}
+
+// Ctx is one command's context: where it runs and where its reply goes.
+type Ctx struct {
+	Env  *Env
+	Conn *Conn
+	W    *Writer
+	cmd  *Command
+	now  int64
+}
+
+// Reset prepares the context for the next command.
+func (c *Ctx) Reset() {
+	c.now = 0
+	c.cmd = nil
+}
+
+// Now is the instant the command runs at, read from the clock once per
+// command.
+func (c *Ctx) Now() int64 {
+	if c.now == 0 {
+		c.now = c.Env.Clock.Now()
+	}
+	return c.now
+}
+
+// limited counts a refused request against the running command.
+func (c *Ctx) limited() {
+	if c.cmd != nil {
+		c.cmd.limits.Add(1)
+	}
+}

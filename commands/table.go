@@ -1,0 +1,162 @@
+package commands
+
+import (
+	"sort"
+	"strings"
+	"sync/atomic"
+)
+
+// Command describes one command: what COMMAND reports about it and the
+// function that runs it.
+type Command struct {
+	// Name is the lower-case name ("cl.throttle"); a subcommand's is its
+	// own word ("setname").
+	Name string
+	// Arity follows Redis: n > 0 means exactly n words with the name, n < 0
+	// at least -n.
+	Arity int
+	// Flags are Redis' command flags (write, readonly, fast, denyoom, …).
+	Flags []string
+	// FirstKey, LastKey and Step give the key positions (0 when keyless,
+	// LastKey -1 for "to the end").
+	FirstKey, LastKey, Step int
+	// Group, Summary, Since and Complexity are COMMAND DOCS text.
+	Group, Summary, Since, Complexity string
+	// Args documents the arguments for COMMAND DOCS, in order.
+	Args []Arg
+	// NoAuth lets an unauthenticated connection run the command.
+	NoAuth bool
+	// Run runs the command; args[0] is the name as the client sent it.
+	Run func(c *Ctx, args [][]byte)
+	// Subs are the subcommands of a container command (CLIENT, CLUSTER).
+	Subs []*Command
+
+	parent *Command
+	subs   map[string]*Command
+	calls  atomic.Int64
+	limits atomic.Int64
+}
+
+// Arg documents one argument for COMMAND DOCS.
+type Arg struct {
+	Name string
+	// Type is Redis' argument type: key, integer, string, pure-token, oneof …
+	Type string
+	// Token is the literal word that introduces an option ("COST").
+	Token    string
+	Optional bool
+	// Multiple marks an argument that may repeat.
+	Multiple bool
+	// Sub are the alternatives of a "oneof" or the parts of a "block".
+	Sub []Arg
+}
+
+// FullName is the name Redis uses in errors and COMMAND: "client|setname".
+func (c *Command) FullName() string {
+	if c.parent != nil {
+		return c.parent.Name + "|" + c.Name
+	}
+	return c.Name
+}
+
+// Calls counts how often the command ran.
+func (c *Command) Calls() int64 { return c.calls.Load() }
+
+// Limited counts the requests a limiter command refused.
+func (c *Command) Limited() int64 { return c.limits.Load() }
+
+func (c *Command) arityOK(n int) bool {
+	if c.Arity >= 0 {
+		return n == c.Arity
+	}
+	return n >= -c.Arity
+}
+
+// Table is the set of commands a server answers.
+type Table struct {
+	byName map[string]*Command
+	sorted []*Command
+}
+
+// NewTable builds the table of every command sluice knows.
+func NewTable() *Table {
+	t := &Table{byName: map[string]*Command{}}
+	for _, group := range [][]*Command{
+		connectionCommands(),
+		keyCommands(),
+		serverCommands(),
+		gcraCommands(),
+	} {
+		for _, c := range group {
+			t.add(c)
+		}
+	}
+	sort.Slice(t.sorted, func(i, j int) bool { return t.sorted[i].Name < t.sorted[j].Name })
+	return t
+}
+
+func (t *Table) add(c *Command) {
+	if _, dup := t.byName[c.Name]; dup {
+		panic("commands: duplicate command " + c.Name)
+	}
+	t.byName[c.Name] = c
+	t.sorted = append(t.sorted, c)
+	if len(c.Subs) > 0 {
+		c.subs = map[string]*Command{}
+		for _, s := range c.Subs {
+			s.parent = c
+			c.subs[s.Name] = s
+		}
+	}
+}
+
+// Commands lists the commands in name order.
+func (t *Table) Commands() []*Command { return t.sorted }
+
+// Lookup finds a command by name in any case.
+func (t *Table) Lookup(name []byte) *Command {
+	var buf [32]byte
+	if len(name) > len(buf) {
+		return t.byName[strings.ToLower(string(name))]
+	}
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return t.byName[string(buf[:len(name)])]
+}
+
+// Dispatch runs one command and writes its one reply, checking what Redis
+// checks first: the command exists, its arity, then authentication.
+func (t *Table) Dispatch(c *Ctx, args [][]byte) {
+	cmd := t.Lookup(args[0])
+	if cmd == nil {
+		c.W.Error(errUnknownCommand(args))
+		return
+	}
+	if !cmd.arityOK(len(args)) {
+		c.W.Error(errArity(cmd.Name))
+		return
+	}
+	if cmd.subs != nil && len(args) >= 2 {
+		sub := cmd.subs[lower(args[1])]
+		if sub == nil {
+			c.W.Error(errUnknownSubcommand(cmd.Name, args[1]))
+			return
+		}
+		if !sub.arityOK(len(args)) {
+			c.W.Error(errArity(sub.FullName()))
+			return
+		}
+		cmd = sub
+	}
+	if !c.Conn.Authenticated && !cmd.NoAuth && (cmd.parent == nil || !cmd.parent.NoAuth) {
+		c.W.Error(errNoAuth)
+		return
+	}
+	cmd.calls.Add(1)
+	c.cmd = cmd
+	cmd.Run(c, args)
+}

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Config is everything a server needs to start. cmd/sluice fills it from
+// flags; tests fill it directly.
+type Config struct {
+	// Addr is the host:port the Redis protocol listens on.
+	Addr string
+	// DataDir is where state is kept; it is created if missing.
+	DataDir string
+	// RequirePass is the default user's password; empty disables AUTH.
+	RequirePass string
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+	// EnableDebugCommand allows DEBUG (the test clock). Off in production.
+	EnableDebugCommand bool
+	// MaxClients is the most connections served at once; more are refused
+	// with "-ERR max number of clients reached".
+	MaxClients int
+	// IdleTimeout closes a connection that sends nothing for this long;
+	// 0 keeps idle connections forever, as Redis' default timeout 0 does.
+	IdleTimeout time.Duration
+	// MetricsAddr is the host:port of the Prometheus /metrics endpoint;
+	// empty disables it.
+	MetricsAddr string
+	// SweepInterval is how often expired keys are swept.
+	SweepInterval time.Duration
+	// SweepBudget is the most records one sweep round examines, which
+	// bounds the time any slot lock is held by the sweeper.
+	SweepBudget int
+	// Version is reported by INFO as sluice_version.
+	Version string
+}
+
+// DefaultConfig returns the settings `sluice` runs with when given no
+// flags.
+func DefaultConfig() Config {
+	return Config{
+		Addr:          "127.0.0.1:6379",
+		DataDir:       "./data",
+		LogLevel:      "info",
+		MaxClients:    10000,
+		SweepInterval: 100 * time.Millisecond,
+		SweepBudget:   20000,
+		Version:       "0.1.0",
+	}
+}
+
+// Errors from Validate.
+var (
+	ErrConfig = errors.New("server: invalid configuration")
+)
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("%w: addr %q: %v", ErrConfig, c.Addr, err)
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return fmt.Errorf("%w: metrics addr %q: %v", ErrConfig, c.MetricsAddr, err)
+		}
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("%w: data dir is empty", ErrConfig)
+	}
+	if _, err := ParseLogLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if c.MaxClients < 1 {
+		return fmt.Errorf("%w: max clients %d < 1", ErrConfig, c.MaxClients)
+	}
+	if c.IdleTimeout < 0 {
+		return fmt.Errorf("%w: idle timeout %v < 0", ErrConfig, c.IdleTimeout)
+	}
+	if c.SweepInterval <= 0 || c.SweepBudget < 1 {
+		return fmt.Errorf("%w: sweep interval and budget must be positive", ErrConfig)
+	}
+	return nil
+}
+
+// ParseLogLevel turns debug|info|warn|error into a slog level.
+func ParseLogLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("%w: log level %q: want debug, info, warn or error", ErrConfig, s)
+	}
+	return l, nil
+}

@@ -1,0 +1,245 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/tidwall/redcon"
+
+	"github.com/sluice-rl/sluice/clock"
+	"github.com/sluice-rl/sluice/commands"
+	"github.com/sluice-rl/sluice/keyspace"
+)
+
+// Server is one sluice node.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	env   *commands.Env
+	table *commands.Table
+
+	ln      net.Listener
+	rc      *redcon.Server
+	metrics *http.Server
+	nextID  atomic.Int64
+
+	stop     chan struct{}
+	bg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// New prepares a server: it validates cfg and creates the data directory,
+// but does not listen yet. clk may be nil for the wall clock.
+func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if clk == nil {
+		clk = clock.New(nil)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("server: create data dir: %w", err)
+	}
+	table := commands.NewTable()
+	s := &Server{
+		cfg:   cfg,
+		log:   log,
+		table: table,
+		stop:  make(chan struct{}),
+		env: &commands.Env{
+			Keys:  keyspace.New(),
+			Clock: clk,
+			Table: table,
+			Stats: &commands.Stats{},
+			Options: commands.Options{
+				RequirePass:        cfg.RequirePass,
+				EnableDebug:        cfg.EnableDebugCommand,
+				Version:            cfg.Version,
+				Addr:               cfg.Addr,
+				DataDir:            cfg.DataDir,
+				MaxClients:         cfg.MaxClients,
+				IdleTimeoutSeconds: int64(cfg.IdleTimeout / time.Second),
+			},
+			Started: clk.Now(),
+			RunID:   randomHex(20),
+		},
+	}
+	return s, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(b)
+}
+
+// Listen binds the Redis protocol address (and the metrics address).
+func (s *Server) Listen() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("server: listen: %w", err)
+	}
+	s.ln = ln
+	s.env.Options.Addr = ln.Addr().String()
+	if s.cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", s.cfg.MetricsAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("server: listen metrics: %w", err)
+		}
+		reg := prometheus.NewRegistry()
+		if err := NewMetrics(s.env).Register(reg); err != nil {
+			ln.Close()
+			mln.Close()
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go s.metrics.Serve(mln)
+		s.log.Info("metrics endpoint", "addr", mln.Addr().String())
+	}
+	return nil
+}
+
+// Addr is the address the Redis protocol listens on, once Listen returned.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve answers connections until Shutdown. Call Listen first.
+func (s *Server) Serve() error {
+	if s.ln == nil {
+		return errors.New("server: Serve before Listen")
+	}
+	rc := redcon.NewServer(s.cfg.Addr, s.handle, s.accept, s.closed)
+	if s.cfg.IdleTimeout > 0 {
+		rc.SetIdleClose(s.cfg.IdleTimeout)
+	}
+	rc.AcceptError = func(err error) { s.log.Warn("accept", "err", err) }
+	s.rc = rc
+	s.bg.Add(1)
+	go s.sweep()
+	s.log.Info("sluice ready", "addr", s.ln.Addr().String(), "version", s.cfg.Version)
+	return rc.Serve(s.ln)
+}
+
+// Shutdown stops accepting, closes every connection and stops background
+// work.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopOnce.Do(func() { close(s.stop) })
+	var err error
+	if s.rc != nil {
+		err = s.rc.Close()
+	} else if s.ln != nil {
+		err = s.ln.Close()
+	}
+	if s.metrics != nil {
+		s.metrics.Shutdown(ctx)
+	}
+	done := make(chan struct{})
+	go func() { s.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return err
+}
+
+// connState is what the server keeps per connection.
+type connState struct {
+	ctx    commands.Ctx
+	conn   commands.Conn
+	writer commands.Writer
+	closed bool
+}
+
+func (s *Server) accept(c redcon.Conn) bool {
+	st := s.env.Stats
+	st.ConnectionsReceived.Add(1)
+	if st.ConnectedClients.Add(1) > int64(s.cfg.MaxClients) {
+		st.ConnectedClients.Add(-1)
+		st.ConnectionsRejected.Add(1)
+		c.NetConn().Write([]byte("-ERR max number of clients reached\r\n"))
+		return false
+	}
+	cs := &connState{}
+	cs.conn = commands.Conn{
+		ID:            s.nextID.Add(1),
+		Addr:          c.RemoteAddr(),
+		LocalAddr:     c.NetConn().LocalAddr().String(),
+		Proto:         2,
+		Authenticated: s.cfg.RequirePass == "",
+		Created:       s.env.Clock.Now(),
+	}
+	cs.writer.Proto = 2
+	cs.ctx = commands.Ctx{Env: s.env, Conn: &cs.conn, W: &cs.writer}
+	c.SetContext(cs)
+	return true
+}
+
+func (s *Server) closed(c redcon.Conn, err error) {
+	if _, ok := c.Context().(*connState); ok {
+		s.env.Stats.ConnectedClients.Add(-1)
+	}
+	if err != nil {
+		s.log.Debug("connection closed", "addr", c.RemoteAddr(), "err", err)
+	}
+}
+
+func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
+	cs := c.Context().(*connState)
+	if cs.closed {
+		return
+	}
+	cs.ctx.Reset()
+	cs.writer.Buf = cs.writer.Buf[:0]
+	s.table.Dispatch(&cs.ctx, cmd.Args)
+	s.env.Stats.CommandsProcessed.Add(1)
+	c.WriteRaw(cs.writer.Buf)
+	if cs.conn.Close {
+		cs.closed = true
+		c.Close()
+	}
+}
+
+// sweep deletes expired keys in the background, a bounded batch per tick.
+// A batch that finds many expired keys is followed by another at once, up
+// to a few per tick, so a mass expiry is caught up quickly without holding
+// any one lock for long.
+func (s *Server) sweep() {
+	defer s.bg.Done()
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	var cursor keyspace.SweepCursor
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		for range 10 {
+			examined, removed := s.env.Keys.Sweep(s.env.Clock.Now(), &cursor, s.cfg.SweepBudget)
+			s.env.Stats.ExpiredKeys.Add(int64(removed))
+			if removed*4 < examined || examined == 0 {
+				break
+			}
+		}
+	}
+}
