@@ -1,0 +1,33 @@
+# sluice — `make` lists the targets.
+GO      ?= go
+BIN     ?= bin/sluice
+ADDR    ?= 127.0.0.1:6379
+DATA    ?= ./data
+
+.DEFAULT_GOAL := help
+.PHONY: help build run test test-go test-node bench fmt lint
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+build: ## build bin/sluice
+	$(GO) build -o $(BIN) ./cmd/sluice
+
+run: build ## run one node on $(ADDR) with data in $(DATA)
+	./$(BIN) --addr $(ADDR) --data-dir $(DATA)
+
+test: lint test-go ## vet, then every test (unit, fuzz seeds, end-to-end)
+
+test-go:
+	$(GO) test -race -timeout 9m ./...
+
+bench: build ## Go benchmarks, then redis-benchmark against sluice and redis-server
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+	./scripts/bench.sh
+
+fmt: ## gofmt every Go file
+	gofmt -w $$(git ls-files '*.go')
+
+lint: ## gofmt check and go vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed: make fmt'; exit 1)
+	$(GO) vet ./...

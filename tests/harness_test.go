@@ -1,0 +1,220 @@
+// Package tests drives the built sluice binary with real clients: go-redis
+// and redis-cli. Each test starts its own server on a port of its own.
+package tests
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// binary is the sluice binary built once for the whole package.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "sluice")
+	build := exec.Command("go", "build", "-race", "-o", binary, "../cmd/sluice")
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		build = exec.Command("go", "build", "-o", binary, "../cmd/sluice")
+	}
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build sluice:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Server is a running sluice process.
+type Server struct {
+	t       testing.TB
+	Addr    string
+	DataDir string
+	Args    []string
+	cmd     *exec.Cmd
+	logs    *strings.Builder
+	exited  chan struct{}
+}
+
+// freeAddr returns a loopback address with a port nobody listens on.
+func freeAddr(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// StartServer runs sluice with the debug command on, a fresh data dir, a
+// free port, and extra flags; it is stopped when the test ends.
+func StartServer(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, DataDir: t.TempDir()}
+	s.Args = append([]string{"--enable-debug-command", "--data-dir", s.DataDir}, extra...)
+	s.Start()
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Start (re)starts the process with s.Args on a new free port unless
+// s.Addr is already set.
+func (s *Server) Start() {
+	s.t.Helper()
+	if s.Addr == "" {
+		s.Addr = freeAddr(s.t)
+	}
+	args := append([]string{"--addr", s.Addr}, s.Args...)
+	s.cmd = exec.Command(binary, args...)
+	s.logs = &strings.Builder{}
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.exited = make(chan struct{})
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := false
+		for sc.Scan() {
+			s.logs.WriteString(sc.Text() + "\n")
+			if !once && strings.Contains(sc.Text(), "sluice ready") {
+				once = true
+				close(ready)
+			}
+		}
+		s.cmd.Wait()
+		close(s.exited)
+	}()
+	select {
+	case <-ready:
+	case <-s.exited:
+		s.t.Fatalf("sluice exited before it was ready:\n%s", s.logs.String())
+	case <-time.After(20 * time.Second):
+		s.t.Fatalf("sluice not ready after 20s:\n%s", s.logs.String())
+	}
+}
+
+// Stop sends SIGTERM and waits for a graceful exit.
+func (s *Server) Stop() {
+	s.t.Helper()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		s.t.Fatalf("sluice did not stop on SIGINT:\n%s", s.logs.String())
+	}
+	s.cmd = nil
+}
+
+// Kill stops the process at once (SIGKILL), as a crash would.
+func (s *Server) Kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	<-s.exited
+	s.cmd = nil
+}
+
+// Logs is what the server wrote to stderr so far.
+func (s *Server) Logs() string { return s.logs.String() }
+
+// Client returns a go-redis client for the server, closed with the test.
+func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
+	o := &redis.Options{Addr: s.Addr, Protocol: 2}
+	for _, f := range opts {
+		f(o)
+	}
+	c := redis.NewClient(o)
+	s.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ctx bounds every client call of a test.
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// ints converts a limiter reply to []int64.
+func ints(t testing.TB, cmd *redis.Cmd) []int64 {
+	t.Helper()
+	v, err := cmd.Result()
+	if err != nil {
+		t.Fatalf("command failed: %v", err)
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		t.Fatalf("reply %#v is not an array", v)
+	}
+	out := make([]int64, len(arr))
+	for i, x := range arr {
+		n, ok := x.(int64)
+		if !ok {
+			t.Fatalf("element %d of %#v is not an integer", i, v)
+		}
+		out[i] = n
+	}
+	return out
+}
+
+// setClock freezes the server's clock at unixNs through DEBUG CLOCK SET.
+func setClock(t testing.TB, c *redis.Client, unixNs int64) {
+	t.Helper()
+	if err := c.Do(ctx(t), "DEBUG", "CLOCK", "SET", unixNs).Err(); err != nil {
+		t.Fatalf("DEBUG CLOCK SET: %v", err)
+	}
+}
+
+// advance moves the frozen clock forward by d.
+func advance(t testing.TB, c *redis.Client, d time.Duration) {
+	t.Helper()
+	if err := c.Do(ctx(t), "DEBUG", "CLOCK", "ADVANCE", int64(d)).Err(); err != nil {
+		t.Fatalf("DEBUG CLOCK ADVANCE: %v", err)
+	}
+}
+
+// future is a fixed instant after any real clock this suite runs under
+// (2100-01-01T00:00:00Z), so a frozen clock is never raised by the
+// never-backwards rule.
+const future = int64(4102444800) * 1e9
+
+// redisCLI runs redis-cli against the server and returns its output.
+func redisCLI(t testing.TB, addr string, args ...string) string {
+	t.Helper()
+	path, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatalf("redis-cli is not installed (.ci/run installs redis-tools): %v", err)
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	out, err := exec.Command(path, append([]string{"-h", host, "-p", port}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
