@@ -16,6 +16,8 @@ const (
 	// errorReplyTimeout bounds how long a violating client may hold its
 	// connection's goroutine by not reading the error reply.
 	errorReplyTimeout = time.Second
+	// outKeepCap is the largest synthesized-output buffer kept between reads.
+	outKeepCap = 4096
 	// maxEmptyReads is how many empty reads in a row Read tolerates from the
 	// wrapped conn before giving up, the bound bufio uses.
 	maxEmptyReads = 100
@@ -119,6 +121,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 				return c.cut(n, cutDst, cutSrc), nil
 			}
 			c.out, c.outPos = c.out[:0], 0
+			if cap(c.out) > outKeepCap {
+				c.out = nil // a long inline line's translation: do not pin it
+			}
 			if c.outEnds {
 				c.outEnds = false
 				cutDst, cutSrc = n, c.r

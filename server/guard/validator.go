@@ -55,7 +55,6 @@ const headerCap = 16
 // A Validator is not safe for concurrent use.
 type Validator struct {
 	limits Limits
-	authed bool
 	// maxArgs and maxBulk are the limits in force: the Unauth ones until
 	// the connection authenticates.
 	maxArgs int64
@@ -94,7 +93,6 @@ func (v *Validator) init(limits Limits, authenticated bool) {
 // SetAuthenticated switches between the Unauth limits and the full ones. It
 // applies to headers read after the call.
 func (v *Validator) SetAuthenticated(ok bool) {
-	v.authed = ok
 	if ok {
 		v.maxArgs, v.maxBulk = v.limits.MaxArgs, v.limits.MaxBulkLen
 	} else {
@@ -131,10 +129,10 @@ func (v *Validator) AppendInline(dst []byte) []byte { return v.inline.appendRequ
 
 // Next consumes a prefix of src and says what it was. It stops at the first
 // event that changes what the caller must do: the end of a request, the end
-// of a "*<n>" header read in pieces, or the end of src. All of src is consumed unless one of
-// those comes first. On a violation it returns the error (one of this
-// package's sentinels, possibly wrapped) and how many bytes preceded the
-// offending one; every later call returns the same error.
+// of a "*<n>" header read in pieces, or the end of src. On a violation it
+// returns the error (one of this package's sentinels, possibly wrapped) and
+// how many bytes preceded the offending one; every later call returns the
+// same error.
 func (v *Validator) Next(src []byte) (int, Event, error) {
 	if v.err != nil {
 		return 0, EventSkip, v.err
