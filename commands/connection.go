@@ -22,7 +22,7 @@ func connectionCommands() []*Command {
 			Args: []Arg{{Name: "index", Type: "integer"}}, Run: runSelect},
 		{Name: "auth", Arity: -2, Flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
 			Group: "connection", Since: "1.0.0", Summary: "Authenticates the connection.", Complexity: "O(N)",
-			Args: []Arg{{Name: "username", Type: "string", Optional: true}, {Name: "password", Type: "string"}},
+			Args:   []Arg{{Name: "username", Type: "string", Optional: true}, {Name: "password", Type: "string"}},
 			NoAuth: true, Run: runAuth},
 		{Name: "hello", Arity: -1, Flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
 			Group: "connection", Since: "6.0.0", Summary: "Handshakes with the server: protocol, authentication, name.",

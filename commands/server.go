@@ -24,7 +24,7 @@ func serverCommands() []*Command {
 		{Name: "time", Arity: 1, Flags: []string{"loading", "stale", "fast"}, Group: "server", Since: "2.6.0",
 			Summary: "Returns the server time (the test clock when it is set).", Complexity: "O(1)", Run: runTime},
 		{Name: "debug", Arity: -2, Flags: []string{"admin", "noscript", "loading", "stale"}, Group: "server",
-			Since: "1.0.0", Summary: "Test hooks: DEBUG CLOCK SET <unix-ns> | ADVANCE <ns> | REAL. Needs --enable-debug-command.",
+			Since: "1.0.0", Summary: "Test hooks: DEBUG CLOCK SET <unix-ns> | ADVANCE <ns> | GET | REAL, DEBUG GC. Needs --enable-debug-command.",
 			Complexity: "O(1)", Run: runDebug},
 		commandCommand(),
 	}
@@ -58,6 +58,12 @@ func runTime(c *Ctx, _ [][]byte) {
 func runDebug(c *Ctx, args [][]byte) {
 	if !c.Env.Options.EnableDebug {
 		c.W.Error(errDebugDenied)
+		return
+	}
+	if equalFold(args[1], "gc") && len(args) == 2 {
+		// Lets benchmarks measure live memory rather than garbage.
+		runtime.GC()
+		c.W.OK()
 		return
 	}
 	if !equalFold(args[1], "clock") || len(args) < 3 {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -112,6 +113,8 @@ func (s *Server) Listen() error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go s.metrics.Serve(mln)
 		s.log.Info("metrics endpoint", "addr", mln.Addr().String())

@@ -1,0 +1,39 @@
+package commands
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sluice-rl/sluice/clock"
+	"github.com/sluice-rl/sluice/keyspace"
+)
+
+// testEnv is an Env without a network, for benchmarks and unit tests.
+func testEnv() *Env {
+	t := NewTable()
+	return &Env{Keys: keyspace.New(), Clock: clock.New(nil), Table: t, Stats: &Stats{}}
+}
+
+func testCtx(env *Env) *Ctx {
+	return &Ctx{Env: env, Conn: &Conn{Proto: 2, Authenticated: true}, W: &Writer{Proto: 2}}
+}
+
+// BenchmarkDispatchThrottle is one CL.THROTTLE from parsed arguments to
+// reply bytes, on 100k keys as redis-benchmark -r 100000 sends them.
+func BenchmarkDispatchThrottle(b *testing.B) {
+	env := testEnv()
+	c := testCtx(env)
+	const keys = 100_000
+	argv := make([][][]byte, keys)
+	for i := range argv {
+		argv[i] = [][]byte{[]byte("CL.THROTTLE"), []byte(fmt.Sprintf("key:%012d", i)), []byte("100"), []byte("10"), []byte("1")}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		c.Reset()
+		c.W.Buf = c.W.Buf[:0]
+		env.Table.Dispatch(c, argv[i%keys])
+		i++
+	}
+}

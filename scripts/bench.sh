@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# make bench: sluice's CL.THROTTLE against a local redis-server running the
+# GCRA Lua script users run today, and plain INCR, in the same run; then
+# memory per key with 1M live keys on both. Other limiters' scripts
+# (scripts/bench_*.sh) run after, against the same two servers.
+#
+# Environment: SLUICE (binary, default bin/sluice), N (requests, default
+# 1000000), KEYS_MEM (keys for the memory test, default 1000000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SLUICE=${SLUICE:-bin/sluice}
+N=${N:-1000000}
+KEYS_MEM=${KEYS_MEM:-1000000}
+export SLUICE_PORT=${SLUICE_PORT:-7481} REDIS_PORT=${REDIS_PORT:-7482}
+
+if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools
+	else
+		echo "bench needs redis-server and redis-benchmark (apt-get install redis-server redis-tools)" >&2
+		exit 1
+	fi
+fi
+
+work=$(mktemp -d)
+cleanup() {
+	redis-cli -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
+	[ -n "${sluice_pid:-}" ] && kill "$sluice_pid" 2>/dev/null && wait "$sluice_pid" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$SLUICE" --addr "127.0.0.1:$SLUICE_PORT" --data-dir "$work/sluice" --enable-debug-command --log-level warn &
+sluice_pid=$!
+redis-server --port "$REDIS_PORT" --save '' --appendonly no --daemonize yes --dir "$work" >/dev/null
+for _ in $(seq 50); do
+	redis-cli -p "$SLUICE_PORT" ping >/dev/null 2>&1 && redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
+	sleep 0.1
+done
+
+sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat scripts/gcra.lua)")
+
+# rps PORT PIPELINE ARGS... prints requests per second.
+rps() {
+	local port=$1 p=$2
+	shift 2
+	redis-benchmark -p "$port" -c 50 -n "$N" -r 100000 -P "$p" --csv "$@" 2>/dev/null |
+		awk -F'","' 'NR==2 {print int($2)}'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+echo "== throughput (redis-benchmark -c 50 -n $N -r 100000) =="
+printf "%-34s %12s %12s\n" "command" "-P 1" "-P 16"
+declare -A res
+for p in 1 16; do
+	res[cl,$p]=$(rps "$SLUICE_PORT" "$p" CL.THROTTLE key:__rand_int__ 100 10 1 1)
+	res[lua,$p]=$(rps "$REDIS_PORT" "$p" EVALSHA "$sha" 1 key:__rand_int__ 100 10 1 1)
+	res[incr,$p]=$(rps "$REDIS_PORT" "$p" INCR key:__rand_int__)
+done
+printf "%-34s %12s %12s\n" "sluice CL.THROTTLE" "${res[cl,1]}" "${res[cl,16]}"
+printf "%-34s %12s %12s\n" "redis-server GCRA Lua (EVALSHA)" "${res[lua,1]}" "${res[lua,16]}"
+printf "%-34s %12s %12s\n" "redis-server INCR" "${res[incr,1]}" "${res[incr,16]}"
+echo
+echo "CL.THROTTLE / INCR:      -P 1 $(ratio "${res[cl,1]}" "${res[incr,1]}")x   -P 16 $(ratio "${res[cl,16]}" "${res[incr,16]}")x   (target at -P 16: >= 1.0x)"
+echo "CL.THROTTLE / Redis+Lua: -P 1 $(ratio "${res[cl,1]}" "${res[lua,1]}")x   -P 16 $(ratio "${res[cl,16]}" "${res[lua,16]}")x   (target at -P 16: >= 8x)"
+
+echo
+echo "== memory with $KEYS_MEM live GCRA keys =="
+# gen CMD... writes KEYS_MEM commands in RESP, one per key, for redis-cli --pipe.
+gen() {
+	awk -v n="$KEYS_MEM" -v pre="$1" -v post="$2" 'BEGIN {
+		split(pre, a, " "); split(post, b, " ")
+		for (i = 0; i < n; i++) {
+			key = sprintf("key:%012d", i)
+			printf "*%d\r\n", length(a) + 1 + length(b)
+			for (j = 1; j <= length(a); j++) printf "$%d\r\n%s\r\n", length(a[j]), a[j]
+			printf "$%d\r\n%s\r\n", length(key), key
+			for (j = 1; j <= length(b); j++) printf "$%d\r\n%s\r\n", length(b[j]), b[j]
+		}
+	}'
+}
+used() { redis-cli -p "$1" info memory | tr -d '\r' | awk -F: -v f="$2" '$1 == f {print $2}'; }
+redis-cli -p "$SLUICE_PORT" flushall >/dev/null
+redis-cli -p "$REDIS_PORT" flushall >/dev/null
+redis-cli -p "$SLUICE_PORT" debug gc >/dev/null
+s0=$(used "$SLUICE_PORT" used_memory)
+r0=$(used "$REDIS_PORT" used_memory)
+gen "CL.THROTTLE" "100 1 86400 1" | redis-cli -p "$SLUICE_PORT" --pipe >/dev/null
+gen "EVALSHA $sha 1" "100 1 86400 1" | redis-cli -p "$REDIS_PORT" --pipe >/dev/null
+redis-cli -p "$SLUICE_PORT" debug gc >/dev/null
+s1=$(used "$SLUICE_PORT" used_memory)
+r1=$(used "$REDIS_PORT" used_memory)
+sk=$(redis-cli -p "$SLUICE_PORT" dbsize)
+rk=$(redis-cli -p "$REDIS_PORT" dbsize)
+echo "sluice:       $sk keys, $(( (s1 - s0) / sk )) bytes/key (Go heap in use after GC; target <= 65)"
+echo "redis-server: $rk keys, $(( (r1 - r0) / rk )) bytes/key (used_memory)"
+
+for extra in scripts/bench_*.sh; do
+	[ -x "$extra" ] || continue
+	echo
+	echo "== $extra =="
+	redis-cli -p "$SLUICE_PORT" flushall >/dev/null
+	redis-cli -p "$REDIS_PORT" flushall >/dev/null
+	"$extra"
+done
