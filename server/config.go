@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/sluice-rl/sluice/server/guard"
 )
 
 // Config is everything a server needs to start. cmd/sluice fills it from
@@ -37,6 +39,16 @@ type Config struct {
 	SweepBudget int
 	// Version is reported by INFO as sluice_version.
 	Version string
+	// Protocol bounds what a client may send (bulk length, arguments,
+	// inline line length, and tighter limits before AUTH); a violation
+	// closes that connection after "-ERR Protocol error: …".
+	Protocol guard.Limits
+	// ProtectedMode refuses clients from non-loopback addresses while no
+	// password is set, as Redis' protected-mode does.
+	ProtectedMode bool
+	// OutputBufferLimit closes a connection whose unsent replies pass this
+	// many bytes (a client that pipelines without reading); 0 disables it.
+	OutputBufferLimit int
 }
 
 // DefaultConfig returns the settings `sluice` runs with when given no
@@ -50,6 +62,11 @@ func DefaultConfig() Config {
 		SweepInterval: 100 * time.Millisecond,
 		SweepBudget:   20000,
 		Version:       "0.1.0",
+		Protocol:      guard.DefaultLimits(),
+		ProtectedMode: true,
+		// Redis leaves normal clients unlimited; a bound keeps one client
+		// from holding the server's memory hostage.
+		OutputBufferLimit: 256 << 20,
 	}
 }
 
@@ -79,6 +96,12 @@ func (c Config) Validate() error {
 	}
 	if c.IdleTimeout < 0 {
 		return fmt.Errorf("%w: idle timeout %v < 0", ErrConfig, c.IdleTimeout)
+	}
+	if err := c.Protocol.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.OutputBufferLimit < 0 {
+		return fmt.Errorf("%w: output buffer limit %d < 0", ErrConfig, c.OutputBufferLimit)
 	}
 	if c.SweepInterval <= 0 || c.SweepBudget < 1 {
 		return fmt.Errorf("%w: sweep interval and budget must be positive", ErrConfig)

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-rl/sluice/clock"
 	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/server/guard"
 )
 
 // Server is one sluice node.
@@ -93,9 +94,21 @@ func randomHex(n int) string {
 
 // Listen binds the Redis protocol address (and the metrics address).
 func (s *Server) Listen() error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
+	raw, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("server: listen: %w", err)
+	}
+	return s.ListenOn(raw)
+}
+
+// ListenOn serves the Redis protocol on raw, which the server then owns
+// (tests pass listeners of their own).
+func (s *Server) ListenOn(raw net.Listener) error {
+	// Every byte a client sends passes the guard before redcon parses it.
+	ln, err := guard.NewListener(raw, s.cfg.Protocol, s.cfg.RequirePass != "")
+	if err != nil {
+		raw.Close()
+		return fmt.Errorf("server: %w", err)
 	}
 	s.ln = ln
 	s.env.Options.Addr = ln.Addr().String()
@@ -171,11 +184,22 @@ type connState struct {
 	conn   commands.Conn
 	writer commands.Writer
 	closed bool
+	// guard is the connection's protocol guard; it learns when AUTH
+	// succeeds so the pre-AUTH limits stop applying.
+	guard  *guard.Conn
+	authed bool
+	// pending counts reply bytes not yet flushed to the client.
+	pending int
 }
 
 func (s *Server) accept(c redcon.Conn) bool {
 	st := s.env.Stats
 	st.ConnectionsReceived.Add(1)
+	if s.cfg.ProtectedMode && s.cfg.RequirePass == "" && !isLoopback(c.NetConn().RemoteAddr()) {
+		st.ConnectionsRejected.Add(1)
+		c.NetConn().Write([]byte(protectedModeReply))
+		return false
+	}
 	if st.ConnectedClients.Add(1) > int64(s.cfg.MaxClients) {
 		st.ConnectedClients.Add(-1)
 		st.ConnectionsRejected.Add(1)
@@ -193,6 +217,8 @@ func (s *Server) accept(c redcon.Conn) bool {
 	}
 	cs.writer.Proto = 2
 	cs.ctx = commands.Ctx{Env: s.env, Conn: &cs.conn, W: &cs.writer}
+	cs.guard, _ = c.NetConn().(*guard.Conn)
+	cs.authed = cs.conn.Authenticated
 	c.SetContext(cs)
 	return true
 }
@@ -216,11 +242,47 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	s.table.Dispatch(&cs.ctx, cmd.Args)
 	s.env.Stats.CommandsProcessed.Add(1)
 	c.WriteRaw(cs.writer.Buf)
+	if cs.conn.Authenticated != cs.authed {
+		cs.authed = cs.conn.Authenticated
+		if cs.guard != nil {
+			cs.guard.SetAuthenticated(cs.authed)
+		}
+	}
 	if cs.conn.Close {
 		cs.closed = true
 		c.Close()
+		return
+	}
+	// redcon flushes once the commands it read so far are answered.
+	cs.pending += len(cs.writer.Buf)
+	if len(c.PeekPipeline()) == 0 {
+		cs.pending = 0
+	} else if s.cfg.OutputBufferLimit > 0 && cs.pending > s.cfg.OutputBufferLimit {
+		s.log.Warn("closing client over the output buffer limit", "addr", c.RemoteAddr(), "pending", cs.pending)
+		cs.closed = true
+		c.NetConn().Close()
 	}
 }
+
+// isLoopback reports whether addr is on the loopback interface (or a Unix
+// socket, which is local by construction).
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return true
+	}
+	return tcp.IP.IsLoopback()
+}
+
+// protectedModeReply is Redis' protected-mode explanation, with sluice's
+// flags.
+const protectedModeReply = "-DENIED sluice is running in protected mode because protected mode is enabled and no password is set for the default user. " +
+	"In this mode connections are only accepted from the loopback interface. " +
+	"If you want to connect from external computers to sluice you may adopt one of the following solutions: " +
+	"1) Set a password for the default user with --requirepass or --requirepass-file. " +
+	"2) Restart sluice with --protected-mode=false, however MAKE SURE sluice is not publicly accessible from the internet if you do so. " +
+	"3) Listen only on an address that untrusted hosts cannot reach (--addr). " +
+	"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n"
 
 // sweep deletes expired keys in the background, a bounded batch per tick.
 // A batch that finds many expired keys is followed by another at once, up

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,6 +32,11 @@ func run(args []string) error {
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "host:port to serve the Redis protocol on")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for persistent state (created if missing)")
 	fs.StringVar(&cfg.RequirePass, "requirepass", cfg.RequirePass, "password clients must AUTH with (empty: no AUTH)")
+	passFile := fs.String("requirepass-file", "", "read the AUTH password from this file (first line)")
+	fs.BoolVar(&cfg.ProtectedMode, "protected-mode", cfg.ProtectedMode, "refuse non-loopback clients while no password is set")
+	fs.Int64Var(&cfg.Protocol.MaxBulkLen, "proto-max-bulk-len", cfg.Protocol.MaxBulkLen, "largest bulk string a client may send, bytes")
+	fs.Int64Var(&cfg.Protocol.MaxArgs, "proto-max-args", cfg.Protocol.MaxArgs, "most arguments in one command")
+	fs.IntVar(&cfg.OutputBufferLimit, "client-output-buffer-limit", cfg.OutputBufferLimit, "close a client whose unsent replies pass this many bytes (0: no limit)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.BoolVar(&cfg.EnableDebugCommand, "enable-debug-command", cfg.EnableDebugCommand, "allow DEBUG CLOCK (tests only)")
 	fs.IntVar(&cfg.MaxClients, "maxclients", cfg.MaxClients, "most client connections at once")
@@ -44,6 +50,20 @@ func run(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *passFile != "" {
+		if cfg.RequirePass != "" {
+			return errors.New("give --requirepass or --requirepass-file, not both")
+		}
+		b, err := os.ReadFile(*passFile)
+		if err != nil {
+			return fmt.Errorf("requirepass file: %w", err)
+		}
+		cfg.RequirePass, _, _ = strings.Cut(string(b), "\n")
+		cfg.RequirePass = strings.TrimSuffix(cfg.RequirePass, "\r")
+		if cfg.RequirePass == "" {
+			return fmt.Errorf("requirepass file %s: first line is empty", *passFile)
+		}
 	}
 	level, err := server.ParseLogLevel(cfg.LogLevel)
 	if err != nil {
