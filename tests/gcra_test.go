@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"net"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -361,5 +362,39 @@ func TestRedisBasics(t *testing.T) {
 	}
 	if err := c.Do(ctx(t), "SELECT", 0).Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// redis-cli reading commands from stdin first loads COMMAND DOCS to build
+// its help; a malformed docs reply crashes it, so drive that path.
+func TestRedisCLIStdin(t *testing.T) {
+	s := StartServer(t)
+	host, port, _ := net.SplitHostPort(s.Addr)
+	cmd := exec.Command("redis-cli", "-h", host, "-p", port)
+	cmd.Stdin = strings.NewReader("PING\nCL.THROTTLE stdin 15 30 60\nHELLO 3\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli with commands on stdin: %v\n%s", err, out)
+	}
+	if !strings.HasPrefix(string(out), "PONG\n0\n16\n15\n-1\n2\n") {
+		t.Fatalf("redis-cli printed %q", out)
+	}
+}
+
+func TestIdleTimeout(t *testing.T) {
+	s := StartServer(t, "--timeout", "300ms")
+	cn, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cn.Close()
+	cn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	n, err := cn.Read(make([]byte, 1))
+	if n != 0 || err == nil {
+		t.Fatalf("idle connection read %d bytes, err %v", n, err)
+	}
+	if waited := time.Since(start); waited < 250*time.Millisecond {
+		t.Fatalf("closed after %v, before the 300ms idle timeout", waited)
 	}
 }
