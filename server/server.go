@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -239,6 +240,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	}
 	cs.ctx.Reset()
 	cs.writer.Buf = cs.writer.Buf[:0]
+	defer s.recoverCommand(c, cs, cmd)
 	s.table.Dispatch(&cs.ctx, cmd.Args)
 	s.env.Stats.CommandsProcessed.Add(1)
 	c.WriteRaw(cs.writer.Buf)
@@ -262,6 +264,24 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		cs.closed = true
 		c.NetConn().Close()
 	}
+}
+
+// recoverCommand keeps a bug in one command from taking the process (and
+// every other client) down: the panic is logged with its stack, the client
+// gets an error and its connection is closed, since its state is unknown.
+func (s *Server) recoverCommand(c redcon.Conn, cs *connState, cmd redcon.Command) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	name := ""
+	if len(cmd.Args) > 0 {
+		name = string(cmd.Args[0])
+	}
+	s.log.Error("command panicked", "command", name, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	cs.closed = true
+	c.WriteError("ERR internal error running '" + name + "'; the connection is closed")
+	c.Close()
 }
 
 // isLoopback reports whether addr is on the loopback interface (or a Unix
