@@ -86,6 +86,7 @@ func NewTable() *Table {
 		keyCommands(),
 		serverCommands(),
 		gcraCommands(),
+		concCommands(),
 	} {
 		for _, c := range group {
 			t.add(c)

@@ -1,0 +1,248 @@
+package commands
+
+import (
+	"github.com/sluice-rl/sluice/conc"
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/limiter"
+)
+
+// The CONC.* commands keep one *conc.Leases per key, mutated in place. The
+// key's expiry word is always the end of its latest lease, so the key
+// disappears (on access or by the sweep) exactly when it holds no live
+// lease, and PTTL answers how long that is.
+
+func concCommands() []*Command {
+	return []*Command{{
+		Name: "conc.acquire", Arity: 5, Flags: []string{"write", "denyoom", "fast"},
+		FirstKey: 1, LastKey: 1, Step: 1,
+		Group: "sluice", Since: "1.0.0", Complexity: "O(N) where N is the number of leases the key holds",
+		Summary: "Takes a concurrency lease for a request id: replies [limited, limit, remaining, retry_after, reset_after].",
+		Args: []Arg{
+			{Name: "key", Type: "key"},
+			{Name: "limit", Type: "integer"},
+			{Name: "lease-seconds", Type: "integer"},
+			{Name: "request-id", Type: "string"},
+		},
+		Run: runConcAcquire,
+	}, {
+		Name: "conc.release", Arity: 3, Flags: []string{"write", "fast"},
+		FirstKey: 1, LastKey: 1, Step: 1,
+		Group: "sluice", Since: "1.0.0", Complexity: "O(N) where N is the number of leases the key holds",
+		Summary: "Ends the lease of a request id: 1 if a live lease was released, 0 if none was held.",
+		Args: []Arg{
+			{Name: "key", Type: "key"},
+			{Name: "request-id", Type: "string"},
+		},
+		Run: runConcRelease,
+	}, {
+		Name: "conc.renew", Arity: 4, Flags: []string{"write", "fast"},
+		FirstKey: 1, LastKey: 1, Step: 1,
+		Group: "sluice", Since: "1.0.0", Complexity: "O(N) where N is the number of leases the key holds",
+		Summary: "Extends the lease of a request id to end lease-seconds from now: 1 if extended, 0 if it no longer exists.",
+		Args: []Arg{
+			{Name: "key", Type: "key"},
+			{Name: "request-id", Type: "string"},
+			{Name: "lease-seconds", Type: "integer"},
+		},
+		Run: runConcRenew,
+	}, {
+		Name: "conc.get", Arity: 2, Flags: []string{"readonly", "fast"},
+		FirstKey: 1, LastKey: 1, Step: 1,
+		Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
+		Summary: "Describes a concurrency key: [live leases, seconds until the next lease ends, seconds until the last ends].",
+		Args:    []Arg{{Name: "key", Type: "key"}},
+		Run:     runConcGet,
+	}}
+}
+
+// leaseNanos converts lease-seconds to nanoseconds, or returns the error
+// reply: a non-positive lease is refused as such, not as an overflow.
+func leaseNanos(sec int64) (int64, string) {
+	if sec <= 0 {
+		return 0, errorReply(conc.ErrLeaseNotPositive)
+	}
+	ns, ok := secondsToNanos(sec)
+	if !ok {
+		return 0, errOverflow
+	}
+	return ns, ""
+}
+
+// checkRequestID refuses an id no lease could hold, so that every CONC
+// command answers the same way to it.
+func checkRequestID(id []byte) string {
+	if len(id) > conc.MaxRequestIDLen {
+		return errorReply(conc.ErrRequestIDTooLong)
+	}
+	return ""
+}
+
+// storeLeases records what a mutation left: the key's expiry becomes the end
+// of its latest lease, or the key goes when none is live.
+func storeLeases(s *keyspace.Slot, e keyspace.Entry, l *conc.Leases, now int64) {
+	if l.Empty(now) {
+		s.Delete(e)
+		return
+	}
+	s.SetWord(e, l.ExpireAt())
+}
+
+// leasesAt finds key's leases under the slot lock: nil when the key is
+// missing (or held no live lease, which the keyspace treats alike).
+func leasesAt(s *keyspace.Slot, key []byte, now int64) (keyspace.Entry, *conc.Leases, error) {
+	e, found, err := s.GetKind(key, keyspace.KindLeases, now)
+	if err != nil || !found {
+		return e, nil, err
+	}
+	return e, s.Object(e).(*conc.Leases), nil
+}
+
+// runConcAcquire is CONC.ACQUIRE <key> <limit> <lease-seconds> <request-id>.
+func runConcAcquire(c *Ctx, args [][]byte) {
+	limit, ok1 := parseInt(args[2])
+	leaseSec, ok2 := parseInt(args[3])
+	if !ok1 || !ok2 {
+		c.W.Error(errNotInteger)
+		return
+	}
+	msg := ""
+	switch {
+	case limit <= 0:
+		msg = errorReply(conc.ErrLimitNotPositive)
+	case limit > conc.MaxLimit:
+		msg = errorReply(conc.ErrLimitTooLarge)
+	}
+	var lease int64
+	if msg == "" {
+		lease, msg = leaseNanos(leaseSec)
+	}
+	if msg == "" {
+		msg = checkRequestID(args[4])
+	}
+	if msg != "" {
+		c.W.Error(msg)
+		return
+	}
+	key, id := args[1], args[4]
+	s, now := c.Env.Keys.LockKey(key, c.Now())
+	e, l, err := leasesAt(s, key, now)
+	if err != nil {
+		s.Unlock()
+		c.W.Error(errorReply(err))
+		return
+	}
+	var res limiter.Result
+	if l != nil {
+		res, err = l.Acquire(now, limit, lease, id)
+		if err == nil {
+			storeLeases(s, e, l, now)
+		}
+	} else {
+		// A fresh key always has a free slot, so the only refusal here is an
+		// error, and then nothing is created.
+		l = new(conc.Leases)
+		res, err = l.Acquire(now, limit, lease, id)
+		if err == nil && !l.Empty(now) {
+			_, err = s.Insert(key, keyspace.KindLeases, l.ExpireAt(), l)
+		}
+	}
+	s.Unlock()
+	if err != nil {
+		c.W.Error(errorReply(err))
+		return
+	}
+	if res.Limited {
+		c.limited()
+	}
+	c.W.Limiter(res.Reply())
+}
+
+// runConcRelease is CONC.RELEASE <key> <request-id>.
+func runConcRelease(c *Ctx, args [][]byte) {
+	key, id := args[1], args[2]
+	if msg := checkRequestID(id); msg != "" {
+		c.W.Error(msg)
+		return
+	}
+	s, now := c.Env.Keys.LockKey(key, c.Now())
+	e, l, err := leasesAt(s, key, now)
+	released := false
+	if l != nil {
+		released = l.Release(now, id)
+		storeLeases(s, e, l, now)
+	}
+	s.Unlock()
+	if err != nil {
+		c.W.Error(errorReply(err))
+		return
+	}
+	c.W.Int(replyFlag(released))
+}
+
+// runConcRenew is CONC.RENEW <key> <request-id> <lease-seconds>.
+func runConcRenew(c *Ctx, args [][]byte) {
+	key, id := args[1], args[2]
+	leaseSec, ok := parseInt(args[3])
+	if !ok {
+		c.W.Error(errNotInteger)
+		return
+	}
+	lease, msg := leaseNanos(leaseSec)
+	if msg == "" {
+		msg = checkRequestID(id)
+	}
+	if msg != "" {
+		c.W.Error(msg)
+		return
+	}
+	s, now := c.Env.Keys.LockKey(key, c.Now())
+	e, l, err := leasesAt(s, key, now)
+	renewed := false
+	if l != nil {
+		renewed, err = l.Renew(now, id, lease)
+		if err == nil {
+			storeLeases(s, e, l, now)
+		}
+	}
+	s.Unlock()
+	if err != nil {
+		c.W.Error(errorReply(err))
+		return
+	}
+	c.W.Int(replyFlag(renewed))
+}
+
+// runConcGet is CONC.GET <key>: [live leases, seconds until the next lease
+// ends, seconds until the last ends], -1 for the durations when none is
+// live. It reads without pruning, so it never changes the key.
+func runConcGet(c *Ctx, args [][]byte) {
+	key := args[1]
+	s, now := c.Env.Keys.LockKey(key, c.Now())
+	_, l, err := leasesAt(s, key, now)
+	var live int
+	var untilNext, untilLast int64
+	if l != nil {
+		live, untilNext, untilLast = l.View(now)
+	}
+	s.Unlock()
+	if err != nil {
+		c.W.Error(errorReply(err))
+		return
+	}
+	next, last := int64(-1), int64(-1)
+	if live > 0 {
+		next, last = limiter.Seconds(untilNext), limiter.Seconds(untilLast)
+	}
+	c.W.Array(3)
+	c.W.Int(int64(live))
+	c.W.Int(next)
+	c.W.Int(last)
+}
+
+// replyFlag is a yes/no answer as Redis' integer reply.
+func replyFlag(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
