@@ -87,6 +87,7 @@ func NewTable() *Table {
 		serverCommands(),
 		gcraCommands(),
 		concCommands(),
+		windowCommands(),
 	} {
 		for _, c := range group {
 			t.add(c)

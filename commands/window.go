@@ -1,0 +1,174 @@
+package commands
+
+import (
+	"fmt"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/window"
+)
+
+func windowCommands() []*Command {
+	limitArgs := []Arg{
+		{Name: "key", Type: "key"},
+		{Name: "limit", Type: "integer"},
+		{Name: "window", Type: "integer"},
+		{Name: "cost", Type: "integer", Token: "COST", Optional: true},
+	}
+	return []*Command{{
+		Name: "sw.check", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
+		FirstKey: 1, LastKey: 1, Step: 1,
+		Group: "sluice", Since: "1.0.0", Complexity: "O(1); O(log N) with EXACT, N the timestamps in the window",
+		Summary: "Sliding window rate limiting (approximate counter, or the exact log with EXACT): replies [limited, limit, remaining, retry_after, reset_after].",
+		Args:    append(limitArgs[:len(limitArgs):len(limitArgs)], Arg{Name: "exact", Type: "pure-token", Token: "EXACT", Optional: true}),
+		Run:     runSlidingCheck,
+	}, {
+		Name: "fw.check", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
+		FirstKey: 1, LastKey: 1, Step: 1,
+		Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
+		Summary: "Fixed window rate limiting, windows aligned to the Unix epoch: replies [limited, limit, remaining, retry_after, reset_after].",
+		Args:    limitArgs,
+		Run:     runFixedCheck,
+	}}
+}
+
+// windowRequest is a parsed SW.CHECK or FW.CHECK.
+type windowRequest struct {
+	key    []byte
+	params window.Params
+	cost   int64
+	exact  bool
+}
+
+// parseWindowRequest parses <key> <limit> <window-seconds> [COST <n>]
+// [EXACT] (EXACT only when allowExact). Options are case-insensitive, in any
+// order, each at most once. It returns the RESP error to send, or "".
+func parseWindowRequest(args [][]byte, allowExact bool) (windowRequest, string) {
+	req := windowRequest{key: args[1], cost: 1}
+	limit, ok1 := parseInt(args[2])
+	seconds, ok2 := parseInt(args[3])
+	if !ok1 || !ok2 {
+		return req, errNotInteger
+	}
+	options := "COST <n>"
+	if allowExact {
+		options = "COST <n> and EXACT"
+	}
+	seenCost := false
+	for i := 4; i < len(args); i++ {
+		switch {
+		case equalFold(args[i], "cost"):
+			if seenCost {
+				return req, errSyntax + ": COST given more than once"
+			}
+			seenCost = true
+			if i+1 == len(args) {
+				return req, errSyntax + ": COST needs a value"
+			}
+			i++
+			n, ok := parseInt(args[i])
+			if !ok {
+				return req, errNotInteger
+			}
+			req.cost = n
+		case allowExact && equalFold(args[i], "exact"):
+			if req.exact {
+				return req, errSyntax + ": EXACT given more than once"
+			}
+			req.exact = true
+		default:
+			return req, fmt.Sprintf("%s: unknown option '%s' (options are %s)", errSyntax, clip(args[i], 64), options)
+		}
+	}
+	p, err := window.NewParams(limit, seconds)
+	switch {
+	case err != nil:
+		return req, errorReply(err)
+	case req.cost < 0:
+		return req, errorReply(window.ErrCost)
+	case req.exact && limit > window.MaxLogLimit:
+		return req, errorReply(window.ErrLogLimit)
+	}
+	req.params = p
+	return req, ""
+}
+
+// runSlidingCheck is SW.CHECK <key> <limit> <window-seconds> [COST <n>] [EXACT].
+func runSlidingCheck(c *Ctx, args [][]byte) {
+	req, bad := parseWindowRequest(args, true)
+	if bad != "" {
+		c.W.Error(bad)
+		return
+	}
+	if req.exact {
+		replyWindow(c, req, keyspace.KindSlidingLog, checkWindow[window.LogState])
+		return
+	}
+	replyWindow(c, req, keyspace.KindSlidingCounter, checkWindow[window.CounterState])
+}
+
+// runFixedCheck is FW.CHECK <key> <limit> <window-seconds> [COST <n>].
+func runFixedCheck(c *Ctx, args [][]byte) {
+	req, bad := parseWindowRequest(args, false)
+	if bad != "" {
+		c.W.Error(bad)
+		return
+	}
+	replyWindow(c, req, keyspace.KindFixedWindow, checkWindow[window.FixedState])
+}
+
+// replyWindow runs one check and writes its reply.
+func replyWindow(c *Ctx, req windowRequest, kind keyspace.Kind,
+	check func(*Ctx, windowRequest, keyspace.Kind) (limiter.Result, error)) {
+	res, err := check(c, req, kind)
+	if err != nil {
+		c.W.Error(errorReply(err))
+		return
+	}
+	if res.Limited {
+		c.limited()
+	}
+	c.W.Limiter(res.Reply())
+}
+
+// windowState is a window algorithm's per-key state; the keyspace holds a
+// *S for a key of the algorithm's kind.
+type windowState[S any] interface {
+	Check(exists bool, now int64, p window.Params, cost int64) (S, bool, int64, limiter.Result, error)
+}
+
+// checkWindow runs one check on key under its slot lock: the key's state (a
+// *S) is replaced in place and its expiry moved when units are admitted,
+// created only then, and left untouched otherwise.
+func checkWindow[S windowState[S]](c *Ctx, req windowRequest, kind keyspace.Kind) (limiter.Result, error) {
+	s, now := c.Env.Keys.LockKey(req.key, c.Now())
+	defer s.Unlock()
+	e, found, err := s.GetKind(req.key, kind, now)
+	if err != nil {
+		return limiter.Result{}, err
+	}
+	var old S
+	var stored *S
+	if found {
+		var ok bool
+		if stored, ok = s.Object(e).(*S); !ok || stored == nil {
+			return limiter.Result{}, window.ErrCorrupt
+		}
+		old = *stored
+	}
+	next, store, expireAt, res, err := old.Check(found, now, req.params, req.cost)
+	if err != nil || !store {
+		return res, err
+	}
+	if found {
+		*stored = next
+		s.SetWord(e, expireAt)
+		return res, nil
+	}
+	obj := new(S) // a fresh object, so next stays on the stack on the hot path
+	*obj = next
+	if _, err := s.Insert(req.key, kind, expireAt, obj); err != nil {
+		return limiter.Result{}, err
+	}
+	return res, nil
+}
