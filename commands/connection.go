@@ -10,7 +10,8 @@ func connectionCommands() []*Command {
 	return []*Command{
 		{Name: "ping", Arity: -1, Flags: []string{"fast"}, Group: "connection", Since: "1.0.0",
 			Summary: "Returns the server's liveliness response.", Complexity: "O(1)",
-			Args: []Arg{{Name: "message", Type: "string", Optional: true}}, Run: runPing},
+			Args: []Arg{{Name: "message", Type: "string", Optional: true}}, Run: runPing,
+			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}},
 		{Name: "echo", Arity: 2, Flags: []string{"fast"}, Group: "connection", Since: "1.0.0",
 			Summary: "Returns the given string.", Complexity: "O(1)",
 			Args: []Arg{{Name: "message", Type: "string"}}, Run: runEcho},
@@ -31,6 +32,14 @@ func connectionCommands() []*Command {
 				{Name: "auth", Type: "block", Token: "AUTH", Optional: true, Sub: []Arg{
 					{Name: "username", Type: "string"}, {Name: "password", Type: "string"}}},
 				{Name: "clientname", Type: "string", Token: "SETNAME", Optional: true}}},
+		{Name: "reset", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
+			Group: "connection", Since: "6.2.0", Summary: "Resets the connection.", Complexity: "O(1)",
+			NoAuth: true, Run: runReset},
+		{Name: "wait", Arity: 3, Flags: []string{"noscript"}, Group: "generic", Since: "3.0.0",
+			Summary:    "Waits for writes to be acknowledged by replicas (a single node has none: 0 at once).",
+			Complexity: "O(1)", Tips: []string{"request_policy:all_shards", "response_policy:agg_min"},
+			ACLCategories: []string{"@connection"}, Run: runWait,
+			Args: []Arg{{Name: "numreplicas", Type: "integer"}, {Name: "timeout", Type: "integer"}}},
 	}
 }
 
@@ -137,7 +146,12 @@ func runHello(c *Ctx, args [][]byte) {
 			user, pass, hasAuth = args[i+1], args[i+2], true
 			i += 2
 		case equalFold(args[i], "setname") && i+1 < len(args):
+			// Redis checks the name while parsing, before authenticating.
 			name, hasName = args[i+1], true
+			if !validClientName(name) {
+				c.W.Error(errClientName)
+				return
+			}
 			i++
 		default:
 			c.W.Error("ERR Syntax error in HELLO option '" + string(clip(args[i], 128)) + "'")
@@ -160,13 +174,9 @@ func runHello(c *Ctx, args [][]byte) {
 		return
 	}
 	if hasName {
-		if !validClientName(name) {
-			c.W.Error(errClientName)
-			return
-		}
-		c.Conn.Name = string(name)
+		c.Conn.setName(string(name))
 	}
-	c.Conn.Proto = proto
+	c.Conn.setProto(proto)
 	c.W.Proto = proto
 	c.W.Map(7)
 	c.W.BulkString("server")
@@ -197,7 +207,41 @@ func validClientName(name []byte) bool {
 	return true
 }
 
-// mode is what HELLO and INFO report: sluice emulates a cluster.
-func (e *Env) mode() string { return "standalone" }
+// mode is what HELLO and INFO report. sluice always answers the CLUSTER
+// commands, so it says "cluster" as a cluster-enabled Redis does; clients
+// in standalone mode ignore it.
+func (e *Env) mode() string { return "cluster" }
+
+// runReset is RESET: the connection's state back to a new connection's —
+// RESP2, no name, no READONLY/NO-EVICT/NO-TOUCH, and not authenticated
+// when a password is set. The library name and version stay, as in Redis.
+func runReset(c *Ctx, _ [][]byte) {
+	c.Conn.setProto(2)
+	c.W.Proto = 2
+	c.Conn.setName("")
+	c.Conn.setFlag(FlagReadOnly|FlagNoEvict|FlagNoTouch, false)
+	c.Conn.Authenticated = c.Env.Options.RequirePass == ""
+	c.W.Simple("RESET")
+}
+
+// runWait is WAIT numreplicas timeout: a single node has no replica to
+// wait for, so it answers 0 at once (Redis would block until the timeout
+// when asked for replicas it does not have).
+func runWait(c *Ctx, args [][]byte) {
+	if _, ok := parseInt(args[1]); !ok {
+		c.W.Error(errNotInteger)
+		return
+	}
+	timeout, ok := parseInt(args[2])
+	if !ok {
+		c.W.Error(errTimeout)
+		return
+	}
+	if timeout < 0 {
+		c.W.Error("ERR timeout is negative")
+		return
+	}
+	c.W.Int(0)
+}
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/sluice-rl/sluice/clock"
@@ -24,6 +25,11 @@ type Options struct {
 	MaxClients int
 	// IdleTimeout closes connections idle this many seconds (0 = never).
 	IdleTimeoutSeconds int64
+	// AdvertiseAddr is the host:port cluster topology replies announce;
+	// empty means the listen address (see Env.announceAddr).
+	AdvertiseAddr string
+	// LogLevel is reported by CONFIG GET loglevel.
+	LogLevel string
 }
 
 // RedisVersion is the Redis version sluice answers as: the command set and
@@ -54,9 +60,28 @@ type Env struct {
 	Started int64
 	// RunID identifies this server process (40 hex characters).
 	RunID string
+	// Durable receives quota changes to write through to disk; nil when
+	// nothing persists (tests).
+	Durable Durability
+	// Snapshots answers SAVE, BGSAVE, LASTSAVE and INFO persistence; nil
+	// when nothing persists.
+	Snapshots Snapshots
+	// zones caches the time zones quota commands load.
+	zones zoneCache
+	// NodeID is the cluster node id (40 hex characters), kept in the data
+	// directory so it survives restarts.
+	NodeID string
+	// Clients is the server's registry of connections, for CLIENT LIST and
+	// CLIENT KILL; nil when commands run without a server (tests).
+	Clients Clients
+	// Tunables are the settings CONFIG SET changes at run time.
+	Tunables Tunables
 }
 
-// Conn is one client connection's state.
+// Conn is one client connection's state. Only the connection's own
+// goroutine writes it; Name, LibName, LibVer, Proto and Flags are also read
+// by other connections (CLIENT LIST), so they are written under mu with the
+// set* methods (see client.go), and read by others only through Snapshot.
 type Conn struct {
 	ID            int64
 	Addr          string
@@ -66,8 +91,14 @@ type Conn struct {
 	Name          string
 	LibName       string
 	LibVer        string
+	// Flags are the CLIENT LIST flags the client set (READONLY, NO-EVICT …).
+	Flags ConnFlags
+	mu    sync.Mutex
 	// Created is the instant the connection was accepted, Unix ns.
 	Created int64
+	// durable is the latest change whose reply must wait until it is on
+	// disk (see AwaitDurable).
+	durable Ticket
 	// Close asks the server to close the connection once the reply is out.
 	Close bool
 }
@@ -95,6 +126,10 @@ func (c *Ctx) Now() int64 {
 	}
 	return c.now
 }
+
+// Command is the command (or subcommand) the last Dispatch ran, nil when it
+// was refused before running; the server records it for CLIENT LIST.
+func (c *Ctx) Command() *Command { return c.cmd }
 
 // limited counts a refused request against the running command.
 func (c *Ctx) limited() {

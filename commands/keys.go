@@ -11,17 +11,20 @@ func keyCommands() []*Command {
 	keys := []Arg{{Name: "key", Type: "key", Multiple: true}}
 	return []*Command{
 		{Name: "del", Arity: -2, Flags: []string{"write"}, FirstKey: 1, LastKey: -1, Step: 1,
-			Group: "generic", Since: "1.0.0", Complexity: "O(N)", Summary: "Deletes keys.", Args: keys, Run: runDel},
+			Group: "generic", Since: "1.0.0", Complexity: "O(N)", Summary: "Deletes keys.", Args: keys, Run: runDel, KeyFlags: []string{"RM", "DELETE"},
+			Tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}},
 		{Name: "unlink", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: -1, Step: 1,
-			Group: "generic", Since: "4.0.0", Complexity: "O(N)", Summary: "Deletes keys.", Args: keys, Run: runDel},
+			Group: "generic", Since: "4.0.0", Complexity: "O(N)", Summary: "Deletes keys.", Args: keys, Run: runDel, KeyFlags: []string{"RM", "DELETE"},
+			Tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}},
 		{Name: "exists", Arity: -2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: -1, Step: 1,
-			Group: "generic", Since: "1.0.0", Complexity: "O(N)", Summary: "Counts the given keys that exist.", Args: keys, Run: runExists},
+			Group: "generic", Since: "1.0.0", Complexity: "O(N)", Summary: "Counts the given keys that exist.", Args: keys, Run: runExists, KeyFlags: []string{"RO"},
+			Tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}},
 		{Name: "ttl", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
 			Group: "generic", Since: "1.0.0", Complexity: "O(1)", Summary: "Returns a key's time to live in seconds.", Args: key, Run: runTTL},
 		{Name: "pttl", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
 			Group: "generic", Since: "2.6.0", Complexity: "O(1)", Summary: "Returns a key's time to live in milliseconds.", Args: key, Run: runTTL},
 		{Name: "type", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
-			Group: "generic", Since: "1.0.0", Complexity: "O(1)", Summary: "Returns the kind of limiter a key holds.", Args: key, Run: runType},
+			Group: "generic", Since: "1.0.0", Complexity: "O(1)", Summary: "Returns the kind of limiter a key holds.", Args: key, Run: runType, KeyFlags: []string{"RO"}},
 		{Name: "get", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
 			Group: "string", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Returns a CL.THROTTLE key's theoretical arrival time in Unix nanoseconds, as redis-cell stores it.", Args: key, Run: runGet},
@@ -33,6 +36,9 @@ func runDel(c *Ctx, args [][]byte) {
 	for _, key := range args[1:] {
 		s, now := c.Env.Keys.LockKey(key, c.Now())
 		if e, ok := s.Get(key, now); ok {
+			if e.Kind() == keyspace.KindQuota {
+				c.journaled(c.Env.quotaDeleted(key))
+			}
 			s.Delete(e)
 			n++
 		}

@@ -5,28 +5,35 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 )
 
 func serverCommands() []*Command {
 	return []*Command{
 		{Name: "info", Arity: -1, Flags: []string{"loading", "stale"}, Group: "server", Since: "1.0.0",
 			Summary: "Returns information and statistics about the server.", Complexity: "O(1)",
-			Args: []Arg{{Name: "section", Type: "string", Optional: true}}, Run: runInfo},
+			Tips:          []string{"nondeterministic_output", "request_policy:all_shards", "response_policy:special"},
+			ACLCategories: []string{"@dangerous"},
+			Args:          []Arg{{Name: "section", Type: "string", Optional: true, Multiple: true}}, Run: runInfo},
 		{Name: "dbsize", Arity: 1, Flags: []string{"readonly", "fast"}, Group: "server", Since: "1.0.0",
-			Summary: "Returns the number of keys.", Complexity: "O(1)", Run: runDBSize},
+			Summary: "Returns the number of keys.", Complexity: "O(1)", Run: runDBSize,
+			Tips: []string{"request_policy:all_shards", "response_policy:agg_sum"}, ACLCategories: []string{"@keyspace"}},
 		{Name: "flushall", Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
 			Summary: "Removes all keys.", Complexity: "O(N)",
+			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, ACLCategories: []string{"@keyspace", "@dangerous"},
 			Args: flushArgs, Run: runFlush},
 		{Name: "flushdb", Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
 			Summary: "Removes all keys.", Complexity: "O(N)",
+			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, ACLCategories: []string{"@keyspace", "@dangerous"},
 			Args: flushArgs, Run: runFlush},
 		{Name: "time", Arity: 1, Flags: []string{"loading", "stale", "fast"}, Group: "server", Since: "2.6.0",
-			Summary: "Returns the server time (the test clock when it is set).", Complexity: "O(1)", Run: runTime},
+			Summary: "Returns the server time (the test clock when it is set).", Complexity: "O(1)", Run: runTime,
+			Tips: []string{"nondeterministic_output"}},
 		{Name: "debug", Arity: -2, Flags: []string{"admin", "noscript", "loading", "stale"}, Group: "server",
 			Since: "1.0.0", Summary: "Test hooks: DEBUG CLOCK SET <unix-ns> | ADVANCE <ns> | GET | REAL, DEBUG GC. Needs --enable-debug-command.",
-			Complexity: "O(1)", Run: runDebug},
+			Complexity: "O(1)", Run: runDebug, Args: []Arg{{Name: "subcommand", Type: "string"},
+				{Name: "arg", Type: "string", Optional: true, Multiple: true}}},
 		commandCommand(),
+		configCommand(),
 	}
 }
 
@@ -42,7 +49,7 @@ func runFlush(c *Ctx, args [][]byte) {
 		c.W.Error(errSyntax)
 		return
 	}
-	c.Env.Keys.Flush()
+	c.flushAll()
 	c.W.OK()
 }
 
@@ -95,107 +102,6 @@ func runDebug(c *Ctx, args [][]byte) {
 	default:
 		c.W.Error(errSyntax)
 	}
-}
-
-// infoSections are INFO's sections in the order Redis prints them.
-var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "cluster", "keyspace"}
-
-func runInfo(c *Ctx, args [][]byte) {
-	want := map[string]bool{}
-	for _, a := range args[1:] {
-		want[lower(a)] = true
-	}
-	all := len(want) == 0 || want["all"] || want["everything"] || want["default"]
-	var b strings.Builder
-	for _, name := range infoSections {
-		if !all && !want[name] {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteString("\r\n")
-		}
-		fmt.Fprintf(&b, "# %s\r\n", strings.ToUpper(name[:1])+name[1:])
-		for _, f := range c.infoSection(name) {
-			b.WriteString(f[0])
-			b.WriteByte(':')
-			b.WriteString(f[1])
-			b.WriteString("\r\n")
-		}
-	}
-	c.W.Verbatim(b.String())
-}
-
-func (c *Ctx) infoSection(name string) [][2]string {
-	e := c.Env
-	now := c.Now()
-	switch name {
-	case "server":
-		port := e.Options.Addr
-		if i := strings.LastIndexByte(port, ':'); i >= 0 {
-			port = port[i+1:]
-		}
-		up := (now - e.Started) / 1e9
-		return [][2]string{
-			{"redis_version", RedisVersion},
-			{"sluice_version", e.Options.Version},
-			{"redis_mode", e.mode()},
-			{"os", runtime.GOOS},
-			{"arch_bits", strconv.Itoa(strconv.IntSize)},
-			{"go_version", runtime.Version()},
-			{"process_id", strconv.Itoa(os.Getpid())},
-			{"run_id", e.RunID},
-			{"tcp_port", port},
-			{"server_time_usec", itoa(now / 1e3)},
-			{"uptime_in_seconds", itoa(up)},
-			{"uptime_in_days", itoa(up / 86400)},
-			{"executable", executable()},
-			{"config_file", ""},
-		}
-	case "clients":
-		return [][2]string{
-			{"connected_clients", itoa(e.Stats.ConnectedClients.Load())},
-			{"maxclients", strconv.Itoa(e.Options.MaxClients)},
-			{"blocked_clients", "0"},
-		}
-	case "memory":
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		st := e.Keys.Stats()
-		return [][2]string{
-			{"used_memory", strconv.FormatUint(m.HeapAlloc, 10)},
-			{"used_memory_human", humanBytes(m.HeapAlloc)},
-			{"used_memory_rss", strconv.FormatUint(m.Sys, 10)},
-			{"used_memory_rss_human", humanBytes(m.Sys)},
-			{"used_memory_keyspace", strconv.Itoa(st.Bytes)},
-			{"maxmemory", "0"},
-			{"maxmemory_policy", "noeviction"},
-		}
-	case "persistence":
-		return [][2]string{{"loading", "0"}, {"async_loading", "0"}}
-	case "stats":
-		return [][2]string{
-			{"total_connections_received", itoa(e.Stats.ConnectionsReceived.Load())},
-			{"total_commands_processed", itoa(e.Stats.CommandsProcessed.Load())},
-			{"rejected_connections", itoa(e.Stats.ConnectionsRejected.Load())},
-			{"expired_keys", itoa(e.Stats.ExpiredKeys.Load())},
-			{"total_net_input_bytes", itoa(e.Stats.NetInputBytes.Load())},
-			{"total_net_output_bytes", itoa(e.Stats.NetOutputBytes.Load())},
-			{"limited_requests", itoa(e.Table.limitedTotal())},
-		}
-	case "replication":
-		return [][2]string{{"role", "master"}, {"connected_slaves", "0"}}
-	case "cpu":
-		return nil
-	case "cluster":
-		return [][2]string{{"cluster_enabled", "0"}}
-	case "keyspace":
-		st := e.Keys.Stats()
-		if st.Keys == 0 {
-			return nil
-		}
-		return [][2]string{{"db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", st.Keys, st.Keys)}}
-	}
-	return nil
 }
 
 func (t *Table) limitedTotal() int64 {

@@ -24,6 +24,15 @@ type Command struct {
 	Group, Summary, Since, Complexity string
 	// Args documents the arguments for COMMAND DOCS, in order.
 	Args []Arg
+	// KeyFlags are the key-spec flags COMMAND reports for the key
+	// arguments (RW, UPDATE, ACCESS …); empty derives them from Flags.
+	KeyFlags []string
+	// Tips are COMMAND's tips ("request_policy:all_shards" …), which
+	// cluster clients read to route commands.
+	Tips []string
+	// ACLCategories are extra categories beyond those Flags and Group
+	// imply ("@dangerous" …), with the '@'.
+	ACLCategories []string
 	// NoAuth lets an unauthenticated connection run the command.
 	NoAuth bool
 	// Run runs the command; args[0] is the name as the client sent it.
@@ -49,6 +58,9 @@ type Arg struct {
 	Multiple bool
 	// Sub are the alternatives of a "oneof" or the parts of a "block".
 	Sub []Arg
+	// Display is the placeholder help shows for a value argument
+	// ("ip:port"); empty means Name.
+	Display string
 }
 
 // FullName is the name Redis uses in errors and COMMAND: "client|setname".
@@ -88,6 +100,11 @@ func NewTable() *Table {
 		gcraCommands(),
 		concCommands(),
 		windowCommands(),
+		clientCommands(),
+		clusterCommands(),
+		scanCommands(),
+		quotaCommands(),
+		persistCommands(),
 	} {
 		for _, c := range group {
 			t.add(c)

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"math"
 	"strconv"
 
 	"github.com/tidwall/redcon"
@@ -76,15 +77,27 @@ func (w *Writer) Set(n int) {
 	w.Array(n)
 }
 
-// Double writes a double (RESP2: a bulk string).
+// Double writes a double (RESP2: a bulk string), spelling infinities and
+// NaN as Redis does: inf, -inf, nan.
 func (w *Writer) Double(f float64) {
+	var s string
+	switch {
+	case math.IsInf(f, 1):
+		s = "inf"
+	case math.IsInf(f, -1):
+		s = "-inf"
+	case math.IsNaN(f):
+		s = "nan"
+	default:
+		s = strconv.FormatFloat(f, 'g', -1, 64)
+	}
 	if w.Proto == 3 {
 		w.Buf = append(w.Buf, ',')
-		w.Buf = strconv.AppendFloat(w.Buf, f, 'g', -1, 64)
+		w.Buf = append(w.Buf, s...)
 		w.Buf = append(w.Buf, '\r', '\n')
 		return
 	}
-	w.BulkString(strconv.FormatFloat(f, 'g', -1, 64))
+	w.BulkString(s)
 }
 
 // Verbatim writes text as a RESP3 verbatim string of format "txt" (RESP2:

@@ -1,0 +1,167 @@
+package commands
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// infoSection is one INFO section; inDefault says whether INFO with no
+// argument (or "default") includes it, as in Redis 7.2.
+type infoSection struct {
+	name      string
+	inDefault bool
+}
+
+// infoSections are INFO's sections in the order Redis prints them.
+var infoSections = []infoSection{
+	{"server", true}, {"clients", true}, {"memory", true}, {"persistence", true}, {"stats", true},
+	{"replication", true}, {"cpu", true}, {"modules", true}, {"errorstats", true}, {"cluster", true},
+	{"keyspace", true}, {"commandstats", false}, {"latencystats", false},
+}
+
+// runInfo is INFO [section …] in Redis' text format: "# Section" headers,
+// "field:value" lines, CRLF line ends, a blank line between sections.
+// "all" is every section, "everything" too, "default" (or no argument) the
+// default ones; unknown section names are ignored, as Redis ignores them.
+func runInfo(c *Ctx, args [][]byte) {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[lower(a)] = true
+	}
+	all := want["all"] || want["everything"]
+	def := len(args) == 1 || want["default"]
+	var b strings.Builder
+	for _, s := range infoSections {
+		if !all && !want[s.name] && !(def && s.inDefault) {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		b.WriteString("# ")
+		b.WriteString(strings.ToUpper(s.name[:1]) + s.name[1:])
+		b.WriteString("\r\n")
+		for _, f := range c.infoFields(s.name) {
+			b.WriteString(f[0])
+			b.WriteByte(':')
+			b.WriteString(f[1])
+			b.WriteString("\r\n")
+		}
+	}
+	c.W.Verbatim(b.String())
+}
+
+func (c *Ctx) infoFields(name string) [][2]string {
+	e := c.Env
+	now := c.Now()
+	switch name {
+	case "server":
+		port := ""
+		if i := strings.LastIndexByte(e.Options.Addr, ':'); i >= 0 {
+			port = e.Options.Addr[i+1:]
+		}
+		up := (now - e.Started) / 1e9
+		return [][2]string{
+			{"redis_version", RedisVersion},
+			{"redis_git_sha1", "00000000"},
+			{"redis_git_dirty", "0"},
+			{"redis_build_id", "0"},
+			{"redis_mode", e.mode()},
+			{"sluice_version", e.Options.Version},
+			{"os", runtime.GOOS + " " + runtime.GOARCH},
+			{"arch_bits", strconv.Itoa(strconv.IntSize)},
+			{"monotonic_clock", "POSIX clock_gettime"},
+			{"multiplexing_api", "go"},
+			{"go_version", runtime.Version()},
+			{"process_id", strconv.Itoa(os.Getpid())},
+			{"process_supervised", "no"},
+			{"run_id", e.RunID},
+			{"tcp_port", port},
+			{"server_time_usec", itoa(now / 1e3)},
+			{"uptime_in_seconds", itoa(up)},
+			{"uptime_in_days", itoa(up / 86400)},
+			{"hz", "10"},
+			{"configured_hz", "10"},
+			{"executable", executable()},
+			{"config_file", ""},
+			{"io_threads_active", "0"},
+		}
+	case "clients":
+		return [][2]string{
+			{"connected_clients", itoa(e.Stats.ConnectedClients.Load())},
+			{"cluster_connections", "0"},
+			{"maxclients", itoa(e.Tunables.MaxClients.Load())},
+			{"client_recent_max_input_buffer", "0"},
+			{"client_recent_max_output_buffer", "0"},
+			{"blocked_clients", "0"},
+			{"tracking_clients", "0"},
+			{"clients_in_timeout_table", "0"},
+			{"total_blocking_keys", "0"},
+			{"total_blocking_keys_on_nokey", "0"},
+		}
+	case "memory":
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		st := e.Keys.Stats()
+		return [][2]string{
+			{"used_memory", strconv.FormatUint(m.HeapAlloc, 10)},
+			{"used_memory_human", humanBytes(m.HeapAlloc)},
+			{"used_memory_rss", strconv.FormatUint(m.Sys, 10)},
+			{"used_memory_rss_human", humanBytes(m.Sys)},
+			{"used_memory_keyspace", strconv.Itoa(st.Bytes)},
+			{"maxmemory", "0"},
+			{"maxmemory_human", "0B"},
+			{"maxmemory_policy", "noeviction"},
+		}
+	case "persistence":
+		return c.persistenceInfo()
+	case "stats":
+		return [][2]string{
+			{"total_connections_received", itoa(e.Stats.ConnectionsReceived.Load())},
+			{"total_commands_processed", itoa(e.Stats.CommandsProcessed.Load())},
+			{"total_net_input_bytes", itoa(e.Stats.NetInputBytes.Load())},
+			{"total_net_output_bytes", itoa(e.Stats.NetOutputBytes.Load())},
+			{"rejected_connections", itoa(e.Stats.ConnectionsRejected.Load())},
+			{"expired_keys", itoa(e.Stats.ExpiredKeys.Load())},
+			{"evicted_keys", "0"},
+			{"evicted_clients", "0"},
+			{"limited_requests", itoa(e.Table.limitedTotal())},
+		}
+	case "replication":
+		return [][2]string{{"role", "master"}, {"connected_slaves", "0"}, {"master_failover_state", "no-failover"},
+			{"master_replid", e.RunID}, {"master_replid2", strings.Repeat("0", 40)},
+			{"master_repl_offset", "0"}, {"second_repl_offset", "-1"}, {"repl_backlog_active", "0"},
+			{"repl_backlog_size", "0"}, {"repl_backlog_first_byte_offset", "0"}, {"repl_backlog_histlen", "0"}}
+	case "cpu":
+		return cpuFields()
+	case "cluster":
+		return [][2]string{{"cluster_enabled", "1"}}
+	case "keyspace":
+		st := e.Keys.Stats()
+		if st.Keys == 0 {
+			return nil
+		}
+		// Every sluice key is a limiter that expires once back to its
+		// resting state, so each counts as a key with an expiry.
+		return [][2]string{{"db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", st.Keys, st.Keys)}}
+	case "commandstats":
+		var out [][2]string
+		add := func(cmd *Command) {
+			if n := cmd.Calls(); n > 0 {
+				out = append(out, [2]string{"cmdstat_" + cmd.FullName(),
+					"calls=" + itoa(n) + ",usec=0,usec_per_call=0.00,rejected_calls=0,failed_calls=0"})
+			}
+		}
+		for _, cmd := range e.Table.Commands() {
+			add(cmd)
+			for _, s := range cmd.Subs {
+				add(s)
+			}
+		}
+		return out
+	}
+	return nil
+}
