@@ -1,0 +1,107 @@
+// Package persist keeps sluice's state across restarts: quota changes are
+// written through to a Pebble database as they happen, and the whole
+// keyspace (every limiter kind) is snapshotted to one file periodically, on
+// SAVE/BGSAVE and at graceful shutdown.
+//
+// Quotas get write-through because they count months and years of usage
+// that cannot be re-earned: losing a day of a monthly quota is a billing
+// error. The other kinds (GCRA, windows, leases) hold seconds to minutes of
+// state that a restart may reasonably forget, so a snapshot a minute bounds
+// what they lose without putting a disk write in their path.
+//
+// # Write path
+//
+// A command that changes a quota appends the new encoded state to an
+// in-memory journal under its slot lock (no I/O under a lock) and gets a
+// sequence number. One writer goroutine takes everything queued, writes it
+// to Pebble as one batch, and syncs according to the FsyncPolicy:
+//
+//   - FsyncAlways: every batch is synced before the replies of the commands
+//     in it are sent. Commands that arrive while a sync runs queue for the
+//     next batch, so N concurrent clients share one fsync (group commit).
+//   - FsyncEverySec: batches are written without a sync; the writer syncs
+//     once a second when something was written.
+//   - FsyncNo: as everysec, but syncing every NoSyncInterval (30 s), the age
+//     at which an OS writes dirty pages back anyway.
+//
+// DEL/UNLINK of a quota key and FLUSHALL are journaled too (FLUSHALL under
+// every slot lock, so it is ordered exactly among the changes around it).
+// Quota keys that expire are not journaled: their records carry the expiry
+// and are dropped at startup, and swept from the store after each snapshot.
+//
+// # Startup
+//
+// Open reads the snapshot file (keys already expired are dropped), then
+// every live record of the quota store over it: the store holds the latest
+// state of every quota, so the snapshot's quota records are superseded. If
+// the store journaled a FLUSHALL numbered after the snapshot's Seq, the
+// snapshot's records are all stale and skipped. A data directory that
+// cannot be read (a snapshot with a bad magic, version or checksum, a store
+// Pebble cannot open or whose records do not decode, a snapshot file the
+// store says was written but is gone) stops Open with an error naming the
+// file: sluice never starts empty over data it could not read. When the
+// quota store is missing altogether (a data directory restored from a
+// snapshot file alone), the snapshot's quotas are loaded and copied into a
+// new store.
+//
+// # What a crash can lose
+//
+// A graceful shutdown (SIGINT, SIGTERM) loses nothing: it writes a final
+// snapshot and syncs the journal. A crash (kill -9, power loss) loses:
+//
+//	kind                          always      everysec          no
+//	QUOTA.*                       nothing     ≤ ~1 s of changes  ≤ ~30 s of changes
+//	CL.THROTTLE, SW.CHECK,        every change since the last complete snapshot
+//	FW.CHECK, CONC.*              (≤ --snapshot-interval, 60 s by default),
+//	                              whatever the quota fsync policy
+//
+// "Nothing" means nothing acknowledged: a reply is sent only after its
+// change is synced. The quota bounds are the time since the last sync plus
+// the sync in progress; they hold for a process crash and a machine crash
+// alike (Pebble keeps the write-ahead log's last partial block in process
+// memory until a sync). The non-quota kinds revert to the snapshot: keys
+// created since are gone, capacity consumed since is given back, keys
+// deleted since come back unless expired. FLUSHALL and DEL of quota keys
+// are as durable as quota changes.
+//
+// # Snapshot format (version 1)
+//
+// The format is versioned as a whole (the states inside carry no version
+// of their own) and is the one a replication log will ship, so it is a
+// byte stream with no seeking:
+//
+//	magic     8 bytes   "\x89SLUICE\n"
+//	version   uvarint   1
+//	seq       uvarint   journal position reflected: every journaled change numbered ≤ seq was applied before the first key was read
+//	created   varint    Unix ns, server clock, when the snapshot began
+//	records, each:
+//	  kind    1 byte    keyspace.Kind (1 GCRA … 6 quota); never 0
+//	  keylen  uvarint   ≤ 512 MiB
+//	  key     keylen bytes
+//	  word    8 bytes   little-endian int64: GCRA's TAT, else the expiry instant (0 = never)
+//	  statelen uvarint  ≤ 64 MiB; 0 for GCRA
+//	  state   statelen bytes: the kind's AppendBinary (window.CounterState, window.LogState,
+//	          window.FixedState, conc.Leases, quota.State)
+//	end       1 byte    0
+//	count     uvarint   number of records
+//	checksum  4 bytes   little-endian CRC-32C (Castagnoli) of every byte before it
+//
+// uvarint and varint are encoding/binary's (varint zigzag). Records come
+// slot by slot in slot order, within a slot in insertion order; each key
+// appears once. A reader rejects an unknown magic or version, an unknown
+// kind, lengths over the bounds, a count or checksum that does not match,
+// and bytes after the checksum.
+//
+// The snapshot is written to snapshot.sluice.tmp, synced, renamed over
+// snapshot.sluice and the directory synced, so the file is always a
+// complete snapshot. Each slot is encoded under its lock (states are
+// changed in place) and written to the file outside it.
+//
+// # Quota store layout
+//
+// The Pebble database in <data-dir>/quotas holds one record per quota key,
+// 'q' | slot (2 bytes big-endian) | key → expiry (8 bytes LE) | quota.State,
+// plus meta keys "m:seq" (last journal sequence written), "m:flush" (the
+// last FLUSHALL's sequence number) and "m:snapshot" (the last snapshot's
+// seq and creation instant).
+package persist

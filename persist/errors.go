@@ -1,0 +1,35 @@
+package persist
+
+import "errors"
+
+// Errors returned by this package. The command layer may print their text
+// after "ERR "; errors about files are wrapped with the file's path.
+var (
+	// ErrOptions: an Options value that cannot work (see Options.Validate).
+	ErrOptions = errors.New("persist: invalid options")
+	// ErrNotSnapshot: the file does not start with the snapshot magic bytes.
+	ErrNotSnapshot = errors.New("persist: not a sluice snapshot (bad magic bytes)")
+	// ErrSnapshotVersion: the snapshot was written in a format version this
+	// binary does not read (a newer sluice wrote it).
+	ErrSnapshotVersion = errors.New("persist: unsupported snapshot format version")
+	// ErrCorruptSnapshot: the snapshot is truncated, fails its checksum, or
+	// holds a record that does not decode.
+	ErrCorruptSnapshot = errors.New("persist: snapshot is corrupt")
+	// ErrCorruptStore: the quota store holds a record that does not decode.
+	ErrCorruptStore = errors.New("persist: quota store holds a corrupt record")
+	// ErrMissingSnapshot: the quota store records that a snapshot was taken
+	// but the snapshot file is gone; starting would silently lose the keys
+	// it held.
+	ErrMissingSnapshot = errors.New("persist: snapshot file is missing")
+	// ErrSaveInProgress: SAVE or BGSAVE while a background save runs.
+	ErrSaveInProgress = errors.New("persist: Background save already in progress")
+	// ErrJournal: a quota change could not be written to the quota store;
+	// quota writes are refused from then on (the store is not durable).
+	ErrJournal = errors.New("persist: quota changes cannot be written to disk")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("persist: store is closed")
+	// ErrUnencodable: a key's state is not of the type its kind holds (a
+	// bug in a command); the snapshot is abandoned rather than written
+	// without the key.
+	ErrUnencodable = errors.New("persist: key holds a state its kind cannot encode")
+)

@@ -1,0 +1,188 @@
+package persist
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/quota"
+)
+
+// With FsyncAlways, changes that queue while a sync runs share the next
+// one: 64 concurrent writers need 2 syncs, not 64.
+func TestJournalGroupCommit(t *testing.T) {
+	gate := newGateFS(vfs.NewMem())
+	clk := newClock(t0)
+	st := openStore(t, gate, FsyncAlways, keyspace.New(), clk)
+	defer st.Close()
+	q := quotaState(t, t0, 100, 1, "UTC")
+	before := st.j.syncs.Load()
+
+	gate.close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 65)
+	change := func(i int) {
+		defer wg.Done()
+		errs <- st.Wait(st.QuotaChanged([]byte(fmt.Sprintf("k%d", i)), q))
+	}
+	// The first change's commit holds the writer inside a sync …
+	wg.Add(1)
+	go change(0)
+	gate.waitBlocked(t)
+	// … while 64 more queue behind it.
+	for i := 1; i <= 64; i++ {
+		wg.Add(1)
+		go change(i)
+	}
+	waitFor(t, func() bool { return st.j.lastSeq() == 65 })
+	gate.open()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		mustOK(t, err)
+	}
+	if syncs := st.j.syncs.Load() - before; syncs != 2 {
+		t.Fatalf("%d syncs for 65 changes, want 2", syncs)
+	}
+	if commits := st.j.commits.Load(); commits > 3 {
+		t.Fatalf("%d commits", commits)
+	}
+}
+
+// A reply waits for its own change only: Wait returns for a change already
+// synced even while a later one is held in a sync.
+func TestJournalWaitIsPerChange(t *testing.T) {
+	gate := newGateFS(vfs.NewMem())
+	st := openStore(t, gate, FsyncAlways, keyspace.New(), newClock(t0))
+	defer st.Close()
+	q := quotaState(t, t0, 100, 1, "UTC")
+	first := st.QuotaChanged([]byte("a"), q)
+	mustOK(t, st.Wait(first))
+	gate.close()
+	second := st.QuotaChanged([]byte("b"), q)
+	gate.waitBlocked(t)
+	mustOK(t, st.Wait(first))
+	done := make(chan error)
+	go func() { done <- st.Wait(second) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned (%v) while its sync is held", err)
+	default:
+	}
+	gate.open()
+	mustOK(t, <-done)
+}
+
+// Random sequences of quota changes, deletions, flushes and snapshots,
+// applied to a keyspace as the commands do, reopen (gracefully or after a
+// crash under FsyncAlways) to exactly the keyspace's quotas.
+func TestJournalMatchesModel(t *testing.T) {
+	for seed := uint64(1); seed <= 5; seed++ {
+		for _, crash := range []bool{false, true} {
+			t.Run(fmt.Sprintf("seed%d/crash=%v", seed, crash), func(t *testing.T) {
+				runModel(t, seed, crash)
+			})
+		}
+	}
+}
+
+func runModel(t *testing.T, seed uint64, crash bool) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	fs := vfs.NewCrashableMem()
+	clk := newClock(t0)
+	ks := keyspace.New()
+	policy := FsyncEverySec
+	if crash {
+		policy = FsyncAlways
+	}
+	st := openStore(t, fs, policy, ks, clk)
+	sch, err := quota.NewSchedule(quota.Day, 0, false, "UTC")
+	mustOK(t, err)
+	for step := range 300 {
+		now := t0 + int64(step)*1e9
+		clk.ns.Store(now)
+		key := []byte(fmt.Sprintf("{%d}q%d", rng.IntN(3), rng.IntN(30)))
+		var seq uint64
+		switch r := rng.IntN(100); {
+		case r < 70: // QUOTA.CHECK
+			s, at := ks.LockKey(key, now)
+			e, found, err := s.GetKind(key, keyspace.KindQuota, at)
+			if err != nil {
+				// A GCRA key from an earlier step: delete it first.
+				e, _ = s.Get(key, at)
+				s.Delete(e)
+				found = false
+			}
+			var old quota.State
+			if found {
+				old = *s.Object(e).(*quota.State)
+			}
+			next, store, _, err := quota.Check(old, found, at, 50, sch, int64(1+rng.IntN(5)))
+			mustOK(t, err)
+			if store {
+				p := &next
+				if found {
+					p = s.Object(e).(*quota.State)
+					*p = next
+					s.SetWord(e, next.ExpireAt())
+				} else if _, err := s.Insert(key, keyspace.KindQuota, next.ExpireAt(), p); err != nil {
+					t.Fatal(err)
+				}
+				seq = st.QuotaChanged(key, p)
+			}
+			s.Unlock()
+		case r < 85: // DEL
+
+			s, at := ks.LockKey(key, now)
+			if e, ok := s.Get(key, at); ok {
+				if e.Kind() == keyspace.KindQuota {
+					seq = st.QuotaDeleted(key)
+				}
+				s.Delete(e)
+			}
+			s.Unlock()
+		case r < 90: // a CL.THROTTLE key (not journaled)
+			s, at := ks.LockKey(key, now)
+			if _, ok := s.Get(key, at); !ok {
+				s.Insert(key, keyspace.KindGCRA, now+1e12, nil)
+			}
+			s.Unlock()
+		case r < 91: // FLUSHALL
+			ks.FlushAll(func() { seq = st.Flushed() })
+		default: // a snapshot
+			mustOK(t, st.Save())
+		}
+		mustOK(t, st.Wait(seq))
+	}
+	quotas := func(m map[string]keyDump) map[string]keyDump {
+		out := map[string]keyDump{}
+		for k, d := range m {
+			if d.Kind == keyspace.KindQuota {
+				out[k] = d
+			}
+		}
+		return out
+	}
+	want := dump(t, ks, clk.Now())
+	reopenFS := vfs.FS(fs)
+	if crash {
+		reopenFS = fs.CrashClone(vfs.CrashCloneCfg{})
+		defer st.Close()
+	} else {
+		mustOK(t, st.Close())
+	}
+	ks2 := keyspace.New()
+	st2 := openStore(t, reopenFS, policy, ks2, clk)
+	defer st2.Close()
+	got := dump(t, ks2, clk.Now())
+	if crash {
+		// Only quotas are durable between snapshots.
+		sameKeys(t, quotas(got), quotas(want))
+	} else {
+		sameKeys(t, got, want)
+	}
+}

@@ -1,0 +1,223 @@
+package persist
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/quota"
+)
+
+// LoadInfo is what Open restored.
+type LoadInfo struct {
+	// SnapshotFound says a snapshot file was read; Snapshot is its header.
+	SnapshotFound bool
+	Snapshot      Header
+	// SnapshotKeys counts keys restored from the snapshot.
+	SnapshotKeys int64
+	// QuotaKeys counts quota keys restored from the quota store.
+	QuotaKeys int64
+	// Expired counts records dropped because they had expired.
+	Expired int64
+	// Superseded counts snapshot records not restored because newer state
+	// exists: quota records (the store holds every quota's latest state), or
+	// every record when a FLUSHALL was journaled after the snapshot began.
+	Superseded int64
+	// Took is how long loading took.
+	Took time.Duration
+}
+
+// load restores the keyspace: the snapshot, then the quota store over it.
+// fresh says the store was just created (there is nothing in it). It
+// returns the journal's next starting sequence number.
+func (s *Store) load(fresh bool) (uint64, error) {
+	began := time.Now()
+	now := s.deps.Now()
+	storeErr := func(err error) error {
+		return fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err)
+	}
+	storeSeq, _, err := getUvarint(s.db, metaSeq)
+	if err != nil {
+		return 0, storeErr(err)
+	}
+	flushSeq, flushed, err := getUvarint(s.db, metaFlush)
+	if err != nil {
+		return 0, storeErr(err)
+	}
+	meta, hasMeta, err := getSnapshotMeta(s.db)
+	if err != nil {
+		return 0, storeErr(err)
+	}
+
+	info := LoadInfo{}
+	zones := zoneCache{}
+	// A store created now has no quotas: the snapshot's are the latest
+	// known, and are copied into it.
+	var seed *pebble.Batch
+	if fresh {
+		seed = s.db.NewBatch()
+		defer seed.Close()
+	}
+	f, err := s.fs.Open(s.snapPath)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if hasMeta {
+			return 0, fmt.Errorf("%w: %s (the quota store %s records a snapshot taken at %s; restore the file, or move the data directory aside to start empty)",
+				ErrMissingSnapshot, s.snapPath, s.dbPath, time.Unix(0, meta.Created).UTC().Format(time.RFC3339))
+		}
+	case err != nil:
+		return 0, fmt.Errorf("persist: read snapshot %s: %w", s.snapPath, err)
+	default:
+		info.SnapshotFound = true
+		size, err := s.restoreSnapshot(f, now, flushed, flushSeq, zones, seed, &info)
+		f.Close()
+		if err != nil {
+			return 0, fmt.Errorf("persist: read snapshot %s: %w", s.snapPath, err)
+		}
+		if hasMeta && info.Snapshot.Seq < meta.Seq {
+			s.log.Warn("the snapshot is older than the last one this data directory wrote; non-quota keys are restored as of then",
+				"file", s.snapPath, "created", time.Unix(0, info.Snapshot.Created).UTC())
+		}
+		s.last = SaveInfo{Seq: info.Snapshot.Seq, Created: info.Snapshot.Created, Keys: info.SnapshotKeys + info.Expired + info.Superseded, Bytes: size}
+	}
+	if !info.SnapshotFound {
+		s.last = SaveInfo{Created: now}
+	}
+	if seed != nil && seed.Count() > 0 {
+		if err := seed.Commit(pebble.Sync); err != nil {
+			return 0, storeErr(err)
+		}
+	}
+	if err := s.restoreQuotas(now, zones, &info); err != nil {
+		return 0, err
+	}
+	info.Took = time.Since(began)
+	s.loaded = info
+	s.log.Info("loaded state", "snapshot", s.snapPath, "snapshot_found", info.SnapshotFound,
+		"snapshot_keys", info.SnapshotKeys, "quota_keys", info.QuotaKeys, "expired", info.Expired,
+		"superseded", info.Superseded, "took", info.Took.Round(time.Microsecond))
+	return max(storeSeq, flushSeq, meta.Seq, info.Snapshot.Seq), nil
+}
+
+// restoreSnapshot inserts the snapshot's live records into the keyspace.
+// Quota records are skipped unless seed is set (a fresh store), in which
+// case they are also added to seed. It returns the file's size.
+func (s *Store) restoreSnapshot(f io.Reader, now int64, flushed bool, flushSeq uint64, zones zoneCache, seed *pebble.Batch, info *LoadInfo) (int64, error) {
+	sr, err := NewSnapshotReader(f)
+	if err != nil {
+		return 0, err
+	}
+	info.Snapshot = sr.Header()
+	// A FLUSHALL journaled after the snapshot began emptied everything the
+	// snapshot holds.
+	stale := flushed && flushSeq > info.Snapshot.Seq
+	var val []byte
+	for {
+		rec, ok := sr.Next()
+		if !ok {
+			break
+		}
+		switch {
+		case stale || (rec.Kind == keyspace.KindQuota && seed == nil):
+			info.Superseded++
+			continue
+		case expired(rec.Word, now):
+			info.Expired++
+			continue
+		}
+		obj, err := decodeState(rec.Kind, rec.State, zones.load)
+		if err != nil {
+			return 0, fmt.Errorf("%w: record %d, key %q: %w", ErrCorruptSnapshot, sr.Records(), rec.Key, err)
+		}
+		if err := insert(s.deps.Keys, rec.Key, rec.Kind, rec.Word, obj, now); err != nil {
+			return 0, fmt.Errorf("%w: record %d, key %q: %w", ErrCorruptSnapshot, sr.Records(), rec.Key, err)
+		}
+		info.SnapshotKeys++
+		if rec.Kind == keyspace.KindQuota && seed != nil {
+			val = binary.LittleEndian.AppendUint64(val[:0], uint64(rec.Word))
+			val = append(val, rec.State...)
+			seed.Set(appendQuotaKey(nil, rec.Key), val, nil)
+		}
+	}
+	if err := sr.Err(); err != nil {
+		return 0, err
+	}
+	return sr.rd.total, nil
+}
+
+// restoreQuotas inserts the store's live quota states over whatever the
+// snapshot restored, and deletes expired ones from the store.
+func (s *Store) restoreQuotas(now int64, zones zoneCache, info *LoadInfo) error {
+	corrupt := func(k []byte, err error) error {
+		return fmt.Errorf("persist: read quota store %s: %w: key %q: %w", s.dbPath, ErrCorruptStore, k, err)
+	}
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: quotaStart, UpperBound: quotaEnd})
+	if err != nil {
+		return fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err)
+	}
+	drop := s.db.NewBatch()
+	defer drop.Close()
+	for valid := iter.First(); valid; valid = iter.Next() {
+		k := iter.Key()
+		key, ok := splitQuotaKey(k)
+		if !ok {
+			iter.Close()
+			return corrupt(k, errors.New("key is not in its slot"))
+		}
+		v, err := iter.ValueAndErr()
+		if err == nil && len(v) < expirySize {
+			err = errors.New("value too short")
+		}
+		if err != nil {
+			iter.Close()
+			return corrupt(key, err)
+		}
+		exp := int64(binary.LittleEndian.Uint64(v))
+		if expired(exp, now) {
+			drop.Delete(k, nil)
+			info.Expired++
+			continue
+		}
+		st, err := quota.DecodeStateWith(v[expirySize:], zones.load)
+		if err != nil {
+			iter.Close()
+			return corrupt(key, err)
+		}
+		if err := insert(s.deps.Keys, key, keyspace.KindQuota, exp, &st, now); err != nil {
+			iter.Close()
+			return corrupt(key, err)
+		}
+		info.QuotaKeys++
+	}
+	if err := iter.Close(); err != nil {
+		return fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err)
+	}
+	if drop.Count() > 0 {
+		if err := drop.Commit(pebble.NoSync); err != nil {
+			return fmt.Errorf("persist: write quota store %s: %w", s.dbPath, err)
+		}
+	}
+	return nil
+}
+
+// expired reports whether a key whose word is word has expired at now, by
+// the keyspace's rule: the word is the expiry instant (for GCRA the TAT,
+// which is also when the key expires), 0 never.
+func expired(word, now int64) bool { return word != 0 && word <= now }
+
+// insert puts a key into the keyspace, replacing whatever it held.
+func insert(ks *keyspace.Keyspace, key []byte, kind keyspace.Kind, word int64, obj any, now int64) error {
+	s, at := ks.LockKey(key, now)
+	defer s.Unlock()
+	if e, ok := s.Get(key, at); ok {
+		s.Delete(e)
+	}
+	_, err := s.Insert(key, kind, word, obj)
+	return err
+}

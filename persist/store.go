@@ -1,0 +1,286 @@
+package persist
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/quota"
+)
+
+// Names inside the data directory.
+const (
+	// SnapshotFile is the last complete snapshot of the keyspace.
+	SnapshotFile = "snapshot.sluice"
+	// snapshotTemp is where a snapshot is written before it replaces
+	// SnapshotFile.
+	snapshotTemp = SnapshotFile + ".tmp"
+	// QuotaStoreDir is the Pebble database of quota states.
+	QuotaStoreDir = "quotas"
+)
+
+// Deps are what a Store works on, supplied by the server.
+type Deps struct {
+	// Keys is the keyspace to restore into and snapshot.
+	Keys *keyspace.Keyspace
+	// Now is the server clock, Unix ns: it decides what has expired and
+	// dates snapshots.
+	Now func() int64
+	// Log receives what was loaded and saved; nil discards.
+	Log *slog.Logger
+	// Changes counts changes to the keyspace (a snapshot is skipped when it
+	// has not moved); nil means unknown, and every interval snapshots.
+	Changes func() int64
+}
+
+// Store is sluice's persistence: the quota journal and store, and
+// snapshots of the whole keyspace. Its methods are safe for concurrent use.
+type Store struct {
+	opts Options
+	fs   vfs.FS
+	deps Deps
+	log  *slog.Logger
+
+	snapPath, tempPath, dbPath string
+
+	db *pebble.DB
+	j  *journal
+
+	// snapMu lets one snapshot run at a time.
+	snapMu sync.Mutex
+	// bgRunning is set while a background save runs; bgAgain asks it to
+	// run once more (BGSAVE SCHEDULE).
+	bgRunning, bgAgain atomic.Bool
+	bgWG               sync.WaitGroup
+
+	mu       sync.Mutex
+	last     SaveInfo // last successful snapshot (loaded or written)
+	lastErr  error    // last snapshot failure, nil after a success
+	saves    int64
+	changes0 int64 // Changes() when the last snapshot began
+	loaded   LoadInfo
+
+	stop      chan struct{}
+	loops     sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// SaveInfo describes a snapshot.
+type SaveInfo struct {
+	// Seq and Created are the snapshot's header fields.
+	Seq     uint64
+	Created int64
+	// Keys and Bytes are its record count and file size.
+	Keys  int64
+	Bytes int64
+	// Took is how long it took to write (0 for one loaded at startup).
+	Took time.Duration
+}
+
+// Open opens the data directory and restores the keyspace from it: the last
+// snapshot (keys already expired dropped) and the quota store, which is
+// newer than any snapshot for quota keys. Any file that cannot be read is
+// an error naming it; Open never starts empty over data it cannot read.
+// The returned Store journals quota changes and snapshots every
+// SnapshotInterval until Close.
+func Open(opts Options, deps Deps) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Keys == nil || deps.Now == nil {
+		return nil, fmt.Errorf("%w: no keyspace or clock", ErrOptions)
+	}
+	if deps.Log == nil {
+		deps.Log = slog.New(slog.DiscardHandler)
+	}
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	s := &Store{
+		opts: opts, fs: fs, deps: deps, log: deps.Log,
+		snapPath: fs.PathJoin(opts.Dir, SnapshotFile),
+		tempPath: fs.PathJoin(opts.Dir, snapshotTemp),
+		dbPath:   fs.PathJoin(opts.Dir, QuotaStoreDir),
+		stop:     make(chan struct{}),
+	}
+	if err := makeDirs(fs, opts.Dir, s.dbPath); err != nil {
+		return nil, fmt.Errorf("persist: create data dir %s: %w", opts.Dir, err)
+	}
+	db, fresh, err := openDB(fs, s.dbPath, s.log)
+	if err != nil {
+		return nil, err
+	}
+	s.db = db
+	seq, err := s.load(fresh)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.j = newJournal(db, opts.QuotaFsync, s.log, seq)
+	s.changes0 = s.changes()
+	if opts.SnapshotInterval > 0 {
+		s.loops.Add(1)
+		go s.snapshotLoop()
+	}
+	return s, nil
+}
+
+func (s *Store) changes() int64 {
+	if s.deps.Changes == nil {
+		return 0
+	}
+	return s.deps.Changes()
+}
+
+// QuotaChanged journals key's new quota state. Call it under the key's slot
+// lock, right after the change. It returns the sequence number to pass to
+// Wait before replying, or 0 when the reply need not wait.
+func (s *Store) QuotaChanged(key []byte, st *quota.State) uint64 {
+	return s.j.quotaChanged(key, st)
+}
+
+// QuotaDeleted journals the deletion of quota key key (under its slot lock).
+func (s *Store) QuotaDeleted(key []byte) uint64 { return s.j.quotaDeleted(key) }
+
+// Flushed journals that every key was dropped. Call it while every slot is
+// locked (keyspace.FlushAll), so no change is ordered on the wrong side of
+// it.
+func (s *Store) Flushed() uint64 { return s.j.flushed() }
+
+// Wait blocks until change seq is as durable as the fsync policy promises a
+// reply: on disk for FsyncAlways; for the other policies it returns at once
+// unless the journal's backlog is over its bound. Call it after releasing
+// every lock.
+func (s *Store) Wait(seq uint64) error {
+	if seq == 0 {
+		return nil
+	}
+	return s.j.wait(seq)
+}
+
+// Err is the error that stopped quota changes from reaching the disk, or
+// nil. Commands refuse quota writes while it is set.
+func (s *Store) Err() error { return s.j.failed() }
+
+// Save writes a snapshot now, in the caller's goroutine (SAVE). It fails
+// with ErrSaveInProgress while a background save runs.
+func (s *Store) Save() error {
+	if s.bgRunning.Load() {
+		return ErrSaveInProgress
+	}
+	_, err := s.snapshot("save")
+	return err
+}
+
+// BackgroundSave starts a snapshot in the background (BGSAVE). When one is
+// already running it fails with ErrSaveInProgress, unless schedule is set:
+// then another runs after it and started is false.
+func (s *Store) BackgroundSave(schedule bool) (started bool, err error) {
+	if !s.bgRunning.CompareAndSwap(false, true) {
+		if schedule {
+			s.bgAgain.Store(true)
+			return false, nil
+		}
+		return false, ErrSaveInProgress
+	}
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		for {
+			s.snapshot("bgsave")
+			if !s.bgAgain.Swap(false) {
+				break
+			}
+		}
+		s.bgRunning.Store(false)
+	}()
+	return true, nil
+}
+
+// LastSave is when the last snapshot was begun (LASTSAVE), Unix seconds:
+// the one written last, else the one loaded at startup, else the instant
+// the store opened.
+func (s *Store) LastSave() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last.Created / 1e9
+}
+
+// Loaded reports what Open restored.
+func (s *Store) Loaded() LoadInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.loaded
+}
+
+// LastSnapshot describes the last snapshot written or loaded.
+func (s *Store) LastSnapshot() SaveInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// snapshotLoop snapshots every SnapshotInterval while something changed.
+func (s *Store) snapshotLoop() {
+	defer s.loops.Done()
+	t := time.NewTicker(s.opts.SnapshotInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		idle := s.deps.Changes != nil && s.changes() == s.changes0 && s.lastErr == nil
+		s.mu.Unlock()
+		if idle || !s.bgRunning.CompareAndSwap(false, true) {
+			continue
+		}
+		s.snapshot("interval")
+		s.bgRunning.Store(false)
+	}
+}
+
+// Close stops the periodic snapshots, waits for a background save, writes
+// a final snapshot, writes and syncs every journaled change, and closes the
+// quota store. Changes made after Close began may miss the snapshot.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		s.loops.Wait()
+		s.bgWG.Wait()
+		_, snapErr := s.snapshot("shutdown")
+		jErr := s.j.close()
+		dbErr := s.db.Close()
+		if dbErr != nil {
+			dbErr = fmt.Errorf("persist: close quota store %s: %w", s.dbPath, dbErr)
+		}
+		s.closeErr = errors.Join(snapErr, jErr, dbErr)
+	})
+	return s.closeErr
+}
+
+// makeDirs creates the data directory and the quota store's, and syncs
+// their parents, so the directories themselves survive a crash (a store
+// whose directory entry is lost is a store lost).
+func makeDirs(fs vfs.FS, dataDir, storeDir string) error {
+	if err := fs.MkdirAll(storeDir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range []string{fs.PathDir(dataDir), dataDir} {
+		if err := syncDir(fs, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
