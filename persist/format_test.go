@@ -20,7 +20,7 @@ func TestSnapshotLayout(t *testing.T) {
 
 	want := []byte("\x89SLUICE\n")
 	want = append(want, 1, 7, 6)                     // version, seq, created (zigzag varint 3 = 6)
-	want = append(want, byte(keyspace.KindGCRA), 1) // kind, key length
+	want = append(want, byte(keyspace.KindGCRA), 1)  // kind, key length
 	want = append(want, 'a', 5, 0, 0, 0, 0, 0, 0, 0) // key, word LE
 	want = append(want, 0)                           // no state
 	want = append(want, 0, 1)                        // end of records, count

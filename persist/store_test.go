@@ -329,7 +329,7 @@ func TestStoreCorruptQuotaStore(t *testing.T) {
 	db, err = pebble.Open(storeDir, &pebble.Options{FS: fs})
 	mustOK(t, err)
 	bad := binary.LittleEndian.AppendUint64(nil, uint64(t0+1e15)) // live long after t0
-	bad = append(bad, 0xff, 0xff)                                  // not a quota state
+	bad = append(bad, 0xff, 0xff)                                 // not a quota state
 	mustOK(t, db.Set(appendQuotaKey(nil, []byte("bad")), bad, pebble.Sync))
 	mustOK(t, db.Close())
 	_, err = tryOpen(fs, FsyncEverySec, keyspace.New(), clk)
