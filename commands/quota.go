@@ -1,0 +1,303 @@
+package commands
+
+import (
+	"sync"
+	"time"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/quota"
+)
+
+func quotaCommands() []*Command {
+	key := []Arg{{Name: "key", Type: "key"}}
+	return []*Command{
+		{Name: "quota.check", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
+			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
+			Summary: "Counts units against a calendar-period quota (optionally renewing on a billing anniversary): " +
+				"replies [limited, limit, remaining, retry_after, reset_after].",
+			Args: []Arg{
+				{Name: "key", Type: "key"},
+				{Name: "limit", Type: "integer"},
+				{Name: "period", Type: "oneof", Sub: []Arg{
+					{Name: "hour", Type: "pure-token", Token: "HOUR"},
+					{Name: "day", Type: "pure-token", Token: "DAY"},
+					{Name: "week", Type: "pure-token", Token: "WEEK"},
+					{Name: "month", Type: "pure-token", Token: "MONTH"},
+					{Name: "year", Type: "pure-token", Token: "YEAR"},
+				}},
+				{Name: "anchor", Type: "integer", Token: "ANCHOR", Optional: true},
+				{Name: "tz", Type: "string", Token: "TZ", Optional: true},
+				{Name: "cost", Type: "integer", Token: "COST", Optional: true},
+			},
+			Run: runQuotaCheck},
+		{Name: "quota.get", Arity: 2, Flags: []string{"readonly", "fast"},
+			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
+			Summary: "Returns a quota's [used, period_start, period_end, limit, remaining] without consuming (nil if the key does not exist).",
+			Args:    key, Run: runQuotaGet},
+		{Name: "quota.refund", Arity: 3, Flags: []string{"write", "fast"},
+			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
+			Summary: "Gives units back to the current period (never below 0); replies like QUOTA.GET.",
+			Args:    []Arg{{Name: "key", Type: "key"}, {Name: "units", Type: "integer"}}, Run: runQuotaRefund},
+		{Name: "quota.reset", Arity: 2, Flags: []string{"write", "fast"},
+			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
+			Summary: "Zeroes the current period's usage; replies like QUOTA.GET.",
+			Args:    key, Run: runQuotaReset},
+	}
+}
+
+// zoneCache keeps the time zones quota commands have loaded: parsing a zone
+// from the tz database costs far more than the check it serves. Only valid
+// zones are cached, so its size is bounded by the database.
+type zoneCache struct{ m sync.Map }
+
+func (z *zoneCache) load(name string) (*time.Location, error) {
+	if loc, ok := z.m.Load(name); ok {
+		return loc.(*time.Location), nil
+	}
+	loc, err := quota.LoadZone(name)
+	if err != nil {
+		return nil, err
+	}
+	z.m.Store(name, loc)
+	return loc, nil
+}
+
+// runQuotaCheck is QUOTA.CHECK <key> <limit> <period> [ANCHOR <unix-s>]
+// [TZ <zone>] [COST <n>].
+func runQuotaCheck(c *Ctx, args [][]byte) {
+	limit, ok := parseInt(args[2])
+	if !ok {
+		c.W.Error(errNotInteger)
+		return
+	}
+	if limit < 0 {
+		c.W.Error("ERR limit must not be negative")
+		return
+	}
+	period, err := quota.ParsePeriod(string(args[3]))
+	if err != nil {
+		c.W.Error(errorReply(err))
+		return
+	}
+	var anchorArg, zoneArg, costArg []byte
+	for i := 4; i < len(args); i += 2 {
+		var opt *[]byte
+		switch {
+		case equalFold(args[i], "anchor"):
+			opt = &anchorArg
+		case equalFold(args[i], "tz"):
+			opt = &zoneArg
+		case equalFold(args[i], "cost"):
+			opt = &costArg
+		}
+		if opt == nil || *opt != nil || i+1 >= len(args) {
+			c.W.Error(errSyntax)
+			return
+		}
+		*opt = args[i+1]
+	}
+	cost := int64(1)
+	if costArg != nil {
+		if cost, ok = parseInt(costArg); !ok {
+			c.W.Error(errNotInteger)
+			return
+		}
+		if cost < 0 {
+			c.W.Error("ERR COST must not be negative")
+			return
+		}
+	}
+	var anchor int64
+	if anchorArg != nil {
+		sec, ok := parseInt(anchorArg)
+		if !ok {
+			c.W.Error(errNotInteger)
+			return
+		}
+		if sec < 0 {
+			c.W.Error("ERR ANCHOR must not be negative")
+			return
+		}
+		if anchor, err = quota.AnchorFromSeconds(sec); err != nil {
+			c.W.Error(errorReply(err))
+			return
+		}
+	}
+	zone := "UTC"
+	if zoneArg != nil {
+		zone = string(zoneArg)
+	}
+	loc, err := c.Env.zones.load(zone)
+	if err != nil {
+		c.W.Error(errorReply(err))
+		return
+	}
+	sch, err := quota.NewScheduleIn(period, anchor, anchorArg != nil, loc)
+	if err != nil {
+		c.W.Error(errorReply(err))
+		return
+	}
+	if msg := c.Env.durableErr(); msg != "" {
+		c.W.Error(msg)
+		return
+	}
+
+	key := args[1]
+	s, now := c.Env.Keys.LockKey(key, c.Now())
+	e, found, err := s.GetKind(key, keyspace.KindQuota, now)
+	if err != nil {
+		s.Unlock()
+		c.W.Error(errorReply(err))
+		return
+	}
+	var stored *quota.State
+	var old quota.State
+	if found {
+		if stored, err = quotaAt(s, e); err != nil {
+			s.Unlock()
+			c.W.Error(errorReply(err))
+			return
+		}
+		old = *stored
+	}
+	next, store, res, err := quota.Check(old, found, now, limit, sch, cost)
+	var t Ticket
+	if err == nil && store {
+		if found {
+			*stored = next
+			s.SetWord(e, next.ExpireAt())
+		} else {
+			stored = &next
+			_, err = s.Insert(key, keyspace.KindQuota, next.ExpireAt(), stored)
+		}
+		if err == nil {
+			t = c.Env.quotaChanged(key, stored)
+		}
+	}
+	s.Unlock()
+	if err != nil {
+		c.W.Error(errorReply(err))
+		return
+	}
+	c.journaled(t)
+	if res.Limited {
+		c.limited()
+	}
+	c.W.Limiter(res.Reply())
+}
+
+// quotaChange is what QUOTA.REFUND and QUOTA.RESET do to a stored state.
+type quotaChange func(st *quota.State, now int64) (quota.Usage, error)
+
+// runQuotaGet is QUOTA.GET <key>. It reports the period containing now
+// (rolled over if the stored one has ended) without changing the key.
+func runQuotaGet(c *Ctx, args [][]byte) {
+	key := args[1]
+	s, now := c.Env.Keys.LockKey(key, c.Now())
+	e, found, err := s.GetKind(key, keyspace.KindQuota, now)
+	var st quota.State
+	if found {
+		var stored *quota.State
+		if stored, err = quotaAt(s, e); err == nil {
+			st = *stored
+		}
+	}
+	s.Unlock()
+	if err != nil || !found {
+		replyUsage(c, quota.Usage{}, false, err)
+		return
+	}
+	u, err := st.Get(now)
+	replyUsage(c, u, true, err)
+}
+
+// runQuotaRefund is QUOTA.REFUND <key> <units>.
+func runQuotaRefund(c *Ctx, args [][]byte) {
+	n, ok := parseInt(args[2])
+	if !ok {
+		c.W.Error(errNotInteger)
+		return
+	}
+	if n < 0 {
+		c.W.Error("ERR units must not be negative")
+		return
+	}
+	changeQuota(c, args[1], func(st *quota.State, now int64) (quota.Usage, error) { return st.Refund(now, n) })
+}
+
+// runQuotaReset is QUOTA.RESET <key>.
+func runQuotaReset(c *Ctx, args [][]byte) {
+	changeQuota(c, args[1], (*quota.State).Reset)
+}
+
+// changeQuota applies change to key's state under its slot lock, moves the
+// key's expiry to the changed state's and journals it. A missing key is
+// left missing: without a schedule there is no period to change.
+func changeQuota(c *Ctx, key []byte, change quotaChange) {
+	if msg := c.Env.durableErr(); msg != "" {
+		c.W.Error(msg)
+		return
+	}
+	s, now := c.Env.Keys.LockKey(key, c.Now())
+	e, found, err := s.GetKind(key, keyspace.KindQuota, now)
+	if err != nil || !found {
+		s.Unlock()
+		replyUsage(c, quota.Usage{}, false, err)
+		return
+	}
+	stored, err := quotaAt(s, e)
+	if err != nil {
+		s.Unlock()
+		c.W.Error(errorReply(err))
+		return
+	}
+	next := *stored
+	u, err := change(&next, now)
+	var t Ticket
+	if err == nil {
+		*stored = next
+		s.SetWord(e, next.ExpireAt())
+		t = c.Env.quotaChanged(key, stored)
+	}
+	s.Unlock()
+	c.journaled(t)
+	replyUsage(c, u, true, err)
+}
+
+// quotaAt is the state of quota key e (under its slot lock).
+func quotaAt(s *keyspace.Slot, e keyspace.Entry) (*quota.State, error) {
+	st, ok := s.Object(e).(*quota.State)
+	if !ok || st == nil {
+		return nil, quota.ErrCorrupt
+	}
+	return st, nil
+}
+
+// replyUsage answers QUOTA.GET, REFUND and RESET: [used, period_start,
+// period_end, limit, remaining] with the bounds in Unix seconds, or nil
+// for a missing key.
+func replyUsage(c *Ctx, u quota.Usage, found bool, err error) {
+	switch {
+	case err != nil:
+		c.W.Error(errorReply(err))
+	case !found:
+		c.W.NullArray()
+	default:
+		c.W.Array(5)
+		c.W.Int(u.Used)
+		c.W.Int(floorSeconds(u.Start))
+		c.W.Int(floorSeconds(u.End))
+		c.W.Int(u.Limit)
+		c.W.Int(u.Remaining)
+	}
+}
+
+// floorSeconds is ns in whole seconds, rounded down. Period bounds are
+// whole seconds anyway: zone offsets and anchors are.
+func floorSeconds(ns int64) int64 {
+	s := ns / 1e9
+	if ns%1e9 < 0 {
+		s--
+	}
+	return s
+}
