@@ -16,10 +16,14 @@ build: ## build bin/sluice
 run: build ## run one node on $(ADDR) with data in $(DATA)
 	./$(BIN) --addr $(ADDR) --data-dir $(DATA)
 
-test: lint test-go ## vet, then every test (unit, fuzz seeds, end-to-end)
+test: lint test-go test-node ## vet, then every test (unit, fuzz seeds, end-to-end, ioredis)
 
 test-go:
 	$(GO) test -race -timeout 9m ./...
+
+test-node: build ## ioredis against bin/sluice (needs Node.js >= 20 and npm)
+	@test -d tests/node/node_modules || npm ci --prefix tests/node --no-audit --no-fund
+	cd tests/node && SLUICE_BIN=$(CURDIR)/$(BIN) node --test
 
 bench: build ## Go benchmarks, then redis-benchmark against sluice and redis-server
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -15,6 +15,14 @@ type infoSection struct {
 	inDefault bool
 }
 
+// title is the section's header as Redis prints it ("Server", "CPU").
+func (s infoSection) title() string {
+	if s.name == "cpu" {
+		return "CPU"
+	}
+	return strings.ToUpper(s.name[:1]) + s.name[1:]
+}
+
 // infoSections are INFO's sections in the order Redis prints them.
 var infoSections = []infoSection{
 	{"server", true}, {"clients", true}, {"memory", true}, {"persistence", true}, {"stats", true},
@@ -42,7 +50,7 @@ func runInfo(c *Ctx, args [][]byte) {
 			b.WriteString("\r\n")
 		}
 		b.WriteString("# ")
-		b.WriteString(strings.ToUpper(s.name[:1]) + s.name[1:])
+		b.WriteString(s.title())
 		b.WriteString("\r\n")
 		for _, f := range c.infoFields(s.name) {
 			b.WriteString(f[0])
