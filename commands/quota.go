@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,7 +121,7 @@ func runQuotaCheck(c *Ctx, args [][]byte) {
 			return
 		}
 		if anchor, err = quota.AnchorFromSeconds(sec); err != nil {
-			c.W.Error(errorReply(err))
+			c.W.Error("ERR ANCHOR is out of range (at most " + strconv.FormatInt(quota.MaxInstant/1e9, 10) + ")")
 			return
 		}
 	}
@@ -176,7 +178,7 @@ func runQuotaCheck(c *Ctx, args [][]byte) {
 	}
 	s.Unlock()
 	if err != nil {
-		c.W.Error(errorReply(err))
+		c.W.Error(quotaError(err))
 		return
 	}
 	c.journaled(t)
@@ -264,6 +266,12 @@ func changeQuota(c *Ctx, key []byte, change quotaChange) {
 	replyUsage(c, u, true, err)
 }
 
+// quotaError is errorReply for the quota package's wrapped errors
+// ("check: quota: instant out of supported range"): the sentinel's text.
+func quotaError(err error) string {
+	return strings.Replace(errorReply(err), "ERR quota: ", "ERR ", 1)
+}
+
 // quotaAt is the state of quota key e (under its slot lock).
 func quotaAt(s *keyspace.Slot, e keyspace.Entry) (*quota.State, error) {
 	st, ok := s.Object(e).(*quota.State)
@@ -279,7 +287,7 @@ func quotaAt(s *keyspace.Slot, e keyspace.Entry) (*quota.State, error) {
 func replyUsage(c *Ctx, u quota.Usage, found bool, err error) {
 	switch {
 	case err != nil:
-		c.W.Error(errorReply(err))
+		c.W.Error(quotaError(err))
 	case !found:
 		c.W.NullArray()
 	default:
