@@ -62,7 +62,7 @@ func TestQuotaCounting(t *testing.T) {
 	s := StartServer(t)
 	c := s.Client()
 	setClock(t, c, future+10*int64(time.Hour)) // 2100-01-01 10:00 UTC
-	day := int64(4102444800 + 86400)            // next midnight
+	day := int64(4102444800 + 86400)           // next midnight
 	left := day*1e9 - (future + 10*int64(time.Hour))
 	reset := left / 1e9
 	for i := int64(1); i <= 3; i++ {
