@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/sluice-rl/sluice/persist"
 	"github.com/sluice-rl/sluice/server/guard"
 )
 
@@ -17,6 +18,13 @@ type Config struct {
 	Addr string
 	// DataDir is where state is kept; it is created if missing.
 	DataDir string
+	// QuotaFsync says when quota changes reach the disk: always (before
+	// the reply), everysec or no (see persist.FsyncPolicy).
+	QuotaFsync persist.FsyncPolicy
+	// SnapshotInterval is how often the whole keyspace is snapshotted
+	// when something changed; 0 snapshots only on SAVE, BGSAVE and
+	// shutdown.
+	SnapshotInterval time.Duration
 	// RequirePass is the default user's password; empty disables AUTH.
 	RequirePass string
 	// LogLevel is debug, info, warn or error.
@@ -67,6 +75,10 @@ func DefaultConfig() Config {
 		// Redis leaves normal clients unlimited; a bound keeps one client
 		// from holding the server's memory hostage.
 		OutputBufferLimit: 256 << 20,
+		QuotaFsync:        persist.FsyncEverySec,
+		// Kinds other than quotas are only snapshotted: a crash loses
+		// at most this much of their changes.
+		SnapshotInterval: time.Minute,
 	}
 }
 
@@ -87,6 +99,9 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return fmt.Errorf("%w: data dir is empty", ErrConfig)
+	}
+	if err := (persist.Options{Dir: c.DataDir, QuotaFsync: c.QuotaFsync, SnapshotInterval: c.SnapshotInterval}).Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-rl/sluice/clock"
 	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/persist"
 	"github.com/sluice-rl/sluice/server/guard"
 )
 
@@ -37,6 +38,8 @@ type Server struct {
 	rc      *redcon.Server
 	metrics *http.Server
 	nextID  atomic.Int64
+	// store persists the keyspace (server/persist.go).
+	store *persist.Store
 
 	stop     chan struct{}
 	bg       sync.WaitGroup
@@ -81,6 +84,9 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 			Started: clk.Now(),
 			RunID:   randomHex(20),
 		},
+	}
+	if err := s.openStore(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -176,6 +182,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if serr := s.closeStore(); err == nil {
+		err = serr
+	}
 	return err
 }
 
@@ -242,6 +251,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	cs.writer.Buf = cs.writer.Buf[:0]
 	defer s.recoverCommand(c, cs, cmd)
 	s.table.Dispatch(&cs.ctx, cmd.Args)
+	s.awaitDurable(c, cs)
 	s.env.Stats.CommandsProcessed.Add(1)
 	c.WriteRaw(cs.writer.Buf)
 	if cs.conn.Authenticated != cs.authed {
