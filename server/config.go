@@ -57,6 +57,11 @@ type Config struct {
 	// OutputBufferLimit closes a connection whose unsent replies pass this
 	// many bytes (a client that pipelines without reading); 0 disables it.
 	OutputBufferLimit int
+	// AdvertiseAddr is the host:port the cluster topology replies (CLUSTER
+	// SLOTS, SHARDS, NODES) announce. Empty announces Addr, or, when Addr's
+	// host is a wildcard (0.0.0.0, ::), the local address each client
+	// connected to.
+	AdvertiseAddr string
 }
 
 // DefaultConfig returns the settings `sluice` runs with when given no
@@ -95,6 +100,11 @@ func (c Config) Validate() error {
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			return fmt.Errorf("%w: metrics addr %q: %v", ErrConfig, c.MetricsAddr, err)
+		}
+	}
+	if c.AdvertiseAddr != "" {
+		if _, port, err := net.SplitHostPort(c.AdvertiseAddr); err != nil || port == "" {
+			return fmt.Errorf("%w: advertise addr %q: want host:port", ErrConfig, c.AdvertiseAddr)
 		}
 	}
 	if c.DataDir == "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/sluice-rl/sluice/clock"
+	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/persist"
@@ -38,6 +39,7 @@ type Server struct {
 	rc      *redcon.Server
 	metrics *http.Server
 	nextID  atomic.Int64
+	clients clientRegistry
 	// store persists the keyspace (server/persist.go).
 	store *persist.Store
 
@@ -61,6 +63,10 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: create data dir: %w", err)
 	}
+	nodeID, err := cluster.LoadNodeID(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	table := commands.NewTable()
 	s := &Server{
 		cfg:   cfg,
@@ -80,11 +86,18 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 				DataDir:            cfg.DataDir,
 				MaxClients:         cfg.MaxClients,
 				IdleTimeoutSeconds: int64(cfg.IdleTimeout / time.Second),
+				AdvertiseAddr:      cfg.AdvertiseAddr,
+				LogLevel:           cfg.LogLevel,
 			},
+			NodeID:  nodeID,
 			Started: clk.Now(),
 			RunID:   randomHex(20),
 		},
 	}
+	s.clients.init()
+	s.env.Clients = &s.clients
+	s.env.Tunables.MaxClients.Store(int64(cfg.MaxClients))
+	s.env.Tunables.IdleTimeoutSeconds.Store(int64(cfg.IdleTimeout / time.Second))
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
@@ -156,6 +169,9 @@ func (s *Server) Serve() error {
 	}
 	rc.AcceptError = func(err error) { s.log.Warn("accept", "err", err) }
 	s.rc = rc
+	s.env.Tunables.OnIdleTimeout = func(seconds int64) { rc.SetIdleClose(time.Duration(seconds) * time.Second) }
+	s.bg.Add(1)
+	go s.clients.tick(s.stop, s.bg.Done)
 	s.bg.Add(1)
 	go s.sweep()
 	s.log.Info("sluice ready", "addr", s.ln.Addr().String(), "version", s.cfg.Version)
@@ -200,6 +216,8 @@ type connState struct {
 	authed bool
 	// pending counts reply bytes not yet flushed to the client.
 	pending int
+	// reg is what CLIENT LIST and CLIENT KILL read from other connections.
+	reg connReg
 }
 
 func (s *Server) accept(c redcon.Conn) bool {
@@ -210,7 +228,7 @@ func (s *Server) accept(c redcon.Conn) bool {
 		c.NetConn().Write([]byte(protectedModeReply))
 		return false
 	}
-	if st.ConnectedClients.Add(1) > int64(s.cfg.MaxClients) {
+	if st.ConnectedClients.Add(1) > s.env.Tunables.MaxClients.Load() {
 		st.ConnectedClients.Add(-1)
 		st.ConnectionsRejected.Add(1)
 		c.NetConn().Write([]byte("-ERR max number of clients reached\r\n"))
@@ -229,12 +247,14 @@ func (s *Server) accept(c redcon.Conn) bool {
 	cs.ctx = commands.Ctx{Env: s.env, Conn: &cs.conn, W: &cs.writer}
 	cs.guard, _ = c.NetConn().(*guard.Conn)
 	cs.authed = cs.conn.Authenticated
+	s.clients.add(cs, c.NetConn())
 	c.SetContext(cs)
 	return true
 }
 
 func (s *Server) closed(c redcon.Conn, err error) {
-	if _, ok := c.Context().(*connState); ok {
+	if cs, ok := c.Context().(*connState); ok {
+		s.clients.remove(cs)
 		s.env.Stats.ConnectedClients.Add(-1)
 	}
 	if err != nil {
@@ -244,7 +264,7 @@ func (s *Server) closed(c redcon.Conn, err error) {
 
 func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	cs := c.Context().(*connState)
-	if cs.closed {
+	if cs.closed || cs.reg.killed.Load() {
 		return
 	}
 	cs.ctx.Reset()
@@ -252,6 +272,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	defer s.recoverCommand(c, cs, cmd)
 	s.table.Dispatch(&cs.ctx, cmd.Args)
 	s.awaitDurable(c, cs)
+	s.clients.touch(cs)
 	s.env.Stats.CommandsProcessed.Add(1)
 	c.WriteRaw(cs.writer.Buf)
 	if cs.conn.Authenticated != cs.authed {

@@ -1,0 +1,169 @@
+package server
+
+import (
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluice-rl/sluice/commands"
+	"github.com/sluice-rl/sluice/server/guard"
+)
+
+// clientRegistry is the set of open connections, for CLIENT LIST and
+// CLIENT KILL (commands.Clients). It also keeps a coarse wall clock, in
+// whole seconds, so recording each command's time costs one atomic load
+// instead of a clock read.
+type clientRegistry struct {
+	mu    sync.Mutex
+	conns map[int64]*connState
+	// unix is the wall clock in seconds, refreshed by tick.
+	unix atomic.Int64
+}
+
+// connReg is what the registry reads of a connection from other
+// goroutines. The connection's goroutine writes it after each command,
+// touching the atomics only when a value changed, so a pipeline of one
+// command costs no atomic store at all.
+type connReg struct {
+	nc      net.Conn
+	fd      int
+	created int64 // wall clock, Unix seconds
+	// lastActive is when the last command ran (Unix seconds); lastCmd is
+	// that command.
+	lastActive atomic.Int64
+	lastCmd    atomic.Pointer[commands.Command]
+	// killed is set by CLIENT KILL from another connection: the socket is
+	// closed and no further command of this connection runs.
+	killed atomic.Bool
+
+	seenCmd *commands.Command
+	seenAt  int64
+}
+
+func (r *clientRegistry) init() {
+	r.conns = map[int64]*connState{}
+	r.unix.Store(time.Now().Unix())
+}
+
+// tick refreshes the coarse clock until stop closes.
+func (r *clientRegistry) tick(stop <-chan struct{}, done func()) {
+	defer done()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			r.unix.Store(now.Unix())
+		}
+	}
+}
+
+func (r *clientRegistry) add(cs *connState, nc net.Conn) {
+	cs.reg.nc = nc
+	cs.reg.fd = socketFD(nc)
+	now := r.unix.Load()
+	cs.reg.created = now
+	cs.reg.lastActive.Store(now)
+	cs.reg.seenAt = now
+	r.mu.Lock()
+	r.conns[cs.conn.ID] = cs
+	r.mu.Unlock()
+}
+
+func (r *clientRegistry) remove(cs *connState) {
+	r.mu.Lock()
+	delete(r.conns, cs.conn.ID)
+	r.mu.Unlock()
+}
+
+// touch records a command the connection ran; only its goroutine calls it.
+func (r *clientRegistry) touch(cs *connState) {
+	reg := &cs.reg
+	if cmd := cs.ctx.Command(); cmd != nil && cmd != reg.seenCmd {
+		reg.seenCmd = cmd
+		reg.lastCmd.Store(cmd)
+	}
+	if now := r.unix.Load(); now != reg.seenAt {
+		reg.seenAt = now
+		reg.lastActive.Store(now)
+	}
+}
+
+func (r *clientRegistry) snapshot() []*connState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*connState, 0, len(r.conns))
+	for _, cs := range r.conns {
+		out = append(out, cs)
+	}
+	slices.SortFunc(out, func(a, b *connState) int { return int(a.conn.ID - b.conn.ID) })
+	return out
+}
+
+func (r *clientRegistry) info(cs *connState) commands.ClientInfo {
+	ci := cs.conn.Snapshot()
+	now := r.unix.Load()
+	ci.FD = cs.reg.fd
+	ci.Age = max(0, now-cs.reg.created)
+	ci.Idle = max(0, now-cs.reg.lastActive.Load())
+	if cmd := cs.reg.lastCmd.Load(); cmd != nil {
+		ci.LastCmd = cmd.FullName()
+	}
+	return ci
+}
+
+// List implements commands.Clients.
+func (r *clientRegistry) List() []commands.ClientInfo {
+	conns := r.snapshot()
+	out := make([]commands.ClientInfo, 0, len(conns))
+	for _, cs := range conns {
+		if !cs.reg.killed.Load() {
+			out = append(out, r.info(cs))
+		}
+	}
+	return out
+}
+
+// Kill implements commands.Clients. Closing the socket is safe from any
+// goroutine (redcon's own Close is not: it flushes the connection's
+// writer); the connection's goroutine then fails its read and cleans up.
+func (r *clientRegistry) Kill(match func(*commands.ClientInfo) bool) int {
+	n := 0
+	for _, cs := range r.snapshot() {
+		if cs.reg.killed.Load() {
+			continue
+		}
+		ci := r.info(cs)
+		if !match(&ci) {
+			continue
+		}
+		if cs.reg.killed.CompareAndSwap(false, true) {
+			cs.reg.nc.Close()
+			n++
+		}
+	}
+	return n
+}
+
+// socketFD is the connection's file descriptor for CLIENT LIST, or -1.
+func socketFD(nc net.Conn) int {
+	if g, ok := nc.(*guard.Conn); ok {
+		nc = g.Conn
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	raw.Control(func(f uintptr) { fd = int(f) })
+	return fd
+}
