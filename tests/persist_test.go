@@ -227,33 +227,68 @@ func TestSaveCommands(t *testing.T) {
 	}
 }
 
-// A corrupted snapshot stops startup with an error naming the file.
-func TestCorruptSnapshotRefusesToStart(t *testing.T) {
-	s := StartServer(t)
-	c := s.Client()
-	ints(t, c.Do(ctx(t), "CL.THROTTLE", "g", 10, 1, 60))
-	ints(t, c.Do(ctx(t), "QUOTA.CHECK", "q", 10, "DAY"))
-	s.Stop()
-	path := filepath.Join(s.DataDir, "snapshot.sluice")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 0x40
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary, "--addr", freeAddr(t), "--data-dir", s.DataDir)
-	done := make(chan struct{})
-	var out []byte
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("sluice started over a corrupt snapshot")
-	}
-	if err == nil || !strings.Contains(string(out), path) || !strings.Contains(string(out), "corrupt") {
-		t.Fatalf("exit %v, output %q: want an error naming %s", err, out, path)
+// A corrupted or missing data file stops startup with an error naming it:
+// sluice never starts empty over data it cannot read.
+func TestUnreadableDataRefusesToStart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// damage breaks the data dir and returns the path the error must name
+		damage func(t *testing.T, dir string) string
+		want   string
+	}{
+		{"flipped snapshot byte", func(t *testing.T, dir string) string {
+			path := filepath.Join(dir, "snapshot.sluice")
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(b)/2] ^= 0x40
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}, "corrupt"},
+		{"snapshot deleted", func(t *testing.T, dir string) string {
+			path := filepath.Join(dir, "snapshot.sluice")
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}, "missing"},
+		{"quota store manifest garbage", func(t *testing.T, dir string) string {
+			manifests, _ := filepath.Glob(filepath.Join(dir, "quotas", "MANIFEST-*"))
+			if len(manifests) == 0 {
+				t.Fatal("no MANIFEST in the quota store")
+			}
+			for _, m := range manifests {
+				if err := os.WriteFile(m, []byte("garbage"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return filepath.Join(dir, "quotas")
+		}, "quota store"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := StartServer(t)
+			c := s.Client()
+			ints(t, c.Do(ctx(t), "CL.THROTTLE", "g", 10, 1, 60))
+			ints(t, c.Do(ctx(t), "QUOTA.CHECK", "q", 10, "DAY"))
+			s.Stop()
+			path := tc.damage(t, s.DataDir)
+			cmd := exec.Command(binary, "--addr", freeAddr(t), "--data-dir", s.DataDir)
+			done := make(chan struct{})
+			var out []byte
+			var err error
+			go func() { out, err = cmd.CombinedOutput(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("sluice started over unreadable data")
+			}
+			if err == nil || !strings.Contains(string(out), path) || !strings.Contains(string(out), tc.want) {
+				t.Fatalf("exit %v, output %q: want an error naming %s", err, out, path)
+			}
+		})
 	}
 }
