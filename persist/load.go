@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/quota"
 )
@@ -94,7 +97,7 @@ func (s *Store) load(fresh bool) (uint64, error) {
 			return 0, storeErr(err)
 		}
 	}
-	if err := s.restoreQuotas(now, zones, &info); err != nil {
+	if err := s.restoreQuotas(now, &info); err != nil {
 		return 0, err
 	}
 	info.Took = time.Since(began)
@@ -152,22 +155,58 @@ func (s *Store) restoreSnapshot(f io.Reader, now int64, flushed bool, flushSeq u
 }
 
 // restoreQuotas inserts the store's live quota states over whatever the
-// snapshot restored, and deletes expired ones from the store.
-func (s *Store) restoreQuotas(now int64, zones zoneCache, info *LoadInfo) error {
+// snapshot restored, and deletes expired ones from the store. Store keys
+// are ordered by slot, so the slots are split into ranges restored in
+// parallel (each key's slot lock is taken by one worker only).
+func (s *Store) restoreQuotas(now int64, info *LoadInfo) error {
+	workers := min(runtime.GOMAXPROCS(0), 8)
+	results := make([]LoadInfo, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo := cluster.SlotCount * w / workers
+		hi := cluster.SlotCount * (w + 1) / workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = s.restoreQuotaSlots(lo, hi, now, &results[w])
+		}()
+	}
+	wg.Wait()
+	for w := range workers {
+		info.QuotaKeys += results[w].QuotaKeys
+		info.Expired += results[w].Expired
+	}
+	return errors.Join(errs...)
+}
+
+// restoreQuotaSlots restores the quotas of slots [lo, hi).
+func (s *Store) restoreQuotaSlots(lo, hi int, now int64, info *LoadInfo) (err error) {
 	corrupt := func(k []byte, err error) error {
 		return fmt.Errorf("persist: read quota store %s: %w: key %q: %w", s.dbPath, ErrCorruptStore, k, err)
 	}
-	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: quotaStart, UpperBound: quotaEnd})
+	slotKey := func(slot int) []byte {
+		if slot >= cluster.SlotCount {
+			return quotaEnd
+		}
+		return []byte{quotaPrefix, byte(slot >> 8), byte(slot)}
+	}
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: slotKey(lo), UpperBound: slotKey(hi)})
 	if err != nil {
 		return fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err)
 	}
+	defer func() {
+		if cerr := iter.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("persist: read quota store %s: %w", s.dbPath, cerr)
+		}
+	}()
+	zones := zoneCache{}
 	drop := s.db.NewBatch()
 	defer drop.Close()
 	for valid := iter.First(); valid; valid = iter.Next() {
 		k := iter.Key()
 		key, ok := splitQuotaKey(k)
 		if !ok {
-			iter.Close()
 			return corrupt(k, errors.New("key is not in its slot"))
 		}
 		v, err := iter.ValueAndErr()
@@ -175,7 +214,6 @@ func (s *Store) restoreQuotas(now int64, zones zoneCache, info *LoadInfo) error 
 			err = errors.New("value too short")
 		}
 		if err != nil {
-			iter.Close()
 			return corrupt(key, err)
 		}
 		exp := int64(binary.LittleEndian.Uint64(v))
@@ -186,17 +224,12 @@ func (s *Store) restoreQuotas(now int64, zones zoneCache, info *LoadInfo) error 
 		}
 		st, err := quota.DecodeStateWith(v[expirySize:], zones.load)
 		if err != nil {
-			iter.Close()
 			return corrupt(key, err)
 		}
 		if err := insert(s.deps.Keys, key, keyspace.KindQuota, exp, &st, now); err != nil {
-			iter.Close()
 			return corrupt(key, err)
 		}
 		info.QuotaKeys++
-	}
-	if err := iter.Close(); err != nil {
-		return fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err)
 	}
 	if drop.Count() > 0 {
 		if err := drop.Commit(pebble.NoSync); err != nil {
