@@ -151,10 +151,7 @@ func runConcAcquire(c *Ctx, args [][]byte) {
 		c.W.Error(errorReply(err))
 		return
 	}
-	if res.Limited {
-		c.limited()
-	}
-	c.W.Limiter(res.Reply())
+	c.limiterReply(res)
 }
 
 // runConcRelease is CONC.RELEASE <key> <request-id>.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-rl/sluice/clock"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/limiter"
 )
 
 // Options are the server settings commands consult.
@@ -131,9 +132,11 @@ func (c *Ctx) Now() int64 {
 // was refused before running; the server records it for CLIENT LIST.
 func (c *Ctx) Command() *Command { return c.cmd }
 
-// limited counts a refused request against the running command.
-func (c *Ctx) limited() {
-	if c.cmd != nil {
+// limiterReply writes a limiter decision as the five-integer reply and
+// counts a refusal against the running command.
+func (c *Ctx) limiterReply(res limiter.Result) {
+	if res.Limited && c.cmd != nil {
 		c.cmd.limits.Add(1)
 	}
+	c.W.Limiter(res.Reply())
 }

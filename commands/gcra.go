@@ -74,8 +74,5 @@ func runThrottle(c *Ctx, args [][]byte) {
 		c.W.Error(errorReply(err))
 		return
 	}
-	if res.Limited {
-		c.limited()
-	}
-	c.W.Limiter(res.Reply())
+	c.limiterReply(res)
 }

@@ -182,10 +182,7 @@ func runQuotaCheck(c *Ctx, args [][]byte) {
 		return
 	}
 	c.journaled(t)
-	if res.Limited {
-		c.limited()
-	}
-	c.W.Limiter(res.Reply())
+	c.limiterReply(res)
 }
 
 // quotaChange is what QUOTA.REFUND and QUOTA.RESET do to a stored state.

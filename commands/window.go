@@ -125,10 +125,7 @@ func replyWindow(c *Ctx, req windowRequest, kind keyspace.Kind,
 		c.W.Error(errorReply(err))
 		return
 	}
-	if res.Limited {
-		c.limited()
-	}
-	c.W.Limiter(res.Reply())
+	c.limiterReply(res)
 }
 
 // windowState is a window algorithm's per-key state; the keyspace holds a
