@@ -3,6 +3,7 @@ package commands
 import (
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 )
@@ -73,6 +74,13 @@ var configParams = []configParam{
 			}
 		})},
 	{name: "advertise-addr", get: func(e *Env) string { return e.Options.AdvertiseAddr }},
+	{name: "protected-mode", get: func(e *Env) string { return yesNo(e.Options.ProtectedMode) }},
+	{name: "proto-max-bulk-len", get: func(e *Env) string { return itoa(e.Options.ProtoMaxBulkLen) }},
+	{name: "client-output-buffer-limit", get: func(e *Env) string {
+		// Redis' format: class hard soft soft-seconds; sluice has one hard
+		// limit for every client.
+		return "normal " + strconv.Itoa(e.Options.OutputBufferLimit) + " 0 0 replica 0 0 0 pubsub 0 0 0"
+	}},
 	constParam("cluster-enabled", "yes"),
 	constParam("databases", "1"),
 	constParam("maxmemory", "0"),
@@ -205,4 +213,11 @@ func runConfigHelp(c *Ctx, _ [][]byte) {
 		"RESETSTAT", "    Reset statistics reported by the INFO command.",
 		"REWRITE", "    Not supported: sluice is configured by flags.",
 		"HELP", "    Print this help."})
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

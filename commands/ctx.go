@@ -31,6 +31,11 @@ type Options struct {
 	AdvertiseAddr string
 	// LogLevel is reported by CONFIG GET loglevel.
 	LogLevel string
+	// ProtectedMode, ProtoMaxBulkLen and OutputBufferLimit are the protocol
+	// guard's settings, reported by CONFIG GET.
+	ProtectedMode     bool
+	ProtoMaxBulkLen   int64
+	OutputBufferLimit int
 }
 
 // RedisVersion is the Redis version sluice answers as: the command set and

@@ -139,7 +139,7 @@ func TestConfigGetSet(t *testing.T) {
 	c := s.Client()
 	got := c.ConfigGet(ctx(t), "*").Val()
 	for k, v := range map[string]string{"maxclients": "100", "timeout": "0", "cluster-enabled": "yes",
-		"maxmemory-policy": "noeviction", "dir": s.DataDir} {
+		"maxmemory-policy": "noeviction", "dir": s.DataDir, "protected-mode": "yes", "proto-max-bulk-len": "536870912"} {
 		if got[k] != v {
 			t.Errorf("CONFIG GET %s = %q, want %q", k, got[k], v)
 		}
