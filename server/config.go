@@ -73,7 +73,7 @@ func DefaultConfig() Config {
 		LogLevel:      "info",
 		MaxClients:    10000,
 		SweepInterval: 100 * time.Millisecond,
-		SweepBudget:   20000,
+		SweepBudget:   2000,
 		Version:       "0.1.0",
 		Protocol:      guard.DefaultLimits(),
 		ProtectedMode: true,

@@ -338,10 +338,14 @@ const protectedModeReply = "-DENIED sluice is running in protected mode because 
 	"3) Listen only on an address that untrusted hosts cannot reach (--addr). " +
 	"NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n"
 
-// sweep deletes expired keys in the background, a bounded batch per tick.
-// A batch that finds many expired keys is followed by another at once, up
-// to a few per tick, so a mass expiry is caught up quickly without holding
-// any one lock for long.
+// sweep deletes expired keys in the background, a bounded batch per tick,
+// as Redis' active expiry does: a batch that finds at least a quarter of
+// its records expired is followed by another at once (up to maxSweepRounds
+// per tick), so a mass expiry is caught up quickly, while a keyspace of
+// live keys costs one small batch per tick. No lock is held longer than
+// one slot's share of a batch.
+const maxSweepRounds = 25
+
 func (s *Server) sweep() {
 	defer s.bg.Done()
 	t := time.NewTicker(s.cfg.SweepInterval)
@@ -353,7 +357,7 @@ func (s *Server) sweep() {
 			return
 		case <-t.C:
 		}
-		for range 10 {
+		for range maxSweepRounds {
 			examined, removed := s.env.Keys.Sweep(s.env.Clock.Now(), &cursor, s.cfg.SweepBudget)
 			s.env.Stats.ExpiredKeys.Add(int64(removed))
 			if removed*4 < examined || examined == 0 {
