@@ -57,6 +57,9 @@ type Config struct {
 	// OutputBufferLimit closes a connection whose unsent replies pass this
 	// many bytes (a client that pipelines without reading); 0 disables it.
 	OutputBufferLimit int
+	// TLSCertFile and TLSKeyFile, both PEM, make Addr speak TLS only; both
+	// empty serves plain TCP.
+	TLSCertFile, TLSKeyFile string
 	// AdvertiseAddr is the host:port the cluster topology replies (CLUSTER
 	// SLOTS, SHARDS, NODES) announce. Empty announces Addr, or, when Addr's
 	// host is a wildcard (0.0.0.0, ::), the local address each client
@@ -101,6 +104,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			return fmt.Errorf("%w: metrics addr %q: %v", ErrConfig, c.MetricsAddr, err)
 		}
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return fmt.Errorf("%w: TLS needs both a certificate and a key file", ErrConfig)
 	}
 	if c.AdvertiseAddr != "" {
 		if _, port, err := net.SplitHostPort(c.AdvertiseAddr); err != nil || port == "" {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -127,6 +128,16 @@ func (s *Server) Listen() error {
 // ListenOn serves the Redis protocol on raw, which the server then owns
 // (tests pass listeners of their own).
 func (s *Server) ListenOn(raw net.Listener) error {
+	if s.cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
+		if err != nil {
+			raw.Close()
+			return fmt.Errorf("server: TLS certificate %s / key %s: %w", s.cfg.TLSCertFile, s.cfg.TLSKeyFile, err)
+		}
+		// The handshake runs on the connection's first read, in its own
+		// goroutine, so a slow client never holds up Accept.
+		raw = tls.NewListener(raw, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
 	// Every byte a client sends passes the guard before redcon parses it.
 	ln, err := guard.NewListener(raw, s.cfg.Protocol, s.cfg.RequirePass != "")
 	if err != nil {

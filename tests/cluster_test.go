@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -120,18 +118,8 @@ func TestCorruptNodeIDStopsStartup(t *testing.T) {
 	if err := os.WriteFile(path, []byte("not a node id\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "--addr", freeAddr(t), "--data-dir", dir)
-	done := make(chan struct{})
-	var out []byte
-	var err error
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("sluice started with a corrupt node id file")
-	}
-	if err == nil || !strings.Contains(string(out), path) || !strings.Contains(string(out), "corrupt") {
+	out, err := startMustFail(t, "--addr", freeAddr(t), "--data-dir", dir)
+	if err == nil || !strings.Contains(out, path) || !strings.Contains(out, "corrupt") {
 		t.Fatalf("exit %v, output %q: want an error naming %s", err, out, path)
 	}
 }

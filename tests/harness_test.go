@@ -218,3 +218,23 @@ func redisCLI(t testing.TB, addr string, args ...string) string {
 	}
 	return string(out)
 }
+
+// startMustFail runs sluice with args and expects it to exit on its own
+// (refusing to start); it returns what the process printed and its exit
+// error. A process still running after 20 s fails the test.
+func startMustFail(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("sluice %v kept running; it should have refused to start", args)
+	}
+	return string(out), err
+}

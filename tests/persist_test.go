@@ -3,7 +3,6 @@ package tests
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -275,18 +274,8 @@ func TestUnreadableDataRefusesToStart(t *testing.T) {
 			ints(t, c.Do(ctx(t), "QUOTA.CHECK", "q", 10, "DAY"))
 			s.Stop()
 			path := tc.damage(t, s.DataDir)
-			cmd := exec.Command(binary, "--addr", freeAddr(t), "--data-dir", s.DataDir)
-			done := make(chan struct{})
-			var out []byte
-			var err error
-			go func() { out, err = cmd.CombinedOutput(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				cmd.Process.Kill()
-				t.Fatal("sluice started over unreadable data")
-			}
-			if err == nil || !strings.Contains(string(out), path) || !strings.Contains(string(out), tc.want) {
+			out, err := startMustFail(t, "--addr", freeAddr(t), "--data-dir", s.DataDir)
+			if err == nil || !strings.Contains(out, path) || !strings.Contains(out, tc.want) {
 				t.Fatalf("exit %v, output %q: want an error naming %s", err, out, path)
 			}
 		})

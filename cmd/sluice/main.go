@@ -35,6 +35,8 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", cfg.SnapshotInterval, "snapshot the keyspace this often when it changed (0: only on SAVE, BGSAVE and shutdown)")
 	fs.StringVar(&cfg.RequirePass, "requirepass", cfg.RequirePass, "password clients must AUTH with (empty: no AUTH)")
 	passFile := fs.String("requirepass-file", "", "read the AUTH password from this file (first line)")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", cfg.TLSCertFile, "PEM certificate: serve --addr over TLS (with --tls-key-file)")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", cfg.TLSKeyFile, "PEM private key for --tls-cert-file")
 	fs.BoolVar(&cfg.ProtectedMode, "protected-mode", cfg.ProtectedMode, "refuse non-loopback clients while no password is set")
 	fs.Int64Var(&cfg.Protocol.MaxBulkLen, "proto-max-bulk-len", cfg.Protocol.MaxBulkLen, "largest bulk string a client may send, bytes")
 	fs.Int64Var(&cfg.Protocol.MaxArgs, "proto-max-args", cfg.Protocol.MaxArgs, "most arguments in one command")
