@@ -54,8 +54,3 @@ func HashTag(key []byte) []byte {
 func Slot(key []byte) int {
 	return int(CRC16(HashTag(key)) & (SlotCount - 1))
 }
-
-// SlotString is Slot for a string key, without copying it.
-func SlotString(key string) int {
-	return Slot([]byte(key))
-}

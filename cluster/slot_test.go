@@ -17,7 +17,7 @@ func TestSlot(t *testing.T) {
 		{"", 0},
 		{"123456789", 0x31C3 & 16383},
 	} {
-		if got := SlotString(tc.key); got != tc.want {
+		if got := Slot([]byte(tc.key)); got != tc.want {
 			t.Errorf("Slot(%q) = %d, want %d", tc.key, got, tc.want)
 		}
 	}

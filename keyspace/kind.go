@@ -43,15 +43,5 @@ func (k Kind) String() string {
 	return "none"
 }
 
-// ParseKind returns the kind named s (as String writes it).
-func ParseKind(s string) (Kind, bool) {
-	for k := KindGCRA; k < kindCount; k++ {
-		if k.String() == s {
-			return k, true
-		}
-	}
-	return KindNone, false
-}
-
 // Valid reports whether k is a kind a key can hold.
 func (k Kind) Valid() bool { return k > KindNone && k < kindCount }

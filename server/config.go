@@ -70,9 +70,10 @@ type Config struct {
 // DefaultConfig returns the settings `sluice` runs with when given no
 // flags.
 func DefaultConfig() Config {
+	store := persist.DefaultOptions()
 	return Config{
 		Addr:          "127.0.0.1:6379",
-		DataDir:       "./data",
+		DataDir:       store.Dir,
 		LogLevel:      "info",
 		MaxClients:    10000,
 		SweepInterval: 100 * time.Millisecond,
@@ -83,10 +84,10 @@ func DefaultConfig() Config {
 		// Redis leaves normal clients unlimited; a bound keeps one client
 		// from holding the server's memory hostage.
 		OutputBufferLimit: 256 << 20,
-		QuotaFsync:        persist.FsyncEverySec,
+		QuotaFsync:        store.QuotaFsync,
 		// Kinds other than quotas are only snapshotted: a crash loses
 		// at most this much of their changes.
-		SnapshotInterval: time.Minute,
+		SnapshotInterval: store.SnapshotInterval,
 	}
 }
 

@@ -169,9 +169,6 @@ func (s *Server) ListenOn(raw net.Listener) error {
 	return nil
 }
 
-// Addr is the address the Redis protocol listens on, once Listen returned.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
-
 // Serve answers connections until Shutdown. Call Listen first.
 func (s *Server) Serve() error {
 	if s.ln == nil {
