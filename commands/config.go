@@ -188,7 +188,6 @@ func runConfigResetStat(c *Ctx, _ [][]byte) {
 	st := c.Env.Stats
 	st.ConnectionsReceived.Store(0)
 	st.ConnectionsRejected.Store(0)
-	st.CommandsProcessed.Store(0)
 	st.ExpiredKeys.Store(0)
 	st.NetInputBytes.Store(0)
 	st.NetOutputBytes.Store(0)

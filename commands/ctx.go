@@ -48,10 +48,11 @@ type Stats struct {
 	ConnectionsReceived atomic.Int64
 	ConnectionsRejected atomic.Int64
 	ConnectedClients    atomic.Int64
-	CommandsProcessed   atomic.Int64
 	ExpiredKeys         atomic.Int64
-	NetInputBytes       atomic.Int64
-	NetOutputBytes      atomic.Int64
+	// NetInputBytes and NetOutputBytes are added once per pipeline, not
+	// per command, to keep shared counters off the hot path.
+	NetInputBytes  atomic.Int64
+	NetOutputBytes atomic.Int64
 }
 
 // Env is what every command can reach: the keyspace, the clock, the

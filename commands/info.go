@@ -129,7 +129,7 @@ func (c *Ctx) infoFields(name string) [][2]string {
 	case "stats":
 		return [][2]string{
 			{"total_connections_received", itoa(e.Stats.ConnectionsReceived.Load())},
-			{"total_commands_processed", itoa(e.Stats.CommandsProcessed.Load())},
+			{"total_commands_processed", itoa(e.Table.Calls())},
 			{"total_net_input_bytes", itoa(e.Stats.NetInputBytes.Load())},
 			{"total_net_output_bytes", itoa(e.Stats.NetOutputBytes.Load())},
 			{"rejected_connections", itoa(e.Stats.ConnectionsRejected.Load())},

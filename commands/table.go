@@ -74,6 +74,19 @@ func (c *Command) FullName() string {
 // Calls counts how often the command ran.
 func (c *Command) Calls() int64 { return c.calls.Load() }
 
+// Calls counts the commands run, subcommands included: INFO's
+// total_commands_processed, derived rather than kept twice.
+func (t *Table) Calls() int64 {
+	var n int64
+	for _, c := range t.sorted {
+		n += c.Calls()
+		for _, s := range c.Subs {
+			n += s.Calls()
+		}
+	}
+	return n
+}
+
 // Limited counts the requests a limiter command refused.
 func (c *Command) Limited() int64 { return c.limits.Load() }
 

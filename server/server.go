@@ -227,6 +227,9 @@ type connState struct {
 	authed bool
 	// pending counts reply bytes not yet flushed to the client.
 	pending int
+	// counted is how many bytes the guard had read when the last pipeline
+	// was added to the input counter.
+	counted uint64
 	// reg is what CLIENT LIST and CLIENT KILL read from other connections.
 	reg connReg
 }
@@ -284,7 +287,6 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	s.table.Dispatch(&cs.ctx, cmd.Args)
 	s.awaitDurable(c, cs)
 	s.clients.touch(cs)
-	s.env.Stats.CommandsProcessed.Add(1)
 	c.WriteRaw(cs.writer.Buf)
 	if cs.conn.Authenticated != cs.authed {
 		cs.authed = cs.conn.Authenticated
@@ -300,11 +302,23 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	// redcon flushes once the commands it read so far are answered.
 	cs.pending += len(cs.writer.Buf)
 	if len(c.PeekPipeline()) == 0 {
-		cs.pending = 0
+		s.countTraffic(cs)
 	} else if s.cfg.OutputBufferLimit > 0 && cs.pending > s.cfg.OutputBufferLimit {
 		s.log.Warn("closing client over the output buffer limit", "addr", c.RemoteAddr(), "pending", cs.pending)
 		cs.closed = true
 		c.NetConn().Close()
+	}
+}
+
+// countTraffic adds a finished pipeline's bytes to the shared counters:
+// one atomic add each per pipeline rather than per command.
+func (s *Server) countTraffic(cs *connState) {
+	s.env.Stats.NetOutputBytes.Add(int64(cs.pending))
+	cs.pending = 0
+	if cs.guard != nil {
+		read := cs.guard.BytesRead()
+		s.env.Stats.NetInputBytes.Add(int64(read - cs.counted))
+		cs.counted = read
 	}
 }
 

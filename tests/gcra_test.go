@@ -352,6 +352,11 @@ func TestRedisBasics(t *testing.T) {
 		t.Fatalf("DBSIZE after FLUSHALL = %d", n)
 	}
 	info := c.Info(ctx(t)).Val()
+	for _, counter := range []string{"total_commands_processed", "total_net_input_bytes", "total_net_output_bytes"} {
+		if v := infoField(t, c, "stats", counter); v == "0" {
+			t.Errorf("INFO %s = %q after a dozen commands", counter, v)
+		}
+	}
 	for _, section := range []string{"# Server", "# Clients", "# Memory", "# Stats", "# Keyspace", "redis_version:", "connected_clients:"} {
 		if !strings.Contains(info, section) {
 			t.Errorf("INFO lacks %q", section)

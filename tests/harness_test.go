@@ -238,3 +238,19 @@ func startMustFail(t testing.TB, args ...string) (string, error) {
 	}
 	return string(out), err
 }
+
+// infoField reads one field of one INFO section.
+func infoField(t testing.TB, c *redis.Client, section, field string) string {
+	t.Helper()
+	info, err := c.Info(ctx(t), section).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	t.Fatalf("INFO %s has no %s:\n%s", section, field, info)
+	return ""
+}

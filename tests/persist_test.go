@@ -13,22 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// infoField reads one field of INFO persistence.
-func infoField(t *testing.T, c *redis.Client, field string) string {
-	t.Helper()
-	info, err := c.Info(ctx(t), "persistence").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return v
-		}
-	}
-	t.Fatalf("INFO persistence has no %s:\n%s", field, info)
-	return ""
-}
-
 func quotaUsed(t *testing.T, c *redis.Client, key string) int64 {
 	t.Helper()
 	cmd := c.Do(ctx(t), "QUOTA.GET", key)
@@ -59,12 +43,12 @@ func TestCrashAlwaysKeepsEveryAcknowledgedCheck(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	fsyncs, _ := strconv.Atoi(infoField(t, c, "sluice_quota_fsyncs"))
+	fsyncs, _ := strconv.Atoi(infoField(t, c, "persistence", "sluice_quota_fsyncs"))
 	t.Logf("%d fsyncs for %d checks", fsyncs, clients*each)
 	if fsyncs >= clients*each {
 		t.Errorf("%d fsyncs for %d concurrent checks: no group commit", fsyncs, clients*each)
 	}
-	if got := infoField(t, c, "sluice_quota_fsync"); got != "always" {
+	if got := infoField(t, c, "persistence", "sluice_quota_fsync"); got != "always" {
 		t.Errorf("sluice_quota_fsync %q", got)
 	}
 	s.Kill()
@@ -197,7 +181,7 @@ func TestSaveCommands(t *testing.T) {
 	c := s.Client()
 	setClock(t, c, future)
 	ints(t, c.Do(ctx(t), "CL.THROTTLE", "g", 10, 1, 60))
-	if n := infoField(t, c, "rdb_changes_since_last_save"); n != "1" {
+	if n := infoField(t, c, "persistence", "rdb_changes_since_last_save"); n != "1" {
 		t.Errorf("rdb_changes_since_last_save %s, want 1", n)
 	}
 	if err := c.Save(ctx(t)).Err(); err != nil {
@@ -211,7 +195,7 @@ func TestSaveCommands(t *testing.T) {
 		"rdb_last_save_time": strconv.FormatInt(future/1e9, 10), "loading": "0", "sluice_quota_fsync": "everysec",
 		"sluice_snapshot_file": filepath.Join(s.DataDir, "snapshot.sluice"), "sluice_snapshot_interval_sec": "0",
 	} {
-		if got := infoField(t, c, field); got != want {
+		if got := infoField(t, c, "persistence", field); got != want {
 			t.Errorf("INFO %s = %q, want %q", field, got, want)
 		}
 	}
