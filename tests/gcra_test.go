@@ -119,13 +119,7 @@ func TestSweepRemovesUnreadKeys(t *testing.T) {
 		t.Fatalf("DBSIZE = %d, want 2000", n)
 	}
 	advance(t, c, 2*time.Second)
-	deadline := time.Now().Add(20 * time.Second)
-	for c.DBSize(ctx(t)).Val() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("sweep left %d expired keys", c.DBSize(ctx(t)).Val())
-		}
-		time.Sleep(50 * time.Millisecond) // waiting on the sweeper, not on a limit
-	}
+	eventually(t, "the sweep removes every expired key", func() bool { return c.DBSize(ctx(t)).Val() == 0 })
 }
 
 // A pipeline of 1000 commands on one key is answered in order: remaining
@@ -298,24 +292,17 @@ func TestMaxClients(t *testing.T) {
 	}
 	conns[0].Close()
 	// The slot frees up once the server has seen the close.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, "a closed client's slot is freed", func() bool {
 		cn, err := net.Dial("tcp", s.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer cn.Close()
 		cn.SetReadDeadline(time.Now().Add(10 * time.Second))
 		cn.Write([]byte("PING\r\n"))
 		n, _ := cn.Read(buf)
-		cn.Close()
-		if string(buf[:n]) == "+PONG\r\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("slot not freed: %q", buf[:n])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return string(buf[:n]) == "+PONG\r\n"
+	})
 }
 
 // Basic Redis commands a client expects, through go-redis.

@@ -254,3 +254,17 @@ func infoField(t testing.TB, c *redis.Client, section, field string) string {
 	t.Fatalf("INFO %s has no %s:\n%s", section, field, info)
 	return ""
 }
+
+// eventually polls cond until it holds, for progress made by the server in
+// the background (the sweep, a closed connection being noticed); it never
+// stands in for crossing a limit, which tests do with the debug clock.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached in 20s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
