@@ -7,8 +7,19 @@
 package clock
 
 import (
+	"errors"
+	"math"
 	"sync/atomic"
 	"time"
+)
+
+// Errors the test clock returns.
+var (
+	// ErrBackwards: an instant earlier than one already handed out.
+	ErrBackwards = errors.New("clock: instant is before the current one")
+	// ErrOverflow: an advance past the largest int64 instant, or a
+	// negative one.
+	ErrOverflow = errors.New("clock: advance overflows the clock")
 )
 
 // Source reads the wall clock in Unix nanoseconds.
@@ -53,34 +64,47 @@ func (c *Clock) Now() int64 {
 	}
 }
 
-// Freeze holds time at ns. An instant before one already handed out is
-// raised to it, so time still never goes backwards.
-func (c *Clock) Freeze(ns int64) {
-	if last := c.last.Load(); ns < last {
-		ns = last
-	}
+// Freeze holds time at ns, which must not be before an instant already
+// handed out (ErrBackwards: time never goes backwards, and a test that
+// asks for it should hear so rather than be silently clamped).
+func (c *Clock) Freeze(ns int64) error {
 	if ns <= 0 {
-		ns = 1
+		return ErrBackwards
 	}
-	c.frozen.Store(ns)
-	c.Now()
+	for {
+		last := c.last.Load()
+		if ns < last {
+			return ErrBackwards
+		}
+		if c.last.CompareAndSwap(last, ns) {
+			c.frozen.Store(ns)
+			return nil
+		}
+	}
 }
 
-// Advance moves a frozen clock forward by d nanoseconds (freezing it at the
-// current instant first if it was running) and returns the new instant.
-func (c *Clock) Advance(d int64) int64 {
+// Advance moves the clock forward by d nanoseconds and returns the new
+// instant. A running clock is frozen first, at its current instant: from
+// then on only Advance, Freeze or Release move it (documented in the
+// README's "Test clock"). A negative d or one past the largest instant is
+// ErrOverflow, and the clock stays where it was.
+func (c *Clock) Advance(d int64) (int64, error) {
+	if d < 0 {
+		return 0, ErrOverflow
+	}
 	for {
 		cur := c.frozen.Load()
 		if cur == 0 {
-			c.Freeze(c.Now())
-			continue
+			cur = c.Now()
+			if !c.frozen.CompareAndSwap(0, cur) {
+				continue
+			}
 		}
-		next := cur + d
-		if d < 0 || next < cur {
-			next = cur
+		if cur > math.MaxInt64-d {
+			return 0, ErrOverflow
 		}
-		if c.frozen.CompareAndSwap(cur, next) {
-			return c.Now()
+		if c.frozen.CompareAndSwap(cur, cur+d) {
+			return c.Now(), nil
 		}
 	}
 }

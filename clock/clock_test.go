@@ -1,6 +1,10 @@
 package clock
 
-import "testing"
+import (
+	"errors"
+	"math"
+	"testing"
+)
 
 func TestMonotonic(t *testing.T) {
 	readings := []int64{100, 50, 200, 199, 300}
@@ -17,16 +21,26 @@ func TestMonotonic(t *testing.T) {
 func TestFreezeAdvanceRelease(t *testing.T) {
 	src := int64(1_000)
 	c := New(func() int64 { return src })
-	c.Freeze(5_000)
+	if err := c.Freeze(5_000); err != nil {
+		t.Fatal(err)
+	}
 	if got := c.Now(); got != 5_000 {
 		t.Fatalf("frozen Now() = %d, want 5000", got)
 	}
-	if got := c.Advance(250); got != 5_250 {
-		t.Fatalf("Advance = %d, want 5250", got)
+	if got, err := c.Advance(250); got != 5_250 || err != nil {
+		t.Fatalf("Advance = %d, %v, want 5250", got, err)
 	}
-	c.Freeze(10) // earlier than handed out: held at the last instant
+	if err := c.Freeze(10); !errors.Is(err, ErrBackwards) {
+		t.Fatalf("Freeze into the past: %v, want ErrBackwards", err)
+	}
 	if got := c.Now(); got != 5_250 {
-		t.Fatalf("Freeze into the past: Now() = %d, want 5250", got)
+		t.Fatalf("after a refused Freeze: Now() = %d, want 5250", got)
+	}
+	if _, err := c.Advance(math.MaxInt64); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("overflowing Advance: %v, want ErrOverflow", err)
+	}
+	if got := c.Now(); got != 5_250 {
+		t.Fatalf("after a refused Advance: Now() = %d, want 5250", got)
 	}
 	c.Release()
 	if got := c.Now(); got != 5_250 {
@@ -39,7 +53,16 @@ func TestFreezeAdvanceRelease(t *testing.T) {
 	if c.Frozen() {
 		t.Fatal("Frozen() after Release")
 	}
-	if got := c.Advance(-5); got != 9_000 {
-		t.Fatalf("negative Advance moved time: %d", got)
+	if _, err := c.Advance(-5); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("negative Advance: %v", err)
+	}
+	// Advance on a running clock freezes it where it was.
+	src = 10_000
+	if got, err := c.Advance(1); got != 10_001 || err != nil || !c.Frozen() {
+		t.Fatalf("Advance on the running clock = %d, %v, frozen %v", got, err, c.Frozen())
+	}
+	src = 20_000
+	if got := c.Now(); got != 10_001 {
+		t.Fatalf("the advanced clock followed the source: %d", got)
 	}
 }

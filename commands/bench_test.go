@@ -5,13 +5,16 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/clock"
-	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine"
 )
 
 // testEnv is an Env without a network, for benchmarks and unit tests.
-func testEnv() *Env {
-	t := NewTable()
-	return &Env{Keys: keyspace.New(), Clock: clock.New(nil), Table: t, Stats: &Stats{}}
+func testEnv() *Env { return newEnv(clock.New(nil)) }
+
+// newEnv is an Env on its own state machine and the given clock.
+func newEnv(clk *clock.Clock) *Env {
+	m := machine.New(machine.Options{})
+	return &Env{Machine: m, Clock: clk, Table: NewTable(m), Stats: &Stats{}}
 }
 
 func testCtx(env *Env) *Ctx {

@@ -223,11 +223,11 @@ func runClientGetName(c *Ctx, _ [][]byte) {
 func runClientSetInfo(c *Ctx, args [][]byte) {
 	attr := lower(args[2])
 	if attr != "lib-name" && attr != "lib-ver" {
-		c.W.Error("ERR Unrecognized option '" + string(clip(args[2], 128)) + "'")
+		c.W.Error("ERR Unrecognized option '" + clip(args[2], 128) + "'")
 		return
 	}
 	if !validClientName(args[3]) {
-		c.W.Error("ERR " + string(clip(args[2], 128)) + " cannot contain spaces, newlines or special characters.")
+		c.W.Error("ERR " + clip(args[2], 128) + " cannot contain spaces, newlines or special characters.")
 		return
 	}
 	v := string(args[3])
@@ -248,7 +248,7 @@ func clientType(c *Ctx, name []byte) (normal, ok bool) {
 	case "master", "slave", "replica", "pubsub":
 		return false, true
 	}
-	c.W.Error("ERR Unknown client type '" + string(clip(name, 128)) + "'")
+	c.W.Error("ERR Unknown client type '" + clip(name, 128) + "'")
 	return false, false
 }
 
@@ -362,7 +362,7 @@ func runClientKill(c *Ctx, args [][]byte) {
 				f.none = f.none || !normal
 			case "user":
 				if string(v) != "default" {
-					c.W.Error("ERR No such user '" + string(clip(v, 128)) + "'")
+					c.W.Error("ERR No such user '" + clip(v, 128) + "'")
 					return
 				}
 			case "addr":

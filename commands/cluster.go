@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // sluice answers as a Redis Cluster of one node that owns all 16384 slots,
@@ -39,7 +40,7 @@ func clusterCommands() []*Command {
 				sub("slots", 2, "Returns the mapping of cluster slots to nodes.", runClusterSlots),
 				shards,
 				sub("keyslot", 3, "Returns the hash slot for a key.", func(c *Ctx, args [][]byte) {
-					c.W.Int(int64(cluster.Slot(args[2])))
+					c.W.Int(int64(slot.Of(args[2])))
 				}, Arg{Name: "key", Type: "string"}),
 				sub("countkeysinslot", 3, "Returns the number of keys in a hash slot.", runClusterCountKeys,
 					Arg{Name: "slot", Type: "integer"}),
@@ -111,7 +112,7 @@ func runClusterInfo(c *Ctx, _ [][]byte) {
 func runClusterNodes(c *Ctx, _ [][]byte) {
 	host, port := c.announceAddr()
 	c.W.Verbatim(c.Env.NodeID + " " + host + ":" + strconv.Itoa(port) + "@" + strconv.Itoa(busPort(port)) +
-		" myself,master - 0 0 1 connected 0-" + strconv.Itoa(cluster.SlotCount-1) + "\n")
+		" myself,master - 0 0 1 connected 0-" + strconv.Itoa(slot.Count-1) + "\n")
 }
 
 // runClusterSlots is [[0, 16383, [host, port, id, {}]]]: one range, one
@@ -122,7 +123,7 @@ func runClusterSlots(c *Ctx, _ [][]byte) {
 	w.Array(1)
 	w.Array(3)
 	w.Int(0)
-	w.Int(cluster.SlotCount - 1)
+	w.Int(slot.Count - 1)
 	w.Array(4)
 	w.BulkString(host)
 	w.Int(int64(port))
@@ -139,7 +140,7 @@ func runClusterShards(c *Ctx, _ [][]byte) {
 	w.BulkString("slots")
 	w.Array(2)
 	w.Int(0)
-	w.Int(cluster.SlotCount - 1)
+	w.Int(slot.Count - 1)
 	w.BulkString("nodes")
 	w.Array(1)
 	w.Map(7)
@@ -161,28 +162,28 @@ func runClusterShards(c *Ctx, _ [][]byte) {
 
 // parseSlot reads a slot argument: an integer (else the integer error) in
 // 0..16383 (else ok is false, for the caller's own error).
-func (c *Ctx) parseSlot(arg []byte) (slot int, isInt, ok bool) {
+func (c *Ctx) parseSlot(arg []byte) (i int, isInt, ok bool) {
 	n, isInt := parseInt(arg)
 	if !isInt {
 		return 0, false, false
 	}
-	return int(n), true, n >= 0 && n < cluster.SlotCount
+	return int(n), true, n >= 0 && n < slot.Count
 }
 
 func runClusterCountKeys(c *Ctx, args [][]byte) {
-	slot, isInt, ok := c.parseSlot(args[2])
+	i, isInt, ok := c.parseSlot(args[2])
 	switch {
 	case !isInt:
 		c.W.Error(errNotInteger)
 	case !ok:
 		c.W.Error("ERR Invalid slot")
 	default:
-		c.W.Int(int64(c.Env.Keys.CountInSlot(slot, c.Now())))
+		c.W.Int(int64(c.Env.Machine.Keys().CountInSlot(i, c.readInstant())))
 	}
 }
 
 func runClusterGetKeys(c *Ctx, args [][]byte) {
-	slot, isInt, ok := c.parseSlot(args[2])
+	i, isInt, ok := c.parseSlot(args[2])
 	max, isInt2 := parseInt(args[3])
 	switch {
 	case !isInt || !isInt2:
@@ -193,7 +194,7 @@ func runClusterGetKeys(c *Ctx, args [][]byte) {
 		return
 	}
 	var keys [][]byte
-	s, now := c.Env.Keys.Lock(slot, c.Now())
+	s, now := c.Env.Machine.Keys().Lock(i), c.readInstant()
 	s.Keys(now, func(key []byte, _ keyspace.Entry) bool {
 		if int64(len(keys)) >= max {
 			return false

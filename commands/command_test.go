@@ -119,7 +119,7 @@ func TestCommandMetadataIsConsistent(t *testing.T) {
 			t.Errorf("%s: key positions %d %d %d", name, cmd.FirstKey, cmd.LastKey, cmd.Step)
 		}
 	}
-	for _, cmd := range NewTable().Commands() {
+	for _, cmd := range testEnv().Table.Commands() {
 		check(cmd)
 	}
 }
@@ -145,7 +145,7 @@ func TestRedisCommandsHaveRedisArity(t *testing.T) {
 		"command|getkeysandflags": "-3 0 0 0", "command|help": "2 0 0 0", "command|info": "-2 0 0 0",
 		"command|list": "-2 0 0 0",
 	}
-	tbl := NewTable()
+	tbl := testEnv().Table
 	for name, w := range want {
 		cmd := tbl.lookupFull([]byte(name))
 		if cmd == nil {
@@ -226,7 +226,7 @@ func TestCommandListIncludesSubcommandsAndFilters(t *testing.T) {
 		}
 	}
 	got := run(t, c, "COMMAND", "LIST", "FILTERBY", "PATTERN", "cluster|*")
-	if len(got.elems) != len(NewTable().lookupFull([]byte("cluster")).Subs) {
+	if len(got.elems) != len(testEnv().Table.lookupFull([]byte("cluster")).Subs) {
 		t.Errorf("FILTERBY PATTERN cluster|* = %d names", len(got.elems))
 	}
 	if got := run(t, c, "COMMAND", "LIST", "FILTERBY", "ACLCAT", "connection"); !slices.ContainsFunc(got.elems,

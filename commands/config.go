@@ -155,11 +155,11 @@ func runConfigSet(c *Ctx, args [][]byte) {
 			}
 		}
 		fail := func(reason string) {
-			c.W.Error("ERR CONFIG SET failed (possibly related to argument '" + string(clip(args[i], 128)) + "') - " + reason)
+			c.W.Error("ERR CONFIG SET failed (possibly related to argument '" + clip(args[i], 128) + "') - " + reason)
 		}
 		switch {
 		case p == nil:
-			c.W.Error("ERR Unknown option or number of arguments for CONFIG SET - '" + string(clip(args[i], 128)) + "'")
+			c.W.Error("ERR Unknown option or number of arguments for CONFIG SET - '" + clip(args[i], 128) + "'")
 			return
 		case seen[name]:
 			fail("duplicate parameter")

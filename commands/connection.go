@@ -154,7 +154,7 @@ func runHello(c *Ctx, args [][]byte) {
 			}
 			i++
 		default:
-			c.W.Error("ERR Syntax error in HELLO option '" + string(clip(args[i], 128)) + "'")
+			c.W.Error("ERR Syntax error in HELLO option '" + clip(args[i], 128) + "'")
 			return
 		}
 	}

@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-rl/sluice/clock"
-	"github.com/sluice-rl/sluice/keyspace"
-	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/resp"
 )
 
 // Options are the server settings commands consult.
@@ -55,10 +55,20 @@ type Stats struct {
 	NetOutputBytes atomic.Int64
 }
 
-// Env is what every command can reach: the keyspace, the clock, the
+// Applier runs state machine commands: the machine itself on a single
+// node; through a replication log in a cluster.
+type Applier interface {
+	Apply(now int64, cmd *machine.Command, args [][]byte, w *resp.Writer) machine.Outcome
+}
+
+// Env is what every command can reach: the state machine, the clock, the
 // settings and the counters. One Env serves one server.
 type Env struct {
-	Keys    *keyspace.Keyspace
+	// Machine is the replicated state. Surface commands only read it
+	// (SCAN, KEYS, CLUSTER, INFO), at Machine.ReadInstant.
+	Machine *machine.Machine
+	// Applier applies the machine's commands; nil means Machine directly.
+	Applier Applier
 	Clock   *clock.Clock
 	Options Options
 	Stats   *Stats
@@ -67,14 +77,12 @@ type Env struct {
 	Started int64
 	// RunID identifies this server process (40 hex characters).
 	RunID string
-	// Durable receives quota changes to write through to disk; nil when
+	// Durable says whether journaled changes can reach the disk; nil when
 	// nothing persists (tests).
-	Durable Durability
+	Durable DurableHealth
 	// Snapshots answers SAVE, BGSAVE, LASTSAVE and INFO persistence; nil
 	// when nothing persists.
 	Snapshots Snapshots
-	// zones caches the time zones quota commands load.
-	zones zoneCache
 	// NodeID is the cluster node id (40 hex characters), kept in the data
 	// directory so it survives restarts.
 	NodeID string
@@ -138,11 +146,9 @@ func (c *Ctx) Now() int64 {
 // was refused before running; the server records it for CLIENT LIST.
 func (c *Ctx) Command() *Command { return c.cmd }
 
-// limiterReply writes a limiter decision as the five-integer reply and
-// counts a refusal against the running command.
-func (c *Ctx) limiterReply(res limiter.Result) {
-	if res.Limited && c.cmd != nil {
-		c.cmd.limits.Add(1)
-	}
-	c.W.Limiter(res.Reply())
-}
+// readInstant is the instant a surface read of the machine (SCAN, KEYS,
+// CLUSTER GETKEYSINSLOT) judges expiry at.
+func (c *Ctx) readInstant() int64 { return c.Env.Machine.ReadInstant(c.Now()) }
+
+// Writer builds replies; it is package resp's.
+type Writer = resp.Writer

@@ -5,17 +5,16 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/clock"
-	"github.com/sluice-rl/sluice/keyspace"
 )
 
 // fuzzEnv is a real Env (keyspace, table, frozen clock) without a network.
 func fuzzEnv() *Env {
 	clk := clock.New(nil)
 	clk.Freeze(4102444800e9)
-	env := &Env{Keys: keyspace.New(), Clock: clk, Table: NewTable(), Stats: &Stats{},
-		Options: Options{Version: "test", Addr: "127.0.0.1:6379", DataDir: "/tmp/sluice-fuzz", LogLevel: "info"},
-		RunID:   "0123456789abcdef0123456789abcdef01234567",
-		NodeID:  "89abcdef0123456789abcdef0123456789abcdef"}
+	env := newEnv(clk)
+	env.Options = Options{Version: "test", Addr: "127.0.0.1:6379", DataDir: "/tmp/sluice-fuzz", LogLevel: "info"}
+	env.RunID = "0123456789abcdef0123456789abcdef01234567"
+	env.NodeID = "89abcdef0123456789abcdef0123456789abcdef"
 	env.Tunables.MaxClients.Store(10000)
 	return env
 }

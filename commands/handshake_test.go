@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 func TestHelloRESP3AndBack(t *testing.T) {
@@ -214,7 +215,7 @@ func TestClusterReplies(t *testing.T) {
 	for _, k := range []string{"{t}a", "{t}b", "{t}c"} {
 		run(t, c, "CL.THROTTLE", k, "5", "1", "60")
 	}
-	slot := fmt.Sprint(cluster.Slot([]byte("t")))
+	slot := fmt.Sprint(slot.Of([]byte("t")))
 	if v := run(t, c, "CLUSTER", "COUNTKEYSINSLOT", slot); v.num != 3 {
 		t.Fatalf("COUNTKEYSINSLOT = %+v", v)
 	}

@@ -113,7 +113,7 @@ func (c *Ctx) infoFields(name string) [][2]string {
 	case "memory":
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
-		st := e.Keys.Stats()
+		st := e.Machine.Keys().Stats()
 		return [][2]string{
 			{"used_memory", strconv.FormatUint(m.HeapAlloc, 10)},
 			{"used_memory_human", humanBytes(m.HeapAlloc)},
@@ -148,7 +148,7 @@ func (c *Ctx) infoFields(name string) [][2]string {
 	case "cluster":
 		return [][2]string{{"cluster_enabled", "1"}}
 	case "keyspace":
-		st := e.Keys.Stats()
+		st := e.Machine.Keys().Stats()
 		if st.Keys == 0 {
 			return nil
 		}

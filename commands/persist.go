@@ -3,24 +3,14 @@ package commands
 import (
 	"errors"
 
-	"github.com/sluice-rl/sluice/quota"
+	"github.com/sluice-rl/sluice/machine"
 )
 
-// Durability is where commands send the changes that must outlive the
-// process: quota states are written through to disk as they change (other
-// kinds are only snapshotted). Every method is called under the lock of the
-// slot the change is in (Flushed under every slot's lock), must not do I/O,
-// and returns a Ticket the command hands to its connection; the server
-// waits for it before the reply leaves (see Conn.AwaitDurable).
-type Durability interface {
-	// QuotaChanged records key's new state.
-	QuotaChanged(key []byte, st *quota.State) Ticket
-	// QuotaDeleted records that quota key key was deleted.
-	QuotaDeleted(key []byte) Ticket
-	// Flushed records that every key was dropped.
-	Flushed() Ticket
-	// Err is why quota changes can no longer reach the disk, or nil;
-	// commands refuse quota writes while it is set.
+// DurableHealth says whether changes can still be made durable: while
+// Err is set, Journaled machine commands are refused before they apply
+// (the decision is the server's, never the state machine's).
+type DurableHealth interface {
+	// Err is why quota changes can no longer reach the disk, or nil.
 	Err() error
 }
 
@@ -37,37 +27,8 @@ type Snapshots interface {
 	Info() [][2]string
 }
 
-// DurableWaiter is what a Ticket waits on.
-type DurableWaiter interface {
-	// Wait blocks until change seq is as durable as a reply requires.
-	Wait(seq uint64) error
-}
-
-// Ticket is a journaled change that a reply may have to wait for. The zero
-// Ticket has nothing to wait for.
-type Ticket struct {
-	w   DurableWaiter
-	seq uint64
-}
-
-// NewTicket is the ticket for change seq of w; seq 0 needs no wait.
-func NewTicket(w DurableWaiter, seq uint64) Ticket {
-	if seq == 0 {
-		return Ticket{}
-	}
-	return Ticket{w: w, seq: seq}
-}
-
-// Pending reports whether there is something to wait for.
-func (t Ticket) Pending() bool { return t.w != nil }
-
-// Wait blocks until the change is durable.
-func (t Ticket) Wait() error {
-	if t.w == nil {
-		return nil
-	}
-	return t.w.Wait(t.seq)
-}
+// Ticket is a journaled change a reply may have to wait for.
+type Ticket = machine.Ticket
 
 // journaled keeps the connection's latest ticket. Changes become durable in
 // journal order, so waiting for the latest covers every earlier one, and a
@@ -92,21 +53,8 @@ func (c *Conn) AwaitDurable() error {
 	return t.Wait()
 }
 
-func (e *Env) quotaChanged(key []byte, st *quota.State) Ticket {
-	if e.Durable == nil {
-		return Ticket{}
-	}
-	return e.Durable.QuotaChanged(key, st)
-}
-
-func (e *Env) quotaDeleted(key []byte) Ticket {
-	if e.Durable == nil {
-		return Ticket{}
-	}
-	return e.Durable.QuotaDeleted(key)
-}
-
-// durableErr is why quota writes are refused, or "".
+// durableErr is why a Journaled command is refused before it applies,
+// or "".
 func (e *Env) durableErr() string {
 	if e.Durable == nil {
 		return ""
@@ -115,34 +63,6 @@ func (e *Env) durableErr() string {
 		return errorReply(err)
 	}
 	return ""
-}
-
-// flushAll drops every key, journaling the flush while every slot is
-// locked so it is ordered exactly among the quota changes around it.
-func (c *Ctx) flushAll() {
-	var t Ticket
-	c.Env.Keys.FlushAll(func() {
-		if c.Env.Durable != nil {
-			t = c.Env.Durable.Flushed()
-		}
-	})
-	c.journaled(t)
-}
-
-// WriteCalls counts the runs of commands flagged "write": the keyspace
-// changes INFO's rdb_changes_since_last_save counts from (refused requests
-// included, so it is an upper bound).
-func (t *Table) WriteCalls() int64 {
-	var n int64
-	for _, c := range t.sorted {
-		for _, f := range c.Flags {
-			if f == "write" {
-				n += c.Calls()
-				break
-			}
-		}
-	}
-	return n
 }
 
 func persistCommands() []*Command {

@@ -3,8 +3,9 @@ package commands
 import (
 	"strconv"
 
-	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // SCAN walks the keyspace slot by slot: the cursor is the next hash slot to
@@ -41,7 +42,7 @@ type keyFilter struct {
 }
 
 func (f *keyFilter) keep(key []byte, e keyspace.Entry) bool {
-	if f.typ != nil && !equalFold(f.typ, e.Kind().String()) {
+	if f.typ != nil && !equalFold(f.typ, machine.KindName(e.Kind())) {
 		return false
 	}
 	return f.anyKey || f.pattern.match(key)
@@ -49,8 +50,8 @@ func (f *keyFilter) keep(key []byte, e keyspace.Entry) bool {
 
 // scanSlot appends the slot's keys that pass f and reports how many live
 // keys it examined.
-func (c *Ctx) scanSlot(slot int, f *keyFilter, out [][]byte) ([][]byte, int) {
-	s, now := c.Env.Keys.Lock(slot, c.Now())
+func (c *Ctx) scanSlot(i int, f *keyFilter, out [][]byte) ([][]byte, int) {
+	s, now := c.Env.Machine.Keys().Lock(i), c.readInstant()
 	defer s.Unlock()
 	if s.Len() == 0 {
 		return out, 0
@@ -106,16 +107,16 @@ func runScan(c *Ctx, args [][]byte) {
 	}
 	var keys [][]byte
 	next := uint64(0)
-	if cursor < cluster.SlotCount {
+	if cursor < slot.Count {
 		examined := int64(0)
-		slot := int(cursor)
-		for ; slot < cluster.SlotCount && examined < count; slot++ {
+		i := int(cursor)
+		for ; i < slot.Count && examined < count; i++ {
 			var n int
-			keys, n = c.scanSlot(slot, &f, keys)
+			keys, n = c.scanSlot(i, &f, keys)
 			examined += int64(n)
 		}
-		if slot < cluster.SlotCount {
-			next = uint64(slot)
+		if i < slot.Count {
+			next = uint64(i)
 		}
 	}
 	c.W.Array(2)
@@ -133,14 +134,14 @@ func runKeys(c *Ctx, args [][]byte) {
 	f.anyKey = f.pattern.matchAll()
 	var keys [][]byte
 	if lit, ok := f.pattern.literal(); ok {
-		s, now := c.Env.Keys.LockKey(lit, c.Now())
+		s, now := c.Env.Machine.Keys().LockKey(lit), c.readInstant()
 		if _, found := s.Get(lit, now); found {
 			keys = append(keys, lit)
 		}
 		s.Unlock()
 	} else {
-		for slot := range cluster.SlotCount {
-			keys, _ = c.scanSlot(slot, &f, keys)
+		for i := range slot.Count {
+			keys, _ = c.scanSlot(i, &f, keys)
 		}
 	}
 	c.W.Array(len(keys))

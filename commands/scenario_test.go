@@ -63,7 +63,9 @@ func runScenario(t *testing.T, file string) {
 			if err != nil {
 				t.Fatalf("%s:%d: %v", file, line, err)
 			}
-			env.Clock.Freeze(ns)
+			if err := env.Clock.Freeze(ns); err != nil {
+				t.Fatalf("%s:%d: %v", file, line, err)
+			}
 			out = append(out, text)
 			continue
 		case fields[0] == "advance" && len(fields) == 2:
@@ -71,7 +73,9 @@ func runScenario(t *testing.T, file string) {
 			if err != nil {
 				t.Fatalf("%s:%d: %v", file, line, err)
 			}
-			env.Clock.Advance(int64(d))
+			if _, err := env.Clock.Advance(int64(d)); err != nil {
+				t.Fatalf("%s:%d: %v", file, line, err)
+			}
 			out = append(out, text)
 			continue
 		}

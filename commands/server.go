@@ -14,17 +14,6 @@ func serverCommands() []*Command {
 			Tips:          []string{"nondeterministic_output", "request_policy:all_shards", "response_policy:special"},
 			ACLCategories: []string{"@dangerous"},
 			Args:          []Arg{{Name: "section", Type: "string", Optional: true, Multiple: true}}, Run: runInfo},
-		{Name: "dbsize", Arity: 1, Flags: []string{"readonly", "fast"}, Group: "server", Since: "1.0.0",
-			Summary: "Returns the number of keys.", Complexity: "O(1)", Run: runDBSize,
-			Tips: []string{"request_policy:all_shards", "response_policy:agg_sum"}, ACLCategories: []string{"@keyspace"}},
-		{Name: "flushall", Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
-			Summary: "Removes all keys.", Complexity: "O(N)",
-			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, ACLCategories: []string{"@keyspace", "@dangerous"},
-			Args: flushArgs, Run: runFlush},
-		{Name: "flushdb", Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
-			Summary: "Removes all keys.", Complexity: "O(N)",
-			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, ACLCategories: []string{"@keyspace", "@dangerous"},
-			Args: flushArgs, Run: runFlush},
 		{Name: "time", Arity: 1, Flags: []string{"loading", "stale", "fast"}, Group: "server", Since: "2.6.0",
 			Summary: "Returns the server time (the test clock when it is set).", Complexity: "O(1)", Run: runTime,
 			Tips: []string{"nondeterministic_output"}},
@@ -37,22 +26,6 @@ func serverCommands() []*Command {
 	}
 }
 
-var flushArgs = []Arg{{Name: "flush-type", Type: "oneof", Optional: true, Sub: []Arg{
-	{Name: "async", Type: "pure-token", Token: "ASYNC"},
-	{Name: "sync", Type: "pure-token", Token: "SYNC"},
-}}}
-
-func runDBSize(c *Ctx, _ [][]byte) { c.W.Int(int64(c.Env.Keys.Stats().Keys)) }
-
-func runFlush(c *Ctx, args [][]byte) {
-	if len(args) > 2 || (len(args) == 2 && !equalFold(args[1], "sync") && !equalFold(args[1], "async")) {
-		c.W.Error(errSyntax)
-		return
-	}
-	c.flushAll()
-	c.W.OK()
-}
-
 func runTime(c *Ctx, _ [][]byte) {
 	now := c.Now()
 	c.W.Array(2)
@@ -60,9 +33,20 @@ func runTime(c *Ctx, _ [][]byte) {
 	c.W.BulkString(strconv.FormatInt(now%1e9/1e3, 10))
 }
 
-// runDebug is DEBUG CLOCK SET <unix-ns> | ADVANCE <ns> | REAL: the test
-// clock end-to-end tests use instead of sleeping.
+// runDebug is DEBUG DIGEST (always: a read-only check that replicas hold
+// the same state), and, with --enable-debug-command, DEBUG GC and the test
+// clock DEBUG CLOCK SET <unix-ns> | ADVANCE <ns> | GET | REAL that
+// end-to-end tests use instead of sleeping.
 func runDebug(c *Ctx, args [][]byte) {
+	if equalFold(args[1], "digest") && len(args) == 2 {
+		d, err := c.Env.Machine.Digest()
+		if err != nil {
+			c.W.Error(errorReply(err))
+			return
+		}
+		c.W.Simple(d)
+		return
+	}
 	if !c.Env.Options.EnableDebug {
 		c.W.Error(errDebugDenied)
 		return
@@ -74,7 +58,7 @@ func runDebug(c *Ctx, args [][]byte) {
 		return
 	}
 	if !equalFold(args[1], "clock") || len(args) < 3 {
-		c.W.Error("ERR DEBUG supports only CLOCK SET <unix-ns> | CLOCK ADVANCE <ns> | CLOCK REAL | CLOCK GET")
+		c.W.Error("ERR DEBUG supports only DIGEST | GC | CLOCK SET <unix-ns> | CLOCK ADVANCE <ns> | CLOCK REAL | CLOCK GET")
 		return
 	}
 	clk := c.Env.Clock
@@ -85,7 +69,10 @@ func runDebug(c *Ctx, args [][]byte) {
 			c.W.Error(errNotInteger)
 			return
 		}
-		clk.Freeze(ns)
+		if err := clk.Freeze(ns); err != nil {
+			c.W.Error("ERR the clock cannot go back: it is at " + strconv.FormatInt(clk.Now(), 10) + ", after " + strconv.FormatInt(ns, 10))
+			return
+		}
 		c.W.Int(clk.Now())
 	case equalFold(args[2], "advance") && len(args) == 4:
 		ns, ok := parseInt(args[3])
@@ -93,7 +80,12 @@ func runDebug(c *Ctx, args [][]byte) {
 			c.W.Error(errNotInteger)
 			return
 		}
-		c.W.Int(clk.Advance(ns))
+		now, err := clk.Advance(ns)
+		if err != nil {
+			c.W.Error("ERR advancing the clock at " + strconv.FormatInt(clk.Now(), 10) + " by " + strconv.FormatInt(ns, 10) + " ns overflows it")
+			return
+		}
+		c.W.Int(now)
 	case equalFold(args[2], "real") && len(args) == 3:
 		clk.Release()
 		c.W.OK()

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+
+	"github.com/sluice-rl/sluice/machine"
 )
 
 // Command describes one command: what COMMAND reports about it and the
@@ -39,6 +41,9 @@ type Command struct {
 	Run func(c *Ctx, args [][]byte)
 	// Subs are the subcommands of a container command (CLIENT, CLUSTER).
 	Subs []*Command
+	// Machine is set on the state machine's commands: Run is unused, and
+	// Dispatch hands them to the Env's Applier.
+	Machine *machine.Command
 
 	parent *Command
 	subs   map[string]*Command
@@ -46,22 +51,9 @@ type Command struct {
 	limits atomic.Int64
 }
 
-// Arg documents one argument for COMMAND DOCS.
-type Arg struct {
-	Name string
-	// Type is Redis' argument type: key, integer, string, pure-token, oneof …
-	Type string
-	// Token is the literal word that introduces an option ("COST").
-	Token    string
-	Optional bool
-	// Multiple marks an argument that may repeat.
-	Multiple bool
-	// Sub are the alternatives of a "oneof" or the parts of a "block".
-	Sub []Arg
-	// Display is the placeholder help shows for a value argument
-	// ("ip:port"); empty means Name.
-	Display string
-}
+// Arg documents one argument for COMMAND DOCS; it is the machine's type,
+// so both tables document arguments alike.
+type Arg = machine.Arg
 
 // FullName is the name Redis uses in errors and COMMAND: "client|setname".
 func (c *Command) FullName() string {
@@ -103,21 +95,18 @@ type Table struct {
 	sorted []*Command
 }
 
-// NewTable builds the table of every command sluice knows.
-func NewTable() *Table {
+// NewTable builds the table of every command sluice knows: the server
+// surface's own and m's.
+func NewTable(m *machine.Machine) *Table {
 	t := &Table{byName: map[string]*Command{}}
 	for _, group := range [][]*Command{
 		connectionCommands(),
-		keyCommands(),
 		serverCommands(),
-		gcraCommands(),
-		concCommands(),
-		windowCommands(),
 		clientCommands(),
 		clusterCommands(),
 		scanCommands(),
-		quotaCommands(),
 		persistCommands(),
+		machineCommands(m),
 	} {
 		for _, c := range group {
 			t.add(c)
@@ -190,5 +179,45 @@ func (t *Table) Dispatch(c *Ctx, args [][]byte) {
 	}
 	cmd.calls.Add(1)
 	c.cmd = cmd
+	if cmd.Machine != nil {
+		c.apply(cmd, args)
+		return
+	}
 	cmd.Run(c, args)
+}
+
+// apply hands a state machine command to the Applier. Whether a journaled
+// change can reach the disk is decided here, before the apply.
+func (c *Ctx) apply(cmd *Command, args [][]byte) {
+	if cmd.Machine.Journaled {
+		if msg := c.Env.durableErr(); msg != "" {
+			c.W.Error(msg)
+			return
+		}
+	}
+	var out machine.Outcome
+	if c.Env.Applier != nil {
+		out = c.Env.Applier.Apply(c.Now(), cmd.Machine, args, c.W)
+	} else {
+		out = c.Env.Machine.Apply(c.Now(), cmd.Machine, args, c.W)
+	}
+	if out.Limited {
+		cmd.limits.Add(1)
+	}
+	c.journaled(out.Ticket)
+}
+
+// machineCommands lists m's commands as the surface describes them.
+func machineCommands(m *machine.Machine) []*Command {
+	var cmds []*Command
+	for _, mc := range m.Commands() {
+		cmds = append(cmds, &Command{
+			Name: mc.Name, Arity: mc.Arity, Flags: mc.Flags,
+			FirstKey: mc.FirstKey, LastKey: mc.LastKey, Step: mc.Step,
+			Group: mc.Group, Summary: mc.Summary, Since: mc.Since, Complexity: mc.Complexity,
+			Args: mc.Args, KeyFlags: mc.KeyFlags, Tips: mc.Tips, ACLCategories: mc.ACLCategories,
+			Machine: mc,
+		})
+	}
+	return cmds
 }

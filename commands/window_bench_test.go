@@ -44,7 +44,7 @@ func BenchmarkBytesPerKey(b *testing.B) {
 				}
 			}
 			after := heapInUse()
-			st := h.env.Keys.Stats()
+			st := h.env.Machine.Keys().Stats()
 			if st.Keys != tc.keys {
 				b.Fatalf("%d keys, want %d", st.Keys, tc.keys)
 			}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/clock"
-	"github.com/sluice-rl/sluice/keyspace"
 )
 
 // windowHarness runs commands in process, without a network, on a clock
@@ -22,12 +21,7 @@ type windowHarness struct {
 
 func newWindowHarness(t testing.TB, now int64) *windowHarness {
 	h := &windowHarness{t: t, now: now}
-	h.env = &Env{
-		Keys:  keyspace.New(),
-		Clock: clock.New(func() int64 { return h.now }),
-		Stats: &Stats{},
-		Table: NewTable(),
-	}
+	h.env = newEnv(clock.New(func() int64 { return h.now }))
 	h.ctx = Ctx{Env: h.env, Conn: &Conn{Proto: 2, Authenticated: true}, W: &Writer{Proto: 2}}
 	return h
 }

@@ -1,11 +1,13 @@
 package keyspace
 
 import (
+	"bytes"
 	"errors"
 	"hash/maphash"
+	"slices"
 	"sync"
 
-	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // Errors returned by the keyspace.
@@ -19,7 +21,7 @@ var (
 // Keyspace is every key sluice holds.
 type Keyspace struct {
 	seed  maphash.Seed
-	slots [cluster.SlotCount]Slot
+	slots [slot.Count]Slot
 }
 
 // New returns an empty keyspace.
@@ -33,31 +35,26 @@ func New() *Keyspace {
 
 // Slot is one hash slot's keys behind one lock. Lock it with
 // Keyspace.Lock; every method needs the lock held.
+//
+// A slot has no clock of its own: every method that cares about expiry is
+// given the instant to judge it at, and the caller (the state machine)
+// decides which instant that is. Nothing here moves time.
 type Slot struct {
 	mu   sync.Mutex
 	seed maphash.Seed
-	// last is the latest instant the slot was locked at.
-	last int64
 	t    table
 }
 
-// Lock locks slot and returns it with the instant to use: now, or the
-// slot's latest instant if now is earlier, so a slot never sees time go
-// backwards.
-func (ks *Keyspace) Lock(slot int, now int64) (*Slot, int64) {
-	s := &ks.slots[slot]
+// Lock locks slot number i and returns it.
+func (ks *Keyspace) Lock(i int) *Slot {
+	s := &ks.slots[i]
 	s.mu.Lock()
-	if now < s.last {
-		now = s.last
-	} else {
-		s.last = now
-	}
-	return s, now
+	return s
 }
 
 // LockKey is Lock on key's slot.
-func (ks *Keyspace) LockKey(key []byte, now int64) (*Slot, int64) {
-	return ks.Lock(cluster.Slot(key), now)
+func (ks *Keyspace) LockKey(key []byte) *Slot {
+	return ks.Lock(slot.Of(key))
 }
 
 // Unlock releases the slot.
@@ -72,15 +69,16 @@ type Entry struct {
 // Kind is what the key holds.
 func (e Entry) Kind() Kind { return e.r.kind }
 
-// Get finds key at instant now. A key that has expired is deleted and
-// reported absent: an expired key is indistinguishable from a missing one.
+// Get finds key at instant now. A key that has expired by now is reported
+// absent, exactly as a missing one, and left where it is: reading never
+// changes the slot. The record goes when Insert reuses its key or Sweep
+// finds it.
 func (s *Slot) Get(key []byte, now int64) (Entry, bool) {
 	r, ok := s.t.find(maphash.Bytes(s.seed, key), key)
 	if !ok {
 		return Entry{}, false
 	}
 	if exp := s.t.wordAt(r.word); exp != 0 && exp <= now {
-		s.t.remove(s.seed, r, true)
 		return Entry{}, false
 	}
 	return Entry{r}, true
@@ -121,10 +119,16 @@ func (s *Slot) SetObject(e Entry, obj any) {
 	}
 }
 
-// Insert adds key, which Get has just reported absent. For KindGCRA word is
-// the theoretical arrival time and obj is ignored; for other kinds word is
-// the expiry instant (0 = never) and obj the state.
+// Insert adds key, which Get has just reported absent (an expired record
+// of the key, if any, is removed first, so the new one goes last in the
+// slot's order as a new key would). For KindGCRA word is the theoretical
+// arrival time and obj is ignored; for other kinds word is the expiry
+// instant (0 = never) and obj the state.
 func (s *Slot) Insert(key []byte, kind Kind, word int64, obj any) (Entry, error) {
+	h := maphash.Bytes(s.seed, key)
+	if old, ok := s.t.find(h, key); ok {
+		s.t.remove(s.seed, old, true)
+	}
 	r, ok := s.t.insert(s.seed, key, kind, word, obj)
 	if !ok {
 		return Entry{}, ErrSlotFull
@@ -139,23 +143,49 @@ func (s *Slot) Delete(e Entry) { s.t.remove(s.seed, e.r, true) }
 // included.
 func (s *Slot) Len() int { return s.t.live }
 
-// Keys calls fn with each live key of the slot at now, in insertion order,
-// until fn returns false. fn must not change the slot and must copy key if
-// it keeps it.
-func (s *Slot) Keys(now int64, fn func(key []byte, e Entry) bool) {
-	s.t.each(0, func(r ref, key []byte) bool {
-		if exp := s.t.wordAt(r.word); exp != 0 && exp <= now {
-			return true
+// Live is the number of keys of the slot live at now.
+func (s *Slot) Live(now int64) int {
+	n := 0
+	s.t.each(0, func(r ref, _ []byte) bool {
+		if exp := s.t.wordAt(r.word); exp == 0 || exp > now {
+			n++
 		}
-		return fn(key, Entry{r})
+		return true
 	})
+	return n
+}
+
+// Keys calls fn with each live key of the slot at now, in byte order of
+// the keys, until fn returns false. That order is a function of the keys
+// alone, not of the history that placed the records (a restore, a rebuild
+// or a sweep moves them), so replies, digests and snapshots that follow it
+// are the same on every replica. fn must not change the slot and must copy
+// key if it keeps it.
+func (s *Slot) Keys(now int64, fn func(key []byte, e Entry) bool) {
+	var refs []ref
+	s.t.each(0, func(r ref, _ []byte) bool {
+		if exp := s.t.wordAt(r.word); exp == 0 || exp > now {
+			refs = append(refs, r)
+		}
+		return true
+	})
+	keyOf := func(r ref) []byte {
+		_, k, _, _ := s.t.recordAt(r.off)
+		return k
+	}
+	slices.SortFunc(refs, func(a, b ref) int { return bytes.Compare(keyOf(a), keyOf(b)) })
+	for _, r := range refs {
+		if !fn(keyOf(r), Entry{r}) {
+			return
+		}
+	}
 }
 
 // Bytes is the memory the slot's table holds.
 func (s *Slot) Bytes() int { return s.t.bytes() }
 
 // flush drops every key.
-func (s *Slot) flush() { s.t = table{} }
+func (s *Slot) flush() { s.t = table{gen: s.t.gen + 1} }
 
 // Flush drops every key of every slot.
 func (ks *Keyspace) Flush() {
@@ -189,10 +219,18 @@ func (ks *Keyspace) Stats() Stats {
 }
 
 // CountInSlot is the number of live keys in one slot at now.
-func (ks *Keyspace) CountInSlot(slot int, now int64) int {
-	s, now := ks.Lock(slot, now)
+func (ks *Keyspace) CountInSlot(i int, now int64) int {
+	s := ks.Lock(i)
 	defer s.Unlock()
+	return s.Live(now)
+}
+
+// Live is the number of keys live at now, every slot walked: exact, where
+// Stats counts expired keys not yet swept.
+func (ks *Keyspace) Live(now int64) int {
 	n := 0
-	s.Keys(now, func([]byte, Entry) bool { n++; return true })
+	for i := range ks.slots {
+		n += ks.CountInSlot(i, now)
+	}
 	return n
 }

@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 type refValue struct {
@@ -28,7 +28,7 @@ func TestAgainstMap(t *testing.T) {
 			key := []byte(fmt.Sprintf("k%d", rng.IntN(300)))
 			// All keys in one slot stress that slot's table.
 			slot := 7
-			s, at := ks.Lock(slot, now)
+			s, at := ks.Lock(slot), int64(now)
 			want, inModel := model[string(key)]
 			if inModel && want.word != 0 && want.word <= at {
 				delete(model, string(key))
@@ -97,7 +97,7 @@ func countLive(m map[string]refValue, now int64) int {
 func TestExpiryIsAbsence(t *testing.T) {
 	ks := New()
 	key := []byte("user123")
-	s, now := ks.LockKey(key, 100)
+	s, now := ks.LockKey(key), int64(100)
 	if _, err := s.Insert(key, KindGCRA, 150, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -106,33 +106,29 @@ func TestExpiryIsAbsence(t *testing.T) {
 		at   int64
 		want bool
 	}{{149, true}, {150, false}, {151, false}} {
-		s, now = ks.LockKey(key, tc.at)
+		s, now = ks.LockKey(key), int64(tc.at)
 		_, ok := s.Get(key, now)
 		s.Unlock()
 		if ok != tc.want {
 			t.Errorf("at %d: found=%v, want %v", tc.at, ok, tc.want)
 		}
 	}
-}
-
-func TestSlotTimeNeverGoesBack(t *testing.T) {
-	ks := New()
-	s, now := ks.Lock(3, 500)
-	s.Unlock()
-	if now != 500 {
-		t.Fatalf("now = %d", now)
+	// Reading an expired key changes nothing: the record stays until a
+	// write reuses the key or a sweep removes it.
+	s = ks.LockKey(key)
+	defer s.Unlock()
+	if s.Len() != 1 {
+		t.Fatalf("a read removed the expired record: %d records", s.Len())
 	}
-	s, now = ks.Lock(3, 400)
-	s.Unlock()
-	if now != 500 {
-		t.Fatalf("earlier instant not raised: %d", now)
+	if _, err := s.Insert(key, KindGCRA, 300, nil); err != nil || s.Len() != 1 {
+		t.Fatalf("insert over the expired record: err %v, %d records", err, s.Len())
 	}
 }
 
 func TestWrongType(t *testing.T) {
 	ks := New()
 	key := []byte("k")
-	s, now := ks.LockKey(key, 1)
+	s, now := ks.LockKey(key), int64(1)
 	defer s.Unlock()
 	if _, err := s.Insert(key, KindQuota, 0, "state"); err != nil {
 		t.Fatal(err)
@@ -150,7 +146,7 @@ func TestSweepRemovesExpired(t *testing.T) {
 	const n = 50_000
 	for i := range n {
 		key := []byte(fmt.Sprintf("key:%d", i))
-		s, _ := ks.LockKey(key, 1)
+		s, _ := ks.LockKey(key), int64(1)
 		exp := int64(1_000)
 		if i%2 == 0 {
 			exp = 1_000_000
@@ -178,7 +174,7 @@ func TestSweepRemovesExpired(t *testing.T) {
 	}
 	for i := 0; i < n; i += 2 {
 		key := []byte(fmt.Sprintf("key:%d", i))
-		s, now := ks.LockKey(key, 2_000)
+		s, now := ks.LockKey(key), int64(2_000)
 		if _, ok := s.Get(key, now); !ok {
 			t.Fatalf("live key %s lost", key)
 		}
@@ -197,7 +193,7 @@ func BenchmarkBytesPerGCRAKey(b *testing.B) {
 		ks := New()
 		for i := range n {
 			key := []byte(fmt.Sprintf("key:%012d", i))
-			s, _ := ks.LockKey(key, 1)
+			s, _ := ks.LockKey(key), int64(1)
 			if _, err := s.Insert(key, KindGCRA, 1<<62, nil); err != nil {
 				b.Fatal(err)
 			}
@@ -216,7 +212,7 @@ func BenchmarkUpdateGCRA(b *testing.B) {
 	keys := make([][]byte, 100_000)
 	for i := range keys {
 		keys[i] = []byte(fmt.Sprintf("key:%012d", i))
-		s, _ := ks.LockKey(keys[i], 1)
+		s, _ := ks.LockKey(keys[i]), int64(1)
 		s.Insert(keys[i], KindGCRA, 1<<62, nil)
 		s.Unlock()
 	}
@@ -225,10 +221,50 @@ func BenchmarkUpdateGCRA(b *testing.B) {
 	for b.Loop() {
 		key := keys[i%len(keys)]
 		i++
-		s, now := ks.Lock(cluster.Slot(key), 2)
+		s, now := ks.Lock(slot.Of(key)), int64(2)
 		if e, ok := s.Get(key, now); ok {
 			s.SetWord(e, s.Word(e)+1)
 		}
 		s.Unlock()
+	}
+}
+
+// A sweep cursor kept across writes that move records (a rebuild) must
+// not read the arena at a stale offset.
+func TestSweepCursorSurvivesRebuild(t *testing.T) {
+	ks := New()
+	var keys [][]byte
+	for i := range 400 {
+		k := []byte(fmt.Sprintf("{s}key-with-a-longer-name-%d", i))
+		keys = append(keys, k)
+		s := ks.LockKey(k)
+		if _, err := s.Insert(k, KindGCRA, int64(1000+i), nil); err != nil {
+			t.Fatal(err)
+		}
+		s.Unlock()
+	}
+	var cur SweepCursor
+	// Park the cursor in the middle of the slot: nothing has expired at 1.
+	for cur.slot != slot.Of(keys[0]) || cur.off == 0 {
+		ks.Sweep(1, &cur, 37)
+	}
+	// Deleting most keys rebuilds the table: records move.
+	s := ks.LockKey(keys[0])
+	for _, k := range keys[:300] {
+		if e, ok := s.Get(k, 1); ok {
+			s.Delete(e)
+		}
+	}
+	if s.t.gen == 0 {
+		t.Fatal("the deletes did not rebuild the table; the test tests nothing")
+	}
+	s.Unlock()
+	removed := 0
+	for range 2 * slot.Count {
+		_, r := ks.Sweep(1_000_000, &cur, 64)
+		removed += r
+	}
+	if removed != 100 {
+		t.Fatalf("swept %d keys, want the 100 left", removed)
 	}
 }

@@ -1,7 +1,8 @@
 package keyspace
 
 // Kind says what a key holds. A command used on a key of another kind is
-// answered with WRONGTYPE.
+// answered with WRONGTYPE. What each kind means (its TYPE name, its
+// encoding) is the state machine's: see package machine's kinds.go.
 type Kind uint8
 
 // The kinds of value a key can hold. Their numbers are written in snapshots:
@@ -23,25 +24,6 @@ const (
 	KindQuota
 	kindCount
 )
-
-// String is the name TYPE answers and SCAN TYPE matches.
-func (k Kind) String() string {
-	switch k {
-	case KindGCRA:
-		return "gcra"
-	case KindSlidingCounter:
-		return "sliding-counter"
-	case KindSlidingLog:
-		return "sliding-log"
-	case KindFixedWindow:
-		return "fixed-window"
-	case KindLeases:
-		return "leases"
-	case KindQuota:
-		return "quota"
-	}
-	return "none"
-}
 
 // Valid reports whether k is a kind a key can hold.
 func (k Kind) Valid() bool { return k > KindNone && k < kindCount }

@@ -12,7 +12,7 @@ func TestFlushAll(t *testing.T) {
 	ks := New()
 	for i := range 1000 {
 		key := []byte(fmt.Sprintf("k%d", i))
-		s, _ := ks.LockKey(key, 1)
+		s, _ := ks.LockKey(key), int64(1)
 		if _, err := s.Insert(key, KindGCRA, 100, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +34,7 @@ func TestFlushAll(t *testing.T) {
 	if n := ks.Stats().Keys; n != 0 {
 		t.Fatalf("%d keys after FlushAll", n)
 	}
-	s, now := ks.LockKey([]byte("k1"), 2)
+	s, now := ks.LockKey([]byte("k1")), int64(2)
 	if _, ok := s.Get([]byte("k1"), now); ok {
 		t.Fatal("k1 survived")
 	}
@@ -54,7 +54,7 @@ func TestFlushAllConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 2000 {
 				key := []byte(fmt.Sprintf("g%d-%d", g, i))
-				s, now := ks.LockKey(key, 1)
+				s, now := ks.LockKey(key), int64(1)
 				if _, ok := s.Get(key, now); !ok {
 					s.Insert(key, KindGCRA, 100, nil)
 				}

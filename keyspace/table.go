@@ -26,6 +26,9 @@ type table struct {
 	// live counts records, used counts index positions that are not empty
 	// (records and tombstones), dead counts garbage bytes in arena.
 	live, used, dead int
+	// gen changes whenever records move (a rebuild or an emptying), so an
+	// arena offset kept from before (a sweep cursor) is known to be stale.
+	gen uint32
 }
 
 const (
@@ -201,7 +204,7 @@ func (t *table) remove(seed maphash.Seed, r ref, compact bool) {
 // garbage, and frees everything when the table is empty.
 func (t *table) maybeCompact(seed maphash.Seed) bool {
 	if t.live == 0 {
-		*t = table{}
+		*t = table{gen: t.gen + 1}
 		return true
 	}
 	if t.dead > 256 && t.dead*2 > len(t.arena) {
@@ -242,6 +245,7 @@ func (t *table) rebuild(seed maphash.Seed, size int) {
 		off = next
 	}
 	t.arena, t.objs, t.dead = arena, objs, 0
+	t.gen++
 }
 
 // each calls fn for every record from arena offset start on, in record

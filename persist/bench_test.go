@@ -61,7 +61,7 @@ func prepare(b *testing.B, mix string, n int) (string, vfs.FS) {
 	fs := vfs.Default
 	d := filepath.Join(b.TempDir(), "data")
 	ks := keyspace.New()
-	st, err := Open(Options{Dir: d, QuotaFsync: FsyncNo, FS: fs}, Deps{Keys: ks, Now: newClock(t0).Now})
+	st, err := Open(Options{Dir: d, QuotaFsync: FsyncNo, FS: fs}, Deps{Keys: ks, Now: newClock(t0).Now, Applied: newClock(t0).Now})
 	mustOK(b, err)
 	fillBench(b, ks, st, mix, n)
 	mustOK(b, st.Close()) // writes the snapshot
@@ -76,7 +76,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		b.Run(fmt.Sprintf("%s-%d", mix, n), func(b *testing.B) {
 			d := filepath.Join(b.TempDir(), "data")
 			ks := keyspace.New()
-			st, err := Open(Options{Dir: d, QuotaFsync: FsyncNo}, Deps{Keys: ks, Now: newClock(t0).Now})
+			st, err := Open(Options{Dir: d, QuotaFsync: FsyncNo}, Deps{Keys: ks, Now: newClock(t0).Now, Applied: newClock(t0).Now})
 			mustOK(b, err)
 			defer st.Close()
 			fillBench(b, ks, st, mix, n)
@@ -103,7 +103,7 @@ func BenchmarkStartup(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				ks := keyspace.New()
-				st, err := Open(Options{Dir: d, QuotaFsync: FsyncNo, FS: fs}, Deps{Keys: ks, Now: newClock(t0).Now})
+				st, err := Open(Options{Dir: d, QuotaFsync: FsyncNo, FS: fs}, Deps{Keys: ks, Now: newClock(t0).Now, Applied: newClock(t0).Now})
 				mustOK(b, err)
 				b.StopTimer()
 				info := st.Loaded()

@@ -6,69 +6,112 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/sluice-rl/sluice/clock"
 	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/persist"
 )
 
-// replica is one node applying a command log: its own keyspace (with its
-// own random hash seed) and a clock it is told the instants by.
+// replica is one node applying a command log: its own state machine (with
+// its own random hash seed) behind a command surface whose clock it is
+// told the instants by, and optionally a data directory in memory.
 type replica struct {
-	env *commands.Env
-	ctx *commands.Ctx
+	m     *machine.Machine
+	env   *commands.Env
+	ctx   *commands.Ctx
+	fs    vfs.FS
+	store *persist.Store
+	sweep keyspace.SweepCursor
 }
 
 func newReplica() *replica {
-	env := &commands.Env{Keys: keyspace.New(), Clock: clock.New(nil), Table: commands.NewTable(), Stats: &commands.Stats{}}
-	return &replica{env: env, ctx: &commands.Ctx{Env: env, Conn: &commands.Conn{Proto: 2, Authenticated: true}, W: &commands.Writer{Proto: 2}}}
+	r := &replica{}
+	r.reset()
+	return r
+}
+
+// reset gives the replica a fresh, empty machine and surface, as a
+// process start does.
+func (r *replica) reset() {
+	r.m = machine.New(machine.Options{})
+	r.env = &commands.Env{Machine: r.m, Clock: clock.New(nil), Table: commands.NewTable(r.m), Stats: &commands.Stats{}}
+	r.ctx = &commands.Ctx{Env: r.env, Conn: &commands.Conn{Proto: 2, Authenticated: true}, W: &commands.Writer{Proto: 2}}
+}
+
+// open restores the replica from its in-memory data directory, through the
+// same path a server start takes.
+func (r *replica) open(t *testing.T) {
+	t.Helper()
+	if r.fs == nil {
+		r.fs = vfs.NewMem()
+	}
+	st, err := persist.Open(persist.Options{Dir: "data", FS: r.fs, QuotaFsync: persist.FsyncNo},
+		persist.Deps{Keys: r.m.Keys(), Now: r.env.Clock.Now, Applied: r.m.Applied, Restore: r.m.Restore, Changes: r.m.Changes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.store = st
+	r.m.SetDurability(st.Journal())
+	r.env.Durable = st
+}
+
+// restart closes the data directory (a graceful shutdown: final snapshot)
+// and opens it again into a fresh machine.
+func (r *replica) restart(t *testing.T) {
+	t.Helper()
+	if err := r.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r.reset()
+	r.open(t)
 }
 
 // apply runs one logged command at its instant and returns the reply bytes.
 func (r *replica) apply(at int64, args [][]byte) []byte {
-	r.env.Clock.Freeze(at)
+	if at > r.env.Clock.Now() {
+		r.env.Clock.Freeze(at)
+	}
 	r.ctx.Reset()
 	r.ctx.W.Buf = r.ctx.W.Buf[:0]
 	r.env.Table.Dispatch(r.ctx, args)
+	if err := r.ctx.Conn.AwaitDurable(); err != nil {
+		panic(err)
+	}
 	return r.ctx.W.Buf
 }
 
 func (r *replica) snapshot(t *testing.T) []byte {
 	var buf bytes.Buffer
-	if _, err := persist.WriteSnapshot(&buf, r.env.Keys, persist.Header{Seq: 1, Created: 1}); err != nil {
+	if _, err := persist.WriteSnapshot(&buf, r.m.Keys(), persist.Header{Seq: 1, Created: 1, Applied: r.m.Applied()}); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
 }
 
-// randomCommand draws a command of any limiter kind on a small key set, so
-// kinds collide (WRONGTYPE), keys expire and come back, and leases churn.
-func randomCommand(rng *rand.Rand) [][]byte {
-	key := fmt.Sprintf("{t%d}k%d", rng.IntN(4), rng.IntN(40))
-	id := fmt.Sprintf("req%d", rng.IntN(30))
-	var s []string
-	switch rng.IntN(12) {
-	case 0, 1:
-		s = []string{"CL.THROTTLE", key, fmt.Sprint(rng.IntN(10)), fmt.Sprint(1 + rng.IntN(20)), fmt.Sprint(1 + rng.IntN(30)), fmt.Sprint(rng.IntN(3))}
-	case 2:
-		s = []string{"SW.CHECK", key, fmt.Sprint(1 + rng.IntN(20)), fmt.Sprint(1 + rng.IntN(30))}
-	case 3:
-		s = []string{"SW.CHECK", key, fmt.Sprint(1 + rng.IntN(20)), fmt.Sprint(1 + rng.IntN(30)), "EXACT", "COST", fmt.Sprint(rng.IntN(4))}
-	case 4:
-		s = []string{"FW.CHECK", key, fmt.Sprint(1 + rng.IntN(20)), fmt.Sprint(1 + rng.IntN(30))}
-	case 5, 6:
-		s = []string{"CONC.ACQUIRE", key, fmt.Sprint(1 + rng.IntN(5)), fmt.Sprint(1 + rng.IntN(20)), id}
-	case 7:
-		s = []string{"CONC.RELEASE", key, id}
-	case 8:
-		s = []string{"CONC.RENEW", key, id, fmt.Sprint(1 + rng.IntN(20))}
-	case 9:
-		s = []string{"QUOTA.CHECK", key, fmt.Sprint(1 + rng.IntN(50)), []string{"HOUR", "DAY", "MONTH"}[rng.IntN(3)], "TZ", "Europe/Berlin"}
-	case 10:
-		s = []string{"QUOTA.REFUND", key, fmt.Sprint(rng.IntN(3))}
-	default:
-		s = []string{"DEL", key}
+func (r *replica) digest(t *testing.T) string {
+	d, err := r.m.Digest()
+	if err != nil {
+		t.Fatal(err)
 	}
+	return d
+}
+
+// restoreFrom replaces the replica's state with a snapshot streamed to it,
+// as a follower catching up does.
+func (r *replica) restoreFrom(t *testing.T, snap []byte) {
+	t.Helper()
+	r.reset()
+	h, err := persist.LoadSnapshot(bytes.NewReader(snap), r.m.Keys())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.m.Restore(h.Applied)
+}
+
+func words(s ...string) [][]byte {
 	args := make([][]byte, len(s))
 	for i, a := range s {
 		args[i] = []byte(a)
@@ -76,16 +119,78 @@ func randomCommand(rng *rand.Rand) [][]byte {
 	return args
 }
 
+// randomCommand draws a command of any limiter kind, or a read, on a small
+// key set, so kinds collide (WRONGTYPE), keys expire and come back, and
+// leases churn.
+func randomCommand(rng *rand.Rand) [][]byte {
+	key := fmt.Sprintf("{t%d}k%d", rng.IntN(4), rng.IntN(40))
+	id := fmt.Sprintf("req%d", rng.IntN(30))
+	n := func(lo, k int) string { return fmt.Sprint(lo + rng.IntN(k)) }
+	switch rng.IntN(24) {
+	case 0, 1:
+		return words("CL.THROTTLE", key, n(0, 10), n(1, 20), n(1, 30), n(0, 3))
+	case 2:
+		return words("SW.CHECK", key, n(1, 20), n(1, 30))
+	case 3:
+		return words("SW.CHECK", key, n(1, 20), n(1, 30), "EXACT", "COST", n(0, 4))
+	case 4:
+		return words("FW.CHECK", key, n(1, 20), n(1, 30))
+	case 5, 6:
+		return words("CONC.ACQUIRE", key, n(1, 5), n(1, 20), id)
+	case 7:
+		return words("CONC.RELEASE", key, id)
+	case 8:
+		return words("CONC.RENEW", key, id, n(1, 20))
+	case 9:
+		return words("QUOTA.CHECK", key, n(1, 50), []string{"HOUR", "DAY", "MONTH"}[rng.IntN(3)], "TZ", "Europe/Berlin")
+	case 10:
+		return words("QUOTA.REFUND", key, n(0, 3))
+	case 11:
+		return words("QUOTA.RESET", key)
+	case 12:
+		return words("DEL", key)
+	case 13:
+		return words("TTL", key)
+	case 14:
+		return words("PTTL", key)
+	case 15:
+		return words("EXISTS", key, fmt.Sprintf("{t%d}k%d", rng.IntN(4), rng.IntN(40)))
+	case 16:
+		return words("TYPE", key)
+	case 17:
+		return words("GET", key)
+	case 18:
+		return words("CONC.GET", key)
+	case 19:
+		return words("QUOTA.GET", key)
+	case 20:
+		return words("DBSIZE")
+	case 21:
+		return words("SCAN", "0", "COUNT", "100000")
+	case 22:
+		if rng.IntN(200) == 0 {
+			return words("FLUSHALL")
+		}
+		return words("KEYS", "{t1}*")
+	default:
+		return words("CL.THROTTLE", key, n(0, 10), n(1, 20), n(1, 30), "0")
+	}
+}
+
 // TestReplicasConverge is the rule everything rests on: state changes only
 // through apply(command, now), so two nodes given the same commands at the
-// same instants answer alike and hold byte-identical state, whatever their
-// hash seeds or memory layout.
+// same instants answer alike and hold identical state, whatever their hash
+// seeds or memory layout, and whatever each does on its own besides: sweeps
+// at different moments, CONFIG RESETSTAT, a snapshot restored midway, a
+// graceful restart through its data directory.
 func TestReplicasConverge(t *testing.T) {
-	for seed := uint64(1); seed <= 4; seed++ {
+	const steps = 12_000
+	for seed := uint64(1); seed <= 3; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		a, b := newReplica(), newReplica()
+		b.open(t)
 		now := int64(4102444800) * 1e9
-		for step := range 20_000 {
+		for step := range steps {
 			now += rng.Int64N(int64(3e9))
 			args := randomCommand(rng)
 			ra := bytes.Clone(a.apply(now, args))
@@ -93,14 +198,94 @@ func TestReplicasConverge(t *testing.T) {
 			if !bytes.Equal(ra, rb) {
 				t.Fatalf("seed %d step %d: %q answered %q and %q", seed, step, args, ra, rb)
 			}
-			if step%5000 == 4999 {
+			// Each replica sweeps on its own schedule.
+			if rng.IntN(7) == 0 {
+				a.m.Sweep(&a.sweep, 1+rng.IntN(50))
+			}
+			if rng.IntN(11) == 0 {
+				b.m.Sweep(&b.sweep, 1+rng.IntN(500))
+			}
+			switch step {
+			case steps / 4:
+				a.apply(now, words("CONFIG", "RESETSTAT"))
+			case steps / 3:
+				a.restoreFrom(t, a.snapshot(t))
+			case 2 * steps / 3:
+				b.restart(t)
+			}
+			if step%1000 == 999 {
+				if da, db := a.digest(t), b.digest(t); da != db {
+					t.Fatalf("seed %d step %d: digests differ: %s and %s", seed, step, da, db)
+				}
 				if sa, sb := a.snapshot(t), b.snapshot(t); !bytes.Equal(sa, sb) {
 					t.Fatalf("seed %d step %d: snapshots differ (%d and %d bytes)", seed, step, len(sa), len(sb))
 				}
 			}
 		}
-		if n := a.env.Keys.Stats().Keys; n == 0 {
+		if n := a.m.Keys().Live(a.m.Applied()); n == 0 {
 			t.Fatalf("seed %d: the trace left no keys; it tests nothing", seed)
 		}
+		if err := b.store.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSweepDoesNotMoveTime is the probe that found background work moving
+// a slot's time: a sweep on one replica only must not change what the
+// next command answers there.
+func TestSweepDoesNotMoveTime(t *testing.T) {
+	t0 := int64(4102444800) * 1e9
+	a, b := newReplica(), newReplica()
+	for _, r := range []*replica{a, b} {
+		if got := string(r.apply(t0, words("CL.THROTTLE", "k", "0", "1", "10"))); got != "*5\r\n:0\r\n:1\r\n:0\r\n:-1\r\n:10\r\n" {
+			t.Fatalf("first call answered %q", got)
+		}
+	}
+	// a sweeps long after t0 by the wall clock; it may only sweep at its
+	// applied instant.
+	var cur keyspace.SweepCursor
+	for range 20 {
+		a.m.Sweep(&cur, 1<<20)
+	}
+	ra := string(a.apply(t0+1e9, words("CL.THROTTLE", "k", "0", "1", "10")))
+	rb := string(b.apply(t0+1e9, words("CL.THROTTLE", "k", "0", "1", "10")))
+	if ra != rb || ra != "*5\r\n:1\r\n:1\r\n:0\r\n:9\r\n:9\r\n" {
+		t.Fatalf("after a sweep on one replica: %q and %q, want both refused with retry 9", ra, rb)
+	}
+}
+
+// TestReadsOfExpiredKeysChangeNothing: every read of an expired key
+// answers "absent" and leaves the digest as it was.
+func TestReadsOfExpiredKeysChangeNothing(t *testing.T) {
+	t0 := int64(4102444800) * 1e9
+	r := newReplica()
+	r.apply(t0, words("CL.THROTTLE", "{x}g", "0", "1", "10"))
+	r.apply(t0, words("CONC.ACQUIRE", "{x}c", "2", "5", "id"))
+	r.apply(t0, words("SW.CHECK", "{x}s", "2", "5", "EXACT"))
+	r.apply(t0, words("FW.CHECK", "{x}f", "2", "5"))
+	r.apply(t0, words("QUOTA.CHECK", "{x}q", "2", "HOUR"))
+	// A write to another slot moves the applied instant well past every
+	// expiry above.
+	late := t0 + 3*3600e9
+	r.apply(late, words("CL.THROTTLE", "{y}other", "0", "1", "10"))
+	before := r.digest(t)
+	records := r.m.Keys().Stats().Keys
+	for _, args := range [][]string{
+		{"TTL", "{x}g"}, {"PTTL", "{x}c"}, {"EXISTS", "{x}g", "{x}c", "{x}s", "{x}f", "{x}q"}, {"TYPE", "{x}s"},
+		{"GET", "{x}g"}, {"CONC.GET", "{x}c"}, {"QUOTA.GET", "{x}q"}, {"DBSIZE"}, {"SCAN", "0"}, {"KEYS", "*"},
+		{"CL.THROTTLE", "{x}g", "0", "1", "10", "0"}, {"SW.CHECK", "{x}s", "2", "5", "COST", "0", "EXACT"},
+		{"CLUSTER", "COUNTKEYSINSLOT", "16287"}, {"CLUSTER", "GETKEYSINSLOT", "16287", "10"},
+	} {
+		r.apply(t0+3600e9, words(args...))
+	}
+	if got := string(r.apply(late, words("EXISTS", "{x}g", "{x}c", "{x}s", "{x}f", "{x}q"))); got != ":0\r\n" {
+		t.Fatalf("expired keys read as present: %q", got)
+	}
+	if after := r.digest(t); after != before {
+		t.Fatalf("reads changed the digest: %s → %s", before, after)
+	}
+	if n := r.m.Keys().Stats().Keys; n != records {
+		t.Fatalf("reads removed records: %d → %d", records, n)
 	}
 }

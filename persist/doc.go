@@ -64,16 +64,18 @@
 // deleted since come back unless expired. FLUSHALL and DEL of quota keys
 // are as durable as quota changes.
 //
-// # Snapshot format (version 1)
+// # Snapshot format (version 2)
 //
 // The format is versioned as a whole (the states inside carry no version
 // of their own) and is the one a replication log will ship, so it is a
 // byte stream with no seeking:
 //
 //	magic     8 bytes   "\x89SLUICE\n"
-//	version   uvarint   1
+//	version   uvarint   2 (1 is still read: it has no applied field, which is then created)
 //	seq       uvarint   journal position reflected: every journaled change numbered ≤ seq was applied before the first key was read
-//	created   varint    Unix ns, server clock, when the snapshot began
+//	created   varint    Unix ns, server clock, when the snapshot began (for people, LASTSAVE)
+//	applied   varint    Unix ns, the state machine's applied instant: the keys are those live at it,
+//	                    and a restore resumes the machine from it
 //	records, each:
 //	  kind    1 byte    keyspace.Kind (1 GCRA … 6 quota); never 0
 //	  keylen  uvarint   ≤ 512 MiB

@@ -20,8 +20,11 @@ const (
 	// high-bit byte and a line break, so transfers that mangle binary or
 	// line endings are caught before the checksum.
 	snapshotMagic = "\x89SLUICE\n"
-	// SnapshotVersion is the format version this binary writes.
-	SnapshotVersion = 1
+	// SnapshotVersion is the format version this binary writes. Version 2
+	// added the applied instant; version 1 files are still read (their
+	// applied instant is taken to be Created, the instant their keys were
+	// judged live at).
+	SnapshotVersion = 2
 	// maxKeyLen bounds a record's key, as Redis bounds a bulk string.
 	maxKeyLen = 512 << 20
 	// maxStateLen bounds a record's encoded state; the largest states
@@ -43,8 +46,11 @@ type Header struct {
 	// index here.)
 	Seq uint64
 	// Created is the instant the snapshot was begun, Unix ns, by the server
-	// clock.
+	// clock: for people and LASTSAVE, never for the state.
 	Created int64
+	// Applied is the state machine's applied instant the snapshot was taken
+	// at: its keys are those live then, and a restore resumes from it.
+	Applied int64
 }
 
 // Record is one key of a snapshot.
@@ -77,6 +83,7 @@ func newSnapshotWriter(w io.Writer, h Header) (*snapshotWriter, error) {
 	b = binary.AppendUvarint(b, SnapshotVersion)
 	b = binary.AppendUvarint(b, h.Seq)
 	b = binary.AppendVarint(b, h.Created)
+	b = binary.AppendVarint(b, h.Applied)
 	return sw, sw.write(b)
 }
 
@@ -162,11 +169,15 @@ func NewSnapshotReader(r io.Reader) (*SnapshotReader, error) {
 		return nil, ErrNotSnapshot
 	}
 	sr.h.Version = rd.uvarint()
-	if rd.err == nil && sr.h.Version != SnapshotVersion {
-		return nil, fmt.Errorf("%w: %d (this sluice reads %d)", ErrSnapshotVersion, sr.h.Version, SnapshotVersion)
+	if rd.err == nil && (sr.h.Version < 1 || sr.h.Version > SnapshotVersion) {
+		return nil, fmt.Errorf("%w: %d (this sluice reads 1 to %d)", ErrSnapshotVersion, sr.h.Version, SnapshotVersion)
 	}
 	sr.h.Seq = rd.uvarint()
 	sr.h.Created = rd.varint()
+	sr.h.Applied = sr.h.Created
+	if sr.h.Version >= 2 {
+		sr.h.Applied = rd.varint()
+	}
 	if rd.err != nil {
 		return nil, fmt.Errorf("%w: truncated header: %w", ErrCorruptSnapshot, rd.err)
 	}

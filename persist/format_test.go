@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine"
 )
 
 // The documented byte layout, built by hand for one GCRA key.
@@ -15,11 +16,11 @@ func TestSnapshotLayout(t *testing.T) {
 	ks := keyspace.New()
 	put(t, ks, "a", keyspace.KindGCRA, 5, nil)
 	var buf bytes.Buffer
-	info, err := WriteSnapshot(&buf, ks, Header{Seq: 7, Created: 3})
+	info, err := WriteSnapshot(&buf, ks, Header{Seq: 7, Created: 3, Applied: 4})
 	mustOK(t, err)
 
 	want := []byte("\x89SLUICE\n")
-	want = append(want, 1, 7, 6)                     // version, seq, created (zigzag varint 3 = 6)
+	want = append(want, 2, 7, 6, 8)                  // version, seq, created, applied (zigzag varints: 3 = 6, 4 = 8)
 	want = append(want, byte(keyspace.KindGCRA), 1)  // kind, key length
 	want = append(want, 'a', 5, 0, 0, 0, 0, 0, 0, 0) // key, word LE
 	want = append(want, 0)                           // no state
@@ -39,7 +40,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	fillEveryKind(t, ks, 50, t0)
 	want := dump(t, ks, t0)
 	var buf bytes.Buffer
-	info, err := WriteSnapshot(&buf, ks, Header{Seq: 42, Created: t0})
+	info, err := WriteSnapshot(&buf, ks, Header{Seq: 42, Created: t0, Applied: t0})
 	mustOK(t, err)
 	if info.Keys != int64(len(want)) || info.Bytes != int64(buf.Len()) {
 		t.Fatalf("info %+v for %d keys, %d bytes", info, len(want), buf.Len())
@@ -47,11 +48,11 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	got := map[string]keyDump{}
 	zones := zoneCache{}
 	h, err := ReadSnapshot(&buf, func(_ Header, rec Record) error {
-		obj, err := decodeState(rec.Kind, rec.State, zones.load)
+		obj, err := machine.DecodeState(rec.Kind, rec.State, zones.load)
 		if err != nil {
 			return err
 		}
-		b, err := appendState(nil, rec.Kind, obj)
+		b, err := machine.EncodeState(nil, rec.Kind, obj)
 		if err != nil {
 			return err
 		}
@@ -62,10 +63,27 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		return nil
 	})
 	mustOK(t, err)
-	if h != (Header{Version: SnapshotVersion, Seq: 42, Created: t0}) {
+	if h != (Header{Version: SnapshotVersion, Seq: 42, Created: t0, Applied: t0}) {
 		t.Fatalf("header %+v", h)
 	}
 	sameKeys(t, got, want)
+}
+
+// Version 1 files, written before snapshots carried the applied instant,
+// are still read: their keys were judged live at Created, which stands in.
+func TestSnapshotVersion1(t *testing.T) {
+	v1 := []byte("\x89SLUICE\n")
+	v1 = append(v1, 1, 7, 6)                     // version 1, seq, created (3)
+	v1 = append(v1, byte(keyspace.KindGCRA), 1)  // kind, key length
+	v1 = append(v1, 'a', 5, 0, 0, 0, 0, 0, 0, 0) // key, word LE
+	v1 = append(v1, 0, 0, 1)                     // no state, end of records, count
+	v1 = binary.LittleEndian.AppendUint32(v1, crc32.Checksum(v1, crc32.MakeTable(crc32.Castagnoli)))
+	ks := keyspace.New()
+	h, err := LoadSnapshot(bytes.NewReader(v1), ks)
+	mustOK(t, err)
+	if h.Version != 1 || h.Created != 3 || h.Applied != 3 || ks.Live(4) != 1 {
+		t.Fatalf("header %+v, %d keys live", h, ks.Live(4))
+	}
 }
 
 // Expired keys are not written.
@@ -74,7 +92,7 @@ func TestSnapshotSkipsExpired(t *testing.T) {
 	put(t, ks, "live", keyspace.KindGCRA, t0+1, nil)
 	put(t, ks, "dead", keyspace.KindGCRA, t0, nil)
 	var buf bytes.Buffer
-	info, err := WriteSnapshot(&buf, ks, Header{Created: t0})
+	info, err := WriteSnapshot(&buf, ks, Header{Created: 1, Applied: t0})
 	mustOK(t, err)
 	if info.Keys != 1 {
 		t.Fatalf("%d keys written, want 1", info.Keys)
@@ -164,7 +182,7 @@ func FuzzSnapshotReader(f *testing.F) {
 		var recs []Record
 		err := readAll(b)
 		_, _ = ReadSnapshot(bytes.NewReader(b), func(_ Header, rec Record) error {
-			_, derr := decodeState(rec.Kind, rec.State, zones.load)
+			_, derr := machine.DecodeState(rec.Kind, rec.State, zones.load)
 			recs = append(recs, rec)
 			return derr
 		})

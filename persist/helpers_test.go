@@ -10,10 +10,11 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/conc"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/quota"
+	"github.com/sluice-rl/sluice/slot"
 	"github.com/sluice-rl/sluice/window"
 )
 
@@ -44,7 +45,7 @@ func openStore(t testing.TB, fs vfs.FS, policy FsyncPolicy, ks *keyspace.Keyspac
 }
 
 func tryOpen(fs vfs.FS, policy FsyncPolicy, ks *keyspace.Keyspace, clk *testClock) (*Store, error) {
-	return Open(Options{Dir: dir, QuotaFsync: policy, FS: fs}, Deps{Keys: ks, Now: clk.Now})
+	return Open(Options{Dir: dir, QuotaFsync: policy, FS: fs}, Deps{Keys: ks, Now: clk.Now, Applied: clk.Now})
 }
 
 // keyDump is one key as the tests compare them.
@@ -58,10 +59,10 @@ type keyDump struct {
 func dump(t testing.TB, ks *keyspace.Keyspace, now int64) map[string]keyDump {
 	t.Helper()
 	out := map[string]keyDump{}
-	for slot := range cluster.SlotCount {
-		s, at := ks.Lock(slot, now)
+	for i := range slot.Count {
+		s, at := ks.Lock(i), now
 		s.Keys(at, func(key []byte, e keyspace.Entry) bool {
-			b, err := appendState(nil, e.Kind(), s.Object(e))
+			b, err := machine.EncodeState(nil, e.Kind(), s.Object(e))
 			if err != nil {
 				t.Errorf("key %q: %v", key, err)
 			}
@@ -103,7 +104,7 @@ func sameKeys(t testing.TB, got, want map[string]keyDump) {
 // put inserts or replaces key in ks.
 func put(t testing.TB, ks *keyspace.Keyspace, key string, kind keyspace.Kind, word int64, obj any) {
 	t.Helper()
-	if err := insert(ks, []byte(key), kind, word, obj, 0); err != nil {
+	if err := insert(ks, []byte(key), kind, word, obj); err != nil {
 		t.Fatal(err)
 	}
 }

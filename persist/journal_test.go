@@ -109,7 +109,7 @@ func runModel(t *testing.T, seed uint64, crash bool) {
 		var seq uint64
 		switch r := rng.IntN(100); {
 		case r < 70: // QUOTA.CHECK
-			s, at := ks.LockKey(key, now)
+			s, at := ks.LockKey(key), int64(now)
 			e, found, err := s.GetKind(key, keyspace.KindQuota, at)
 			if err != nil {
 				// A GCRA key from an earlier step: delete it first.
@@ -137,7 +137,7 @@ func runModel(t *testing.T, seed uint64, crash bool) {
 			s.Unlock()
 		case r < 85: // DEL
 
-			s, at := ks.LockKey(key, now)
+			s, at := ks.LockKey(key), int64(now)
 			if e, ok := s.Get(key, at); ok {
 				if e.Kind() == keyspace.KindQuota {
 					seq = st.QuotaDeleted(key)
@@ -146,7 +146,7 @@ func runModel(t *testing.T, seed uint64, crash bool) {
 			}
 			s.Unlock()
 		case r < 90: // a CL.THROTTLE key (not journaled)
-			s, at := ks.LockKey(key, now)
+			s, at := ks.LockKey(key), int64(now)
 			if _, ok := s.Get(key, at); !ok {
 				s.Insert(key, keyspace.KindGCRA, now+1e12, nil)
 			}

@@ -12,9 +12,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/quota"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // LoadInfo is what Open restored.
@@ -42,6 +43,11 @@ type LoadInfo struct {
 func (s *Store) load(fresh bool) (uint64, error) {
 	began := time.Now()
 	now := s.deps.Now()
+	// The state is restored as it is at the instant it was saved at: keys
+	// are judged live at the snapshot's applied instant, never the clock's
+	// (keys that expired since read as absent once the machine moves on,
+	// and the sweep removes them).
+	var applied int64
 	storeErr := func(err error) error {
 		return fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err)
 	}
@@ -78,7 +84,7 @@ func (s *Store) load(fresh bool) (uint64, error) {
 		return 0, fmt.Errorf("persist: read snapshot %s: %w", s.snapPath, err)
 	default:
 		info.SnapshotFound = true
-		size, err := s.restoreSnapshot(f, now, flushed, flushSeq, zones, seed, &info)
+		size, err := s.restoreSnapshot(f, flushed, flushSeq, zones, seed, &info)
 		f.Close()
 		if err != nil {
 			return 0, fmt.Errorf("persist: read snapshot %s: %w", s.snapPath, err)
@@ -97,8 +103,14 @@ func (s *Store) load(fresh bool) (uint64, error) {
 			return 0, storeErr(err)
 		}
 	}
-	if err := s.restoreQuotas(now, &info); err != nil {
+	if info.SnapshotFound {
+		applied = info.Snapshot.Applied
+	}
+	if err := s.restoreQuotas(applied, &info); err != nil {
 		return 0, err
+	}
+	if s.deps.Restore != nil {
+		s.deps.Restore(applied)
 	}
 	info.Took = time.Since(began)
 	s.loaded = info
@@ -111,12 +123,13 @@ func (s *Store) load(fresh bool) (uint64, error) {
 // restoreSnapshot inserts the snapshot's live records into the keyspace.
 // Quota records are skipped unless seed is set (a fresh store), in which
 // case they are also added to seed. It returns the file's size.
-func (s *Store) restoreSnapshot(f io.Reader, now int64, flushed bool, flushSeq uint64, zones zoneCache, seed *pebble.Batch, info *LoadInfo) (int64, error) {
+func (s *Store) restoreSnapshot(f io.Reader, flushed bool, flushSeq uint64, zones zoneCache, seed *pebble.Batch, info *LoadInfo) (int64, error) {
 	sr, err := NewSnapshotReader(f)
 	if err != nil {
 		return 0, err
 	}
 	info.Snapshot = sr.Header()
+	now := info.Snapshot.Applied
 	// A FLUSHALL journaled after the snapshot began emptied everything the
 	// snapshot holds.
 	stale := flushed && flushSeq > info.Snapshot.Seq
@@ -134,11 +147,11 @@ func (s *Store) restoreSnapshot(f io.Reader, now int64, flushed bool, flushSeq u
 			info.Expired++
 			continue
 		}
-		obj, err := decodeState(rec.Kind, rec.State, zones.load)
+		obj, err := machine.DecodeState(rec.Kind, rec.State, zones.load)
 		if err != nil {
 			return 0, fmt.Errorf("%w: record %d, key %q: %w", ErrCorruptSnapshot, sr.Records(), rec.Key, err)
 		}
-		if err := insert(s.deps.Keys, rec.Key, rec.Kind, rec.Word, obj, now); err != nil {
+		if err := insert(s.deps.Keys, rec.Key, rec.Kind, rec.Word, obj); err != nil {
 			return 0, fmt.Errorf("%w: record %d, key %q: %w", ErrCorruptSnapshot, sr.Records(), rec.Key, err)
 		}
 		info.SnapshotKeys++
@@ -164,8 +177,8 @@ func (s *Store) restoreQuotas(now int64, info *LoadInfo) error {
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
-		lo := cluster.SlotCount * w / workers
-		hi := cluster.SlotCount * (w + 1) / workers
+		lo := slot.Count * w / workers
+		hi := slot.Count * (w + 1) / workers
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -185,11 +198,11 @@ func (s *Store) restoreQuotaSlots(lo, hi int, now int64, info *LoadInfo) (err er
 	corrupt := func(k []byte, err error) error {
 		return fmt.Errorf("persist: read quota store %s: %w: key %q: %w", s.dbPath, ErrCorruptStore, k, err)
 	}
-	slotKey := func(slot int) []byte {
-		if slot >= cluster.SlotCount {
+	slotKey := func(i int) []byte {
+		if i >= slot.Count {
 			return quotaEnd
 		}
-		return []byte{quotaPrefix, byte(slot >> 8), byte(slot)}
+		return []byte{quotaPrefix, byte(i >> 8), byte(i)}
 	}
 	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: slotKey(lo), UpperBound: slotKey(hi)})
 	if err != nil {
@@ -226,7 +239,7 @@ func (s *Store) restoreQuotaSlots(lo, hi int, now int64, info *LoadInfo) (err er
 		if err != nil {
 			return corrupt(key, err)
 		}
-		if err := insert(s.deps.Keys, key, keyspace.KindQuota, exp, &st, now); err != nil {
+		if err := insert(s.deps.Keys, key, keyspace.KindQuota, exp, &st); err != nil {
 			return corrupt(key, err)
 		}
 		info.QuotaKeys++
@@ -245,12 +258,9 @@ func (s *Store) restoreQuotaSlots(lo, hi int, now int64, info *LoadInfo) (err er
 func expired(word, now int64) bool { return word != 0 && word <= now }
 
 // insert puts a key into the keyspace, replacing whatever it held.
-func insert(ks *keyspace.Keyspace, key []byte, kind keyspace.Kind, word int64, obj any, now int64) error {
-	s, at := ks.LockKey(key, now)
+func insert(ks *keyspace.Keyspace, key []byte, kind keyspace.Kind, word int64, obj any) error {
+	s := ks.LockKey(key)
 	defer s.Unlock()
-	if e, ok := s.Get(key, at); ok {
-		s.Delete(e)
-	}
 	_, err := s.Insert(key, kind, word, obj)
 	return err
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // The quota store is a Pebble database. Its keys:
@@ -39,7 +39,7 @@ var (
 
 // appendQuotaKey appends the store key of user key key.
 func appendQuotaKey(dst, key []byte) []byte {
-	slot := cluster.Slot(key)
+	slot := slot.Of(key)
 	dst = append(dst, quotaPrefix, byte(slot>>8), byte(slot))
 	return append(dst, key...)
 }
@@ -50,7 +50,7 @@ func splitQuotaKey(k []byte) ([]byte, bool) {
 		return nil, false
 	}
 	key := k[quotaKeyHeader:]
-	return key, int(k[1])<<8|int(k[2]) == cluster.Slot(key)
+	return key, int(k[1])<<8|int(k[2]) == slot.Of(key)
 }
 
 // openDB opens the quota store at dir. A directory holding anything is

@@ -7,8 +7,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // flushEvery is how many encoded bytes a snapshot gathers before writing
@@ -18,8 +19,9 @@ const flushEvery = 256 << 10
 // WriteSnapshot writes every live key of ks to w in the snapshot format,
 // slot by slot: each slot is encoded under its lock (states are changed in
 // place, so they cannot be read outside it) and written after the lock is
-// released. Keys expired at h.Created are left out. It returns the record
-// count and bytes written.
+// released. Keys expired at h.Applied, the state machine's applied instant,
+// are left out: the snapshot is the state as it is, at no other instant.
+// It returns the record count and bytes written.
 func WriteSnapshot(w io.Writer, ks *keyspace.Keyspace, h Header) (SaveInfo, error) {
 	info := SaveInfo{Seq: h.Seq, Created: h.Created}
 	sw, err := newSnapshotWriter(w, h)
@@ -29,11 +31,11 @@ func WriteSnapshot(w io.Writer, ks *keyspace.Keyspace, h Header) (SaveInfo, erro
 	buf := make([]byte, 0, flushEvery+flushEvery/4)
 	var state []byte
 	pending := 0
-	for slot := range cluster.SlotCount {
-		s, now := ks.Lock(slot, h.Created)
+	for i := range slot.Count {
+		s := ks.Lock(i)
 		var encErr error
-		s.Keys(now, func(key []byte, e keyspace.Entry) bool {
-			state, encErr = appendState(state[:0], e.Kind(), s.Object(e))
+		s.Keys(h.Applied, func(key []byte, e keyspace.Entry) bool {
+			state, encErr = machine.EncodeState(state[:0], e.Kind(), s.Object(e))
 			if encErr != nil {
 				encErr = fmt.Errorf("key %q: %w", key, encErr)
 				return false
@@ -95,7 +97,7 @@ func (s *Store) snapshot(reason string) (SaveInfo, error) {
 
 func (s *Store) writeSnapshotFile() (SaveInfo, error) {
 	began := time.Now()
-	h := Header{Seq: s.j.lastSeq(), Created: s.deps.Now()}
+	h := Header{Seq: s.j.lastSeq(), Created: s.deps.Now(), Applied: s.deps.Applied()}
 	f, err := s.fs.Create(s.tempPath, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return SaveInfo{}, fmt.Errorf("persist: write snapshot %s: %w", s.tempPath, err)

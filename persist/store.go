@@ -30,9 +30,15 @@ const (
 type Deps struct {
 	// Keys is the keyspace to restore into and snapshot.
 	Keys *keyspace.Keyspace
-	// Now is the server clock, Unix ns: it decides what has expired and
-	// dates snapshots.
+	// Now is the server clock, Unix ns: it dates snapshots (for people
+	// and LASTSAVE), and never decides what is live.
 	Now func() int64
+	// Applied is the state machine's applied instant: snapshots take the
+	// keys live at it and record it.
+	Applied func() int64
+	// Restore receives the applied instant of the state loaded at Open,
+	// before Open returns, for the state machine to resume from.
+	Restore func(applied int64)
 	// Log receives what was loaded and saved; nil discards.
 	Log *slog.Logger
 	// Changes counts changes to the keyspace (a snapshot is skipped when it
@@ -95,8 +101,8 @@ func Open(opts Options, deps Deps) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if deps.Keys == nil || deps.Now == nil {
-		return nil, fmt.Errorf("%w: no keyspace or clock", ErrOptions)
+	if deps.Keys == nil || deps.Now == nil || deps.Applied == nil {
+		return nil, fmt.Errorf("%w: no keyspace, clock or applied instant", ErrOptions)
 	}
 	if deps.Log == nil {
 		deps.Log = slog.New(slog.DiscardHandler)

@@ -3,6 +3,7 @@ package quota
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 type boundsCase struct {
@@ -226,6 +227,25 @@ func TestOffsetUntil(t *testing.T) {
 				}
 				u = end
 			}
+		}
+	}
+}
+
+// Zones come from the compiled-in database only: pointing the host's
+// lookup elsewhere changes nothing, and "Local" is refused.
+func TestZonesIgnoreTheHost(t *testing.T) {
+	t.Setenv("ZONEINFO", t.TempDir())
+	t.Setenv("TZ", "America/New_York")
+	loc, err := LoadZone("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, off := time.Date(2026, 7, 1, 12, 0, 0, 0, loc).Zone(); off != 2*3600 {
+		t.Fatalf("Berlin in July is UTC+%d s", off)
+	}
+	for _, bad := range []string{"Local", "Mars/Olympus", "../Europe/Berlin", "europe/berlin"} {
+		if _, err := LoadZone(bad); !errors.Is(err, ErrUnknownZone) {
+			t.Errorf("LoadZone(%q) = %v, want ErrUnknownZone", bad, err)
 		}
 	}
 }

@@ -1,26 +1,63 @@
 package quota
 
 import (
+	"archive/zip"
+	"bytes"
+	_ "embed"
 	"fmt"
+	"io"
 	"math"
 	"time"
-
-	// The tz database compiled into the binary, so zones load on hosts
-	// without /usr/share/zoneinfo.
-	_ "time/tzdata"
 )
 
-// LoadZone loads an IANA zone by name ("" and "UTC" are UTC). "Local" is
-// refused: it means whatever the host is set to, which replicas may not share.
-func LoadZone(name string) (*time.Location, error) {
-	if name == "Local" {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownZone, name)
-	}
-	loc, err := time.LoadLocation(name)
+// TZDataVersion is the IANA tz database release compiled into the binary.
+const TZDataVersion = "2025c"
+
+// tzdata is the IANA tz database (release TZDataVersion, as Go ships it in
+// lib/time/zoneinfo.zip: uncompressed TZif files named by zone). Zones are
+// read from it alone, never from the host's /usr/share/zoneinfo or
+// $ZONEINFO: two replicas on hosts with different tz packages must agree
+// on every period boundary, and so must two builds with different Go
+// versions. Updating it is a deliberate change (see tzdata/README).
+//
+//go:embed tzdata/zoneinfo.zip
+var tzdata []byte
+
+// tzfiles maps each zone name to its TZif data. It is built once from the
+// embedded database and only read afterwards.
+var tzfiles = func() map[string][]byte {
+	m := map[string][]byte{}
+	zr, err := zip.NewReader(bytes.NewReader(tzdata), int64(len(tzdata)))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownZone, name)
+		return m // every zone but UTC then fails to load, naming the zone
 	}
-	return loc, nil
+	for _, f := range zr.File {
+		rc, err := f.Open()
+		if err != nil {
+			continue
+		}
+		data, err := io.ReadAll(io.LimitReader(rc, 1<<20))
+		rc.Close()
+		if err == nil {
+			m[f.Name] = data
+		}
+	}
+	return m
+}()
+
+// LoadZone loads an IANA zone by name from the compiled-in tz database (""
+// and "UTC" are UTC). "Local" is refused: it means whatever the host is set
+// to, which replicas may not share.
+func LoadZone(name string) (*time.Location, error) {
+	if name == "" || name == "UTC" {
+		return time.UTC, nil
+	}
+	if data, ok := tzfiles[name]; ok {
+		if loc, err := time.LoadLocationFromTZData(name, data); err == nil {
+			return loc, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownZone, name)
 }
 
 const (

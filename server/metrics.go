@@ -59,5 +59,5 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.conns, prometheus.CounterValue, float64(st.ConnectionsReceived.Load()))
 	ch <- prometheus.MustNewConstMetric(m.rejected, prometheus.CounterValue, float64(st.ConnectionsRejected.Load()))
 	ch <- prometheus.MustNewConstMetric(m.expired, prometheus.CounterValue, float64(st.ExpiredKeys.Load()))
-	ch <- prometheus.MustNewConstMetric(m.keys, prometheus.GaugeValue, float64(m.env.Keys.Stats().Keys))
+	ch <- prometheus.MustNewConstMetric(m.keys, prometheus.GaugeValue, float64(m.env.Machine.Keys().Stats().Keys))
 }

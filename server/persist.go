@@ -3,9 +3,7 @@ package server
 import (
 	"github.com/tidwall/redcon"
 
-	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/persist"
-	"github.com/sluice-rl/sluice/quota"
 )
 
 // openStore restores the keyspace from the data directory and starts
@@ -17,16 +15,19 @@ func (s *Server) openStore() error {
 		QuotaFsync:       s.cfg.QuotaFsync,
 		SnapshotInterval: s.cfg.SnapshotInterval,
 	}, persist.Deps{
-		Keys:    s.env.Keys,
+		Keys:    s.env.Machine.Keys(),
 		Now:     s.env.Clock.Now,
+		Applied: s.env.Machine.Applied,
+		Restore: s.env.Machine.Restore,
 		Log:     s.log,
-		Changes: s.table.WriteCalls,
+		Changes: s.env.Machine.Changes,
 	})
 	if err != nil {
 		return err
 	}
 	s.store = st
-	s.env.Durable = durability{st}
+	s.env.Machine.SetDurability(st.Journal())
+	s.env.Durable = st
 	s.env.Snapshots = st
 	return nil
 }
@@ -38,21 +39,6 @@ func (s *Server) closeStore() error {
 	}
 	return s.store.Close()
 }
-
-// durability adapts the store's journal to the command layer's hook.
-type durability struct{ st *persist.Store }
-
-func (d durability) QuotaChanged(key []byte, q *quota.State) commands.Ticket {
-	return commands.NewTicket(d.st, d.st.QuotaChanged(key, q))
-}
-
-func (d durability) QuotaDeleted(key []byte) commands.Ticket {
-	return commands.NewTicket(d.st, d.st.QuotaDeleted(key))
-}
-
-func (d durability) Flushed() commands.Ticket { return commands.NewTicket(d.st, d.st.Flushed()) }
-
-func (d durability) Err() error { return d.st.Err() }
 
 // awaitDurable holds back the replies of a connection whose commands
 // changed durable state until the changes are on disk (--quota-fsync

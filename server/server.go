@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/persist"
 	"github.com/sluice-rl/sluice/server/guard"
 )
@@ -68,17 +69,18 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	table := commands.NewTable()
+	m := machine.New(machine.Options{})
+	table := commands.NewTable(m)
 	s := &Server{
 		cfg:   cfg,
 		log:   log,
 		table: table,
 		stop:  make(chan struct{}),
 		env: &commands.Env{
-			Keys:  keyspace.New(),
-			Clock: clk,
-			Table: table,
-			Stats: &commands.Stats{},
+			Machine: m,
+			Clock:   clk,
+			Table:   table,
+			Stats:   &commands.Stats{},
 			Options: commands.Options{
 				RequirePass:        cfg.RequirePass,
 				EnableDebug:        cfg.EnableDebugCommand,
@@ -379,8 +381,12 @@ func (s *Server) sweep() {
 			return
 		case <-t.C:
 		}
+		// The idle tick: time moves through the machine's door, as a
+		// replicated leader's tick would, and the sweep then removes only
+		// keys already expired at the applied instant.
+		s.env.Machine.Advance(s.env.Clock.Now())
 		for range maxSweepRounds {
-			examined, removed := s.env.Keys.Sweep(s.env.Clock.Now(), &cursor, s.cfg.SweepBudget)
+			examined, removed := s.env.Machine.Sweep(&cursor, s.cfg.SweepBudget)
 			s.env.Stats.ExpiredKeys.Add(int64(removed))
 			if removed*4 < examined || examined == 0 {
 				break

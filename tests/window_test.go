@@ -181,7 +181,7 @@ func TestWindowRetryAfter(t *testing.T) {
 	c := s.Client()
 	sec := int64(time.Second)
 	setClock(t, c, future)
-	for _, tc := range []struct {
+	for k, tc := range []struct {
 		name      string
 		args      []any
 		gap       time.Duration // between the ten admissions
@@ -212,7 +212,7 @@ func TestWindowRetryAfter(t *testing.T) {
 		if r := ints(t, c.Do(ctx(t), tc.args...)); r[0] != 0 || r[2] != tc.remaining {
 			t.Fatalf("%s at retry_after: %v, want admitted with %d remaining", tc.name, r, tc.remaining)
 		}
-		setClock(t, c, future+100*sec) // a fresh aligned instant for the next case
+		setClock(t, c, future+int64(k+1)*100*sec) // a fresh aligned instant for the next case
 	}
 	// A cost above the limit can never pass.
 	want(t, "COST above the limit", ints(t, c.Do(ctx(t), "SW.CHECK", "big", 10, 10, "COST", 11)), 1, 10, 10, -1, 0)

@@ -1,8 +1,9 @@
-package commands
+package machine
 
 import (
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/resp"
 )
 
 func gcraCommands() []*Command {
@@ -18,43 +19,43 @@ func gcraCommands() []*Command {
 			{Name: "period", Type: "integer"},
 			{Name: "quantity", Type: "integer", Optional: true},
 		},
-		Run: runThrottle,
+		run: runThrottle,
 	}}
 }
 
 // runThrottle is CL.THROTTLE <key> <max_burst> <count per period> <period> [<quantity>].
-func runThrottle(c *Ctx, args [][]byte) {
+func runThrottle(x *exec, args [][]byte) {
 	if len(args) > 6 {
-		c.W.Error(errArity("cl.throttle"))
+		x.w.Error(resp.ErrArity("cl.throttle"))
 		return
 	}
-	burst, ok1 := parseInt(args[2])
-	count, ok2 := parseInt(args[3])
-	period, ok3 := parseInt(args[4])
+	burst, ok1 := parseCellInt(args[2])
+	count, ok2 := parseCellInt(args[3])
+	period, ok3 := parseCellInt(args[4])
 	quantity, ok4 := int64(1), true
 	if len(args) == 6 {
-		quantity, ok4 = parseInt(args[5])
+		quantity, ok4 = parseCellInt(args[5])
 	}
 	if !ok1 || !ok2 || !ok3 || !ok4 {
-		c.W.Error(errNotInteger)
+		x.w.Error(resp.ErrNotInteger)
 		return
 	}
-	periodNs, ok := secondsToNanos(period)
+	periodNs, ok := resp.SecondsToNanos(period)
 	if !ok {
-		c.W.Error(errOverflow)
+		x.w.Error(resp.ErrOverflow)
 		return
 	}
 	limit := gcra.Limit{MaxBurst: burst, Count: count, Period: periodNs}
 	if err := limit.Validate(); err != nil {
-		c.W.Error(errorReply(err))
+		x.error(err)
 		return
 	}
 	key := args[1]
-	s, now := c.Env.Keys.LockKey(key, c.Now())
+	s, now := x.lockKey(key)
 	e, found, err := s.GetKind(key, keyspace.KindGCRA, now)
 	if err != nil {
 		s.Unlock()
-		c.W.Error(errorReply(err))
+		x.error(err)
 		return
 	}
 	var tat int64
@@ -71,8 +72,17 @@ func runThrottle(c *Ctx, args [][]byte) {
 	}
 	s.Unlock()
 	if err != nil {
-		c.W.Error(errorReply(err))
+		x.error(err)
 		return
 	}
-	c.limiterReply(res)
+	x.limiter(res)
+}
+
+// parseCellInt reads an integer argument as redis-cell does (Rust's
+// i64::from_str): an optional '+' or '-', then decimal digits.
+func parseCellInt(b []byte) (int64, bool) {
+	if len(b) > 1 && b[0] == '+' && b[1] != '-' && b[1] != '+' {
+		b = b[1:]
+	}
+	return resp.ParseInt(b)
 }

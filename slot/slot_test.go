@@ -1,4 +1,4 @@
-package cluster
+package slot
 
 import "testing"
 
@@ -17,8 +17,8 @@ func TestSlot(t *testing.T) {
 		{"", 0},
 		{"123456789", 0x31C3 & 16383},
 	} {
-		if got := Slot([]byte(tc.key)); got != tc.want {
-			t.Errorf("Slot(%q) = %d, want %d", tc.key, got, tc.want)
+		if got := Of([]byte(tc.key)); got != tc.want {
+			t.Errorf("Of(%q) = %d, want %d", tc.key, got, tc.want)
 		}
 	}
 }
@@ -33,6 +33,6 @@ func TestCRC16CheckValue(t *testing.T) {
 func BenchmarkSlot(b *testing.B) {
 	key := []byte("key:000000012345")
 	for b.Loop() {
-		Slot(key)
+		Of(key)
 	}
 }

@@ -1,13 +1,12 @@
-package commands
+package machine
 
 import (
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/quota"
+	"github.com/sluice-rl/sluice/resp"
 )
 
 func quotaCommands() []*Command {
@@ -31,97 +30,80 @@ func quotaCommands() []*Command {
 				{Name: "tz", Type: "string", Token: "TZ", Optional: true},
 				{Name: "cost", Type: "integer", Token: "COST", Optional: true},
 			},
-			Run: runQuotaCheck},
+			run: runQuotaCheck, Journaled: true},
 		{Name: "quota.get", Arity: 2, Flags: []string{"readonly", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Returns a quota's [used, period_start, period_end, limit, remaining] without consuming (nil if the key does not exist).",
-			Args:    key, Run: runQuotaGet},
+			Args:    key, run: runQuotaGet},
 		{Name: "quota.refund", Arity: 3, Flags: []string{"write", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Gives units back to the current period (never below 0); replies like QUOTA.GET.",
-			Args:    []Arg{{Name: "key", Type: "key"}, {Name: "units", Type: "integer"}}, Run: runQuotaRefund},
+			Args:    []Arg{{Name: "key", Type: "key"}, {Name: "units", Type: "integer"}}, run: runQuotaRefund, Journaled: true},
 		{Name: "quota.reset", Arity: 2, Flags: []string{"write", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Zeroes the current period's usage; replies like QUOTA.GET.",
-			Args:    key, Run: runQuotaReset},
+			Args:    key, run: runQuotaReset, Journaled: true},
 	}
-}
-
-// zoneCache keeps the time zones quota commands have loaded: parsing a zone
-// from the tz database costs far more than the check it serves. Only valid
-// zones are cached, so its size is bounded by the database.
-type zoneCache struct{ m sync.Map }
-
-func (z *zoneCache) load(name string) (*time.Location, error) {
-	if loc, ok := z.m.Load(name); ok {
-		return loc.(*time.Location), nil
-	}
-	loc, err := quota.LoadZone(name)
-	if err != nil {
-		return nil, err
-	}
-	z.m.Store(name, loc)
-	return loc, nil
 }
 
 // runQuotaCheck is QUOTA.CHECK <key> <limit> <period> [ANCHOR <unix-s>]
 // [TZ <zone>] [COST <n>].
-func runQuotaCheck(c *Ctx, args [][]byte) {
-	limit, ok := parseInt(args[2])
+func runQuotaCheck(x *exec, args [][]byte) {
+	limit, ok := resp.ParseInt(args[2])
 	if !ok {
-		c.W.Error(errNotInteger)
+		x.w.Error(resp.ErrNotInteger)
 		return
 	}
 	if limit < 0 {
-		c.W.Error("ERR limit must not be negative")
+		x.w.Error("ERR limit must not be negative")
 		return
 	}
 	period, err := quota.ParsePeriod(string(args[3]))
 	if err != nil {
-		c.W.Error(errorReply(err))
+		x.error(err)
 		return
 	}
 	var anchorArg, zoneArg, costArg []byte
 	for i := 4; i < len(args); i += 2 {
 		var opt *[]byte
 		switch {
-		case equalFold(args[i], "anchor"):
+		case resp.EqualFold(args[i], "anchor"):
 			opt = &anchorArg
-		case equalFold(args[i], "tz"):
+		case resp.EqualFold(args[i], "tz"):
 			opt = &zoneArg
-		case equalFold(args[i], "cost"):
+		case resp.EqualFold(args[i], "cost"):
 			opt = &costArg
 		}
 		if opt == nil || *opt != nil || i+1 >= len(args) {
-			c.W.Error(errSyntax)
+			x.w.Error(resp.ErrSyntax)
 			return
 		}
 		*opt = args[i+1]
 	}
 	cost := int64(1)
 	if costArg != nil {
-		if cost, ok = parseInt(costArg); !ok {
-			c.W.Error(errNotInteger)
+		if cost, ok = resp.ParseInt(costArg); !ok {
+			x.w.Error(resp.ErrNotInteger)
 			return
 		}
 		if cost < 0 {
-			c.W.Error("ERR COST must not be negative")
+			x.w.Error("ERR COST must not be negative")
 			return
 		}
 	}
 	var anchor int64
 	if anchorArg != nil {
-		sec, ok := parseInt(anchorArg)
+		sec, ok := resp.ParseInt(anchorArg)
 		if !ok {
-			c.W.Error(errNotInteger)
+			x.w.Error(resp.ErrNotInteger)
 			return
 		}
 		if sec < 0 {
-			c.W.Error("ERR ANCHOR must not be negative")
+			x.w.Error("ERR ANCHOR must not be negative")
 			return
 		}
 		if anchor, err = quota.AnchorFromSeconds(sec); err != nil {
-			c.W.Error("ERR ANCHOR is out of range (at most " + strconv.FormatInt(quota.MaxInstant/1e9, 10) + ")")
+			x.w.Error("ERR ANCHOR is out of range (at most " + strconv.FormatInt(quota.MaxInstant/1e9, 10) + ")")
 			return
 		}
 	}
@@ -129,27 +111,23 @@ func runQuotaCheck(c *Ctx, args [][]byte) {
 	if zoneArg != nil {
 		zone = string(zoneArg)
 	}
-	loc, err := c.Env.zones.load(zone)
+	loc, err := x.m.zones.load(zone)
 	if err != nil {
-		c.W.Error(errorReply(err))
+		x.error(err)
 		return
 	}
 	sch, err := quota.NewScheduleIn(period, anchor, anchorArg != nil, loc)
 	if err != nil {
-		c.W.Error(errorReply(err))
-		return
-	}
-	if msg := c.Env.durableErr(); msg != "" {
-		c.W.Error(msg)
+		x.error(err)
 		return
 	}
 
 	key := args[1]
-	s, now := c.Env.Keys.LockKey(key, c.Now())
+	s, now := x.lockKey(key)
 	e, found, err := s.GetKind(key, keyspace.KindQuota, now)
 	if err != nil {
 		s.Unlock()
-		c.W.Error(errorReply(err))
+		x.error(err)
 		return
 	}
 	var stored *quota.State
@@ -157,7 +135,7 @@ func runQuotaCheck(c *Ctx, args [][]byte) {
 	if found {
 		if stored, err = quotaAt(s, e); err != nil {
 			s.Unlock()
-			c.W.Error(errorReply(err))
+			x.error(err)
 			return
 		}
 		old = *stored
@@ -173,16 +151,16 @@ func runQuotaCheck(c *Ctx, args [][]byte) {
 			_, err = s.Insert(key, keyspace.KindQuota, next.ExpireAt(), stored)
 		}
 		if err == nil {
-			t = c.Env.quotaChanged(key, stored)
+			t = x.m.quotaChanged(key, stored)
 		}
 	}
 	s.Unlock()
 	if err != nil {
-		c.W.Error(quotaError(err))
+		x.w.Error(quotaError(err))
 		return
 	}
-	c.journaled(t)
-	c.limiterReply(res)
+	x.journaled(t)
+	x.limiter(res)
 }
 
 // quotaChange is what QUOTA.REFUND and QUOTA.RESET do to a stored state.
@@ -190,9 +168,9 @@ type quotaChange func(st *quota.State, now int64) (quota.Usage, error)
 
 // runQuotaGet is QUOTA.GET <key>. It reports the period containing now
 // (rolled over if the stored one has ended) without changing the key.
-func runQuotaGet(c *Ctx, args [][]byte) {
+func runQuotaGet(x *exec, args [][]byte) {
 	key := args[1]
-	s, now := c.Env.Keys.LockKey(key, c.Now())
+	s, now := x.lockKey(key)
 	e, found, err := s.GetKind(key, keyspace.KindQuota, now)
 	var st quota.State
 	if found {
@@ -203,51 +181,47 @@ func runQuotaGet(c *Ctx, args [][]byte) {
 	}
 	s.Unlock()
 	if err != nil || !found {
-		replyUsage(c, quota.Usage{}, false, err)
+		replyUsage(x, quota.Usage{}, false, err)
 		return
 	}
 	u, err := st.Get(now)
-	replyUsage(c, u, true, err)
+	replyUsage(x, u, true, err)
 }
 
 // runQuotaRefund is QUOTA.REFUND <key> <units>.
-func runQuotaRefund(c *Ctx, args [][]byte) {
-	n, ok := parseInt(args[2])
+func runQuotaRefund(x *exec, args [][]byte) {
+	n, ok := resp.ParseInt(args[2])
 	if !ok {
-		c.W.Error(errNotInteger)
+		x.w.Error(resp.ErrNotInteger)
 		return
 	}
 	if n < 0 {
-		c.W.Error("ERR units must not be negative")
+		x.w.Error("ERR units must not be negative")
 		return
 	}
-	changeQuota(c, args[1], func(st *quota.State, now int64) (quota.Usage, error) { return st.Refund(now, n) })
+	changeQuota(x, args[1], func(st *quota.State, now int64) (quota.Usage, error) { return st.Refund(now, n) })
 }
 
 // runQuotaReset is QUOTA.RESET <key>.
-func runQuotaReset(c *Ctx, args [][]byte) {
-	changeQuota(c, args[1], (*quota.State).Reset)
+func runQuotaReset(x *exec, args [][]byte) {
+	changeQuota(x, args[1], (*quota.State).Reset)
 }
 
 // changeQuota applies change to key's state under its slot lock, moves the
 // key's expiry to the changed state's and journals it. A missing key is
 // left missing: without a schedule there is no period to change.
-func changeQuota(c *Ctx, key []byte, change quotaChange) {
-	if msg := c.Env.durableErr(); msg != "" {
-		c.W.Error(msg)
-		return
-	}
-	s, now := c.Env.Keys.LockKey(key, c.Now())
+func changeQuota(x *exec, key []byte, change quotaChange) {
+	s, now := x.lockKey(key)
 	e, found, err := s.GetKind(key, keyspace.KindQuota, now)
 	if err != nil || !found {
 		s.Unlock()
-		replyUsage(c, quota.Usage{}, false, err)
+		replyUsage(x, quota.Usage{}, false, err)
 		return
 	}
 	stored, err := quotaAt(s, e)
 	if err != nil {
 		s.Unlock()
-		c.W.Error(errorReply(err))
+		x.error(err)
 		return
 	}
 	next := *stored
@@ -256,17 +230,17 @@ func changeQuota(c *Ctx, key []byte, change quotaChange) {
 	if err == nil {
 		*stored = next
 		s.SetWord(e, next.ExpireAt())
-		t = c.Env.quotaChanged(key, stored)
+		t = x.m.quotaChanged(key, stored)
 	}
 	s.Unlock()
-	c.journaled(t)
-	replyUsage(c, u, true, err)
+	x.journaled(t)
+	replyUsage(x, u, true, err)
 }
 
 // quotaError is errorReply for the quota package's wrapped errors
 // ("check: quota: instant out of supported range"): the sentinel's text.
 func quotaError(err error) string {
-	return strings.Replace(errorReply(err), "ERR quota: ", "ERR ", 1)
+	return strings.Replace(ErrorReply(err), "ERR quota: ", "ERR ", 1)
 }
 
 // quotaAt is the state of quota key e (under its slot lock).
@@ -281,19 +255,19 @@ func quotaAt(s *keyspace.Slot, e keyspace.Entry) (*quota.State, error) {
 // replyUsage answers QUOTA.GET, REFUND and RESET: [used, period_start,
 // period_end, limit, remaining] with the bounds in Unix seconds, or nil
 // for a missing key.
-func replyUsage(c *Ctx, u quota.Usage, found bool, err error) {
+func replyUsage(x *exec, u quota.Usage, found bool, err error) {
 	switch {
 	case err != nil:
-		c.W.Error(quotaError(err))
+		x.w.Error(quotaError(err))
 	case !found:
-		c.W.NullArray()
+		x.w.NullArray()
 	default:
-		c.W.Array(5)
-		c.W.Int(u.Used)
-		c.W.Int(floorSeconds(u.Start))
-		c.W.Int(floorSeconds(u.End))
-		c.W.Int(u.Limit)
-		c.W.Int(u.Remaining)
+		x.w.Array(5)
+		x.w.Int(u.Used)
+		x.w.Int(floorSeconds(u.Start))
+		x.w.Int(floorSeconds(u.End))
+		x.w.Int(u.Limit)
+		x.w.Int(u.Remaining)
 	}
 }
 

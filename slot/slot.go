@@ -1,7 +1,7 @@
-package cluster
+package slot
 
-// SlotCount is the number of hash slots in a Redis Cluster keyspace.
-const SlotCount = 16384
+// Count is the number of hash slots in a Redis Cluster keyspace.
+const Count = 16384
 
 // crc16Table is the CRC16-XMODEM (polynomial 0x1021) lookup table. It is
 // built once and only read afterwards.
@@ -50,7 +50,7 @@ func HashTag(key []byte) []byte {
 	return key
 }
 
-// Slot returns the hash slot of key.
-func Slot(key []byte) int {
-	return int(CRC16(HashTag(key)) & (SlotCount - 1))
+// Of returns the hash slot of key.
+func Of(key []byte) int {
+	return int(CRC16(HashTag(key)) & (Count - 1))
 }

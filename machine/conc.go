@@ -1,9 +1,10 @@
-package commands
+package machine
 
 import (
 	"github.com/sluice-rl/sluice/conc"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/resp"
 )
 
 // The CONC.* commands keep one *conc.Leases per key, mutated in place. The
@@ -23,7 +24,7 @@ func concCommands() []*Command {
 			{Name: "lease-seconds", Type: "integer"},
 			{Name: "request-id", Type: "string"},
 		},
-		Run: runConcAcquire,
+		run: runConcAcquire,
 	}, {
 		Name: "conc.release", Arity: 3, Flags: []string{"write", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
@@ -33,7 +34,7 @@ func concCommands() []*Command {
 			{Name: "key", Type: "key"},
 			{Name: "request-id", Type: "string"},
 		},
-		Run: runConcRelease,
+		run: runConcRelease,
 	}, {
 		Name: "conc.renew", Arity: 4, Flags: []string{"write", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
@@ -44,14 +45,14 @@ func concCommands() []*Command {
 			{Name: "request-id", Type: "string"},
 			{Name: "lease-seconds", Type: "integer"},
 		},
-		Run: runConcRenew,
+		run: runConcRenew,
 	}, {
 		Name: "conc.get", Arity: 2, Flags: []string{"readonly", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
 		Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 		Summary: "Describes a concurrency key: [live leases, seconds until the next lease ends, seconds until the last ends].",
 		Args:    []Arg{{Name: "key", Type: "key"}},
-		Run:     runConcGet,
+		run:     runConcGet,
 	}}
 }
 
@@ -59,11 +60,11 @@ func concCommands() []*Command {
 // reply: a non-positive lease is refused as such, not as an overflow.
 func leaseNanos(sec int64) (int64, string) {
 	if sec <= 0 {
-		return 0, errorReply(conc.ErrLeaseNotPositive)
+		return 0, ErrorReply(conc.ErrLeaseNotPositive)
 	}
-	ns, ok := secondsToNanos(sec)
+	ns, ok := resp.SecondsToNanos(sec)
 	if !ok {
-		return 0, errOverflow
+		return 0, resp.ErrOverflow
 	}
 	return ns, ""
 }
@@ -72,7 +73,7 @@ func leaseNanos(sec int64) (int64, string) {
 // command answers the same way to it.
 func checkRequestID(id []byte) string {
 	if len(id) > conc.MaxRequestIDLen {
-		return errorReply(conc.ErrRequestIDTooLong)
+		return ErrorReply(conc.ErrRequestIDTooLong)
 	}
 	return ""
 }
@@ -98,19 +99,19 @@ func leasesAt(s *keyspace.Slot, key []byte, now int64) (keyspace.Entry, *conc.Le
 }
 
 // runConcAcquire is CONC.ACQUIRE <key> <limit> <lease-seconds> <request-id>.
-func runConcAcquire(c *Ctx, args [][]byte) {
-	limit, ok1 := parseInt(args[2])
-	leaseSec, ok2 := parseInt(args[3])
+func runConcAcquire(x *exec, args [][]byte) {
+	limit, ok1 := resp.ParseInt(args[2])
+	leaseSec, ok2 := resp.ParseInt(args[3])
 	if !ok1 || !ok2 {
-		c.W.Error(errNotInteger)
+		x.w.Error(resp.ErrNotInteger)
 		return
 	}
 	msg := ""
 	switch {
 	case limit <= 0:
-		msg = errorReply(conc.ErrLimitNotPositive)
+		msg = ErrorReply(conc.ErrLimitNotPositive)
 	case limit > conc.MaxLimit:
-		msg = errorReply(conc.ErrLimitTooLarge)
+		msg = ErrorReply(conc.ErrLimitTooLarge)
 	}
 	var lease int64
 	if msg == "" {
@@ -120,15 +121,15 @@ func runConcAcquire(c *Ctx, args [][]byte) {
 		msg = checkRequestID(args[4])
 	}
 	if msg != "" {
-		c.W.Error(msg)
+		x.w.Error(msg)
 		return
 	}
 	key, id := args[1], args[4]
-	s, now := c.Env.Keys.LockKey(key, c.Now())
+	s, now := x.lockKey(key)
 	e, l, err := leasesAt(s, key, now)
 	if err != nil {
 		s.Unlock()
-		c.W.Error(errorReply(err))
+		x.error(err)
 		return
 	}
 	var res limiter.Result
@@ -148,20 +149,20 @@ func runConcAcquire(c *Ctx, args [][]byte) {
 	}
 	s.Unlock()
 	if err != nil {
-		c.W.Error(errorReply(err))
+		x.error(err)
 		return
 	}
-	c.limiterReply(res)
+	x.limiter(res)
 }
 
 // runConcRelease is CONC.RELEASE <key> <request-id>.
-func runConcRelease(c *Ctx, args [][]byte) {
+func runConcRelease(x *exec, args [][]byte) {
 	key, id := args[1], args[2]
 	if msg := checkRequestID(id); msg != "" {
-		c.W.Error(msg)
+		x.w.Error(msg)
 		return
 	}
-	s, now := c.Env.Keys.LockKey(key, c.Now())
+	s, now := x.lockKey(key)
 	e, l, err := leasesAt(s, key, now)
 	released := false
 	if l != nil {
@@ -170,18 +171,18 @@ func runConcRelease(c *Ctx, args [][]byte) {
 	}
 	s.Unlock()
 	if err != nil {
-		c.W.Error(errorReply(err))
+		x.error(err)
 		return
 	}
-	c.W.Int(replyFlag(released))
+	x.w.Int(replyFlag(released))
 }
 
 // runConcRenew is CONC.RENEW <key> <request-id> <lease-seconds>.
-func runConcRenew(c *Ctx, args [][]byte) {
+func runConcRenew(x *exec, args [][]byte) {
 	key, id := args[1], args[2]
-	leaseSec, ok := parseInt(args[3])
+	leaseSec, ok := resp.ParseInt(args[3])
 	if !ok {
-		c.W.Error(errNotInteger)
+		x.w.Error(resp.ErrNotInteger)
 		return
 	}
 	lease, msg := leaseNanos(leaseSec)
@@ -189,10 +190,10 @@ func runConcRenew(c *Ctx, args [][]byte) {
 		msg = checkRequestID(id)
 	}
 	if msg != "" {
-		c.W.Error(msg)
+		x.w.Error(msg)
 		return
 	}
-	s, now := c.Env.Keys.LockKey(key, c.Now())
+	s, now := x.lockKey(key)
 	e, l, err := leasesAt(s, key, now)
 	renewed := false
 	if l != nil {
@@ -203,18 +204,18 @@ func runConcRenew(c *Ctx, args [][]byte) {
 	}
 	s.Unlock()
 	if err != nil {
-		c.W.Error(errorReply(err))
+		x.error(err)
 		return
 	}
-	c.W.Int(replyFlag(renewed))
+	x.w.Int(replyFlag(renewed))
 }
 
 // runConcGet is CONC.GET <key>: [live leases, seconds until the next lease
 // ends, seconds until the last ends], -1 for the durations when none is
 // live. It reads without pruning, so it never changes the key.
-func runConcGet(c *Ctx, args [][]byte) {
+func runConcGet(x *exec, args [][]byte) {
 	key := args[1]
-	s, now := c.Env.Keys.LockKey(key, c.Now())
+	s, now := x.lockKey(key)
 	_, l, err := leasesAt(s, key, now)
 	var live int
 	var untilNext, untilLast int64
@@ -223,17 +224,17 @@ func runConcGet(c *Ctx, args [][]byte) {
 	}
 	s.Unlock()
 	if err != nil {
-		c.W.Error(errorReply(err))
+		x.error(err)
 		return
 	}
 	next, last := int64(-1), int64(-1)
 	if live > 0 {
 		next, last = limiter.Seconds(untilNext), limiter.Seconds(untilLast)
 	}
-	c.W.Array(3)
-	c.W.Int(int64(live))
-	c.W.Int(next)
-	c.W.Int(last)
+	x.w.Array(3)
+	x.w.Int(int64(live))
+	x.w.Int(next)
+	x.w.Int(last)
 }
 
 // replyFlag is a yes/no answer as Redis' integer reply.

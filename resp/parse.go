@@ -1,13 +1,13 @@
-package commands
+package resp
 
 import (
 	"math"
 	"strings"
 )
 
-// parseInt parses a Redis integer argument: an optional '-' and decimal
+// ParseInt parses a Redis integer argument: an optional '-' and decimal
 // digits, nothing else, within int64.
-func parseInt(b []byte) (int64, bool) {
+func ParseInt(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 20 {
 		return 0, false
 	}
@@ -41,9 +41,9 @@ func parseInt(b []byte) (int64, bool) {
 	return int64(n), true
 }
 
-// secondsToNanos converts a count of seconds to nanoseconds, failing when
+// SecondsToNanos converts a count of seconds to nanoseconds, failing when
 // the result does not fit in int64.
-func secondsToNanos(s int64) (int64, bool) {
+func SecondsToNanos(s int64) (int64, bool) {
 	const nsPerSecond = 1_000_000_000
 	if s > math.MaxInt64/nsPerSecond || s < math.MinInt64/nsPerSecond {
 		return 0, false
@@ -51,8 +51,8 @@ func secondsToNanos(s int64) (int64, bool) {
 	return s * nsPerSecond, true
 }
 
-// equalFold reports whether arg spells word (ASCII, any case).
-func equalFold(arg []byte, word string) bool {
+// EqualFold reports whether arg spells word (ASCII, any case).
+func EqualFold(arg []byte, word string) bool {
 	if len(arg) != len(word) {
 		return false
 	}
@@ -72,5 +72,5 @@ func equalFold(arg []byte, word string) bool {
 	return true
 }
 
-// lower returns arg in lower case.
-func lower(arg []byte) string { return strings.ToLower(string(arg)) }
+// Lower returns arg in lower case.
+func Lower(arg []byte) string { return strings.ToLower(string(arg)) }

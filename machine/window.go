@@ -1,10 +1,11 @@
-package commands
+package machine
 
 import (
 	"fmt"
 
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/window"
 )
 
@@ -21,14 +22,14 @@ func windowCommands() []*Command {
 		Group: "sluice", Since: "1.0.0", Complexity: "O(1); O(log N) with EXACT, N the timestamps in the window",
 		Summary: "Sliding window rate limiting (approximate counter, or the exact log with EXACT): replies [limited, limit, remaining, retry_after, reset_after].",
 		Args:    append(limitArgs[:len(limitArgs):len(limitArgs)], Arg{Name: "exact", Type: "pure-token", Token: "EXACT", Optional: true}),
-		Run:     runSlidingCheck,
+		run:     runSlidingCheck,
 	}, {
 		Name: "fw.check", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
 		Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 		Summary: "Fixed window rate limiting, windows aligned to the Unix epoch: replies [limited, limit, remaining, retry_after, reset_after].",
 		Args:    limitArgs,
-		Run:     runFixedCheck,
+		run:     runFixedCheck,
 	}}
 }
 
@@ -45,10 +46,10 @@ type windowRequest struct {
 // order, each at most once. It returns the RESP error to send, or "".
 func parseWindowRequest(args [][]byte, allowExact bool) (windowRequest, string) {
 	req := windowRequest{key: args[1], cost: 1}
-	limit, ok1 := parseInt(args[2])
-	seconds, ok2 := parseInt(args[3])
+	limit, ok1 := resp.ParseInt(args[2])
+	seconds, ok2 := resp.ParseInt(args[3])
 	if !ok1 || !ok2 {
-		return req, errNotInteger
+		return req, resp.ErrNotInteger
 	}
 	options := "COST <n>"
 	if allowExact {
@@ -57,75 +58,75 @@ func parseWindowRequest(args [][]byte, allowExact bool) (windowRequest, string) 
 	seenCost := false
 	for i := 4; i < len(args); i++ {
 		switch {
-		case equalFold(args[i], "cost"):
+		case resp.EqualFold(args[i], "cost"):
 			if seenCost {
-				return req, errSyntax + ": COST given more than once"
+				return req, resp.ErrSyntax + ": COST given more than once"
 			}
 			seenCost = true
 			if i+1 == len(args) {
-				return req, errSyntax + ": COST needs a value"
+				return req, resp.ErrSyntax + ": COST needs a value"
 			}
 			i++
-			n, ok := parseInt(args[i])
+			n, ok := resp.ParseInt(args[i])
 			if !ok {
-				return req, errNotInteger
+				return req, resp.ErrNotInteger
 			}
 			req.cost = n
-		case allowExact && equalFold(args[i], "exact"):
+		case allowExact && resp.EqualFold(args[i], "exact"):
 			if req.exact {
-				return req, errSyntax + ": EXACT given more than once"
+				return req, resp.ErrSyntax + ": EXACT given more than once"
 			}
 			req.exact = true
 		default:
-			return req, fmt.Sprintf("%s: unknown option '%s' (options are %s)", errSyntax, clip(args[i], 64), options)
+			return req, fmt.Sprintf("%s: unknown option '%s' (options are %s)", resp.ErrSyntax, resp.Clip(args[i], 64), options)
 		}
 	}
 	p, err := window.NewParams(limit, seconds)
 	switch {
 	case err != nil:
-		return req, errorReply(err)
+		return req, ErrorReply(err)
 	case req.cost < 0:
-		return req, errorReply(window.ErrCost)
+		return req, ErrorReply(window.ErrCost)
 	case req.exact && limit > window.MaxLogLimit:
-		return req, errorReply(window.ErrLogLimit)
+		return req, ErrorReply(window.ErrLogLimit)
 	}
 	req.params = p
 	return req, ""
 }
 
 // runSlidingCheck is SW.CHECK <key> <limit> <window-seconds> [COST <n>] [EXACT].
-func runSlidingCheck(c *Ctx, args [][]byte) {
+func runSlidingCheck(x *exec, args [][]byte) {
 	req, bad := parseWindowRequest(args, true)
 	if bad != "" {
-		c.W.Error(bad)
+		x.w.Error(bad)
 		return
 	}
 	if req.exact {
-		replyWindow(c, req, keyspace.KindSlidingLog, checkWindow[window.LogState])
+		replyWindow(x, req, keyspace.KindSlidingLog, checkWindow[window.LogState])
 		return
 	}
-	replyWindow(c, req, keyspace.KindSlidingCounter, checkWindow[window.CounterState])
+	replyWindow(x, req, keyspace.KindSlidingCounter, checkWindow[window.CounterState])
 }
 
 // runFixedCheck is FW.CHECK <key> <limit> <window-seconds> [COST <n>].
-func runFixedCheck(c *Ctx, args [][]byte) {
+func runFixedCheck(x *exec, args [][]byte) {
 	req, bad := parseWindowRequest(args, false)
 	if bad != "" {
-		c.W.Error(bad)
+		x.w.Error(bad)
 		return
 	}
-	replyWindow(c, req, keyspace.KindFixedWindow, checkWindow[window.FixedState])
+	replyWindow(x, req, keyspace.KindFixedWindow, checkWindow[window.FixedState])
 }
 
 // replyWindow runs one check and writes its reply.
-func replyWindow(c *Ctx, req windowRequest, kind keyspace.Kind,
-	check func(*Ctx, windowRequest, keyspace.Kind) (limiter.Result, error)) {
-	res, err := check(c, req, kind)
+func replyWindow(x *exec, req windowRequest, kind keyspace.Kind,
+	check func(*exec, windowRequest, keyspace.Kind) (limiter.Result, error)) {
+	res, err := check(x, req, kind)
 	if err != nil {
-		c.W.Error(errorReply(err))
+		x.error(err)
 		return
 	}
-	c.limiterReply(res)
+	x.limiter(res)
 }
 
 // windowState is a window algorithm's per-key state; the keyspace holds a
@@ -137,8 +138,8 @@ type windowState[S any] interface {
 // checkWindow runs one check on key under its slot lock: the key's state (a
 // *S) is replaced in place and its expiry moved when units are admitted,
 // created only then, and left untouched otherwise.
-func checkWindow[S windowState[S]](c *Ctx, req windowRequest, kind keyspace.Kind) (limiter.Result, error) {
-	s, now := c.Env.Keys.LockKey(req.key, c.Now())
+func checkWindow[S windowState[S]](x *exec, req windowRequest, kind keyspace.Kind) (limiter.Result, error) {
+	s, now := x.lockKey(req.key)
 	defer s.Unlock()
 	e, found, err := s.GetKind(req.key, kind, now)
 	if err != nil {

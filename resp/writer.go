@@ -1,4 +1,5 @@
-package commands
+// Package resp builds RESP2 and RESP3 replies into a byte buffer.
+package resp
 
 import (
 	"math"

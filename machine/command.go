@@ -1,0 +1,73 @@
+package machine
+
+// Command is one command the machine applies: what COMMAND reports about
+// it, and the function that applies it. The server surface (package
+// commands) lists these beside its own, so COMMAND describes them all.
+type Command struct {
+	// Name is the lower-case name ("cl.throttle").
+	Name string
+	// Arity follows Redis: n > 0 means exactly n words with the name, n < 0
+	// at least -n.
+	Arity int
+	// Flags are Redis' command flags (write, readonly, fast, denyoom, …).
+	// "write" decides whether an apply moves the applied instant.
+	Flags []string
+	// FirstKey, LastKey and Step give the key positions (0 when keyless,
+	// LastKey -1 for "to the end").
+	FirstKey, LastKey, Step int
+	// Group, Summary, Since and Complexity are COMMAND DOCS text.
+	Group, Summary, Since, Complexity string
+	// Args documents the arguments for COMMAND DOCS, in order.
+	Args []Arg
+	// KeyFlags are the key-spec flags (RW, UPDATE, ACCESS …); empty derives
+	// them from Flags.
+	KeyFlags []string
+	// Tips are COMMAND's tips, which cluster clients read to route.
+	Tips []string
+	// ACLCategories are extra categories beyond those Flags and Group imply.
+	ACLCategories []string
+	// Journaled marks commands whose changes are written through to the
+	// durable store. Whether the store can take a change is decided before
+	// the apply, by the caller, never inside it.
+	Journaled bool
+
+	run   func(x *exec, args [][]byte)
+	write bool
+}
+
+// Arg documents one argument for COMMAND DOCS.
+type Arg struct {
+	Name string
+	// Type is Redis' argument type: key, integer, string, pure-token, oneof …
+	Type string
+	// Token is the literal word that introduces an option ("COST").
+	Token    string
+	Optional bool
+	// Multiple marks an argument that may repeat.
+	Multiple bool
+	// Sub are the alternatives of a "oneof" or the parts of a "block".
+	Sub []Arg
+	// Display is the placeholder help shows for a value argument; empty
+	// means Name.
+	Display string
+}
+
+// Write reports whether the command may change state.
+func (c *Command) Write() bool { return c.write }
+
+// ArityOK reports whether n words (the name included) fit the arity.
+func (c *Command) ArityOK(n int) bool {
+	if c.Arity >= 0 {
+		return n == c.Arity
+	}
+	return n >= -c.Arity
+}
+
+func (c *Command) hasFlag(f string) bool {
+	for _, g := range c.Flags {
+		if g == f {
+			return true
+		}
+	}
+	return false
+}

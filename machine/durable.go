@@ -1,0 +1,50 @@
+package machine
+
+import "github.com/sluice-rl/sluice/quota"
+
+// Durability is where applies send the changes that must outlive the
+// process: quota states are written through to disk as they change (other
+// kinds are only snapshotted). Every method is called under the lock of
+// the slot the change is in (Flushed under every slot's lock), must not do
+// I/O, and returns a Ticket the caller waits on before the reply leaves.
+// It is an output of apply, never an input: nothing it does changes a reply.
+type Durability interface {
+	// QuotaChanged records key's new state.
+	QuotaChanged(key []byte, st *quota.State) Ticket
+	// QuotaDeleted records that quota key key was deleted.
+	QuotaDeleted(key []byte) Ticket
+	// Flushed records that every key was dropped.
+	Flushed() Ticket
+}
+
+// DurableWaiter is what a Ticket waits on.
+type DurableWaiter interface {
+	// Wait blocks until change seq is as durable as a reply requires.
+	Wait(seq uint64) error
+}
+
+// Ticket is a journaled change that a reply may have to wait for. The zero
+// Ticket has nothing to wait for.
+type Ticket struct {
+	w   DurableWaiter
+	seq uint64
+}
+
+// NewTicket is the ticket for change seq of w; seq 0 needs no wait.
+func NewTicket(w DurableWaiter, seq uint64) Ticket {
+	if seq == 0 {
+		return Ticket{}
+	}
+	return Ticket{w: w, seq: seq}
+}
+
+// Pending reports whether there is something to wait for.
+func (t Ticket) Pending() bool { return t.w != nil }
+
+// Wait blocks until the change is durable.
+func (t Ticket) Wait() error {
+	if t.w == nil {
+		return nil
+	}
+	return t.w.Wait(t.seq)
+}

@@ -1,0 +1,23 @@
+package machine
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/resp"
+)
+
+// ErrorReply turns an error from an algorithm or the keyspace into a RESP
+// error: WRONGTYPE for a key of another kind, else "ERR" and the message
+// without its package prefix ("gcra: zero rates …" → "ERR zero rates …").
+func ErrorReply(err error) string {
+	if errors.Is(err, keyspace.ErrWrongType) {
+		return resp.ErrWrongType
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, ": "); i > 0 && !strings.ContainsAny(msg[:i], " ") {
+		msg = msg[i+2:]
+	}
+	return "ERR " + msg
+}

@@ -1,0 +1,184 @@
+package machine
+
+import (
+	"strconv"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/quota"
+	"github.com/sluice-rl/sluice/resp"
+)
+
+func keyCommands() []*Command {
+	key := []Arg{{Name: "key", Type: "key"}}
+	keys := []Arg{{Name: "key", Type: "key", Multiple: true}}
+	return []*Command{
+		{Name: "del", Arity: -2, Flags: []string{"write"}, FirstKey: 1, LastKey: -1, Step: 1,
+			Group: "generic", Since: "1.0.0", Complexity: "O(N)", Summary: "Deletes keys.", Args: keys, run: runDel, KeyFlags: []string{"RM", "DELETE"},
+			Tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}},
+		{Name: "unlink", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: -1, Step: 1,
+			Group: "generic", Since: "4.0.0", Complexity: "O(N)", Summary: "Deletes keys.", Args: keys, run: runDel, KeyFlags: []string{"RM", "DELETE"},
+			Tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}},
+		{Name: "exists", Arity: -2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: -1, Step: 1,
+			Group: "generic", Since: "1.0.0", Complexity: "O(N)", Summary: "Counts the given keys that exist.", Args: keys, run: runExists, KeyFlags: []string{"RO"},
+			Tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}},
+		{Name: "ttl", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "generic", Since: "1.0.0", Complexity: "O(1)", Summary: "Returns a key's time to live in seconds.", Args: key, run: runTTL},
+		{Name: "pttl", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "generic", Since: "2.6.0", Complexity: "O(1)", Summary: "Returns a key's time to live in milliseconds.", Args: key, run: runTTL},
+		{Name: "type", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "generic", Since: "1.0.0", Complexity: "O(1)", Summary: "Returns the kind of limiter a key holds.", Args: key, run: runType, KeyFlags: []string{"RO"}},
+		{Name: "get", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "string", Since: "1.0.0", Complexity: "O(1)",
+			Summary: "Returns a CL.THROTTLE key's theoretical arrival time in Unix nanoseconds, as redis-cell stores it.", Args: key, run: runGet},
+	}
+}
+
+func runDel(x *exec, args [][]byte) {
+	n := int64(0)
+	for _, key := range args[1:] {
+		s, now := x.lockKey(key)
+		if e, ok := s.Get(key, now); ok {
+			if e.Kind() == keyspace.KindQuota {
+				x.journaled(x.m.quotaDeleted(key))
+			}
+			s.Delete(e)
+			n++
+		}
+		s.Unlock()
+	}
+	x.w.Int(n)
+}
+
+func runExists(x *exec, args [][]byte) {
+	n := int64(0)
+	for _, key := range args[1:] {
+		s, now := x.lockKey(key)
+		if _, ok := s.Get(key, now); ok {
+			n++
+		}
+		s.Unlock()
+	}
+	x.w.Int(n)
+}
+
+// runTTL is TTL and PTTL: -2 for a missing key, -1 for one without expiry.
+func runTTL(x *exec, args [][]byte) {
+	key := args[1]
+	s, now := x.lockKey(key)
+	e, ok := s.Get(key, now)
+	var exp int64
+	if ok {
+		exp = s.ExpireAt(e)
+	}
+	s.Unlock()
+	switch {
+	case !ok:
+		x.w.Int(-2)
+	case exp == 0:
+		x.w.Int(-1)
+	default:
+		ms := (exp - now) / 1_000_000
+		if resp.EqualFold(args[0], "ttl") {
+			// Redis rounds the remaining milliseconds to the nearest second.
+			x.w.Int((ms + 500) / 1000)
+			return
+		}
+		x.w.Int(ms)
+	}
+}
+
+func runType(x *exec, args [][]byte) {
+	key := args[1]
+	s, now := x.lockKey(key)
+	e, ok := s.Get(key, now)
+	s.Unlock()
+	if !ok {
+		x.w.Simple("none")
+		return
+	}
+	x.w.Simple(KindName(e.Kind()))
+}
+
+// runGet answers GET on a CL.THROTTLE key with its stored TAT, as redis-cell
+// does; other kinds are not strings.
+func runGet(x *exec, args [][]byte) {
+	key := args[1]
+	s, now := x.lockKey(key)
+	e, ok, err := s.GetKind(key, keyspace.KindGCRA, now)
+	var tat int64
+	if ok {
+		tat = s.Word(e)
+	}
+	s.Unlock()
+	switch {
+	case err != nil:
+		x.error(err)
+	case !ok:
+		x.w.Null()
+	default:
+		x.w.BulkString(strconv.FormatInt(tat, 10))
+	}
+}
+
+func serverKeyCommands() []*Command {
+	return []*Command{
+		{Name: "dbsize", Arity: 1, Flags: []string{"readonly", "fast"}, Group: "server", Since: "1.0.0",
+			Summary: "Returns the number of keys.", Complexity: "O(N): sluice counts live keys exactly", run: runDBSize,
+			Tips: []string{"request_policy:all_shards", "response_policy:agg_sum"}, ACLCategories: []string{"@keyspace"}},
+		{Name: "flushall", Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
+			Summary: "Removes all keys.", Complexity: "O(N)",
+			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, ACLCategories: []string{"@keyspace", "@dangerous"},
+			Args: flushArgs, run: runFlush},
+		{Name: "flushdb", Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
+			Summary: "Removes all keys.", Complexity: "O(N)",
+			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, ACLCategories: []string{"@keyspace", "@dangerous"},
+			Args: flushArgs, run: runFlush},
+	}
+}
+
+var flushArgs = []Arg{{Name: "flush-type", Type: "oneof", Optional: true, Sub: []Arg{
+	{Name: "async", Type: "pure-token", Token: "ASYNC"},
+	{Name: "sync", Type: "pure-token", Token: "SYNC"},
+}}}
+
+// runDBSize counts the keys live at the read instant: exact, so replicas
+// answer alike whatever each has swept.
+func runDBSize(x *exec, _ [][]byte) {
+	x.w.Int(int64(x.m.keys.Live(x.m.ReadInstant(x.now))))
+}
+
+func runFlush(x *exec, args [][]byte) {
+	if len(args) > 2 || (len(args) == 2 && !resp.EqualFold(args[1], "sync") && !resp.EqualFold(args[1], "async")) {
+		x.w.Error(resp.ErrSyntax)
+		return
+	}
+	x.flushAll()
+	x.w.OK()
+}
+
+// flushAll drops every key, journaling the flush while every slot is
+// locked so it is ordered exactly among the quota changes around it.
+func (x *exec) flushAll() {
+	var t Ticket
+	x.m.keys.FlushAll(func() {
+		x.instant()
+		if x.m.durable != nil {
+			t = x.m.durable.Flushed()
+		}
+	})
+	x.journaled(t)
+}
+
+func (m *Machine) quotaChanged(key []byte, st *quota.State) Ticket {
+	if m.durable == nil {
+		return Ticket{}
+	}
+	return m.durable.QuotaChanged(key, st)
+}
+
+func (m *Machine) quotaDeleted(key []byte) Ticket {
+	if m.durable == nil {
+		return Ticket{}
+	}
+	return m.durable.QuotaDeleted(key)
+}

@@ -1,0 +1,162 @@
+package machine
+
+import (
+	"strings"
+	"sync/atomic"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/resp"
+)
+
+// Options configure a Machine.
+type Options struct {
+	// Durable receives quota changes to write through to disk; nil when
+	// nothing persists (tests, or a log that is itself durable).
+	Durable Durability
+}
+
+// Machine is the replicated state: every key and the last applied
+// instant. Its methods are safe for concurrent use; applies to different
+// slots run in parallel, and each slot sees time only go forward (the
+// applied instant is raised under the slot's lock).
+type Machine struct {
+	keys *keyspace.Keyspace
+	// applied is the last applied instant, Unix ns: the largest instant
+	// any write has been applied at (or Advance moved it to).
+	applied atomic.Int64
+	// changes counts applied writes, refused ones included, since the
+	// machine was made. Only applies move it (never CONFIG RESETSTAT), so
+	// a snapshot can tell whether anything may have changed.
+	changes atomic.Int64
+	durable Durability
+	zones   zoneCache
+	byName  map[string]*Command
+	sorted  []*Command
+}
+
+// New returns an empty machine at instant 0.
+func New(opts Options) *Machine {
+	m := &Machine{keys: keyspace.New(), durable: opts.Durable, byName: map[string]*Command{}}
+	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), keyCommands(), serverKeyCommands()} {
+		for _, c := range group {
+			if _, dup := m.byName[c.Name]; dup {
+				panic("machine: duplicate command " + c.Name)
+			}
+			c.write = c.hasFlag("write")
+			m.byName[c.Name] = c
+			m.sorted = append(m.sorted, c)
+		}
+	}
+	return m
+}
+
+// SetDurability sets where quota changes are journaled. Call it before
+// the first apply (a store is opened after the machine it restores into).
+func (m *Machine) SetDurability(d Durability) { m.durable = d }
+
+// Keys is the keyspace, for what reads it outside an apply: SCAN, KEYS,
+// cluster introspection, snapshots, INFO. Such readers must judge expiry
+// at ReadInstant and must not change it.
+func (m *Machine) Keys() *keyspace.Keyspace { return m.keys }
+
+// Applied is the last applied instant, Unix ns.
+func (m *Machine) Applied() int64 { return m.applied.Load() }
+
+// Changes counts the writes applied since the machine was made.
+func (m *Machine) Changes() int64 { return m.changes.Load() }
+
+// Restore sets the applied instant of a machine just loaded from a
+// snapshot, before anything is applied.
+func (m *Machine) Restore(applied int64) { m.applied.Store(applied) }
+
+// ReadInstant is the instant a read given now is served at: now, or the
+// applied instant when that is later. It moves nothing.
+func (m *Machine) ReadInstant(now int64) int64 { return max(now, m.applied.Load()) }
+
+// Advance applies the empty command at now: time moves to now (never
+// back) and nothing else changes. It returns the applied instant. An idle
+// server calls it so expired keys can be swept; a replicated leader logs
+// it as an idle tick.
+func (m *Machine) Advance(now int64) int64 { return m.advance(now) }
+
+// advance raises the applied instant to now and returns the instant to
+// apply at. Callers hold the lock of the slot they change, so two writes
+// to one slot can never apply in the opposite order of their instants.
+func (m *Machine) advance(now int64) int64 {
+	for {
+		last := m.applied.Load()
+		if now <= last {
+			return last
+		}
+		if m.applied.CompareAndSwap(last, now) {
+			return now
+		}
+	}
+}
+
+// Sweep removes up to budget records that have expired at the applied
+// instant, from cursor on (see keyspace.Sweep). Those keys already read as
+// absent, so a sweep changes no reply, Digest or snapshot: any node may
+// sweep whenever it likes without a log entry.
+func (m *Machine) Sweep(cursor *keyspace.SweepCursor, budget int) (examined, removed int) {
+	return m.keys.Sweep(m.applied.Load(), cursor, budget)
+}
+
+// Outcome is what an apply tells its caller besides the reply.
+type Outcome struct {
+	// Limited is set when a limiter refused the request.
+	Limited bool
+	// Ticket is the journaled change the reply must wait for.
+	Ticket Ticket
+}
+
+// Commands lists the machine's commands in table order.
+func (m *Machine) Commands() []*Command { return m.sorted }
+
+// Lookup finds a command by name in any case; nil when the machine has
+// no such command.
+func (m *Machine) Lookup(name []byte) *Command {
+	var buf [32]byte
+	if len(name) > len(buf) {
+		return m.byName[strings.ToLower(string(name))]
+	}
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return m.byName[string(buf[:len(name)])]
+}
+
+// Apply runs cmd with args (args[0] is its name as sent) at instant now
+// and appends its one reply to w. The caller has checked the arity and,
+// for a Journaled command, that the store can take the change.
+func (m *Machine) Apply(now int64, cmd *Command, args [][]byte, w *resp.Writer) Outcome {
+	x := exec{m: m, now: now, write: cmd.write, w: w}
+	if cmd.write {
+		m.changes.Add(1)
+	}
+	cmd.run(&x, args)
+	return x.out
+}
+
+// ApplyArgs is Apply for a command known only by its arguments, as a
+// replication log carries it: an unknown command or a wrong number of
+// arguments is an error reply, and changes nothing.
+func (m *Machine) ApplyArgs(now int64, args [][]byte, w *resp.Writer) Outcome {
+	if len(args) == 0 {
+		w.Error("ERR empty command")
+		return Outcome{}
+	}
+	cmd := m.Lookup(args[0])
+	switch {
+	case cmd == nil:
+		w.Error("ERR unknown command '" + resp.Clip(args[0], 128) + "'")
+		return Outcome{}
+	case !cmd.ArityOK(len(args)):
+		w.Error(resp.ErrArity(cmd.Name))
+		return Outcome{}
+	}
+	return m.Apply(now, cmd, args, w)
+}
