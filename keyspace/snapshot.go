@@ -1,20 +1,23 @@
 package keyspace
 
 // FlushAll drops every key of every slot as one step: it takes every
-// slot's lock, in slot order, flushes them all, calls during (when not
-// nil) and only then releases them. No command sees part of the keyspace
-// flushed, and a journal written from during records the flush between
+// slot's lock, in slot order, calls before (when not nil), flushes them
+// all and only then releases them. No command sees part of the keyspace
+// flushed, and a journal written from before records the flush between
 // the changes before it and those after it. (Code that holds two slot
 // locks at once must take them in slot order too.)
-func (ks *Keyspace) FlushAll(during func()) {
+//
+// before (when not nil) runs first, with every slot locked, and can reach
+// each slot as it was (a point-in-time view copies them before they go).
+func (ks *Keyspace) FlushAll(before func(slots func(i int) *Slot)) {
 	for i := range ks.slots {
 		ks.slots[i].mu.Lock()
 	}
+	if before != nil {
+		before(func(i int) *Slot { return &ks.slots[i] })
+	}
 	for i := range ks.slots {
 		ks.slots[i].flush()
-	}
-	if during != nil {
-		during()
 	}
 	for i := range ks.slots {
 		ks.slots[i].mu.Unlock()

@@ -19,7 +19,7 @@ func TestFlushAll(t *testing.T) {
 		s.Unlock()
 	}
 	called := false
-	ks.FlushAll(func() {
+	ks.FlushAll(func(func(int) *Slot) {
 		called = true
 		// Every slot is held: TryLock on any must fail.
 		for _, slot := range []int{0, 5000, 16383} {

@@ -4,6 +4,7 @@ import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // exec is one command's apply: the machine, the instant it was given, and
@@ -20,7 +21,11 @@ type exec struct {
 // for a write the applied instant raised to now, for a read the later of
 // the two (a read moves nothing).
 func (x *exec) lockKey(key []byte) (*keyspace.Slot, int64) {
-	s := x.m.keys.LockKey(key)
+	i := slot.Of(key)
+	s := x.m.keys.Lock(i)
+	if x.write {
+		x.m.beforeWrite(i, s)
+	}
 	return s, x.instant()
 }
 

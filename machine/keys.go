@@ -6,6 +6,7 @@ import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 func keyCommands() []*Command {
@@ -160,7 +161,10 @@ func runFlush(x *exec, args [][]byte) {
 // locked so it is ordered exactly among the quota changes around it.
 func (x *exec) flushAll() {
 	var t Ticket
-	x.m.keys.FlushAll(func() {
+	x.m.keys.FlushAll(func(slots func(i int) *keyspace.Slot) {
+		for i := range slot.Count {
+			x.m.beforeWrite(i, slots(i))
+		}
 		x.instant()
 		if x.m.durable != nil {
 			t = x.m.durable.Flushed()

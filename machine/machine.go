@@ -30,8 +30,10 @@ type Machine struct {
 	changes atomic.Int64
 	durable Durability
 	zones   zoneCache
-	byName  map[string]*Command
-	sorted  []*Command
+	// frozen is the open point-in-time view, if any (see Freeze).
+	frozen atomic.Pointer[Frozen]
+	byName map[string]*Command
+	sorted []*Command
 }
 
 // New returns an empty machine at instant 0.

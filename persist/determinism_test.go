@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/persist"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // replica is one node applying a command log: its own state machine (with
@@ -287,5 +288,87 @@ func TestReadsOfExpiredKeysChangeNothing(t *testing.T) {
 	}
 	if n := r.m.Keys().Stats().Keys; n != records {
 		t.Fatalf("reads removed records: %d → %d", records, n)
+	}
+}
+
+// A frozen view holds the state exactly as it was at the freeze, however
+// the machine changes while it is read: copy-on-write per slot.
+func TestFrozenViewIsPointInTime(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	r := newReplica()
+	now := int64(4102444800) * 1e9
+	for range 3000 {
+		now += rng.Int64N(int64(1e8))
+		r.apply(now, randomCommand(rng))
+	}
+	slotsNow := func() [][]byte {
+		var out [][]byte
+		for i := range slot.Count {
+			s := r.m.Keys().Lock(i)
+			b, _, err := persist.EncodeSlot(nil, s, r.m.Applied())
+			s.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b)
+		}
+		return out
+	}
+	want := slotsNow()
+	wantSnap, wantDigest := r.snapshot(t), r.digest(t)
+	f, err := r.m.Freeze(persist.EncodeSlot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.m.Freeze(persist.EncodeSlot); err == nil {
+		t.Fatal("a second view opened while one is open")
+	}
+	got := make([][]byte, slot.Count)
+	read := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			b, _, err := f.Slot(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i] = b
+		}
+	}
+	// Half the slots are read, then the machine changes everywhere (FLUSHALL
+	// included), then the rest are read.
+	read(0, slot.Count/2)
+	for range 2000 {
+		now += rng.Int64N(int64(1e8))
+		r.apply(now, randomCommand(rng))
+	}
+	r.apply(now, words("FLUSHALL"))
+	r.apply(now, words("CL.THROTTLE", "{t1}new", "1", "1", "1"))
+	read(slot.Count/2, slot.Count)
+	f.Release()
+	for i := range slot.Count {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("slot %d: the view holds %d bytes, the state at the freeze %d", i, len(got[i]), len(want[i]))
+		}
+	}
+	if bytes.Equal(want[slot.Count-1], slotsNow()[slot.Count-1]) && len(want[slot.Count-1]) == 0 {
+		t.Log("the last slot was empty throughout")
+	}
+	// Written whole, a view is the snapshot of its instant, and restores
+	// to that instant's digest.
+	q := newReplica()
+	q.restoreFrom(t, wantSnap)
+	f2, err := q.m.Freeze(persist.EncodeSlot)
+	if err != nil {
+		t.Fatalf("no view after Release: %v", err)
+	}
+	var buf bytes.Buffer
+	if _, err := persist.WriteFrozen(&buf, f2, persist.Header{Seq: 1, Created: 1}); err != nil {
+		t.Fatal(err)
+	}
+	f2.Release()
+	if !bytes.Equal(buf.Bytes(), wantSnap) {
+		t.Fatal("WriteFrozen differs from WriteSnapshot of the same state")
+	}
+	if d := q.digest(t); d != wantDigest {
+		t.Fatalf("restored digest %s, want %s", d, wantDigest)
 	}
 }

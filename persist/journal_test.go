@@ -152,7 +152,7 @@ func runModel(t *testing.T, seed uint64, crash bool) {
 			}
 			s.Unlock()
 		case r < 91: // FLUSHALL
-			ks.FlushAll(func() { seq = st.Flushed() })
+			ks.FlushAll(func(func(int) *keyspace.Slot) { seq = st.Flushed() })
 		default: // a snapshot
 			mustOK(t, st.Save())
 		}

@@ -21,33 +21,66 @@ const flushEvery = 256 << 10
 // place, so they cannot be read outside it) and written after the lock is
 // released. Keys expired at h.Applied, the state machine's applied instant,
 // are left out: the snapshot is the state as it is, at no other instant.
-// It returns the record count and bytes written.
+// It returns the record count and bytes written. Slots changed while it
+// runs are written as they are when it reaches them; WriteFrozen writes one
+// instant exactly.
 func WriteSnapshot(w io.Writer, ks *keyspace.Keyspace, h Header) (SaveInfo, error) {
+	var buf []byte
+	return writeSlots(w, h, func(i int) ([]byte, int, error) {
+		s := ks.Lock(i)
+		defer s.Unlock()
+		var n int
+		var err error
+		buf, n, err = EncodeSlot(buf[:0], s, h.Applied)
+		return buf, n, err
+	})
+}
+
+// WriteFrozen writes a point-in-time view of a state machine to w in the
+// snapshot format, while applies go on (see machine.Frozen). h.Applied is
+// taken from the view. The view must have been frozen with EncodeSlot.
+func WriteFrozen(w io.Writer, f *machine.Frozen, h Header) (SaveInfo, error) {
+	h.Applied = f.Applied()
+	return writeSlots(w, h, f.Slot)
+}
+
+// EncodeSlot appends the snapshot records of slot s's keys live at
+// applied, and their count; a machine.SlotEncoder. Call it holding the
+// slot's lock.
+func EncodeSlot(dst []byte, s *keyspace.Slot, applied int64) ([]byte, int, error) {
+	var state []byte
+	var err error
+	n := 0
+	s.Keys(applied, func(key []byte, e keyspace.Entry) bool {
+		state, err = machine.EncodeState(state[:0], e.Kind(), s.Object(e))
+		if err != nil {
+			err = fmt.Errorf("key %q: %w", key, err)
+			return false
+		}
+		dst = appendRecord(dst, e.Kind(), key, s.Word(e), state)
+		n++
+		return true
+	})
+	return dst, n, err
+}
+
+// writeSlots writes a snapshot whose slot i's records slot(i) returns,
+// gathering them into writes of about flushEvery bytes.
+func writeSlots(w io.Writer, h Header, slotRecords func(i int) ([]byte, int, error)) (SaveInfo, error) {
 	info := SaveInfo{Seq: h.Seq, Created: h.Created}
 	sw, err := newSnapshotWriter(w, h)
 	if err != nil {
 		return info, err
 	}
 	buf := make([]byte, 0, flushEvery+flushEvery/4)
-	var state []byte
 	pending := 0
 	for i := range slot.Count {
-		s := ks.Lock(i)
-		var encErr error
-		s.Keys(h.Applied, func(key []byte, e keyspace.Entry) bool {
-			state, encErr = machine.EncodeState(state[:0], e.Kind(), s.Object(e))
-			if encErr != nil {
-				encErr = fmt.Errorf("key %q: %w", key, encErr)
-				return false
-			}
-			buf = appendRecord(buf, e.Kind(), key, s.Word(e), state)
-			pending++
-			return true
-		})
-		s.Unlock()
-		if encErr != nil {
-			return info, encErr
+		b, n, err := slotRecords(i)
+		if err != nil {
+			return info, err
 		}
+		buf = append(buf, b...)
+		pending += n
 		if len(buf) >= flushEvery {
 			if err := sw.writeRecords(buf, pending); err != nil {
 				return info, err

@@ -196,7 +196,7 @@ func TestStoreFlushAfterSnapshot(t *testing.T) {
 	mustOK(t, st.Wait(journalQuotas(t, st, ks, t0)))
 	mustOK(t, st.Save())
 	var seq uint64
-	ks.FlushAll(func() { seq = st.Flushed() })
+	ks.FlushAll(func(func(int) *keyspace.Slot) { seq = st.Flushed() })
 	mustOK(t, st.Wait(seq))
 	q := quotaState(t, t0, 10, 1, "UTC")
 	put(t, ks, "after", keyspace.KindQuota, q.ExpireAt(), q)
