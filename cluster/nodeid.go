@@ -83,3 +83,11 @@ func ShardID(nodeID string) string {
 	sum := sha1.Sum([]byte("shard:" + nodeID))
 	return hex.EncodeToString(sum[:])
 }
+
+// MemberNodeID is the 40-hex-character Redis Cluster node id a replicated
+// member announces, derived from its member id so every node names every
+// other alike.
+func MemberNodeID(memberID string) string {
+	sum := sha1.Sum([]byte("member:" + memberID))
+	return hex.EncodeToString(sum[:])
+}

@@ -25,7 +25,7 @@ func clusterCommands() []*Command {
 	shards := sub("shards", 2, "Returns the mapping of cluster slots to shards.", runClusterShards)
 	shards.Since = "7.0.0"
 	myShardID := sub("myshardid", 2, "Returns the shard ID of a node.", func(c *Ctx, _ [][]byte) {
-		c.W.BulkString(cluster.ShardID(c.Env.NodeID))
+		c.W.BulkString(c.shardID())
 	})
 	myShardID.Since = "7.2.0"
 	ok := func(c *Ctx, _ [][]byte) { c.W.OK() }
@@ -34,7 +34,7 @@ func clusterCommands() []*Command {
 			Summary: "A container for Redis Cluster commands.", Complexity: "Depends on subcommand.",
 			Subs: []*Command{
 				sub("info", 2, "Returns information about the state of a node.", runClusterInfo),
-				sub("myid", 2, "Returns the ID of a node.", func(c *Ctx, _ [][]byte) { c.W.BulkString(c.Env.NodeID) }),
+				sub("myid", 2, "Returns the ID of a node.", func(c *Ctx, _ [][]byte) { c.W.BulkString(c.myID()) }),
 				myShardID,
 				sub("nodes", 2, "Returns the cluster configuration for a node.", runClusterNodes),
 				sub("slots", 2, "Returns the mapping of cluster slots to nodes.", runClusterSlots),
@@ -90,74 +90,6 @@ func busPort(port int) int {
 		return 0
 	}
 	return port + 10000
-}
-
-func runClusterInfo(c *Ctx, _ [][]byte) {
-	c.W.Verbatim("cluster_state:ok\r\n" +
-		"cluster_slots_assigned:16384\r\n" +
-		"cluster_slots_ok:16384\r\n" +
-		"cluster_slots_pfail:0\r\n" +
-		"cluster_slots_fail:0\r\n" +
-		"cluster_known_nodes:1\r\n" +
-		"cluster_size:1\r\n" +
-		"cluster_current_epoch:1\r\n" +
-		"cluster_my_epoch:1\r\n" +
-		"cluster_stats_messages_sent:0\r\n" +
-		"cluster_stats_messages_received:0\r\n" +
-		"total_cluster_links_buffer_limit_exceeded:0\r\n")
-}
-
-// runClusterNodes writes the one node line:
-// <id> <ip:port@cport> <flags> <master> <ping-sent> <pong-recv> <epoch> <link> <slots>.
-func runClusterNodes(c *Ctx, _ [][]byte) {
-	host, port := c.announceAddr()
-	c.W.Verbatim(c.Env.NodeID + " " + host + ":" + strconv.Itoa(port) + "@" + strconv.Itoa(busPort(port)) +
-		" myself,master - 0 0 1 connected 0-" + strconv.Itoa(slot.Count-1) + "\n")
-}
-
-// runClusterSlots is [[0, 16383, [host, port, id, {}]]]: one range, one
-// master, no replicas; the empty map is Redis 7's extra networking metadata.
-func runClusterSlots(c *Ctx, _ [][]byte) {
-	host, port := c.announceAddr()
-	w := c.W
-	w.Array(1)
-	w.Array(3)
-	w.Int(0)
-	w.Int(slot.Count - 1)
-	w.Array(4)
-	w.BulkString(host)
-	w.Int(int64(port))
-	w.BulkString(c.Env.NodeID)
-	w.Map(0)
-}
-
-// runClusterShards is Redis 7's CLUSTER SHARDS for one shard of one node.
-func runClusterShards(c *Ctx, _ [][]byte) {
-	host, port := c.announceAddr()
-	w := c.W
-	w.Array(1)
-	w.Map(2)
-	w.BulkString("slots")
-	w.Array(2)
-	w.Int(0)
-	w.Int(slot.Count - 1)
-	w.BulkString("nodes")
-	w.Array(1)
-	w.Map(7)
-	w.BulkString("id")
-	w.BulkString(c.Env.NodeID)
-	w.BulkString("port")
-	w.Int(int64(port))
-	w.BulkString("ip")
-	w.BulkString(host)
-	w.BulkString("endpoint")
-	w.BulkString(host)
-	w.BulkString("role")
-	w.BulkString("master")
-	w.BulkString("replication-offset")
-	w.Int(0)
-	w.BulkString("health")
-	w.BulkString("online")
 }
 
 // parseSlot reads a slot argument: an integer (else the integer error) in
@@ -233,4 +165,13 @@ SHARDS
     Return information about slot range mappings and the nodes associated with them.
 HELP
     Print this help.`, "\n"))
+}
+
+// shardID is CLUSTER MYSHARDID: every member of a replicated cluster is in
+// its one shard, so they all answer alike.
+func (c *Ctx) shardID() string {
+	if c.Env.Cluster != nil {
+		return cluster.ShardID("replicated")
+	}
+	return cluster.ShardID(c.Env.NodeID)
 }

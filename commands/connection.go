@@ -190,7 +190,11 @@ func runHello(c *Ctx, args [][]byte) {
 	c.W.BulkString("mode")
 	c.W.BulkString(c.Env.mode())
 	c.W.BulkString("role")
-	c.W.BulkString("master")
+	if c.role() == "master" {
+		c.W.BulkString("master")
+	} else {
+		c.W.BulkString("replica")
+	}
 	c.W.BulkString("modules")
 	c.W.Array(0)
 }
@@ -241,7 +245,29 @@ func runWait(c *Ctx, args [][]byte) {
 		c.W.Error("ERR timeout is negative")
 		return
 	}
-	c.W.Int(0)
+	c.W.Int(c.replicasHolding())
+}
+
+// replicasHolding is WAIT's answer: how many replicas hold this
+// connection's writes. A single node has none. In a replicated cluster a
+// write is acknowledged only once a majority holds it, so at least a
+// majority less the leader do: that lower bound is the answer.
+func (c *Ctx) replicasHolding() int64 {
+	n := c.Env.Cluster
+	if n == nil || !n.Serving() {
+		return 0
+	}
+	members, err := n.Members()
+	if err != nil {
+		return 0
+	}
+	voters := 0
+	for _, m := range members {
+		if m.Voter {
+			voters++
+		}
+	}
+	return int64(voters / 2)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

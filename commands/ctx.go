@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-rl/sluice/clock"
+	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/resp"
 )
@@ -69,6 +70,9 @@ type Env struct {
 	Machine *machine.Machine
 	// Applier applies the machine's commands; nil means Machine directly.
 	Applier Applier
+	// Cluster is the replicated node this server is a member of; nil on a
+	// single node.
+	Cluster *cluster.Node
 	Clock   *clock.Clock
 	Options Options
 	Stats   *Stats

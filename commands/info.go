@@ -139,10 +139,7 @@ func (c *Ctx) infoFields(name string) [][2]string {
 			{"limited_requests", itoa(e.Table.limitedTotal())},
 		}
 	case "replication":
-		return [][2]string{{"role", "master"}, {"connected_slaves", "0"}, {"master_failover_state", "no-failover"},
-			{"master_replid", e.RunID}, {"master_replid2", strings.Repeat("0", 40)},
-			{"master_repl_offset", "0"}, {"second_repl_offset", "-1"}, {"repl_backlog_active", "0"},
-			{"repl_backlog_size", "0"}, {"repl_backlog_first_byte_offset", "0"}, {"repl_backlog_histlen", "0"}}
+		return c.replicationInfo()
 	case "cpu":
 		return cpuFields()
 	case "cluster":

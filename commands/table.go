@@ -106,6 +106,7 @@ func NewTable(m *machine.Machine) *Table {
 		clusterCommands(),
 		scanCommands(),
 		persistCommands(),
+		replicationCommands(),
 		machineCommands(m),
 	} {
 		for _, c := range group {

@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Pending is a group of commands (one connection's pipeline) on its way
+// through the log. Wait for it, then read each command's reply.
+type Pending struct {
+	cmds [][][]byte
+	done chan struct{}
+	res  *applied
+	// first is the index of this group's first command in its entry.
+	first int
+	err   error
+}
+
+// Wait blocks until the group's entry has applied here (or failed).
+func (p *Pending) Wait() error {
+	<-p.done
+	return p.err
+}
+
+// Reply is command i's reply (RESP2) and whether a limiter refused it;
+// valid after Wait returned nil.
+func (p *Pending) Reply(i int) ([]byte, bool) {
+	j := p.first + i
+	start := 0
+	if j > 0 {
+		start = p.res.ends[j-1]
+	}
+	return p.res.replies[start:p.res.ends[j]], p.res.limited[j]
+}
+
+// Submit queues cmds to be logged as part of the next entry. The argument
+// slices are read until the entry is encoded, which happens before Wait
+// returns: the caller keeps them unchanged until then.
+func (n *Node) Submit(cmds [][][]byte) *Pending {
+	p := &Pending{cmds: cmds, done: make(chan struct{})}
+	select {
+	case n.batches <- p:
+	case <-n.stop:
+		p.fail(raft.ErrRaftShutdown)
+	}
+	return p
+}
+
+func (p *Pending) fail(err error) {
+	p.err = err
+	close(p.done)
+}
+
+// inflight is an entry sent to Raft and the groups in it, in order.
+type inflight struct {
+	fut    raft.ApplyFuture
+	groups []*Pending
+	sent   time.Time
+}
+
+// runBatches turns whatever groups are queued into one log entry at a
+// time, stamped with the leader's clock, and hands each to Raft without
+// waiting for the previous to commit: many entries are in flight at once,
+// and Raft writes those queued together in one disk write.
+func (n *Node) runBatches() {
+	defer n.wg.Done()
+	inflights := make(chan inflight, 1024)
+	n.wg.Add(1)
+	go n.runReplies(inflights)
+	defer close(inflights)
+	var cmds [][][]byte
+	for {
+		var p *Pending
+		select {
+		case <-n.stop:
+			return
+		case p = <-n.batches:
+		}
+		groups := []*Pending{p}
+		count := len(p.cmds)
+	gather:
+		for count < n.cfg.MaxBatchCommands {
+			select {
+			case q := <-n.batches:
+				groups = append(groups, q)
+				count += len(q.cmds)
+			default:
+				break gather
+			}
+		}
+		clk := n.clock.Load()
+		if !n.serving.Load() || clk == nil {
+			err := n.notLeader()
+			for _, g := range groups {
+				g.fail(err)
+			}
+			continue
+		}
+		cmds = cmds[:0]
+		for _, g := range groups {
+			g.first = len(cmds)
+			cmds = append(cmds, g.cmds...)
+		}
+		entry := AppendBatch(make([]byte, 0, 64+16*count), clk.stamp(), cmds)
+		n.batchSizes.observe(len(cmds))
+		n.lastEntry.Store(n.cfg.Mono())
+		inflights <- inflight{fut: n.raft.Apply(entry, n.cfg.ApplyTimeout), groups: groups, sent: time.Now()}
+	}
+}
+
+// runReplies waits for the entries in the order they were sent (Raft
+// applies them in that order) and wakes their groups.
+func (n *Node) runReplies(inflights <-chan inflight) {
+	defer n.wg.Done()
+	for e := range inflights {
+		err := e.fut.Error()
+		var res *applied
+		if err == nil {
+			switch r := e.fut.Response().(type) {
+			case *applied:
+				res = r
+			case error:
+				err = r
+			default:
+				err = fmt.Errorf("cluster: entry applied with no result (%T)", r)
+			}
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
+			// Refused before it was logged: nothing happened.
+			err = n.notLeader()
+		case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrAbortedByRestore):
+			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+		}
+		for _, g := range e.groups {
+			g.res = res
+			if err != nil {
+				g.fail(err)
+				continue
+			}
+			close(g.done)
+		}
+	}
+}
+
+// notLeader is the error for a group this node cannot log: not the
+// leader (who is, if known), or no leader at all.
+func (n *Node) notLeader() error {
+	if _, _, ok := n.Leader(); ok {
+		return ErrNotLeader
+	}
+	return ErrNoLeader
+}
+
+// tick logs an empty entry when the leader has logged nothing for a tick
+// interval, so the log's time moves on every replica even when idle, and
+// keys expire (and are swept) in bounded time.
+func (n *Node) tick() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		if !n.serving.Load() || n.cfg.Mono()-n.lastEntry.Load() < int64(n.cfg.TickInterval) {
+			continue
+		}
+		n.Submit(nil)
+	}
+}
+
+// stampClock is a leader's source of stamps: base plus the monotonic time
+// since the leader started serving, never decreasing.
+type stampClock struct {
+	base, mono0 int64
+	mono        func() int64
+	last        int64
+}
+
+func newStampClock(base int64, mono func() int64) *stampClock {
+	return &stampClock{base: base, mono0: mono(), mono: mono, last: base}
+}
+
+// stamp is the instant for the next entry; only the batcher calls it.
+func (c *stampClock) stamp() int64 {
+	s := c.base + max(c.mono()-c.mono0, 0)
+	if s < c.last {
+		s = c.last
+	}
+	c.last = s
+	return s
+}
+
+// batchHistogram counts entries by their number of commands, in powers of
+// two, for the batch-size distribution.
+type batchHistogram struct{ buckets [16]atomic.Int64 }
+
+func (h *batchHistogram) observe(n int) {
+	b := 0
+	for n > 1 && b < len(h.buckets)-1 {
+		n >>= 1
+		b++
+	}
+	h.buckets[b].Add(1)
+}
+
+// BatchSizes is how many entries held 1, 2–3, 4–7, … commands (bucket i
+// counts sizes in [2^i, 2^(i+1))).
+func (n *Node) BatchSizes() []int64 {
+	out := make([]int64, len(n.batchSizes.buckets))
+	for i := range out {
+		out[i] = n.batchSizes.buckets[i].Load()
+	}
+	return out
+}

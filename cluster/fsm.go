@@ -1,0 +1,115 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/persist"
+	"github.com/sluice-rl/sluice/resp"
+)
+
+// fsm is the state machine as Raft drives it: every committed entry is a
+// batch of commands stamped with the leader's instant, applied in order to
+// the machine at that instant. It reads no clock: the stamp is the time.
+type fsm struct {
+	m *machine.Machine
+	// mono is the local monotonic clock, read only to note when the last
+	// entry applied here, so a node that becomes leader can continue the
+	// log's time from it (see stampBase). It never decides a reply.
+	mono func() int64
+
+	mu sync.Mutex
+	// lastStamp is the stamp of the last entry applied; lastMono the local
+	// monotonic instant it was applied at.
+	lastStamp, lastMono int64
+}
+
+// applied is an entry's result: the replies of its commands back to back,
+// in order, and where each ends. The node that proposed the entry hands
+// them to the waiting connections.
+type applied struct {
+	replies []byte
+	ends    []int
+	limited []bool
+}
+
+// Apply applies one committed entry.
+func (f *fsm) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	res := &applied{}
+	w := resp.Writer{Proto: 2}
+	stamp, err := DecodeBatch(l.Data, func(stamp int64, args [][]byte) {
+		out := f.m.ApplyArgs(stamp, args, &w)
+		res.ends = append(res.ends, len(w.Buf))
+		res.limited = append(res.limited, out.Limited)
+	}, func(stamp int64) { f.m.Advance(stamp) })
+	if err != nil {
+		// Every replica decodes the same bytes the same way: a corrupt
+		// entry fails alike everywhere and changes nothing.
+		return fmt.Errorf("cluster: entry %d: %w", l.Index, err)
+	}
+	res.replies = w.Buf
+	f.mu.Lock()
+	f.lastStamp, f.lastMono = max(f.lastStamp, stamp), f.mono()
+	f.mu.Unlock()
+	return res
+}
+
+// stampBase is where a new leader's clock starts: the last applied stamp
+// plus the local monotonic time elapsed since it applied, so the log's
+// time runs on through a failover without jumping to any wall clock.
+// zero reports a log that has never been stamped.
+func (f *fsm) stampBase() (base int64, zero bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	stamp := max(f.lastStamp, f.m.Applied())
+	if stamp == 0 {
+		return 0, true
+	}
+	return stamp + max(f.mono()-f.lastMono, 0), false
+}
+
+// Snapshot opens a point-in-time view; Persist writes it while applies go
+// on (copy-on-write per slot).
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	v, err := f.m.Freeze(persist.EncodeSlot)
+	if err != nil {
+		return nil, err
+	}
+	return &fsmSnapshot{v: v}, nil
+}
+
+// Restore replaces the state with a snapshot's.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	f.m.Keys().FlushAll(nil)
+	h, err := persist.LoadSnapshot(rc, f.m.Keys())
+	if err != nil {
+		return fmt.Errorf("cluster: restore snapshot: %w", err)
+	}
+	f.m.Restore(h.Applied)
+	f.mu.Lock()
+	f.lastStamp, f.lastMono = h.Applied, f.mono()
+	f.mu.Unlock()
+	return nil
+}
+
+type fsmSnapshot struct{ v *machine.Frozen }
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	// Created is the applied instant too: a snapshot records no clock.
+	_, err := persist.WriteFrozen(sink, s.v, persist.Header{Created: s.v.Applied()})
+	if err != nil {
+		return errors.Join(err, sink.Cancel())
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() { s.v.Release() }

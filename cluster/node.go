@@ -1,0 +1,298 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/machine"
+)
+
+// Errors the node returns; the command layer turns them into replies.
+var (
+	// ErrNoLeader: no leader is known (an election is under way, or this
+	// node is cut off from the majority).
+	ErrNoLeader = errors.New("cluster: no leader")
+	// ErrNotLeader: this node is not the leader; Leader says who is.
+	ErrNotLeader = errors.New("cluster: not the leader")
+	// ErrUnknownOutcome: the batch was sent to the log but this node cannot
+	// know whether it committed (leadership lost, timed out).
+	ErrUnknownOutcome = errors.New("cluster: the outcome is unknown")
+	// ErrConfig: the configuration does not validate.
+	ErrConfig = errors.New("cluster: bad configuration")
+)
+
+// Config configures a replicated node. Zero durations take the defaults.
+type Config struct {
+	// NodeID is this node's id; it must be one of Peers.
+	NodeID string
+	// Peers is every member, this node included. A node with no Raft
+	// state bootstraps this configuration.
+	Peers []Peer
+	// Dir holds the Raft log, stable store and snapshots.
+	Dir string
+	// HeartbeatTimeout is how long a follower waits without hearing from a
+	// leader before it stands for election (default 400 ms).
+	HeartbeatTimeout time.Duration
+	// ElectionTimeout is how long a candidate waits for votes (default
+	// 400 ms).
+	ElectionTimeout time.Duration
+	// LeaderLeaseTimeout is how long a leader stays leader without
+	// hearing from a majority (default 300 ms): a partitioned leader stops
+	// serving after it.
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout is the longest a follower waits to learn the commit
+	// index when nothing else is sent (default 20 ms).
+	CommitTimeout time.Duration
+	// ApplyTimeout bounds how long a client waits for its batch to commit
+	// (default 2 s); past it the outcome is unknown.
+	ApplyTimeout time.Duration
+	// SnapshotInterval and SnapshotThreshold: Raft snapshots when this much
+	// time has passed and this many entries were logged since the last
+	// (defaults 30 s and 16384); TrailingLogs are kept behind a snapshot
+	// for followers to catch up from (default 10240).
+	SnapshotInterval  time.Duration
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	// MaxBatchCommands caps the commands in one log entry (default 4096).
+	MaxBatchCommands int
+	// TickInterval is how often an idle leader logs an empty entry so
+	// time moves on every replica and expired keys can be swept
+	// (default 1 s).
+	TickInterval time.Duration
+	// Wall is the wall clock, Unix ns: read once, to stamp the very first
+	// entry of a log that has never been stamped.
+	Wall func() int64
+	// Mono is a monotonic clock in ns; the leader's stamps advance with it.
+	Mono func() int64
+	// Stores opens the Raft log and stable store in a directory; nil uses
+	// the Pebble-backed store.
+	Stores func(dir string) (raft.LogStore, raft.StableStore, io.Closer, error)
+	// Log receives the node's events; nil discards.
+	Log *slog.Logger
+}
+
+// Peer is one member: its id, its Redis-protocol address and its Raft
+// address.
+type Peer struct {
+	ID, ClientAddr, RaftAddr string
+}
+
+func (c *Config) withDefaults() Config {
+	d := *c
+	def := func(v *time.Duration, x time.Duration) {
+		if *v == 0 {
+			*v = x
+		}
+	}
+	def(&d.HeartbeatTimeout, 400*time.Millisecond)
+	def(&d.ElectionTimeout, 400*time.Millisecond)
+	def(&d.LeaderLeaseTimeout, 300*time.Millisecond)
+	def(&d.CommitTimeout, 20*time.Millisecond)
+	def(&d.ApplyTimeout, 2*time.Second)
+	def(&d.SnapshotInterval, 30*time.Second)
+	def(&d.TickInterval, time.Second)
+	if d.SnapshotThreshold == 0 {
+		d.SnapshotThreshold = 16384
+	}
+	if d.TrailingLogs == 0 {
+		d.TrailingLogs = 10240
+	}
+	if d.MaxBatchCommands == 0 {
+		d.MaxBatchCommands = 4096
+	}
+	if d.Wall == nil {
+		d.Wall = func() int64 { return time.Now().UnixNano() }
+	}
+	if d.Mono == nil {
+		start := time.Now()
+		d.Mono = func() int64 { return int64(time.Since(start)) }
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	return d
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	if c.NodeID == "" || c.Dir == "" {
+		return fmt.Errorf("%w: a node id and a directory are needed", ErrConfig)
+	}
+	if c.self() == nil {
+		return fmt.Errorf("%w: node id %q is not among the peers", ErrConfig, c.NodeID)
+	}
+	if c.LeaderLeaseTimeout > c.HeartbeatTimeout && c.HeartbeatTimeout != 0 {
+		return fmt.Errorf("%w: the leader lease (%s) must not exceed the heartbeat timeout (%s)", ErrConfig, c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	}
+	return nil
+}
+
+func (c *Config) self() *Peer {
+	for i := range c.Peers {
+		if c.Peers[i].ID == c.NodeID {
+			return &c.Peers[i]
+		}
+	}
+	return nil
+}
+
+// Node is one member of a replicated sluice cluster: Raft, the state
+// machine it drives, and the batcher that turns connections' commands into
+// log entries.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	raft   *raft.Raft
+	fsm    *fsm
+	trans  *raft.NetworkTransport
+	stores io.Closer
+
+	// clientAddrs maps member ids to their Redis-protocol addresses.
+	mu          sync.Mutex
+	clientAddrs map[string]string
+
+	// serving is set once this node is leader and has applied everything
+	// before its term (a barrier): only then does it stamp entries.
+	serving atomic.Bool
+	clock   atomic.Pointer[stampClock]
+	// lastEntry is the monotonic instant the last entry was sent.
+	lastEntry atomic.Int64
+	batches   chan *Pending
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	// leaderChanges counts leadership changes seen here.
+	leaderChanges atomic.Int64
+	batchSizes    batchHistogram
+}
+
+// NewNode starts a node over m, which must be empty: the state comes from
+// the Raft snapshot and log.
+func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	self := cfg.self()
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{cfg.Log}})
+	n := &Node{cfg: cfg, log: cfg.Log, fsm: &fsm{m: m, mono: cfg.Mono}, clientAddrs: map[string]string{},
+		batches: make(chan *Pending, 1024), stop: make(chan struct{})}
+	for _, p := range cfg.Peers {
+		n.clientAddrs[p.ID] = p.ClientAddr
+	}
+	stores := cfg.Stores
+	if stores == nil {
+		stores = openPebbleStores
+	}
+	logs, stable, closer, err := stores(filepath.Join(cfg.Dir, "log"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: open the Raft log in %s: %w", cfg.Dir, err)
+	}
+	n.stores = closer
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
+	if err != nil {
+		closer.Close()
+		return nil, fmt.Errorf("cluster: snapshots in %s: %w", cfg.Dir, err)
+	}
+	addr, err := net.ResolveTCPAddr("tcp", self.RaftAddr)
+	if err != nil {
+		closer.Close()
+		return nil, fmt.Errorf("cluster: raft address %s: %w", self.RaftAddr, err)
+	}
+	n.trans, err = raft.NewTCPTransportWithLogger(self.RaftAddr, addr, 3, 5*time.Second, hlog)
+	if err != nil {
+		closer.Close()
+		return nil, fmt.Errorf("cluster: listen for Raft on %s: %w", self.RaftAddr, err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.MaxAppendEntries = 256
+	rc.BatchApplyCh = true
+	rc.Logger = hlog
+	rc.NoLegacyTelemetry = true
+	existing, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		n.closeTransport()
+		return nil, fmt.Errorf("cluster: read Raft state in %s: %w", cfg.Dir, err)
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.trans)
+	if err != nil {
+		n.closeTransport()
+		return nil, fmt.Errorf("cluster: start Raft: %w", err)
+	}
+	if !existing {
+		var servers []raft.Server
+		for _, p := range cfg.Peers {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+		}
+		// Every member is given the same list; bootstrapping it on each is
+		// safe, and whichever wins the first election leads.
+		if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			n.Close()
+			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+	}
+	n.wg.Add(3)
+	go n.watchLeadership()
+	go n.runBatches()
+	go n.tick()
+	return n, nil
+}
+
+func (n *Node) closeTransport() {
+	n.trans.Close()
+	n.stores.Close()
+}
+
+// Close stops the node: Raft shuts down (the log is already on disk), the
+// loops end, the stores close.
+func (n *Node) Close() error {
+	select {
+	case <-n.stop:
+		return nil
+	default:
+	}
+	close(n.stop)
+	err := n.raft.Shutdown().Error()
+	n.wg.Wait()
+	n.trans.Close()
+	if cerr := n.stores.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// slogWriter sends hclog's lines to slog.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.l.Warn(string(trimNewline(p)))
+	return len(p), nil
+}
+
+func trimNewline(p []byte) []byte {
+	for len(p) > 0 && (p[len(p)-1] == '\n' || p[len(p)-1] == '\r') {
+		p = p[:len(p)-1]
+	}
+	return p
+}
