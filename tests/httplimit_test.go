@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/sluice-rl/sluice/httplimit"
 )
@@ -535,5 +536,87 @@ func TestHTTPLimitExample(t *testing.T) {
 	advance(t, c, time.Second)
 	if r := httpGet(t, url); r.status != 200 {
 		t.Fatalf("at t: %d, want 200", r.status)
+	}
+}
+
+// An error reply (here WRONGTYPE: the key belongs to another limiter)
+// fails that request as configured but proves sluice is up: it never
+// opens the breaker.
+func TestHTTPLimitErrorReplyKeepsBreakerClosed(t *testing.T) {
+	s := StartServer(t)
+	c := s.Client()
+	ints(t, c.Do(ctx(t), "CL.THROTTLE", "user:g", 1, 1, 60))
+	var replies atomic.Int64
+	srv, m := limitedServer(t, s, httplimit.Config{
+		Key: keyByUser, Limit: httplimit.SlidingWindow{Limit: 5, Window: time.Minute},
+		OnFailure: httplimit.FailClosed,
+		Breaker:   httplimit.BreakerConfig{Failures: 2, OpenFor: time.Hour},
+		OnError: func(_ *http.Request, err error) {
+			if strings.HasPrefix(err.Error(), "WRONGTYPE") {
+				replies.Add(1)
+			}
+		},
+	})
+	for range 5 {
+		mustProblem(t, httpGet(t, srv.URL, "X-User", "g"), http.StatusServiceUnavailable)
+	}
+	if replies.Load() != 5 || m.BreakerState() != "closed" {
+		t.Fatalf("%d WRONGTYPE replies, breaker %s; want 5 and closed", replies.Load(), m.BreakerState())
+	}
+	if r := httpGet(t, srv.URL, "X-User", "other"); r.status != 200 || r.header.Get("RateLimit") == "" {
+		t.Fatalf("another key: %d RateLimit %q", r.status, r.header.Get("RateLimit"))
+	}
+}
+
+// The middleware's metrics count decisions and failures by outcome and
+// policy; no label ever carries a key.
+func TestHTTPLimitMetrics(t *testing.T) {
+	s := StartServer(t)
+	reg := prometheus.NewRegistry()
+	srv, _ := limitedServer(t, s, httplimit.Config{
+		Key: keyByUser, Limit: httplimit.FixedWindow{Limit: 2, Window: time.Minute},
+		Name: "api", Metrics: reg,
+	})
+	for range 3 {
+		httpGet(t, srv.URL, "X-User", "secret-user-id")
+	}
+	s.Kill()
+	httpGet(t, srv.URL, "X-User", "secret-user-id")
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			name := f.GetName()
+			for _, l := range m.GetLabel() {
+				if strings.Contains(l.GetValue(), "secret-user-id") {
+					t.Fatalf("%s has a key in label %s=%q", name, l.GetName(), l.GetValue())
+				}
+				if l.GetName() != "policy" {
+					name += "," + l.GetName() + "=" + l.GetValue()
+				} else if l.GetValue() != "api" {
+					t.Fatalf("%s: policy label %q, want api", f.GetName(), l.GetValue())
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				got[name] = m.Counter.GetValue()
+			case m.Histogram != nil:
+				got[name] = float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	for name, want := range map[string]float64{
+		"sluice_httplimit_requests_total,decision=allowed":              2,
+		"sluice_httplimit_requests_total,decision=limited":              1,
+		"sluice_httplimit_requests_total,decision=failed_open":          1,
+		"sluice_httplimit_failures_total,call=check,reason=unreachable": 1,
+		"sluice_httplimit_check_seconds":                                4,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v (all: %v)", name, got[name], want, got)
+		}
 	}
 }
