@@ -121,14 +121,16 @@ func (m *Middleware) decide(r *http.Request, key string) (Decision, error) {
 // client configured otherwise. A late answer goes to orphan (when set) once
 // f returns.
 func within(parent context.Context, timeout time.Duration, orphan func(Decision), f func(context.Context) (Decision, error)) (Decision, error) {
+	// Canceled only once within returns: f finishing must never make the
+	// deadline look passed while its result waits in done.
 	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
 	type result struct {
 		d   Decision
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		defer cancel()
 		d, err := f(ctx)
 		done <- result{d, err}
 	}()
@@ -136,6 +138,11 @@ func within(parent context.Context, timeout time.Duration, orphan func(Decision)
 	case res := <-done:
 		return res.d, res.err
 	case <-ctx.Done():
+		select {
+		case res := <-done: // answered just as the deadline passed
+			return res.d, res.err
+		default:
+		}
 		if orphan != nil {
 			go func() {
 				if res := <-done; res.err == nil {

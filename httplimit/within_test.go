@@ -3,6 +3,8 @@ package httplimit
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -66,3 +68,26 @@ type replyError string
 
 func (e replyError) Error() string { return string(e) }
 func (replyError) RedisError()     {}
+
+// An immediate answer is never mistaken for a timeout (the deadline's
+// cancellation once raced the answer in the select). Concurrent callers
+// make the answer often arrive before its caller reaches the select.
+func TestWithinNeverLosesAnAnswer(t *testing.T) {
+	var wg sync.WaitGroup
+	var lost atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			for range 2000 {
+				if _, err := within(context.Background(), time.Hour, nil, func(context.Context) (Decision, error) {
+					return Decision{}, nil
+				}); err != nil {
+					lost.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if lost.Load() != 0 {
+		t.Fatalf("%d of 16000 immediate answers were reported as failures", lost.Load())
+	}
+}
