@@ -44,7 +44,9 @@ func run(args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
-	client := redis.NewClient(&redis.Options{Addr: *sluiceAddr, ContextTimeoutEnabled: true})
+	// A retry cannot fit in the few milliseconds a decision may take; the
+	// deadline should end an abandoned call, not the client's ReadTimeout.
+	client := redis.NewClient(&redis.Options{Addr: *sluiceAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
 	limit, err := httplimit.New(httplimit.Config{
 		Client:    client,
