@@ -212,7 +212,9 @@ func (m *Middleware) jitter() int64 {
 	if n <= 0 {
 		return 0
 	}
-	return m.rand(n + 1)
+	// Clamped: a Config.Rand outside its contract must not move
+	// Retry-After below the base.
+	return min(max(m.rand(n+1), 0), n)
 }
 
 // release gives back what Check held once the handler returned. It does
