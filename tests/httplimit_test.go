@@ -620,3 +620,32 @@ func TestHTTPLimitMetrics(t *testing.T) {
 		}
 	}
 }
+
+// QUOTA.CHECK through the middleware, with an anchor and a zone: the
+// refusal waits for the period's end, which the debug clock reaches.
+func TestHTTPLimitQuota(t *testing.T) {
+	s := StartServer(t)
+	c := s.Client()
+	setClock(t, c, future)
+	srv, _ := limitedServer(t, s, httplimit.Config{
+		Key: keyByUser,
+		Limit: httplimit.Quota{Limit: 2, Period: "day", Anchor: time.Unix(future/1e9-3600, 0),
+			TZ: "Europe/Berlin", Cost: 1},
+	})
+	for i := range 2 {
+		r := httpGet(t, srv.URL, "X-User", "q")
+		if r.status != 200 || r.header.Get("RateLimit-Policy") != `"default";q=2;w=86400` {
+			t.Fatalf("request %d: %d RateLimit-Policy %q", i+1, r.status, r.header.Get("RateLimit-Policy"))
+		}
+	}
+	r := httpGet(t, srv.URL, "X-User", "q")
+	_, retry := mustProblem(t, r, http.StatusTooManyRequests)
+	// The period started at the anchor's time of day, an hour ago.
+	if retry != 23*3600 {
+		t.Fatalf("Retry-After %d, want the 23 h left of the day", retry)
+	}
+	advance(t, c, time.Duration(retry)*time.Second)
+	if r := httpGet(t, srv.URL, "X-User", "q"); r.status != 200 {
+		t.Fatalf("next period: %d", r.status)
+	}
+}
