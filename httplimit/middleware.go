@@ -100,7 +100,11 @@ func (m *Middleware) decide(r *http.Request, key string) (Decision, error) {
 	if rel, ok := m.cfg.Limit.(Releaser); ok {
 		// A lease granted after we stopped waiting would hold a slot until
 		// it expires: give it back as soon as the late answer arrives.
-		orphan = func(d Decision) { m.releaseWithin(context.Background(), rel, key, d) }
+		orphan = func(d Decision) {
+			if !d.Limited { // a refusal holds nothing
+				m.releaseWithin(context.Background(), rel, key, d)
+			}
+		}
 	}
 	start := time.Now()
 	d, err := m.breaker.Execute(func() (Decision, error) {
