@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/persist"
 	"github.com/sluice-rl/sluice/server/guard"
 )
@@ -65,7 +67,29 @@ type Config struct {
 	// host is a wildcard (0.0.0.0, ::), the local address each client
 	// connected to.
 	AdvertiseAddr string
+	// Replication makes this server a member of a Raft cluster; its Peers
+	// empty runs a single node.
+	Replication Replication
 }
+
+// Replication is a replicated node's settings (see cluster.Config, whose
+// defaults zero values take).
+type Replication struct {
+	// NodeID is this member's id among Peers.
+	NodeID string
+	// Peers is every member, this one included.
+	Peers []cluster.Peer
+	// HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout
+	// and ApplyTimeout are Raft's timeouts and how long a client waits for
+	// its change to commit.
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout, ApplyTimeout time.Duration
+	// SnapshotInterval and SnapshotThreshold: when Raft snapshots.
+	SnapshotInterval  time.Duration
+	SnapshotThreshold uint64
+}
+
+// Enabled reports whether the server is a replicated node.
+func (r Replication) Enabled() bool { return len(r.Peers) > 0 }
 
 // DefaultConfig returns the settings `sluice` runs with when given no
 // flags.
@@ -138,7 +162,31 @@ func (c Config) Validate() error {
 	if c.SweepInterval <= 0 || c.SweepBudget < 1 {
 		return fmt.Errorf("%w: sweep interval and budget must be positive", ErrConfig)
 	}
+	if r := c.Replication; r.Enabled() || r.NodeID != "" {
+		if !r.Enabled() {
+			return fmt.Errorf("%w: --node-id needs --peers", ErrConfig)
+		}
+		cc := r.clusterConfig(c.DataDir)
+		if err := cc.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		for _, d := range []time.Duration{r.HeartbeatTimeout, r.ElectionTimeout, r.LeaderLeaseTimeout, r.CommitTimeout, r.ApplyTimeout, r.SnapshotInterval} {
+			if d < 0 {
+				return fmt.Errorf("%w: raft timeouts must not be negative", ErrConfig)
+			}
+		}
+	}
 	return nil
+}
+
+// clusterConfig is the cluster node's configuration in dataDir.
+func (r Replication) clusterConfig(dataDir string) cluster.Config {
+	return cluster.Config{
+		NodeID: r.NodeID, Peers: r.Peers, Dir: filepath.Join(dataDir, "raft"),
+		HeartbeatTimeout: r.HeartbeatTimeout, ElectionTimeout: r.ElectionTimeout, LeaderLeaseTimeout: r.LeaderLeaseTimeout,
+		CommitTimeout: r.CommitTimeout, ApplyTimeout: r.ApplyTimeout,
+		SnapshotInterval: r.SnapshotInterval, SnapshotThreshold: r.SnapshotThreshold,
+	}
 }
 
 // ParseLogLevel turns debug|info|warn|error into a slog level.

@@ -42,8 +42,10 @@ type Server struct {
 	metrics *http.Server
 	nextID  atomic.Int64
 	clients clientRegistry
-	// store persists the keyspace (server/persist.go).
+	// store persists the keyspace (server/persist.go) on a single node.
 	store *persist.Store
+	// node is the Raft member on a replicated node.
+	node *cluster.Node
 
 	stop     chan struct{}
 	bg       sync.WaitGroup
@@ -68,6 +70,9 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 	nodeID, err := cluster.LoadNodeID(cfg.DataDir)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Replication.Enabled() {
+		nodeID = cluster.MemberNodeID(cfg.Replication.NodeID)
 	}
 	m := machine.New(machine.Options{})
 	table := commands.NewTable(m)
@@ -104,10 +109,33 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 	s.env.Clients = &s.clients
 	s.env.Tunables.MaxClients.Store(int64(cfg.MaxClients))
 	s.env.Tunables.IdleTimeoutSeconds.Store(int64(cfg.IdleTimeout / time.Second))
+	if cfg.Replication.Enabled() {
+		if err := s.startNode(); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// startNode makes this server a member of its Raft cluster: the state
+// comes from the Raft snapshot and log (no quota store, no snapshot file),
+// machine commands go through the log, and topology replies describe the
+// cluster.
+func (s *Server) startNode() error {
+	cc := s.cfg.Replication.clusterConfig(s.cfg.DataDir)
+	cc.Log = s.log
+	n, err := cluster.NewNode(cc, s.env.Machine)
+	if err != nil {
+		return err
+	}
+	s.node = n
+	s.env.Cluster = n
+	s.env.Applier = commands.Replicated{Node: n}
+	return nil
 }
 
 func randomHex(n int) string {
@@ -213,6 +241,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	if serr := s.closeStore(); err == nil {
 		err = serr
+	}
+	if s.node != nil {
+		if nerr := s.node.Close(); err == nil {
+			err = nerr
+		}
 	}
 	return err
 }
@@ -384,7 +417,11 @@ func (s *Server) sweep() {
 		// The idle tick: time moves through the machine's door, as a
 		// replicated leader's tick would, and the sweep then removes only
 		// keys already expired at the applied instant.
-		s.env.Machine.Advance(s.env.Clock.Now())
+		if s.node == nil {
+			// On a replicated node only the log moves time (the leader's
+			// idle tick); every node sweeps what has expired by it.
+			s.env.Machine.Advance(s.env.Clock.Now())
+		}
 		for range maxSweepRounds {
 			examined, removed := s.env.Machine.Sweep(&cursor, s.cfg.SweepBudget)
 			s.env.Stats.ExpiredKeys.Add(int64(removed))

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/server"
 )
 
@@ -47,6 +48,16 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.IdleTimeout, "timeout", cfg.IdleTimeout, "close connections idle this long (0: never)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "host:port for the Prometheus /metrics endpoint (empty: off)")
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "host:port cluster topology replies announce (empty: the listen address, or the address each client reached when listening on 0.0.0.0)")
+	rep := &cfg.Replication
+	fs.StringVar(&rep.NodeID, "node-id", "", "this member's id among --peers (replicated mode)")
+	peers := fs.String("peers", "", "every member of a replicated cluster: id=client-addr[@raft-addr],… (raft-addr defaults to the client port + 10000); empty runs one node")
+	fs.DurationVar(&rep.HeartbeatTimeout, "raft-heartbeat-timeout", 400*time.Millisecond, "how long a follower waits without hearing from the leader before it stands for election")
+	fs.DurationVar(&rep.ElectionTimeout, "raft-election-timeout", 400*time.Millisecond, "how long a candidate waits for votes")
+	fs.DurationVar(&rep.LeaderLeaseTimeout, "raft-leader-lease-timeout", 300*time.Millisecond, "how long a leader keeps serving without hearing from a majority (at most the heartbeat timeout)")
+	fs.DurationVar(&rep.CommitTimeout, "raft-commit-timeout", 20*time.Millisecond, "longest a follower waits to learn the commit index when nothing else is sent")
+	fs.DurationVar(&rep.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "how long a client waits for its change to commit; past it the outcome is unknown and the reply an error")
+	fs.DurationVar(&rep.SnapshotInterval, "raft-snapshot-interval", 30*time.Second, "how often Raft checks whether to snapshot")
+	fs.Uint64Var(&rep.SnapshotThreshold, "raft-snapshot-threshold", 16384, "entries logged since the last snapshot before Raft takes another")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -55,6 +66,13 @@ func run(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *peers != "" {
+		list, err := cluster.ParsePeers(*peers)
+		if err != nil {
+			return err
+		}
+		rep.Peers = list
 	}
 	if *passFile != "" {
 		if cfg.RequirePass != "" {
