@@ -78,7 +78,7 @@ func (n *Node) Self() string { return n.cfg.NodeID }
 // Member is one server of the Raft configuration as this node sees it.
 type Member struct {
 	ID, ClientAddr, RaftAddr string
-	Voter, Leader, Self       bool
+	Voter, Leader, Self      bool
 }
 
 // Members lists the configuration's servers.

@@ -169,8 +169,8 @@ type Node struct {
 	// lastEntry is the monotonic instant the last entry was sent.
 	lastEntry atomic.Int64
 	batches   chan *Pending
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	stop      chan struct{}
+	wg        sync.WaitGroup
 	// leaderChanges counts leadership changes seen here.
 	leaderChanges atomic.Int64
 	batchSizes    batchHistogram
