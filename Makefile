@@ -5,7 +5,7 @@ ADDR    ?= 127.0.0.1:6379
 DATA    ?= ./data
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test test-go test-node bench fmt lint
+.PHONY: help build run cluster cluster-stop test test-go test-node bench fmt lint
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -15,6 +15,12 @@ build: ## build bin/sluice
 
 run: build ## run one node on $(ADDR) with data in $(DATA)
 	./$(BIN) --addr $(ADDR) --data-dir $(DATA)
+
+cluster: build ## run a local three-node replicated cluster on 127.0.0.1:7001-7003 (data in $(DATA)/cluster)
+	./scripts/cluster.sh start $(BIN) 7001 $(DATA)/cluster
+
+cluster-stop: ## stop the cluster make cluster started
+	./scripts/cluster.sh stop $(DATA)/cluster
 
 test: lint test-go test-node ## vet, then every test (unit, fuzz seeds, end-to-end, ioredis)
 

@@ -116,6 +116,7 @@ func (n *Node) Status() Status {
 func (n *Node) AddVoter(id, clientAddr, raftAddr string) error {
 	n.mu.Lock()
 	n.clientAddrs[id] = clientAddr
+	n.raftAddrs[id] = raftAddr
 	n.mu.Unlock()
 	return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error()
 }

@@ -78,6 +78,10 @@ type Config struct {
 	// Stores opens the Raft log and stable store in a directory; nil uses
 	// the Pebble-backed store.
 	Stores func(dir string) (raft.LogStore, raft.StableStore, io.Closer, error)
+	// DialVia maps member ids to the address this node dials them at
+	// instead of their Raft address (a tunnel, a NAT, or a test proxy that
+	// cuts the link); the Raft configuration keeps the real addresses.
+	DialVia map[string]string
 	// Log receives the node's events; nil discards.
 	Log *slog.Logger
 }
@@ -161,6 +165,7 @@ type Node struct {
 	// clientAddrs maps member ids to their Redis-protocol addresses.
 	mu          sync.Mutex
 	clientAddrs map[string]string
+	raftAddrs   map[string]string
 
 	// serving is set once this node is leader and has applied everything
 	// before its term (a barrier): only then does it stamp entries.
@@ -188,10 +193,11 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{cfg.Log}})
-	n := &Node{cfg: cfg, log: cfg.Log, fsm: &fsm{m: m, mono: cfg.Mono}, clientAddrs: map[string]string{},
+	n := &Node{cfg: cfg, log: cfg.Log, fsm: &fsm{m: m, mono: cfg.Mono}, clientAddrs: map[string]string{}, raftAddrs: map[string]string{},
 		batches: make(chan *Pending, 1024), stop: make(chan struct{})}
 	for _, p := range cfg.Peers {
 		n.clientAddrs[p.ID] = p.ClientAddr
+		n.raftAddrs[p.ID] = p.RaftAddr
 	}
 	stores := cfg.Stores
 	if stores == nil {
@@ -212,7 +218,8 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 		closer.Close()
 		return nil, fmt.Errorf("cluster: raft address %s: %w", self.RaftAddr, err)
 	}
-	n.trans, err = raft.NewTCPTransportWithLogger(self.RaftAddr, addr, 3, 5*time.Second, hlog)
+	n.trans, err = raft.NewTCPTransportWithConfig(self.RaftAddr, addr, &raft.NetworkTransportConfig{
+		ServerAddressProvider: dialVia{n}, Logger: hlog, MaxPool: 3, Timeout: 5 * time.Second})
 	if err != nil {
 		closer.Close()
 		return nil, fmt.Errorf("cluster: listen for Raft on %s: %w", self.RaftAddr, err)
@@ -280,6 +287,23 @@ func (n *Node) Close() error {
 		err = cerr
 	}
 	return err
+}
+
+// dialVia is where this node dials each member: Config.DialVia, else the
+// member's Raft address.
+type dialVia struct{ n *Node }
+
+func (d dialVia) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if a, ok := d.n.cfg.DialVia[string(id)]; ok {
+		return raft.ServerAddress(a), nil
+	}
+	d.n.mu.Lock()
+	a, ok := d.n.raftAddrs[string(id)]
+	d.n.mu.Unlock()
+	if !ok {
+		return "", fmt.Errorf("cluster: no address for member %s", id)
+	}
+	return raft.ServerAddress(a), nil
 }
 
 // slogWriter sends hclog's lines to slog.

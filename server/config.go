@@ -86,6 +86,9 @@ type Replication struct {
 	// SnapshotInterval and SnapshotThreshold: when Raft snapshots.
 	SnapshotInterval  time.Duration
 	SnapshotThreshold uint64
+	// DialVia maps member ids to addresses to dial them at instead of
+	// their Raft address.
+	DialVia map[string]string
 }
 
 // Enabled reports whether the server is a replicated node.
@@ -185,7 +188,7 @@ func (r Replication) clusterConfig(dataDir string) cluster.Config {
 		NodeID: r.NodeID, Peers: r.Peers, Dir: filepath.Join(dataDir, "raft"),
 		HeartbeatTimeout: r.HeartbeatTimeout, ElectionTimeout: r.ElectionTimeout, LeaderLeaseTimeout: r.LeaderLeaseTimeout,
 		CommitTimeout: r.CommitTimeout, ApplyTimeout: r.ApplyTimeout,
-		SnapshotInterval: r.SnapshotInterval, SnapshotThreshold: r.SnapshotThreshold,
+		SnapshotInterval: r.SnapshotInterval, SnapshotThreshold: r.SnapshotThreshold, DialVia: r.DialVia,
 	}
 }
 

@@ -58,6 +58,7 @@ func run(args []string) error {
 	fs.DurationVar(&rep.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "how long a client waits for its change to commit; past it the outcome is unknown and the reply an error")
 	fs.DurationVar(&rep.SnapshotInterval, "raft-snapshot-interval", 30*time.Second, "how often Raft checks whether to snapshot")
 	fs.Uint64Var(&rep.SnapshotThreshold, "raft-snapshot-threshold", 16384, "entries logged since the last snapshot before Raft takes another")
+	dialVia := fs.String("raft-dial-via", "", "dial these members' Raft at other addresses: id=host:port,… (tunnels, NAT, test proxies)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -73,6 +74,16 @@ func run(args []string) error {
 			return err
 		}
 		rep.Peers = list
+	}
+	if *dialVia != "" {
+		rep.DialVia = map[string]string{}
+		for _, kv := range strings.Split(*dialVia, ",") {
+			id, addr, ok := strings.Cut(kv, "=")
+			if !ok || id == "" || addr == "" {
+				return fmt.Errorf("--raft-dial-via %q: want id=host:port,…", kv)
+			}
+			rep.DialVia[id] = addr
+		}
 	}
 	if *passFile != "" {
 		if cfg.RequirePass != "" {

@@ -1,0 +1,136 @@
+package tests
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Cluster is a replicated sluice cluster of processes on loopback.
+type Cluster struct {
+	t     testing.TB
+	Nodes []*Server
+	// Peers is the --peers list every node was given.
+	Peers string
+}
+
+// StartCluster starts n replicated nodes (ids n1…) and waits until one
+// leads. extra flags go to every node; perNode(i) adds flags for node i.
+func StartCluster(t testing.TB, n int, perNode func(i int) []string, extra ...string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t}
+	var peers []string
+	for i := range n {
+		s := &Server{t: t, Addr: freeAddr(t), DataDir: t.TempDir()}
+		c.Nodes = append(c.Nodes, s)
+		peers = append(peers, fmt.Sprintf("n%d=%s@%s", i+1, s.Addr, freeAddr(t)))
+	}
+	c.Peers = strings.Join(peers, ",")
+	for i, s := range c.Nodes {
+		s.Args = append([]string{"--enable-debug-command", "--data-dir", s.DataDir, "--node-id", fmt.Sprintf("n%d", i+1),
+			"--peers", c.Peers}, extra...)
+		if perNode != nil {
+			s.Args = append(s.Args, perNode(i)...)
+		}
+		s.Start()
+		t.Cleanup(s.Kill)
+	}
+	c.Leader()
+	return c
+}
+
+// role asks a node its ROLE; "" when it does not answer.
+func role(t testing.TB, s *Server) string {
+	if s.cmd == nil {
+		return ""
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer c.Close()
+	v, err := c.Do(ctx(t), "ROLE").Slice()
+	if err != nil || len(v) == 0 {
+		return ""
+	}
+	r, _ := v[0].(string)
+	return r
+}
+
+// Leader waits until exactly one running node says it is master, and
+// returns it.
+func (c *Cluster) Leader() *Server {
+	c.t.Helper()
+	var leader *Server
+	eventually(c.t, "a leader", func() bool {
+		leader = nil
+		for _, s := range c.Nodes {
+			if role(c.t, s) == "master" {
+				if leader != nil {
+					return false
+				}
+				leader = s
+			}
+		}
+		return leader != nil
+	})
+	return leader
+}
+
+// Followers are the running nodes other than leader.
+func (c *Cluster) Followers(leader *Server) []*Server {
+	var out []*Server
+	for _, s := range c.Nodes {
+		if s != leader && s.cmd != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Addrs are every node's client address, for a cluster client's seeds.
+func (c *Cluster) Addrs() []string {
+	var out []string
+	for _, s := range c.Nodes {
+		out = append(out, s.Addr)
+	}
+	return out
+}
+
+// Client is a go-redis ClusterClient over every node, following MOVED.
+func (c *Cluster) Client() *redis.ClusterClient {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), MaxRedirects: 16,
+		DialTimeout: time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: time.Second,
+		MinRetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 100 * time.Millisecond})
+	c.t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// digestOf is a node's DEBUG DIGEST.
+func digestOf(t testing.TB, s *Server) string {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer c.Close()
+	d, _ := c.Do(ctx(t), "DEBUG", "DIGEST").Text()
+	return d
+}
+
+// SameDigests waits until every running node holds the same state.
+func (c *Cluster) SameDigests() string {
+	c.t.Helper()
+	var d string
+	eventually(c.t, "the same digest on every node", func() bool {
+		d = ""
+		for _, s := range c.Nodes {
+			if s.cmd == nil {
+				continue
+			}
+			got := digestOf(c.t, s)
+			if got == "" || (d != "" && got != d) {
+				return false
+			}
+			d = got
+		}
+		return true
+	})
+	return d
+}
