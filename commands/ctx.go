@@ -129,6 +129,9 @@ type Ctx struct {
 	W    *Writer
 	cmd  *Command
 	now  int64
+	// batch holds the machine commands a Batcher is to apply together when
+	// the server settles the connection's batch (see Settle).
+	batch deferredBatch
 }
 
 // Reset prepares the context for the next command.

@@ -19,28 +19,35 @@ type Replicated struct{ Node *cluster.Node }
 
 // Apply is one command's trip through the log.
 func (r Replicated) Apply(_ int64, cmd *machine.Command, args [][]byte, w *resp.Writer) machine.Outcome {
-	if !r.Node.Serving() {
-		w.Error(r.redirect(cmd, args))
+	if msg := r.Redirect(cmd, args); msg != "" {
+		w.Error(msg)
 		return machine.Outcome{}
 	}
-	p := r.Node.Submit([][][]byte{args})
-	if err := p.Wait(); err != nil {
-		w.Error(r.errorReply(err, cmd, args))
+	reply, errReply := r.ApplyAll([][][]byte{args})
+	if errReply != "" {
+		w.Error(errReply)
 		return machine.Outcome{}
 	}
-	reply, limited := p.Reply(0)
-	appendReply(w, reply)
+	b, limited := reply(0)
+	w.Buf = appendMachineReply(w.Buf, w.Proto, b)
 	return machine.Outcome{Limited: limited}
 }
 
-// appendReply appends a reply the log produced in RESP2 in w's protocol:
-// machine replies differ between the two only in a top-level null.
-func appendReply(w *resp.Writer, reply []byte) {
-	if w.Proto == 3 && (string(reply) == "$-1\r\n" || string(reply) == "*-1\r\n") {
-		w.Null()
-		return
+// Redirect sends the client to the leader unless this node serves.
+func (r Replicated) Redirect(cmd *machine.Command, args [][]byte) string {
+	if r.Node.Serving() {
+		return ""
 	}
-	w.Buf = append(w.Buf, reply...)
+	return r.redirect(cmd, args)
+}
+
+// ApplyAll logs cmds as one group of the next entry and waits for it.
+func (r Replicated) ApplyAll(cmds [][][]byte) (func(i int) ([]byte, bool), string) {
+	p := r.Node.Submit(cmds)
+	if err := p.Wait(); err != nil {
+		return nil, r.errorReply(err, nil, nil)
+	}
+	return p.Reply, ""
 }
 
 // redirect is the reply that sends a client to the leader.
@@ -54,7 +61,7 @@ func (r Replicated) redirect(cmd *machine.Command, args [][]byte) string {
 		return "TRYAGAIN the leader is starting"
 	}
 	s := 0
-	if cmd.FirstKey > 0 && cmd.FirstKey < len(args) {
+	if cmd != nil && cmd.FirstKey > 0 && cmd.FirstKey < len(args) {
 		s = slot.Of(args[cmd.FirstKey])
 	}
 	return "MOVED " + strconv.Itoa(s) + " " + addr

@@ -196,6 +196,10 @@ func (c *Ctx) apply(cmd *Command, args [][]byte) {
 			return
 		}
 	}
+	if b, ok := c.Env.Applier.(Batcher); ok {
+		c.deferApply(b, cmd, args)
+		return
+	}
 	var out machine.Outcome
 	if c.Env.Applier != nil {
 		out = c.Env.Applier.Apply(c.Now(), cmd.Machine, args, c.W)

@@ -320,6 +320,7 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	cs.writer.Buf = cs.writer.Buf[:0]
 	defer s.recoverCommand(c, cs, cmd)
 	s.table.Dispatch(&cs.ctx, cmd.Args)
+	cs.ctx.Settle()
 	s.awaitDurable(c, cs)
 	s.clients.touch(cs)
 	c.WriteRaw(cs.writer.Buf)

@@ -1,0 +1,91 @@
+package commands
+
+import "github.com/sluice-rl/sluice/machine"
+
+// Batcher is an Applier that applies a connection's machine commands
+// together: all those of one read batch (a pipeline) go into one log
+// entry, and the connection waits once. Commands whose args point into the
+// connection's read buffer stay valid until the batch settles, since the
+// server reads nothing more before.
+type Batcher interface {
+	Applier
+	// Redirect is the error reply for a command this node cannot log now
+	// (a follower: MOVED), or "" when it can.
+	Redirect(cmd *machine.Command, args [][]byte) string
+	// ApplyAll logs cmds as one group and waits. It returns each command's
+	// reply (RESP2) and whether a limiter refused it, or the one error
+	// reply every command of the group gets.
+	ApplyAll(cmds [][][]byte) (reply func(i int) ([]byte, bool), errReply string)
+}
+
+// deferredBatch is a connection's machine commands waiting for Settle, and
+// where in the reply buffer each reply belongs.
+type deferredBatch struct {
+	b    Batcher
+	cmds [][][]byte
+	of   []*Command
+	pos  []int
+	// spare is the buffer replies are rebuilt in, swapped with W.Buf.
+	spare []byte
+}
+
+// deferApply queues cmd for the batch, or answers at once with a redirect.
+func (c *Ctx) deferApply(b Batcher, cmd *Command, args [][]byte) {
+	if msg := b.Redirect(cmd.Machine, args); msg != "" {
+		c.W.Error(msg)
+		return
+	}
+	d := &c.batch
+	d.b = b
+	d.cmds = append(d.cmds, args)
+	d.of = append(d.of, cmd)
+	d.pos = append(d.pos, len(c.W.Buf))
+}
+
+// Settle applies the machine commands the connection's batch queued, and
+// puts each reply where its command stood among the others'. The server
+// calls it once per read batch, before the replies are sent; it does
+// nothing when nothing was queued.
+func (c *Ctx) Settle() {
+	d := &c.batch
+	if len(d.cmds) == 0 {
+		return
+	}
+	reply, errReply := d.b.ApplyAll(d.cmds)
+	out := d.spare[:0]
+	prev := 0
+	for i, pos := range d.pos {
+		out = append(out, c.W.Buf[prev:pos]...)
+		prev = pos
+		if errReply != "" {
+			out = appendError(out, c.W.Proto, errReply)
+			continue
+		}
+		r, limited := reply(i)
+		out = appendMachineReply(out, c.W.Proto, r)
+		if limited {
+			d.of[i].limits.Add(1)
+		}
+	}
+	out = append(out, c.W.Buf[prev:]...)
+	d.spare, c.W.Buf = c.W.Buf[:0], out
+	clear(d.cmds)
+	clear(d.of)
+	d.cmds, d.of, d.pos = d.cmds[:0], d.of[:0], d.pos[:0]
+}
+
+func appendError(dst []byte, proto int, msg string) []byte {
+	w := Writer{Buf: dst, Proto: proto}
+	w.Error(msg)
+	return w.Buf
+}
+
+// appendMachineReply appends a reply the log produced in RESP2 in the
+// connection's protocol: machine replies differ between the two only in a
+// top-level null.
+func appendMachineReply(dst []byte, proto int, reply []byte) []byte {
+	if proto == 3 && (string(reply) == "$-1\r\n" || string(reply) == "*-1\r\n") {
+		return append(dst, "_\r\n"...)
+	}
+	return append(dst, reply...)
+}
