@@ -77,7 +77,7 @@ type Config struct {
 	Mono func() int64
 	// Stores opens the Raft log and stable store in a directory; nil uses
 	// the Pebble-backed store.
-	Stores func(dir string) (raft.LogStore, raft.StableStore, io.Closer, error)
+	Stores func(dir string, log *slog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error)
 	// DialVia maps member ids to the address this node dials them at
 	// instead of their Raft address (a tunnel, a NAT, or a test proxy that
 	// cuts the link); the Raft configuration keeps the real addresses.
@@ -203,7 +203,7 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 	if stores == nil {
 		stores = openPebbleStores
 	}
-	logs, stable, closer, err := stores(filepath.Join(cfg.Dir, "log"))
+	logs, stable, closer, err := stores(filepath.Join(cfg.Dir, "log"), cfg.Log)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open the Raft log in %s: %w", cfg.Dir, err)
 	}
