@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -134,3 +135,11 @@ func (c *Cluster) SameDigests() string {
 	})
 	return d
 }
+
+// quietLogger drops go-redis' own log lines: cluster tests kill nodes on
+// purpose, and every refused dial would be logged.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quietLogger{}) }
