@@ -99,9 +99,9 @@ func (c *Config) withDefaults() Config {
 			*v = x
 		}
 	}
-	def(&d.HeartbeatTimeout, 400*time.Millisecond)
-	def(&d.ElectionTimeout, 400*time.Millisecond)
-	def(&d.LeaderLeaseTimeout, 300*time.Millisecond)
+	def(&d.HeartbeatTimeout, 300*time.Millisecond)
+	def(&d.ElectionTimeout, 300*time.Millisecond)
+	def(&d.LeaderLeaseTimeout, 250*time.Millisecond)
 	def(&d.CommitTimeout, 20*time.Millisecond)
 	def(&d.ApplyTimeout, 2*time.Second)
 	def(&d.SnapshotInterval, 30*time.Second)

@@ -45,7 +45,7 @@ func runRaftInfo(c *Ctx, _ [][]byte) {
 		return
 	}
 	leader, _, _ := n.Leader()
-	c.W.Map(9)
+	c.W.Map(10)
 	for _, kv := range [][2]string{{"node", n.Self()}, {"state", strings.ToLower(st.State)}, {"leader", leader}} {
 		c.W.BulkString(kv[0])
 		c.W.BulkString(kv[1])
@@ -57,6 +57,12 @@ func runRaftInfo(c *Ctx, _ [][]byte) {
 		{"applied_index", int64(st.AppliedIdx)}, {"leader_changes", st.LeaderChanges}} {
 		c.W.BulkString(kv.k)
 		c.W.Int(kv.v)
+	}
+	c.W.BulkString("batches")
+	sizes := n.BatchSizes()
+	c.W.Array(len(sizes))
+	for i, k := range sizes {
+		c.W.BulkString(strconv.Itoa(1<<i) + "-" + strconv.Itoa(1<<(i+1)-1) + " commands: " + strconv.FormatInt(k, 10))
 	}
 	c.W.BulkString("members")
 	c.W.Array(len(members))

@@ -51,9 +51,9 @@ func run(args []string) error {
 	rep := &cfg.Replication
 	fs.StringVar(&rep.NodeID, "node-id", "", "this member's id among --peers (replicated mode)")
 	peers := fs.String("peers", "", "every member of a replicated cluster: id=client-addr[@raft-addr],… (raft-addr defaults to the client port + 10000); empty runs one node")
-	fs.DurationVar(&rep.HeartbeatTimeout, "raft-heartbeat-timeout", 400*time.Millisecond, "how long a follower waits without hearing from the leader before it stands for election")
-	fs.DurationVar(&rep.ElectionTimeout, "raft-election-timeout", 400*time.Millisecond, "how long a candidate waits for votes")
-	fs.DurationVar(&rep.LeaderLeaseTimeout, "raft-leader-lease-timeout", 300*time.Millisecond, "how long a leader keeps serving without hearing from a majority (at most the heartbeat timeout)")
+	fs.DurationVar(&rep.HeartbeatTimeout, "raft-heartbeat-timeout", 300*time.Millisecond, "how long a follower waits without hearing from the leader before it stands for election")
+	fs.DurationVar(&rep.ElectionTimeout, "raft-election-timeout", 300*time.Millisecond, "how long a candidate waits for votes")
+	fs.DurationVar(&rep.LeaderLeaseTimeout, "raft-leader-lease-timeout", 250*time.Millisecond, "how long a leader keeps serving without hearing from a majority (at most the heartbeat timeout)")
 	fs.DurationVar(&rep.CommitTimeout, "raft-commit-timeout", 20*time.Millisecond, "longest a follower waits to learn the commit index when nothing else is sent")
 	fs.DurationVar(&rep.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "how long a client waits for its change to commit; past it the outcome is unknown and the reply an error")
 	fs.DurationVar(&rep.SnapshotInterval, "raft-snapshot-interval", 30*time.Second, "how often Raft checks whether to snapshot")
