@@ -5,10 +5,6 @@ import (
 	"strconv"
 )
 
-// busPortOffset is Redis Cluster's: a node's bus port is its client port
-// plus 10000. sluice's Raft address follows it when none is given.
-const busPortOffset = 10000
-
 // busToClient is the client address of a node whose Raft address is
 // raftAddr, by the bus-port convention; raftAddr itself if it has no
 // port above the offset.
@@ -18,8 +14,8 @@ func busToClient(raftAddr string) string {
 		return raftAddr
 	}
 	p, err := strconv.Atoi(port)
-	if err != nil || p <= busPortOffset {
+	if err != nil || p <= RaftPortOffset {
 		return raftAddr
 	}
-	return net.JoinHostPort(host, strconv.Itoa(p-busPortOffset))
+	return net.JoinHostPort(host, strconv.Itoa(p-RaftPortOffset))
 }

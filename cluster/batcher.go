@@ -105,7 +105,7 @@ func (n *Node) runBatches() {
 			g.first = len(cmds)
 			cmds = append(cmds, g.cmds...)
 		}
-		entry := AppendBatch(make([]byte, 0, 64+16*count), clk.stamp(), cmds)
+		entry := AppendBatch(nil, clk.Stamp(), cmds)
 		n.batchSizes.observe(len(cmds))
 		n.lastEntry.Store(n.cfg.Mono())
 		inflights <- inflight{fut: n.raft.Apply(entry, n.cfg.ApplyTimeout), groups: groups, sent: time.Now()}
@@ -175,28 +175,6 @@ func (n *Node) tick() {
 		}
 		n.Submit(nil)
 	}
-}
-
-// stampClock is a leader's source of stamps: base plus the monotonic time
-// since the leader started serving, never decreasing.
-type stampClock struct {
-	base, mono0 int64
-	mono        func() int64
-	last        int64
-}
-
-func newStampClock(base int64, mono func() int64) *stampClock {
-	return &stampClock{base: base, mono0: mono(), mono: mono, last: base}
-}
-
-// stamp is the instant for the next entry; only the batcher calls it.
-func (c *stampClock) stamp() int64 {
-	s := c.base + max(c.mono()-c.mono0, 0)
-	if s < c.last {
-		s = c.last
-	}
-	c.last = s
-	return s
 }
 
 // batchHistogram counts entries by their number of commands, in powers of

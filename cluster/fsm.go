@@ -17,7 +17,8 @@ import (
 // batch of commands stamped with the leader's instant, applied in order to
 // the machine at that instant. It reads no clock: the stamp is the time.
 type fsm struct {
-	m *machine.Machine
+	m   *machine.Machine
+	dec BatchDecoder
 	// mono is the local monotonic clock, read only to note when the last
 	// entry applied here, so a node that becomes leader can continue the
 	// log's time from it (see stampBase). It never decides a reply.
@@ -45,11 +46,15 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	res := &applied{}
 	w := resp.Writer{Proto: 2}
-	stamp, err := DecodeBatch(l.Data, func(stamp int64, args [][]byte) {
-		out := f.m.ApplyArgs(stamp, args, &w)
-		res.ends = append(res.ends, len(w.Buf))
-		res.limited = append(res.limited, out.Limited)
-	}, func(stamp int64) { f.m.Advance(stamp) })
+	stamp, err := BatchStamp(l.Data)
+	if err == nil {
+		f.m.Advance(stamp)
+		_, _, err = f.dec.Decode(l.Data, func(args [][]byte) {
+			out := f.m.ApplyArgs(stamp, args, &w)
+			res.ends = append(res.ends, len(w.Buf))
+			res.limited = append(res.limited, out.Limited)
+		})
+	}
 	if err != nil {
 		// Every replica decodes the same bytes the same way: a corrupt
 		// entry fails alike everywhere and changes nothing.

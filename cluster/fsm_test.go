@@ -127,32 +127,3 @@ func TestFSMCorruptEntry(t *testing.T) {
 		t.Fatal("corrupt entries changed the state")
 	}
 }
-
-// Decoding never panics, whatever the bytes.
-func FuzzDecodeBatch(f *testing.F) {
-	f.Add(AppendBatch(nil, 1, [][][]byte{words("PING"), words("CL.THROTTLE", "k", "1", "2", "3")}))
-	f.Add(AppendBatch(nil, -5, nil))
-	f.Add([]byte{1, 0, 255, 255, 255, 255, 15})
-	decode := func(b []byte) (int64, [][][]byte, error) {
-		var cmds [][][]byte
-		stamp, err := DecodeBatch(b, func(_ int64, args [][]byte) {
-			c := make([][]byte, len(args))
-			for i, a := range args {
-				c[i] = append([]byte{}, a...)
-			}
-			cmds = append(cmds, c)
-		}, func(int64) {})
-		return stamp, cmds, err
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		stamp, cmds, err := decode(b)
-		if err != nil {
-			return
-		}
-		// Whatever decodes, encodes to an entry that decodes the same.
-		stamp2, cmds2, err := decode(AppendBatch(nil, stamp, cmds))
-		if err != nil || stamp2 != stamp || fmt.Sprint(cmds2) != fmt.Sprint(cmds) {
-			t.Fatalf("re-encoded entry decodes to %d %q (%v), not %d %q", stamp2, cmds2, err, stamp, cmds)
-		}
-	})
-}

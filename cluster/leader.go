@@ -40,7 +40,7 @@ func (n *Node) watchLeadership() {
 			// A log never stamped: its time starts at the wall clock, once.
 			base = n.cfg.Wall()
 		}
-		n.clock.Store(newStampClock(base, n.cfg.Mono))
+		n.clock.Store(NewLeaderClock(base, n.cfg.Mono))
 		n.serving.Store(true)
 		n.log.Info("leader: serving", "node", n.cfg.NodeID, "term", n.raft.CurrentTerm(), "stamp", base)
 	}

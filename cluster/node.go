@@ -86,12 +86,6 @@ type Config struct {
 	Log *slog.Logger
 }
 
-// Peer is one member: its id, its Redis-protocol address and its Raft
-// address.
-type Peer struct {
-	ID, ClientAddr, RaftAddr string
-}
-
 func (c *Config) withDefaults() Config {
 	d := *c
 	def := func(v *time.Duration, x time.Duration) {
@@ -170,7 +164,7 @@ type Node struct {
 	// serving is set once this node is leader and has applied everything
 	// before its term (a barrier): only then does it stamp entries.
 	serving atomic.Bool
-	clock   atomic.Pointer[stampClock]
+	clock   atomic.Pointer[LeaderClock]
 	// lastEntry is the monotonic instant the last entry was sent.
 	lastEntry atomic.Int64
 	batches   chan *Pending

@@ -1,74 +1,113 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 )
 
-// ParsePeers reads --peers: members separated by commas, each
-// id=client-addr[@raft-addr]. Without @raft-addr the Raft address is the
-// client address with its port plus 10000, as Redis' cluster bus.
+// RaftPortOffset is added to a peer's client port when its raft address is
+// not given, as Redis Cluster puts its bus on the client port + 10000.
+const RaftPortOffset = 10000
+
+// ErrPeers: a --peers list that does not parse or names a member twice.
+var ErrPeers = errors.New("cluster: invalid peer list")
+
+// Peer is one member of a raft cluster as --peers names it.
+type Peer struct {
+	// ID names the member; raft uses it as the server id.
+	ID string
+	// ClientAddr is the host:port clients reach it on (RESP).
+	ClientAddr string
+	// RaftAddr is the host:port members replicate to it on.
+	RaftAddr string
+}
+
+// ParsePeers reads a comma-separated list of id=client-addr[@raft-addr],
+// every member of the cluster including this node, e.g.
+//
+//	n1=127.0.0.1:7001@127.0.0.1:17001,n2=127.0.0.1:7002
+//
+// A missing raft address is the client host with the client port +
+// RaftPortOffset. Addresses come back as net.JoinHostPort writes them. Ids
+// and addresses must be unique: two members on one address would be one
+// process counted twice towards a majority.
 func ParsePeers(s string) ([]Peer, error) {
 	if strings.TrimSpace(s) == "" {
-		return nil, fmt.Errorf("%w: --peers is empty", ErrConfig)
+		return nil, fmt.Errorf("%w: the list is empty", ErrPeers)
 	}
-	var peers []Peer
-	seen := map[string]string{}
-	for _, item := range strings.Split(s, ",") {
-		item = strings.TrimSpace(item)
-		id, addrs, ok := strings.Cut(item, "=")
-		if !ok || id == "" {
-			return nil, fmt.Errorf("%w: peer %q: want id=host:port[@host:port]", ErrConfig, item)
+	items := strings.Split(s, ",")
+	peers := make([]Peer, 0, len(items))
+	ids := make(map[string]bool, len(items))
+	addrs := make(map[string]string, 2*len(items)) // address → the id using it
+	for i, item := range items {
+		p, err := parsePeer(item)
+		if err != nil {
+			return nil, fmt.Errorf("%w: member %d %q: %w", ErrPeers, i+1, item, err)
 		}
-		client, raftAddr, hasRaft := strings.Cut(addrs, "@")
-		if err := checkHostPort(client); err != nil {
-			return nil, fmt.Errorf("%w: peer %s: client address %q: %w", ErrConfig, id, client, err)
+		if ids[p.ID] {
+			return nil, fmt.Errorf("%w: id %q appears twice", ErrPeers, p.ID)
 		}
-		if !hasRaft {
-			r, err := raftAddrFromClient(client)
-			if err != nil {
-				return nil, fmt.Errorf("%w: peer %s: %w", ErrConfig, id, err)
+		ids[p.ID] = true
+		for _, a := range []string{p.ClientAddr, p.RaftAddr} {
+			if other, ok := addrs[a]; ok {
+				return nil, fmt.Errorf("%w: address %s is used by %s and %s", ErrPeers, a, other, p.ID)
 			}
-			raftAddr = r
-		} else if err := checkHostPort(raftAddr); err != nil {
-			return nil, fmt.Errorf("%w: peer %s: raft address %q: %w", ErrConfig, id, raftAddr, err)
+			addrs[a] = p.ID
 		}
-		for _, k := range []string{"id " + id, "address " + client, "address " + raftAddr} {
-			if other, dup := seen[k]; dup {
-				return nil, fmt.Errorf("%w: peers %s and %s share the %s", ErrConfig, other, id, k)
-			}
-			seen[k] = id
-		}
-		if client == raftAddr {
-			return nil, fmt.Errorf("%w: peer %s: the client and raft addresses are the same", ErrConfig, id)
-		}
-		peers = append(peers, Peer{ID: id, ClientAddr: client, RaftAddr: raftAddr})
+		peers = append(peers, p)
 	}
 	return peers, nil
 }
 
-func checkHostPort(a string) error {
-	host, port, err := net.SplitHostPort(a)
+// parsePeer reads one id=client-addr[@raft-addr].
+func parsePeer(item string) (Peer, error) {
+	id, addrs, ok := strings.Cut(item, "=")
+	if !ok {
+		return Peer{}, errors.New("want id=host:port[@host:port]")
+	}
+	if id == "" {
+		return Peer{}, errors.New("empty id")
+	}
+	if strings.ContainsAny(id, "@= \t\r\n") {
+		return Peer{}, fmt.Errorf("id %q holds '@', '=' or white space", id)
+	}
+	client, raftAddr, hasRaft := strings.Cut(addrs, "@")
+	host, port, err := splitAddr(client)
 	if err != nil {
-		return err
+		return Peer{}, fmt.Errorf("client address: %w", err)
 	}
-	if host == "" {
-		return fmt.Errorf("no host")
+	p := Peer{ID: id, ClientAddr: net.JoinHostPort(host, strconv.Itoa(port))}
+	if hasRaft {
+		rhost, rport, err := splitAddr(raftAddr)
+		if err != nil {
+			return Peer{}, fmt.Errorf("raft address: %w", err)
+		}
+		p.RaftAddr = net.JoinHostPort(rhost, strconv.Itoa(rport))
+		return p, nil
 	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p < 1 || p > 65535 {
-		return fmt.Errorf("port %q is not 1-65535", port)
+	if port+RaftPortOffset > 65535 {
+		return Peer{}, fmt.Errorf("client port %d + %d is above 65535: give the raft address after '@'", port, RaftPortOffset)
 	}
-	return nil
+	p.RaftAddr = net.JoinHostPort(host, strconv.Itoa(port+RaftPortOffset))
+	return p, nil
 }
 
-func raftAddrFromClient(client string) (string, error) {
-	host, port, _ := net.SplitHostPort(client)
-	p, _ := strconv.Atoi(port)
-	if p+busPortOffset > 65535 {
-		return "", fmt.Errorf("client port %d + %d is past 65535: give @raft-addr", p, busPortOffset)
+// splitAddr checks a host:port with a host and a port from 1 to 65535;
+// the host is lower-cased so one address has one spelling.
+func splitAddr(addr string) (host string, port int, err error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
 	}
-	return net.JoinHostPort(host, strconv.Itoa(p+busPortOffset)), nil
+	if host == "" {
+		return "", 0, fmt.Errorf("%q has no host", addr)
+	}
+	port, err = strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 || ps[0] == '+' {
+		return "", 0, fmt.Errorf("%q: port %q is not a number from 1 to 65535", addr, ps)
+	}
+	return strings.ToLower(host), port, nil
 }

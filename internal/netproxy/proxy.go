@@ -1,0 +1,156 @@
+// Package netproxy is a TCP proxy for tests: it sits between two nodes and
+// can be told to stop forwarding, cutting one node off the network while
+// both processes keep running.
+package netproxy
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// dialTimeout bounds a connection attempt to the target, so a dead target
+// cannot hold an accepted connection (and Close) for long.
+const dialTimeout = 5 * time.Second
+
+// Proxy forwards every connection made to Addr to its target.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu          sync.Mutex
+	partitioned bool
+	closed      bool
+	conns       map[net.Conn]struct{} // every open connection, both sides
+	wg          sync.WaitGroup        // the accept loop and every forwarding goroutine
+}
+
+// New listens on 127.0.0.1 at a port the system picks and forwards to
+// target (host:port).
+func New(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("netproxy: listen: %w", err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: make(map[net.Conn]struct{})}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the address to connect to instead of the target.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Partition stops forwarding in both directions: open connections are
+// dropped, and connections made until Heal are accepted and dropped at
+// once, as a peer whose packets vanish is eventually reset.
+func (p *Proxy) Partition() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.partitioned = true
+	p.dropLocked()
+}
+
+// Heal forwards new connections again.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.partitioned = false
+}
+
+// Close stops listening, drops every connection and waits for the
+// forwarding goroutines to end.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	err := p.ln.Close()
+	p.dropLocked()
+	p.mu.Unlock()
+	p.wg.Wait()
+	if err != nil {
+		return fmt.Errorf("netproxy: close: %w", err)
+	}
+	return nil
+}
+
+// dropLocked closes every open connection; p.mu is held.
+func (p *Proxy) dropLocked() {
+	for c := range p.conns {
+		_ = c.Close()
+		delete(p.conns, c)
+	}
+}
+
+// track registers c as open, or reports false (and closes c) when the
+// proxy is partitioned or closed.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.partitioned || p.closed {
+		_ = c.Close()
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.conns, c)
+	_ = c.Close()
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		if !p.track(c) {
+			continue
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+// serve dials the target for client and copies both ways until both
+// directions end or the connection is dropped.
+func (p *Proxy) serve(client net.Conn) {
+	defer p.wg.Done()
+	defer p.untrack(client)
+	server, err := net.DialTimeout("tcp", p.target, dialTimeout)
+	if err != nil {
+		return
+	}
+	if !p.track(server) {
+		return
+	}
+	defer p.untrack(server)
+	var both sync.WaitGroup
+	both.Go(func() { pipe(server, client) })
+	pipe(client, server)
+	both.Wait()
+}
+
+// pipe copies src to dst, then passes the end of the stream on (a
+// half-close), so a peer that shuts its writing side still reads the
+// answers.
+func pipe(dst, src net.Conn) {
+	_, err := io.Copy(dst, src)
+	if tc, ok := dst.(*net.TCPConn); ok && err == nil {
+		_ = tc.CloseWrite()
+		return
+	}
+	// The copy failed (a drop, a reset): end both sides.
+	_ = dst.Close()
+	_ = src.Close()
+}
