@@ -14,27 +14,31 @@ import (
 type Cluster struct {
 	t     testing.TB
 	Nodes []*Server
-	// Peers is the --peers list every node was given.
-	Peers string
+	// Peers is the --peers list every node was given; RaftAddrs are the
+	// nodes' Raft addresses, in order.
+	Peers     string
+	RaftAddrs []string
 }
 
 // StartCluster starts n replicated nodes (ids n1…) and waits until one
-// leads. extra flags go to every node; perNode(i) adds flags for node i.
-func StartCluster(t testing.TB, n int, perNode func(i int) []string, extra ...string) *Cluster {
+// leads. extra flags go to every node; perNode(i, raftAddrs) adds flags for
+// node i, given every node's Raft address.
+func StartCluster(t testing.TB, n int, perNode func(i int, raftAddrs []string) []string, extra ...string) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t}
 	var peers []string
 	for i := range n {
 		s := &Server{t: t, Addr: freeAddr(t), DataDir: t.TempDir()}
 		c.Nodes = append(c.Nodes, s)
-		peers = append(peers, fmt.Sprintf("n%d=%s@%s", i+1, s.Addr, freeAddr(t)))
+		c.RaftAddrs = append(c.RaftAddrs, freeAddr(t))
+		peers = append(peers, fmt.Sprintf("n%d=%s@%s", i+1, s.Addr, c.RaftAddrs[i]))
 	}
 	c.Peers = strings.Join(peers, ",")
 	for i, s := range c.Nodes {
 		s.Args = append([]string{"--enable-debug-command", "--data-dir", s.DataDir, "--node-id", fmt.Sprintf("n%d", i+1),
 			"--peers", c.Peers}, extra...)
 		if perNode != nil {
-			s.Args = append(s.Args, perNode(i)...)
+			s.Args = append(s.Args, perNode(i, c.RaftAddrs)...)
 		}
 		s.Start()
 		t.Cleanup(s.Kill)
