@@ -135,6 +135,7 @@ func (s *Server) startNode() error {
 	s.node = n
 	s.env.Cluster = n
 	s.env.Applier = commands.Replicated{Node: n}
+	s.env.Snapshots = &raftSnapshots{n: n}
 	return nil
 }
 

@@ -74,6 +74,12 @@ func TestClusterReplicates(t *testing.T) {
 	if err != nil || strings.Count(nodes, "slave") != 2 || strings.Count(nodes, "master") != 1 {
 		t.Fatalf("CLUSTER NODES =\n%s", nodes)
 	}
+	if err := lc.Save(ctx(t)).Err(); err != nil {
+		t.Fatalf("SAVE (a Raft snapshot) on the leader: %v", err)
+	}
+	if v := infoField(t, lc, "persistence", "rdb_last_save_time"); v == "0" {
+		t.Fatal("LASTSAVE did not move after SAVE")
+	}
 	if out := redisCLI(t, c.Nodes[0].Addr, "-c", "CL.THROTTLE", "{u2}g", "5", "10", "60"); !strings.HasPrefix(out, "0\n6\n") {
 		t.Fatalf("redis-cli -c: %q", out)
 	}
