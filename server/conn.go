@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/sluice-rl/sluice/commands"
@@ -219,10 +218,7 @@ func (s *Server) run(cs *connState, args [][]byte) {
 // protocolError answers a violation as Redis does: the replies to the
 // requests before it, then "-ERR Protocol error: <reason>", then close.
 func (s *Server) protocolError(cs *connState, err error) {
-	reason := strings.TrimPrefix(err.Error(), "guard: ")
-	cs.writer.Buf = append(cs.writer.Buf, "-ERR Protocol error: "...)
-	cs.writer.Buf = append(cs.writer.Buf, reason...)
-	cs.writer.Buf = append(cs.writer.Buf, '\r', '\n')
+	cs.writer.Buf = guard.AppendReply(cs.writer.Buf, err)
 	cs.closing = true
 	s.log.Debug("protocol violation", "addr", cs.conn.Addr, "err", err)
 }

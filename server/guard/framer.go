@@ -90,11 +90,13 @@ func (f *Framer) makeRoom() {
 	if f.w < len(f.buf) {
 		return
 	}
-	// The request in progress fills the buffer: double it, or make it as
-	// large as the payload being read needs.
+	// The request in progress fills the buffer: double it, but not past
+	// the end of the payload being read. Growing only as bytes arrive
+	// keeps a client that declares a huge bulk and sends little from
+	// costing more than it sent.
 	size := 2 * len(f.buf)
 	if f.v.state == stBulkData {
-		size = max(size, f.w+int(f.v.dataLeft)+2)
+		size = min(size, f.w+int(f.v.dataLeft)+2)
 	}
 	grown := make([]byte, size)
 	copy(grown, f.buf[:f.w])

@@ -174,7 +174,7 @@ func checkVerdict(t *testing.T, c streamCase, got verdict) {
 		t.Fatalf("error %v, want %v", got.err, c.err)
 	}
 	if c.errText != "" {
-		if line := string(replyLine(got.err)); line != "-ERR Protocol error: "+c.errText+"\r\n" {
+		if line := string(AppendReply(nil, got.err)); line != "-ERR Protocol error: "+c.errText+"\r\n" {
 			t.Fatalf("reply %q, want reason %q", line, c.errText)
 		}
 	}
