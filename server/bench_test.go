@@ -79,7 +79,6 @@ func benchmarkThrottle(b *testing.B, pipeline int) {
 		roundTrip(batch)
 	}
 	b.ReportAllocs()
-	b.ResetTimer()
 	i := 0
 	for b.Loop() {
 		roundTrip(batches[i%len(batches)])
