@@ -82,6 +82,21 @@ func (r *clientRegistry) add(cs *connState, nc net.Conn) bool {
 	return true
 }
 
+// setReadDeadlines applies a new idle timeout to every connection's
+// pending read (none for 0); each connection's goroutine sets its own
+// deadline before every later read.
+func (r *clientRegistry) setReadDeadlines(timeout time.Duration) {
+	var at time.Time
+	if timeout > 0 {
+		at = time.Now().Add(timeout)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, cs := range r.conns {
+		cs.reg.nc.SetReadDeadline(at)
+	}
+}
+
 // closeAll closes every connection's socket, for shutdown; each
 // connection's goroutine then fails its read and cleans up.
 func (r *clientRegistry) closeAll() {

@@ -154,7 +154,12 @@ func (s *Server) fill(cs *connState) error {
 			if empty++; empty == emptyReadLimit {
 				return io.ErrNoProgress
 			}
-		case timeout > 0 && isTimeout(err) && cs.out.sentWithin(timeout):
+		case isTimeout(err):
+			// The timeout may have changed (CONFIG SET) while waiting.
+			now := time.Duration(s.env.Tunables.IdleTimeoutSeconds.Load()) * time.Second
+			if now > 0 && !cs.out.sentWithin(now) {
+				return err
+			}
 		default:
 			return err
 		}

@@ -168,6 +168,9 @@ func (s *Server) Serve() error {
 	if s.ln == nil {
 		return errors.New("server: Serve before Listen")
 	}
+	// A new timeout reaches connections waiting in a read at once, not
+	// only from their next read.
+	s.env.Tunables.OnIdleTimeout = func(seconds int64) { s.clients.setReadDeadlines(time.Duration(seconds) * time.Second) }
 	s.bg.Add(1)
 	go s.clients.tick(s.stop, s.bg.Done)
 	s.bg.Add(1)

@@ -237,3 +237,27 @@ func TestOutputBufferLimitCountsUnsentReplies(t *testing.T) {
 		t.Fatalf("other clients must not notice: %v", err)
 	}
 }
+
+// CONFIG SET timeout reaches connections that are already waiting idle, as
+// in Redis, not only those that read again.
+func TestConfigSetTimeoutClosesWaitingIdleClients(t *testing.T) {
+	s := StartServer(t)
+	idle, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	idle.SetDeadline(time.Now().Add(20 * time.Second))
+	idle.Write([]byte("PING\r\n"))
+	rd := bufio.NewReader(idle)
+	if line, err := rd.ReadString('\n'); line != "+PONG\r\n" {
+		t.Fatalf("PING: %q %v", line, err)
+	}
+	// The server now waits in a read on idle, with no timeout.
+	if err := s.Client().ConfigSet(ctx(t), "timeout", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rd.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle connection after CONFIG SET timeout 1: read %d bytes, %v; want EOF", n, err)
+	}
+}
