@@ -157,14 +157,42 @@ func (s *Server) fill(cs *connState) error {
 		case isTimeout(err):
 			// The timeout may have changed (CONFIG SET) while waiting.
 			now := time.Duration(s.env.Tunables.IdleTimeoutSeconds.Load()) * time.Second
-			if now > 0 && !cs.out.sentWithin(now) {
-				return err
+			if now == 0 || cs.out.sentWithin(now) {
+				continue
 			}
+			// A deadline can fire while bytes wait unread (the process
+			// was starved of CPU): those bytes mean the client is not idle.
+			n, perr := s.readPending(cs)
+			if n > 0 {
+				return nil
+			}
+			if perr != nil {
+				return perr
+			}
+			return err
 		default:
 			return err
 		}
 	}
 }
+
+// readPending reads what the socket holds without waiting, after a read
+// deadline fired; 0 bytes means the client really was idle.
+func (s *Server) readPending(cs *connState) (int, error) {
+	if !cs.out.nb.ok() {
+		return 0, nil
+	}
+	cs.nc.SetReadDeadline(time.Time{})
+	cs.hadDeadline = false
+	n, err := cs.framer.Fill(readerFunc(cs.out.nb.readNow))
+	cs.inBytes += n
+	return n, err
+}
+
+// readerFunc adapts a read function to io.Reader.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 func isTimeout(err error) bool {
 	var ne net.Error
