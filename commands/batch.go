@@ -4,9 +4,7 @@ import "github.com/sluice-rl/sluice/machine"
 
 // Batcher is an Applier that applies a connection's machine commands
 // together: all those of one read batch (a pipeline) go into one log
-// entry, and the connection waits once. Commands whose args point into the
-// connection's read buffer stay valid until the batch settles, since the
-// server reads nothing more before.
+// entry, and the connection waits once.
 type Batcher interface {
 	Applier
 	// Redirect is the error reply for a command this node cannot log now
@@ -21,10 +19,19 @@ type Batcher interface {
 // deferredBatch is a connection's machine commands waiting for Settle, and
 // where in the reply buffer each reply belongs.
 type deferredBatch struct {
-	b    Batcher
-	cmds [][][]byte
-	of   []*Command
-	pos  []int
+	b Batcher
+	// The queued commands' arguments are copied (the server reuses the
+	// slices it hands out, and inline words, before the batch settles):
+	// their bytes back to back in flat, each argument's length in lens,
+	// each command's argument count in nargs. views and cmds are rebuilt
+	// over flat at Settle; all five are reused from batch to batch.
+	flat  []byte
+	lens  []int
+	nargs []int
+	views [][]byte
+	cmds  [][][]byte
+	of    []*Command
+	pos   []int
 	// spare is the buffer replies are rebuilt in, swapped with W.Buf.
 	spare []byte
 }
@@ -37,9 +44,30 @@ func (c *Ctx) deferApply(b Batcher, cmd *Command, args [][]byte) {
 	}
 	d := &c.batch
 	d.b = b
-	d.cmds = append(d.cmds, args)
+	for _, a := range args {
+		d.flat = append(d.flat, a...)
+		d.lens = append(d.lens, len(a))
+	}
+	d.nargs = append(d.nargs, len(args))
 	d.of = append(d.of, cmd)
 	d.pos = append(d.pos, len(c.W.Buf))
+}
+
+// queued rebuilds the queued commands as argument slices over flat.
+func (d *deferredBatch) queued() [][][]byte {
+	d.views = d.views[:0]
+	off := 0
+	for _, l := range d.lens {
+		d.views = append(d.views, d.flat[off:off+l:off+l])
+		off += l
+	}
+	d.cmds = d.cmds[:0]
+	at := 0
+	for _, n := range d.nargs {
+		d.cmds = append(d.cmds, d.views[at:at+n:at+n])
+		at += n
+	}
+	return d.cmds
 }
 
 // Settle applies the machine commands the connection's batch queued, and
@@ -48,10 +76,10 @@ func (c *Ctx) deferApply(b Batcher, cmd *Command, args [][]byte) {
 // nothing when nothing was queued.
 func (c *Ctx) Settle() {
 	d := &c.batch
-	if len(d.cmds) == 0 {
+	if len(d.nargs) == 0 {
 		return
 	}
-	reply, errReply := d.b.ApplyAll(d.cmds)
+	reply, errReply := d.b.ApplyAll(d.queued())
 	out := d.spare[:0]
 	prev := 0
 	for i, pos := range d.pos {
@@ -69,9 +97,8 @@ func (c *Ctx) Settle() {
 	}
 	out = append(out, c.W.Buf[prev:]...)
 	d.spare, c.W.Buf = c.W.Buf[:0], out
-	clear(d.cmds)
 	clear(d.of)
-	d.cmds, d.of, d.pos = d.cmds[:0], d.of[:0], d.pos[:0]
+	d.flat, d.lens, d.nargs, d.of, d.pos = d.flat[:0], d.lens[:0], d.nargs[:0], d.of[:0], d.pos[:0]
 }
 
 func appendError(dst []byte, proto int, msg string) []byte {

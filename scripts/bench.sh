@@ -40,30 +40,36 @@ done
 
 sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat scripts/gcra.lua)")
 
-# rps PORT PIPELINE ARGS... prints requests per second.
-rps() {
+# run PORT PIPELINE ARGS... prints "requests-per-second p99-ms".
+run() {
 	local port=$1 p=$2
 	shift 2
 	redis-benchmark -p "$port" -c 50 -n "$N" -r 100000 -P "$p" --csv "$@" 2>/dev/null |
-		awk -F'","' 'NR==2 {print int($2)}'
+		awk -F'","' 'NR==2 {gsub(/"/, "", $7); print int($2), $7}'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
-echo "== throughput (redis-benchmark -c 50 -n $N -r 100000) =="
-printf "%-34s %12s %12s\n" "command" "-P 1" "-P 16"
-declare -A res
+echo "== throughput (redis-benchmark -c 50 -n $N -r 100000), requests/s and p99 ms =="
+printf "%-34s %12s %8s %12s %8s\n" "command" "-P 1" "p99" "-P 16" "p99"
+declare -A rps p99
 for p in 1 16; do
-	res[cl,$p]=$(rps "$SLUICE_PORT" "$p" CL.THROTTLE key:__rand_int__ 100 10 1 1)
-	res[lua,$p]=$(rps "$REDIS_PORT" "$p" EVALSHA "$sha" 1 key:__rand_int__ 100 10 1 1)
-	res[incr,$p]=$(rps "$REDIS_PORT" "$p" INCR key:__rand_int__)
+	read -r rps[cl,$p] p99[cl,$p] < <(run "$SLUICE_PORT" "$p" CL.THROTTLE key:__rand_int__ 100 10 1 1)
+	read -r rps[lua,$p] p99[lua,$p] < <(run "$REDIS_PORT" "$p" EVALSHA "$sha" 1 key:__rand_int__ 100 10 1 1)
+	read -r rps[incr,$p] p99[incr,$p] < <(run "$REDIS_PORT" "$p" INCR key:__rand_int__)
+	read -r rps[ping,$p] p99[ping,$p] < <(run "$REDIS_PORT" "$p" PING)
+	read -r rps[sping,$p] p99[sping,$p] < <(run "$SLUICE_PORT" "$p" PING)
 done
-printf "%-34s %12s %12s\n" "sluice CL.THROTTLE" "${res[cl,1]}" "${res[cl,16]}"
-printf "%-34s %12s %12s\n" "redis-server GCRA Lua (EVALSHA)" "${res[lua,1]}" "${res[lua,16]}"
-printf "%-34s %12s %12s\n" "redis-server INCR" "${res[incr,1]}" "${res[incr,16]}"
+row() { printf "%-34s %12s %8s %12s %8s\n" "$1" "${rps[$2,1]}" "${p99[$2,1]}" "${rps[$2,16]}" "${p99[$2,16]}"; }
+row "sluice CL.THROTTLE" cl
+row "redis-server GCRA Lua (EVALSHA)" lua
+row "redis-server INCR" incr
+row "redis-server PING" ping
+row "sluice PING" sping
 echo
-echo "CL.THROTTLE / INCR:      -P 1 $(ratio "${res[cl,1]}" "${res[incr,1]}")x   -P 16 $(ratio "${res[cl,16]}" "${res[incr,16]}")x   (target at -P 16: >= 1.0x)"
-echo "CL.THROTTLE / Redis+Lua: -P 1 $(ratio "${res[cl,1]}" "${res[lua,1]}")x   -P 16 $(ratio "${res[cl,16]}" "${res[lua,16]}")x   (target at -P 16: >= 8x)"
-
+echo "CL.THROTTLE / INCR:      -P 1 $(ratio "${rps[cl,1]}" "${rps[incr,1]}")x   -P 16 $(ratio "${rps[cl,16]}" "${rps[incr,16]}")x   (target: >= 1.0x at both)"
+echo "CL.THROTTLE / Redis+Lua: -P 1 $(ratio "${rps[cl,1]}" "${rps[lua,1]}")x   -P 16 $(ratio "${rps[cl,16]}" "${rps[lua,16]}")x   (target at -P 16: >= 8x)"
+echo "p99 at -P 1: CL.THROTTLE ${p99[cl,1]} ms, INCR ${p99[incr,1]} ms   (target: CL.THROTTLE <= INCR)"
+echo "sluice PING / redis PING: -P 1 $(ratio "${rps[sping,1]}" "${rps[ping,1]}")x   -P 16 $(ratio "${rps[sping,16]}" "${rps[ping,16]}")x   (the network path alone)"
 echo
 echo "== memory with $KEYS_MEM live GCRA keys =="
 # gen CMD... writes KEYS_MEM commands in RESP, one per key, for redis-cli --pipe.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/commands"
-	"github.com/sluice-rl/sluice/server/guard"
 )
 
 // clientRegistry is the set of open connections, for CLIENT LIST and
@@ -19,6 +18,9 @@ import (
 type clientRegistry struct {
 	mu    sync.Mutex
 	conns map[int64]*connState
+	// closed is set by closeAll: connections that register later are
+	// turned away.
+	closed bool
 	// unix is the wall clock in seconds, refreshed by tick.
 	unix atomic.Int64
 }
@@ -63,7 +65,8 @@ func (r *clientRegistry) tick(stop <-chan struct{}, done func()) {
 	}
 }
 
-func (r *clientRegistry) add(cs *connState, nc net.Conn) {
+// add registers a connection; false means the server is shutting down.
+func (r *clientRegistry) add(cs *connState, nc net.Conn) bool {
 	cs.reg.nc = nc
 	cs.reg.fd = socketFD(nc)
 	now := r.unix.Load()
@@ -71,8 +74,38 @@ func (r *clientRegistry) add(cs *connState, nc net.Conn) {
 	cs.reg.lastActive.Store(now)
 	cs.reg.seenAt = now
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
 	r.conns[cs.conn.ID] = cs
-	r.mu.Unlock()
+	return true
+}
+
+// setReadDeadlines applies a new idle timeout to every connection's
+// pending read (none for 0); each connection's goroutine sets its own
+// deadline before every later read.
+func (r *clientRegistry) setReadDeadlines(timeout time.Duration) {
+	var at time.Time
+	if timeout > 0 {
+		at = time.Now().Add(timeout)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, cs := range r.conns {
+		cs.reg.nc.SetReadDeadline(at)
+	}
+}
+
+// closeAll closes every connection's socket, for shutdown; each
+// connection's goroutine then fails its read and cleans up.
+func (r *clientRegistry) closeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	for _, cs := range r.conns {
+		cs.reg.nc.Close()
+	}
 }
 
 func (r *clientRegistry) remove(cs *connState) {
@@ -130,8 +163,7 @@ func (r *clientRegistry) List() []commands.ClientInfo {
 }
 
 // Kill implements commands.Clients. Closing the socket is safe from any
-// goroutine (redcon's own Close is not: it flushes the connection's
-// writer); the connection's goroutine then fails its read and cleans up.
+// goroutine; the connection's goroutine then fails its read and cleans up.
 func (r *clientRegistry) Kill(match func(*commands.ClientInfo) bool) int {
 	n := 0
 	for _, cs := range r.snapshot() {
@@ -152,8 +184,8 @@ func (r *clientRegistry) Kill(match func(*commands.ClientInfo) bool) int {
 
 // socketFD is the connection's file descriptor for CLIENT LIST, or -1.
 func socketFD(nc net.Conn) int {
-	if g, ok := nc.(*guard.Conn); ok {
-		nc = g.Conn
+	if t, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		nc = t.NetConn() // TLS
 	}
 	sc, ok := nc.(syscall.Conn)
 	if !ok {

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/tidwall/redcon"
-
 	"github.com/sluice-rl/sluice/persist"
 )
 
@@ -42,17 +40,17 @@ func (s *Server) closeStore() error {
 
 // awaitDurable holds back the replies of a connection whose commands
 // changed durable state until the changes are on disk (--quota-fsync
-// always). redcon sends replies only once every command it has read is
-// answered, so one wait at the end of a pipeline covers all of it; many
-// connections waiting at once share one fsync. If the change cannot be
-// made durable the connection is closed without its replies.
-func (s *Server) awaitDurable(c redcon.Conn, cs *connState) {
-	if !cs.conn.DurablePending() || (len(c.PeekPipeline()) > 0 && !cs.conn.Close) {
-		return
+// always). The server sends the replies of everything one read brought in
+// at once, so one wait per batch covers all of it; many connections
+// waiting at once share one fsync. If the change cannot be made durable it
+// reports false: the connection is closed without its replies.
+func (s *Server) awaitDurable(cs *connState) bool {
+	if !cs.conn.DurablePending() {
+		return true
 	}
 	if err := cs.conn.AwaitDurable(); err != nil {
-		s.log.Error("closing client: its changes did not reach the disk", "addr", c.RemoteAddr(), "err", err)
-		cs.closed = true
-		c.NetConn().Close()
+		s.log.Error("closing client: its changes did not reach the disk", "addr", cs.conn.Addr, "err", err)
+		return false
 	}
+	return true
 }

@@ -12,14 +12,12 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/tidwall/redcon"
 
 	"github.com/sluice-rl/sluice/clock"
 	"github.com/sluice-rl/sluice/cluster"
@@ -27,7 +25,6 @@ import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/persist"
-	"github.com/sluice-rl/sluice/server/guard"
 )
 
 // Server is one sluice node.
@@ -38,10 +35,11 @@ type Server struct {
 	table *commands.Table
 
 	ln      net.Listener
-	rc      *redcon.Server
 	metrics *http.Server
 	nextID  atomic.Int64
 	clients clientRegistry
+	// conns counts the connection goroutines, which Shutdown waits for.
+	conns sync.WaitGroup
 	// store persists the keyspace (server/persist.go) on a single node.
 	store *persist.Store
 	// node is the Raft member on a replicated node.
@@ -169,14 +167,10 @@ func (s *Server) ListenOn(raw net.Listener) error {
 		// goroutine, so a slow client never holds up Accept.
 		raw = tls.NewListener(raw, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
-	// Every byte a client sends passes the guard before redcon parses it.
-	ln, err := guard.NewListener(raw, s.cfg.Protocol, s.cfg.RequirePass != "")
-	if err != nil {
-		raw.Close()
-		return fmt.Errorf("server: %w", err)
-	}
+	ln := raw
 	s.ln = ln
 	s.env.Options.Addr = ln.Addr().String()
+	s.fitMaxClients()
 	if s.cfg.MetricsAddr != "" {
 		mln, err := net.Listen("tcp", s.cfg.MetricsAddr)
 		if err != nil {
@@ -205,19 +199,16 @@ func (s *Server) Serve() error {
 	if s.ln == nil {
 		return errors.New("server: Serve before Listen")
 	}
-	rc := redcon.NewServer(s.cfg.Addr, s.handle, s.accept, s.closed)
-	if s.cfg.IdleTimeout > 0 {
-		rc.SetIdleClose(s.cfg.IdleTimeout)
-	}
-	rc.AcceptError = func(err error) { s.log.Warn("accept", "err", err) }
-	s.rc = rc
-	s.env.Tunables.OnIdleTimeout = func(seconds int64) { rc.SetIdleClose(time.Duration(seconds) * time.Second) }
+	// A new timeout reaches connections waiting in a read at once, not
+	// only from their next read.
+	s.env.Tunables.OnIdleTimeout = func(seconds int64) { s.clients.setReadDeadlines(time.Duration(seconds) * time.Second) }
 	s.bg.Add(1)
 	go s.clients.tick(s.stop, s.bg.Done)
 	s.bg.Add(1)
 	go s.sweep()
 	s.log.Info("sluice ready", "addr", s.ln.Addr().String(), "version", s.cfg.Version)
-	return rc.Serve(s.ln)
+	s.conns.Add(1) // the accept loop, so that Shutdown waits for it too
+	return s.acceptLoop()
 }
 
 // Shutdown stops accepting, closes every connection and stops background
@@ -225,16 +216,19 @@ func (s *Server) Serve() error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stop) })
 	var err error
-	if s.rc != nil {
-		err = s.rc.Close()
-	} else if s.ln != nil {
-		err = s.ln.Close()
+	if s.ln != nil {
+		if cerr := s.ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
+			err = cerr
+		}
 	}
 	if s.metrics != nil {
 		s.metrics.Shutdown(ctx)
 	}
+	// Every connection goroutine sees its socket closed, finishes the
+	// command it runs and exits; the final snapshot comes after them.
+	s.clients.closeAll()
 	done := make(chan struct{})
-	go func() { s.bg.Wait(); close(done) }()
+	go func() { s.conns.Wait(); s.bg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -249,132 +243,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	return err
-}
-
-// connState is what the server keeps per connection.
-type connState struct {
-	ctx    commands.Ctx
-	conn   commands.Conn
-	writer commands.Writer
-	closed bool
-	// guard is the connection's protocol guard; it learns when AUTH
-	// succeeds so the pre-AUTH limits stop applying.
-	guard  *guard.Conn
-	authed bool
-	// pending counts reply bytes not yet flushed to the client.
-	pending int
-	// counted is how many bytes the guard had read when the last pipeline
-	// was added to the input counter.
-	counted uint64
-	// reg is what CLIENT LIST and CLIENT KILL read from other connections.
-	reg connReg
-}
-
-func (s *Server) accept(c redcon.Conn) bool {
-	st := s.env.Stats
-	st.ConnectionsReceived.Add(1)
-	if s.cfg.ProtectedMode && s.cfg.RequirePass == "" && !isLoopback(c.NetConn().RemoteAddr()) {
-		st.ConnectionsRejected.Add(1)
-		c.NetConn().Write([]byte(protectedModeReply))
-		return false
-	}
-	if st.ConnectedClients.Add(1) > s.env.Tunables.MaxClients.Load() {
-		st.ConnectedClients.Add(-1)
-		st.ConnectionsRejected.Add(1)
-		c.NetConn().Write([]byte("-ERR max number of clients reached\r\n"))
-		return false
-	}
-	cs := &connState{}
-	cs.conn = commands.Conn{
-		ID:            s.nextID.Add(1),
-		Addr:          c.RemoteAddr(),
-		LocalAddr:     c.NetConn().LocalAddr().String(),
-		Proto:         2,
-		Authenticated: s.cfg.RequirePass == "",
-		Created:       s.env.Clock.Now(),
-	}
-	cs.writer.Proto = 2
-	cs.ctx = commands.Ctx{Env: s.env, Conn: &cs.conn, W: &cs.writer}
-	cs.guard, _ = c.NetConn().(*guard.Conn)
-	cs.authed = cs.conn.Authenticated
-	s.clients.add(cs, c.NetConn())
-	c.SetContext(cs)
-	return true
-}
-
-func (s *Server) closed(c redcon.Conn, err error) {
-	if cs, ok := c.Context().(*connState); ok {
-		s.clients.remove(cs)
-		s.env.Stats.ConnectedClients.Add(-1)
-	}
-	if err != nil {
-		s.log.Debug("connection closed", "addr", c.RemoteAddr(), "err", err)
-	}
-}
-
-func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
-	cs := c.Context().(*connState)
-	if cs.closed || cs.reg.killed.Load() {
-		return
-	}
-	cs.ctx.Reset()
-	cs.writer.Buf = cs.writer.Buf[:0]
-	defer s.recoverCommand(c, cs, cmd)
-	s.table.Dispatch(&cs.ctx, cmd.Args)
-	cs.ctx.Settle()
-	s.awaitDurable(c, cs)
-	s.clients.touch(cs)
-	c.WriteRaw(cs.writer.Buf)
-	if cs.conn.Authenticated != cs.authed {
-		cs.authed = cs.conn.Authenticated
-		if cs.guard != nil {
-			cs.guard.SetAuthenticated(cs.authed)
-		}
-	}
-	if cs.conn.Close {
-		cs.closed = true
-		c.Close()
-		return
-	}
-	// redcon flushes once the commands it read so far are answered.
-	cs.pending += len(cs.writer.Buf)
-	if len(c.PeekPipeline()) == 0 {
-		s.countTraffic(cs)
-	} else if s.cfg.OutputBufferLimit > 0 && cs.pending > s.cfg.OutputBufferLimit {
-		s.log.Warn("closing client over the output buffer limit", "addr", c.RemoteAddr(), "pending", cs.pending)
-		cs.closed = true
-		c.NetConn().Close()
-	}
-}
-
-// countTraffic adds a finished pipeline's bytes to the shared counters:
-// one atomic add each per pipeline rather than per command.
-func (s *Server) countTraffic(cs *connState) {
-	s.env.Stats.NetOutputBytes.Add(int64(cs.pending))
-	cs.pending = 0
-	if cs.guard != nil {
-		read := cs.guard.BytesRead()
-		s.env.Stats.NetInputBytes.Add(int64(read - cs.counted))
-		cs.counted = read
-	}
-}
-
-// recoverCommand keeps a bug in one command from taking the process (and
-// every other client) down: the panic is logged with its stack, the client
-// gets an error and its connection is closed, since its state is unknown.
-func (s *Server) recoverCommand(c redcon.Conn, cs *connState, cmd redcon.Command) {
-	p := recover()
-	if p == nil {
-		return
-	}
-	name := ""
-	if len(cmd.Args) > 0 {
-		name = string(cmd.Args[0])
-	}
-	s.log.Error("command panicked", "command", name, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-	cs.closed = true
-	c.WriteError("ERR internal error running '" + name + "'; the connection is closed")
-	c.Close()
 }
 
 // isLoopback reports whether addr is on the loopback interface (or a Unix

@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -147,3 +149,55 @@ type quietLogger struct{}
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func init() { redis.SetLogger(quietLogger{}) }
+
+// rawExchange writes req in one write and reads until it has seen replies
+// top-level replies (counted by their first line: simple or error strings,
+// integers, or arrays of integers) or a second passes.
+func rawExchange(t testing.TB, addr, req string, replies int) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var out []byte
+	buf := make([]byte, 4096)
+	for countReplies(out) < replies {
+		n, err := conn.Read(buf)
+		out = append(out, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	return string(out)
+}
+
+// countReplies counts complete top-level replies of the simple shapes
+// rawExchange expects.
+func countReplies(b []byte) int {
+	lines := strings.Split(string(b), "\r\n")
+	n, pending := 0, 0
+	for _, l := range lines[:len(lines)-1] {
+		switch {
+		case pending > 0:
+			pending--
+			if pending == 0 {
+				n++
+			}
+		case strings.HasPrefix(l, "*"):
+			k, _ := strconv.Atoi(l[1:])
+			if k <= 0 {
+				n++
+			} else {
+				pending = k
+			}
+		default:
+			n++
+		}
+	}
+	return n
+}

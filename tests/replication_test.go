@@ -92,3 +92,36 @@ func keySlot(t testing.TB, c *redis.Client, key string) int64 {
 	}
 	return n
 }
+
+// A pipeline's machine commands travel through the log together; every
+// reply comes back in its place among the others, for multibulk and inline
+// requests alike, in RESP2 and RESP3.
+func TestClusterPipelineOrder(t *testing.T) {
+	c := StartCluster(t, 3, nil)
+	leader := c.Leader()
+	for _, proto := range []int{2, 3} {
+		lc := leader.Client(func(o *redis.Options) { o.Protocol = proto })
+		key := fmt.Sprintf("{p%d}", proto)
+		p := lc.Pipeline()
+		a := p.Do(ctx(t), "CL.THROTTLE", key+"a", 1, 1, 60)
+		ping := p.Ping(ctx(t))
+		b := p.Do(ctx(t), "CL.THROTTLE", key+"a", 1, 1, 60)
+		echo := p.Echo(ctx(t), "between")
+		miss := p.Do(ctx(t), "QUOTA.GET", key+"none")
+		third := p.Do(ctx(t), "CL.THROTTLE", key+"a", 1, 1, 60)
+		if _, err := p.Exec(ctx(t)); err != nil && err != redis.Nil {
+			t.Fatal(err)
+		}
+		ra, _ := a.Int64Slice()
+		rb, _ := b.Int64Slice()
+		r3, _ := third.Int64Slice()
+		if fmt.Sprint(ra[:3], rb[:3], r3[:3]) != "[0 2 1] [0 2 0] [1 2 0]" || ping.Val() != "PONG" || echo.Val() != "between" || miss.Err() != redis.Nil {
+			t.Fatalf("RESP%d pipeline: %v %v %v %q %q %v", proto, ra, rb, r3, ping.Val(), echo.Val(), miss.Err())
+		}
+	}
+	// Inline requests, several in one write.
+	out := rawExchange(t, leader.Addr, "CL.THROTTLE {i}k 0 1 60\r\nPING\r\nCL.THROTTLE {i}k 0 1 60\r\n", 3)
+	if !strings.HasPrefix(out, "*5\r\n:0\r\n") || !strings.Contains(out, "+PONG\r\n*5\r\n:1\r\n") {
+		t.Fatalf("inline pipeline answered %q", out)
+	}
+}

@@ -35,39 +35,6 @@ func BenchmarkValidator(b *testing.B) {
 	}
 }
 
-// loopConn serves its stream over and over.
-type loopConn struct {
-	scriptConn
-	stream []byte
-	at     int
-}
-
-func (c *loopConn) Read(p []byte) (int, error) {
-	n := copy(p, c.stream[c.at:])
-	c.at = (c.at + n) % len(c.stream)
-	return n, nil
-}
-
-// BenchmarkConn measures the whole read path redcon sees: network reads into
-// the staging buffer, validation, and the copy into redcon's buffer.
-func BenchmarkConn(b *testing.B) {
-	lc := &loopConn{stream: throttleStream(1000)}
-	c, err := NewConn(lc, DefaultLimits(), true)
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := make([]byte, 16*1024)
-	b.SetBytes(int64(len(lc.stream)))
-	b.ReportAllocs()
-	for b.Loop() {
-		for start := c.BytesRead(); c.BytesRead()-start < uint64(len(lc.stream)); {
-			if _, err := c.Read(p); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-}
-
 // TestValidatorDoesNotAllocate: neither the hot path nor a huge declared
 // header may allocate.
 func TestValidatorDoesNotAllocate(t *testing.T) {

@@ -1,29 +1,33 @@
-// Package guard keeps hostile bytes away from the RESP parser.
+// Package guard parses what clients send, keeping hostile bytes from doing
+// harm.
 //
-// sluice serves RESP with github.com/tidwall/redcon, whose parser trusts what
-// a client declares: a bulk length near 2^63 overflows its bounds check and
-// panics inside the connection goroutine (taking the whole process down), a
-// huge multibulk length makes it loop that many times on every read, an
-// endless line or never-finished request grows its buffer without bound, and
-// its inline parser allocates quadratically in the number of words on a line.
-// Rather than patch redcon, the guard sits between the network and redcon:
+// sluice once served RESP with github.com/tidwall/redcon's reader, whose
+// parser trusts what a client declares: a bulk length near 2^63 overflows
+// its bounds check and panics inside the connection goroutine (taking the
+// whole process down), a huge multibulk length makes it loop that many
+// times on every read, an endless line or never-finished request grows its
+// buffer without bound, and its inline parser allocates quadratically in
+// the number of words on a line. The guard replaces that reader (redcon
+// remains the reply encoder):
 //
 //   - Validator is an incremental state machine over the request stream. It
 //     checks framing as bytes arrive, enforcing Redis' limits with Redis' own
 //     error texts, and buffers only what it must (at most one inline line).
-//   - Listener wraps a net.Listener; its Conn hands redcon nothing but
-//     well-formed multibulk requests. Inline requests are parsed the way
-//     Redis parses them (sdssplitargs) and handed on as multibulk, so redcon's
-//     own inline parser never runs; empty requests ("*0", "*-1", blank lines)
-//     are dropped, as Redis skips them. Reads are cut at request boundaries
-//     whenever possible so redcon's buffer drains instead of growing.
+//     Inline requests are split the way Redis splits them (sdssplitargs).
+//   - Framer reads a connection into one buffer and runs the Validator over
+//     it once; the Validator records where each argument lies, so the Framer
+//     hands each complete request over as slices of the buffer, without
+//     copying or parsing again. Empty requests ("*0", "*-1", blank lines)
+//     are skipped, as Redis skips them.
 //
-// On a violation the Conn writes "-ERR Protocol error: <reason>\r\n", closes
-// the connection and reports io.EOF to redcon; other connections never notice.
+// On a violation the caller writes "-ERR Protocol error: <reason>\r\n" (the
+// sentinel's text after "guard: ") after the replies to the requests before
+// it, and closes the connection; other connections never notice.
 //
 // Before authentication (when a password is configured) the stricter Redis
-// limits apply: at most 10 arguments and 16384-byte bulks. The server flips a
-// connection with Conn.SetAuthenticated after a successful AUTH; until then
-// the Conn hands over one request per Read, so an AUTH takes effect for the
-// very next request of the same pipeline.
+// limits apply: at most 10 arguments and 16384-byte bulks, for inline
+// requests too (a sluice addition: Redis checks multibulk headers only).
+// The caller flips a Framer with SetAuthenticated after a successful AUTH;
+// Next returns one request at a time, so an AUTH takes effect for the very
+// next request of the same pipeline.
 package guard

@@ -62,9 +62,11 @@ func (e *gotError) Error() string {
 
 func (e *gotError) Unwrap() error { return ErrExpectedDollar }
 
-// replyLine is the RESP error a client receives for a protocol violation:
-// "-ERR Protocol error: <reason>\r\n".
-func replyLine(err error) []byte {
-	reason := strings.TrimPrefix(err.Error(), errPrefix)
-	return []byte("-ERR Protocol error: " + reason + "\r\n")
+// AppendReply appends the RESP error a client receives for a protocol
+// violation: "-ERR Protocol error: <reason>\r\n", the reason as Redis
+// words it.
+func AppendReply(dst []byte, err error) []byte {
+	dst = append(dst, "-ERR Protocol error: "...)
+	dst = append(dst, strings.TrimPrefix(err.Error(), errPrefix)...)
+	return append(dst, '\r', '\n')
 }

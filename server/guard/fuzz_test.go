@@ -42,10 +42,10 @@ func FuzzValidator(f *testing.F) {
 	})
 }
 
-// FuzzGuardedRedcon sends arbitrary bytes through the guard to a real redcon
-// server over loopback. The test process dying is the failure it looks for;
-// after each input a fresh client must still get PONG.
-func FuzzGuardedRedcon(f *testing.F) {
+// FuzzFramedServer sends arbitrary bytes to a Framer-driven server over
+// loopback. The test process dying is the failure it looks for; after each
+// input a fresh client must still get PONG.
+func FuzzFramedServer(f *testing.F) {
 	open, _ := startServer(f, DefaultLimits(), false)
 	locked, _ := startServer(f, DefaultLimits(), true)
 	for _, c := range streamCases {

@@ -10,7 +10,7 @@ import (
 )
 
 // verdict is what feeding a stream to a Validator produced: the bytes to hand
-// on (as Conn hands them on, without its cutting; after an error only the
+// on (whole requests re-encoded as multibulk; after an error only the
 // requests finished before it), the error, and whether the stream ended
 // between requests.
 type verdict struct {

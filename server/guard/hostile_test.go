@@ -2,6 +2,7 @@ package guard
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -11,19 +12,23 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// TestRedconPanicsWithoutGuard documents why the guard exists: redcon's own
-// parser panics on a bulk length near 2^63 (its bounds check overflows). In
-// a server this happens in a connection goroutine and kills the process. If
-// this test starts failing, redcon has changed and the guard's reading of it
-// (see doc.go) needs another look.
+// TestRedconPanicsWithoutGuard documents why sluice does not let redcon
+// read requests: redcon's own parser panics on a bulk length near 2^63 (its
+// bounds check overflows), which in a server kills the process. The Framer
+// that replaced it refuses the same bytes with Redis' error. If the first
+// half starts failing, redcon has changed; the second must never fail.
 func TestRedconPanicsWithoutGuard(t *testing.T) {
+	const stream = "*1\r\n$9223372036854775807\r\nabc"
 	panicked := func() (p bool) {
 		defer func() { p = recover() != nil }()
-		redcon.Parse([]byte("*1\r\n$9223372036854775807\r\nabc"))
+		redcon.Parse([]byte(stream))
 		return false
 	}()
 	if !panicked {
 		t.Fatal("redcon.Parse no longer panics on an overflowing bulk length")
+	}
+	if reqs, err, _ := frame(t, DefaultLimits(), true, []byte(stream)); len(reqs) != 0 || !errors.Is(err, ErrInvalidBulkLength) {
+		t.Fatalf("Framer: %q %v, want ErrInvalidBulkLength", reqs, err)
 	}
 }
 

@@ -38,7 +38,7 @@ func refParse(stream []byte, l Limits, authed bool) refVerdict {
 		if stream[pos] == '*' {
 			args, next, err = refMultibulk(stream, pos, l, maxArgs, maxBulk)
 		} else {
-			args, next, err = refInline(stream, pos, l)
+			args, next, err = refInline(stream, pos, l, authed, maxArgs, maxBulk)
 		}
 		if err == errRefIncomplete {
 			return out
@@ -192,7 +192,7 @@ func refMultibulk(s []byte, pos int, l Limits, maxArgs, maxBulk int64) ([]string
 	return args, p, nil
 }
 
-func refInline(s []byte, pos int, l Limits) ([]string, int, error) {
+func refInline(s []byte, pos int, l Limits, authed bool, maxArgs, maxBulk int64) ([]string, int, error) {
 	nl := bytes.IndexByte(s[pos:], '\n')
 	length := nl
 	if nl < 0 {
@@ -214,6 +214,17 @@ func refInline(s []byte, pos int, l Limits) ([]string, int, error) {
 	}
 	if int64(len(args)) > l.MaxArgs {
 		return nil, 0, ErrTooBigInline
+	}
+	// sluice's deviation: the pre-AUTH limits apply to inline words too.
+	if !authed {
+		if int64(len(args)) > maxArgs {
+			return nil, 0, ErrUnauthMultibulkLength
+		}
+		for _, a := range args {
+			if int64(len(a)) > maxBulk {
+				return nil, 0, ErrUnauthBulkLength
+			}
+		}
 	}
 	return args, pos + nl + 1, nil
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,44 +17,89 @@ import (
 // ioTimeout keeps a broken test from hanging; nothing is measured with it.
 const ioTimeout = 10 * time.Second
 
-// startServer runs a redcon server behind the guard on 127.0.0.1:0. Its
-// commands: PING, AUTH (authenticates the guard conn), ARGS (replies with its
-// arguments); anything else is an unknown command.
-func startServer(t testing.TB, limits Limits, authRequired bool) (string, *Listener) {
+// testServer serves connections through a Framer, as the sluice server
+// does. Its commands: PING, AUTH (lifts the Unauth limits), ARGS (replies
+// with its arguments); anything else is an unknown command.
+type testServer struct {
+	limits       Limits
+	authRequired bool
+	violations   atomic.Uint64
+}
+
+// Violations counts the connections closed for a protocol violation.
+func (s *testServer) Violations() uint64 { return s.violations.Load() }
+
+// startServer runs a testServer on 127.0.0.1:0.
+func startServer(t testing.TB, limits Limits, authRequired bool) (string, *testServer) {
 	t.Helper()
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewListener(inner, limits, authRequired)
-	if err != nil {
+	if _, err := NewFramer(limits, !authRequired); err != nil {
 		t.Fatal(err)
 	}
-	srv := redcon.NewServer("", func(conn redcon.Conn, cmd redcon.Command) {
-		switch strings.ToUpper(string(cmd.Args[0])) {
-		case "PING":
-			conn.WriteString("PONG")
-		case "AUTH":
-			conn.NetConn().(*Conn).SetAuthenticated(true)
-			conn.WriteString("OK")
-		case "ARGS":
-			conn.WriteArray(len(cmd.Args) - 1)
-			for _, a := range cmd.Args[1:] {
-				conn.WriteBulk(a)
+	s := &testServer{limits: limits, authRequired: authRequired}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
 			}
-		default:
-			conn.WriteError("ERR unknown command")
+			wg.Add(1)
+			go func() { defer wg.Done(); s.serve(c) }()
 		}
-	}, nil, nil)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
+	}()
 	t.Cleanup(func() {
-		l.Close()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
+		ln.Close()
+		wg.Wait()
 	})
-	return l.Addr().String(), l
+	return ln.Addr().String(), s
+}
+
+func (s *testServer) serve(c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(ioTimeout))
+	f, _ := NewFramer(s.limits, !s.authRequired)
+	var out []byte
+	for {
+		if _, err := f.Fill(c); err != nil {
+			return
+		}
+		for {
+			args, err := f.Next()
+			if err != nil {
+				s.violations.Add(1)
+				c.Write(AppendReply(out, err))
+				c.(*net.TCPConn).CloseWrite()
+				return
+			}
+			if args == nil {
+				break
+			}
+			switch strings.ToUpper(string(args[0])) {
+			case "PING":
+				out = redcon.AppendString(out, "PONG")
+			case "AUTH":
+				f.SetAuthenticated(true)
+				out = redcon.AppendString(out, "OK")
+			case "ARGS":
+				out = redcon.AppendArray(out, len(args)-1)
+				for _, a := range args[1:] {
+					out = redcon.AppendBulk(out, a)
+				}
+			default:
+				out = redcon.AppendError(out, "ERR unknown command")
+			}
+		}
+		if _, err := c.Write(out); err != nil {
+			return
+		}
+		out = out[:0]
+	}
 }
 
 // exchange sends payload on a fresh connection, closes its sending side,
@@ -67,7 +114,7 @@ func exchange(t testing.TB, addr string, payload []byte) string {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(ioTimeout))
 	go func() {
-		conn.Write(payload) // fails once the guard has closed the connection
+		conn.Write(payload) // fails once the server has closed the connection
 		conn.(*net.TCPConn).CloseWrite()
 	}()
 	got, err := io.ReadAll(conn)

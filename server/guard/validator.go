@@ -71,7 +71,24 @@ type Validator struct {
 	num    [maxNumLen]byte
 	hdr    [headerCap]byte
 	inline inlineParser
+	// authed says the full limits are in force (SetAuthenticated).
+	authed bool
+	// pos is the stream offset of the next byte Next consumes.
+	pos int64
+	// spans locate the arguments of the multibulk request in progress in
+	// the stream, so a Framer can hand them over without parsing again.
+	spans []span
 }
+
+// span is where one bulk argument's payload lies in the stream.
+type span struct {
+	at int64 // stream offset of the first payload byte
+	n  int64 // payload length
+}
+
+// spansKeepCap is the most spans kept between requests; the spans of a
+// request with more arguments are dropped rather than pinned.
+const spansKeepCap = 1024
 
 // NewValidator returns a Validator between requests. It errors when limits
 // do not Validate.
@@ -93,6 +110,7 @@ func (v *Validator) init(limits Limits, authenticated bool) {
 // SetAuthenticated switches between the Unauth limits and the full ones. It
 // applies to headers read after the call.
 func (v *Validator) SetAuthenticated(ok bool) {
+	v.authed = ok
 	if ok {
 		v.maxArgs, v.maxBulk = v.limits.MaxArgs, v.limits.MaxBulkLen
 	} else {
@@ -134,6 +152,12 @@ func (v *Validator) AppendInline(dst []byte) []byte { return v.inline.appendRequ
 // how many bytes preceded the offending one; every later call returns the
 // same error.
 func (v *Validator) Next(src []byte) (int, Event, error) {
+	n, ev, err := v.next(src)
+	v.pos += int64(n)
+	return n, ev, err
+}
+
+func (v *Validator) next(src []byte) (int, Event, error) {
 	if v.err != nil {
 		return 0, EventSkip, v.err
 	}
@@ -158,7 +182,8 @@ func (v *Validator) Next(src []byte) (int, Event, error) {
 			// arguments, sparing the caller a call per request.
 			v.count, v.argsLeft = num, num
 			v.state = stDollar
-			n, ev, v.err = v.nextBody(src[k+2:])
+			v.startSpans()
+			n, ev, v.err = v.nextBody(src[k+2:], v.pos+int64(k+2))
 			return k + 2 + n, ev, v.err
 		}
 		v.state = stCount
@@ -169,12 +194,44 @@ func (v *Validator) Next(src []byte) (int, Event, error) {
 	case stInline:
 		n, ev, v.err = v.inline.next(src)
 	default:
-		n, ev, v.err = v.nextBody(src)
+		n, ev, v.err = v.nextBody(src, v.pos)
+	}
+	if ev == EventInline && !v.authed {
+		if v.err = v.inlineUnauthError(); v.err != nil {
+			return n - 1, EventSkip, v.err
+		}
 	}
 	if ev == EventEmpty || ev == EventInline {
 		v.state = stIdle
 	}
 	return n, ev, v.err
+}
+
+// inlineUnauthError applies the pre-AUTH limits to a finished inline
+// request as they apply to a multibulk one: Redis checks only multibulk
+// headers, which would let an unauthenticated client send through an
+// inline line what it may not send as multibulk.
+func (v *Validator) inlineUnauthError() error {
+	ends := v.inline.ends
+	if int64(len(ends)) > v.maxArgs {
+		return ErrUnauthMultibulkLength
+	}
+	start := int32(0)
+	for _, end := range ends {
+		if int64(end-start) > v.maxBulk {
+			return ErrUnauthBulkLength
+		}
+		start = end
+	}
+	return nil
+}
+
+// startSpans begins recording the arguments of a new multibulk request.
+func (v *Validator) startSpans() {
+	if cap(v.spans) > spansKeepCap {
+		v.spans = nil
+	}
+	v.spans = v.spans[:0]
 }
 
 // nextCount reads the "*<n>\r\n" header from src[i:].
@@ -210,6 +267,7 @@ func (v *Validator) nextCount(src []byte, i int) (int, Event, error) {
 	}
 	v.argsLeft = v.count
 	v.state = stDollar
+	v.startSpans()
 	return i, EventHeader, nil
 }
 
@@ -265,8 +323,9 @@ func (v *Validator) bulkLenError(num int64, ok bool) error {
 	return ErrUnauthBulkLength
 }
 
-// nextBody reads the arguments of a multibulk request, which pass through.
-func (v *Validator) nextBody(src []byte) (int, Event, error) {
+// nextBody reads the arguments of a multibulk request, which pass through;
+// at is the stream offset of src[0].
+func (v *Validator) nextBody(src []byte, at int64) (int, Event, error) {
 	i := 0
 	for i < len(src) {
 		switch v.state {
@@ -307,6 +366,7 @@ func (v *Validator) nextBody(src []byte) (int, Event, error) {
 					return k + 1, EventBody, ErrInvalidBulkLength
 				}
 				i = k + 2
+				v.spans = append(v.spans, span{at: at + int64(i), n: num})
 				// num <= MaxBulkLenCeiling, so this cannot overflow.
 				if end := i + int(num); end+2 <= len(src) {
 					if src[end] != '\r' || src[end+1] != '\n' {
@@ -345,6 +405,7 @@ func (v *Validator) nextBody(src []byte) (int, Event, error) {
 				return i, EventBody, ErrInvalidBulkLength
 			}
 			i++
+			v.spans = append(v.spans, span{at: at + int64(i), n: v.dataLeft})
 			v.state = stBulkData
 		case stBulkData:
 			if avail := int64(len(src) - i); avail < v.dataLeft {

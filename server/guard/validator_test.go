@@ -122,7 +122,15 @@ var streamCases = []streamCase{
 		errText: "unauthenticated bulk length"},
 	{name: "unauth invalid beats unauth", unauth: true, stream: "*99999999999999999999\r\n", err: ErrInvalidMultibulkLength},
 	{name: "unauth negative count skipped", unauth: true, stream: "*-5\r\n", complete: true},
-	{name: "unauth inline is not limited", unauth: true, stream: "a b c d e f g h i j k l\n",
+	{name: "unauth inline ten words", unauth: true, stream: "a b c d e f g h i j\n",
+		reqs: [][]string{r("a", "b", "c", "d", "e", "f", "g", "h", "i", "j")}, complete: true},
+	{name: "unauth inline eleven words", unauth: true, stream: "a b c d e f g h i j k\n", err: ErrUnauthMultibulkLength,
+		errText: "unauthenticated multibulk length"},
+	{name: "unauth inline word 16384", unauth: true, stream: "AUTH " + strings.Repeat("p", 16384) + "\r\n",
+		reqs: [][]string{r("AUTH", strings.Repeat("p", 16384))}, complete: true},
+	{name: "unauth inline word 16385", unauth: true, stream: "AUTH " + strings.Repeat("p", 16385) + "\r\n", err: ErrUnauthBulkLength,
+		errText: "unauthenticated bulk length"},
+	{name: "authed inline is not limited so", stream: "a b c d e f g h i j k l\n",
 		reqs: [][]string{r("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l")}, complete: true},
 }
 
@@ -166,7 +174,7 @@ func checkVerdict(t *testing.T, c streamCase, got verdict) {
 		t.Fatalf("error %v, want %v", got.err, c.err)
 	}
 	if c.errText != "" {
-		if line := string(replyLine(got.err)); line != "-ERR Protocol error: "+c.errText+"\r\n" {
+		if line := string(AppendReply(nil, got.err)); line != "-ERR Protocol error: "+c.errText+"\r\n" {
 			t.Fatalf("reply %q, want reason %q", line, c.errText)
 		}
 	}

@@ -1,0 +1,106 @@
+package server
+
+import (
+	"errors"
+	"net"
+	"time"
+)
+
+const (
+	// acceptBackoffMin and acceptBackoffMax bound the pause after a failed
+	// Accept (out of descriptors, most often), doubling while it fails, so
+	// the loop never spins.
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+	// acceptLogInterval is the most often a failing Accept is logged; the
+	// line counts the failures since the last one.
+	acceptLogInterval = 10 * time.Second
+)
+
+// acceptLoop accepts connections until the listener closes, serving each
+// on a goroutine of its own.
+func (s *Server) acceptLoop() error {
+	defer s.conns.Done()
+	reserve := openReserveFD()
+	defer func() { reserve.Close() }()
+	var (
+		delay    time.Duration
+		failures int
+		lastLog  time.Time
+	)
+	for {
+		nc, err := s.ln.Accept()
+		if err == nil {
+			delay = 0
+			s.conns.Add(1)
+			go s.serveConn(nc)
+			continue
+		}
+		if errors.Is(err, net.ErrClosed) || s.stopping() {
+			return nil
+		}
+		failures++
+		if now := time.Now(); now.Sub(lastLog) >= acceptLogInterval {
+			s.log.Warn("accept failing; backing off", "err", err, "failures", failures)
+			failures, lastLog = 0, now
+		}
+		if isFDExhausted(err) {
+			// Turn one waiting client away with a reply instead of leaving
+			// it hanging: the reserved descriptor makes room for it.
+			reserve = s.refuseWithReserve(reserve)
+		}
+		delay = min(max(2*delay, acceptBackoffMin), acceptBackoffMax)
+		select {
+		case <-s.stop:
+			return nil
+		case <-time.After(delay):
+		}
+	}
+}
+
+func (s *Server) stopping() bool {
+	select {
+	case <-s.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// refuseWithReserve frees the reserved descriptor, accepts one client
+// with it, refuses it as over maxclients and takes the reserve back.
+func (s *Server) refuseWithReserve(reserve reserveFD) reserveFD {
+	if !reserve.Close() {
+		return reserve
+	}
+	if nc, err := s.ln.Accept(); err == nil {
+		s.env.Stats.ConnectionsReceived.Add(1)
+		s.env.Stats.ConnectionsRejected.Add(1)
+		refuse(nc, maxClientsReply)
+	}
+	return openReserveFD()
+}
+
+// fitMaxClients makes room for MaxClients connections in the open-files
+// limit, as Redis does: it raises the soft limit if it can, and otherwise
+// lowers maxclients to what fits and says so.
+func (s *Server) fitMaxClients() {
+	want := s.env.Tunables.MaxClients.Load()
+	got, limit, err := fitOpenFiles(uint64(want) + reservedFDs)
+	if err != nil {
+		s.log.Warn("cannot read the open files limit", "err", err)
+		return
+	}
+	if got >= uint64(want)+reservedFDs {
+		return
+	}
+	fit := max(int64(got)-reservedFDs, 1)
+	s.env.Tunables.MaxClients.Store(fit)
+	s.env.Options.MaxClients = int(fit)
+	s.log.Warn("maxclients lowered to fit the open files limit",
+		"maxclients", fit, "requested", want, "open_files_limit", got, "hard_limit", limit, "reserved", reservedFDs)
+}
+
+// reservedFDs is how many descriptors are kept for the store, listeners
+// and logs beyond one per client (Redis' CONFIG_MIN_RESERVED_FDS).
+const reservedFDs = 32

@@ -1,0 +1,326 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime/debug"
+	"time"
+
+	"github.com/sluice-rl/sluice/commands"
+	"github.com/sluice-rl/sluice/server/guard"
+)
+
+// connState is what the server keeps per connection. Only the
+// connection's goroutine touches it, except reg (see connReg) and out's
+// writer goroutine (see output).
+type connState struct {
+	ctx    commands.Ctx
+	conn   commands.Conn
+	writer commands.Writer
+	nc     net.Conn
+	// framer parses the requests; it learns when AUTH succeeds so the
+	// pre-AUTH limits stop applying.
+	framer *guard.Framer
+	authed bool
+	out    output
+	// closing ends the connection once the replies so far are sent.
+	closing bool
+	// inBytes counts bytes read since they were last added to the shared
+	// input counter.
+	inBytes int
+	// hadDeadline says a read deadline is set on nc.
+	hadDeadline bool
+	// reg is what CLIENT LIST and CLIENT KILL read from other connections.
+	reg connReg
+}
+
+// emptyReadLimit is how many empty reads in a row a connection tolerates
+// before giving up, the bound bufio uses.
+const emptyReadLimit = 100
+
+// serveConn answers one connection until it closes. Every request is
+// parsed once, by the guard's Framer, whose argument slices point into
+// the connection's read buffer; the replies of all the requests one read
+// brought in are appended to one buffer and sent with one write.
+func (s *Server) serveConn(nc net.Conn) {
+	defer s.conns.Done()
+	st := s.env.Stats
+	st.ConnectionsReceived.Add(1)
+	if reply := s.refusal(nc); reply != "" {
+		st.ConnectionsRejected.Add(1)
+		refuse(nc, reply)
+		return
+	}
+	defer st.ConnectedClients.Add(-1)
+	cs := s.newConn(nc)
+	if !s.clients.add(cs, nc) {
+		nc.Close()
+		return
+	}
+	defer s.closeConn(cs)
+	for !cs.closing {
+		if err := s.fill(cs); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				s.log.Debug("connection closed", "addr", cs.conn.Addr, "err", err)
+			}
+			return
+		}
+		s.runBatch(cs)
+		s.flush(cs)
+	}
+}
+
+// refusal is the reply that turns a new connection away, or "": protected
+// mode, then maxclients. A connection that is let in counts as connected.
+func (s *Server) refusal(nc net.Conn) string {
+	if s.cfg.ProtectedMode && s.cfg.RequirePass == "" && !isLoopback(nc.RemoteAddr()) {
+		return protectedModeReply
+	}
+	st := s.env.Stats
+	if st.ConnectedClients.Add(1) > s.env.Tunables.MaxClients.Load() {
+		st.ConnectedClients.Add(-1)
+		return maxClientsReply
+	}
+	return ""
+}
+
+const maxClientsReply = "-ERR max number of clients reached\r\n"
+
+// refuse sends a refused client its reason and closes the connection,
+// giving a client that does not read a bounded time.
+func refuse(nc net.Conn, reply string) {
+	nc.SetWriteDeadline(time.Now().Add(finalWriteTimeout))
+	nc.Write([]byte(reply))
+	closeAfterReply(nc)
+}
+
+// closeAfterReply sends FIN after the last reply before closing, so the
+// reply is not lost to the reset that closing with unread input sends.
+func closeAfterReply(nc net.Conn) {
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	nc.Close()
+}
+
+func (s *Server) newConn(nc net.Conn) *connState {
+	cs := &connState{nc: nc}
+	cs.conn = commands.Conn{
+		ID:            s.nextID.Add(1),
+		Addr:          nc.RemoteAddr().String(),
+		LocalAddr:     nc.LocalAddr().String(),
+		Proto:         2,
+		Authenticated: s.cfg.RequirePass == "",
+		Created:       s.env.Clock.Now(),
+	}
+	cs.writer.Proto = 2
+	cs.ctx = commands.Ctx{Env: s.env, Conn: &cs.conn, W: &cs.writer}
+	cs.authed = cs.conn.Authenticated
+	// Config.Validate checked the limits.
+	cs.framer, _ = guard.NewFramer(s.cfg.Protocol, cs.authed)
+	cs.out.init(nc)
+	return cs
+}
+
+func (s *Server) closeConn(cs *connState) {
+	s.clients.remove(cs)
+	cs.nc.Close()
+	cs.out.wait() // the writer goroutine, if any, fails on the closed socket
+	s.countInput(cs)
+}
+
+// fill reads what the client sent next. With an idle timeout, a read that
+// waits that long fails unless replies were being sent meanwhile: idle
+// means no byte in either direction.
+func (s *Server) fill(cs *connState) error {
+	empty := 0
+	for {
+		timeout := time.Duration(s.env.Tunables.IdleTimeoutSeconds.Load()) * time.Second
+		if timeout > 0 {
+			cs.nc.SetReadDeadline(time.Now().Add(timeout))
+		} else if cs.hadDeadline {
+			cs.nc.SetReadDeadline(time.Time{})
+		}
+		cs.hadDeadline = timeout > 0
+		n, err := cs.framer.Fill(cs.nc)
+		if n > 0 {
+			cs.inBytes += n
+			return nil
+		}
+		switch {
+		case err == nil:
+			if empty++; empty == emptyReadLimit {
+				return io.ErrNoProgress
+			}
+		case isTimeout(err):
+			// The timeout may have changed (CONFIG SET) while waiting.
+			now := time.Duration(s.env.Tunables.IdleTimeoutSeconds.Load()) * time.Second
+			if now == 0 || cs.out.sentWithin(now) {
+				continue
+			}
+			// A deadline can fire while bytes wait unread (the process
+			// was starved of CPU): those bytes mean the client is not idle.
+			n, perr := s.readPending(cs)
+			if n > 0 {
+				return nil
+			}
+			if perr != nil {
+				return perr
+			}
+			return err
+		default:
+			return err
+		}
+	}
+}
+
+// readPending reads what the socket holds without waiting, after a read
+// deadline fired; 0 bytes means the client really was idle.
+func (s *Server) readPending(cs *connState) (int, error) {
+	if !cs.out.nb.ok() {
+		return 0, nil
+	}
+	cs.nc.SetReadDeadline(time.Time{})
+	cs.hadDeadline = false
+	n, err := cs.framer.Fill(readerFunc(cs.out.nb.readNow))
+	cs.inBytes += n
+	return n, err
+}
+
+// readerFunc adapts a read function to io.Reader.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// runBatch runs every complete request the buffer holds, appending the
+// replies to cs.writer.Buf.
+func (s *Server) runBatch(cs *connState) {
+	for !cs.closing {
+		args, err := cs.framer.Next()
+		if err != nil {
+			s.protocolError(cs, err)
+			return
+		}
+		if args == nil {
+			return
+		}
+		if cs.reg.killed.Load() {
+			cs.closing = true
+			return
+		}
+		s.run(cs, args)
+		if cs.conn.Authenticated != cs.authed {
+			cs.authed = cs.conn.Authenticated
+			cs.framer.SetAuthenticated(cs.authed)
+		}
+		if cs.conn.Close {
+			cs.closing = true
+		} else if s.overOutputLimit(cs) {
+			s.log.Warn("closing client over the output buffer limit", "addr", cs.conn.Addr,
+				"queued", cs.out.queuedBytes()+len(cs.writer.Buf))
+			cs.closing = true
+			cs.writer.Buf = cs.writer.Buf[:0]
+			cs.out.abandon()
+		}
+	}
+}
+
+// overOutputLimit reports whether the connection's unsent replies, those
+// of this batch and those queued from earlier ones, pass the limit, as
+// Redis counts a client's output buffer.
+func (s *Server) overOutputLimit(cs *connState) bool {
+	limit := s.cfg.OutputBufferLimit
+	return limit > 0 && len(cs.writer.Buf)+cs.out.queuedBytes() > limit
+}
+
+// run dispatches one command.
+func (s *Server) run(cs *connState, args [][]byte) {
+	defer s.recoverCommand(cs, args)
+	cs.ctx.Reset()
+	s.table.Dispatch(&cs.ctx, args)
+	s.clients.touch(cs)
+}
+
+// settle applies the machine commands the batch queued (a replicated
+// node's), recovering like run from a bug in them.
+func (s *Server) settle(cs *connState) {
+	defer s.recoverCommand(cs, nil)
+	cs.ctx.Settle()
+}
+
+// protocolError answers a violation as Redis does: the replies to the
+// requests before it, then "-ERR Protocol error: <reason>", then close.
+func (s *Server) protocolError(cs *connState, err error) {
+	cs.writer.Buf = guard.AppendReply(cs.writer.Buf, err)
+	cs.closing = true
+	s.log.Debug("protocol violation", "addr", cs.conn.Addr, "err", err)
+}
+
+// flush sends the batch's replies, once the changes they report are
+// durable.
+func (s *Server) flush(cs *connState) {
+	// A replicated node applies the batch's machine commands now, all in
+	// one group of one log entry, and puts their replies in place.
+	s.settle(cs)
+	if !s.awaitDurable(cs) {
+		cs.closing = true
+		cs.writer.Buf = cs.writer.Buf[:0]
+		return
+	}
+	s.env.Stats.NetOutputBytes.Add(int64(len(cs.writer.Buf)))
+	s.countInput(cs)
+	if len(cs.writer.Buf) > 0 {
+		if err := cs.out.send(cs.writer.Buf); err != nil {
+			cs.closing = true
+		}
+		cs.writer.Buf = cs.writer.Buf[:0]
+		if cap(cs.writer.Buf) > replyKeepCap {
+			cs.writer.Buf = nil // a large batch's replies: do not pin them
+		}
+	}
+	if cs.closing {
+		cs.out.finish(finalWriteTimeout)
+		closeAfterReply(cs.nc)
+	}
+}
+
+const (
+	// replyKeepCap is the largest reply buffer kept between batches.
+	replyKeepCap = 64 * 1024
+	// finalWriteTimeout bounds how long a closing connection may take to
+	// receive its last replies.
+	finalWriteTimeout = 10 * time.Second
+)
+
+// countInput adds the bytes read since the last batch to the shared
+// counter: one atomic add per batch rather than per command.
+func (s *Server) countInput(cs *connState) {
+	if cs.inBytes > 0 {
+		s.env.Stats.NetInputBytes.Add(int64(cs.inBytes))
+		cs.inBytes = 0
+	}
+}
+
+// recoverCommand keeps a bug in one command from taking the process (and
+// every other client) down: the panic is logged with its stack, the client
+// gets an error and its connection is closed, since its state is unknown.
+func (s *Server) recoverCommand(cs *connState, args [][]byte) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	name := ""
+	if len(args) > 0 {
+		name = string(args[0])
+	}
+	s.log.Error("command panicked", "command", name, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	cs.closing = true
+	cs.writer.Error("ERR internal error running '" + name + "'; the connection is closed")
+}

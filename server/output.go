@@ -1,0 +1,148 @@
+package server
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// writeChunk is the most one blocking write of the writer goroutine sends,
+// so its progress (which keeps a connection from counting as idle) is
+// recorded at least this often.
+const writeChunk = 64 * 1024
+
+// errAbandoned is what a connection closed over its output buffer limit
+// reports for replies it can no longer send.
+var errAbandoned = errors.New("server: replies abandoned")
+
+// output sends a connection's replies. While the socket takes them, each
+// batch is written at once from the connection's goroutine, without
+// blocking (see writeNow). What the socket does not take is queued for a
+// writer goroutine, started for the backlog and gone once it is sent, while
+// the connection goroutine goes on reading: so a client that pipelines
+// without reading its replies sees its queue grow until it passes the
+// output buffer limit, as in Redis, instead of stalling both sides.
+// Connections without non-blocking writes (TLS) always use the writer.
+type output struct {
+	nc net.Conn
+	nb nonblocking
+
+	mu     sync.Mutex
+	queued []byte
+	busy   bool          // a writer goroutine runs
+	done   chan struct{} // closed when that goroutine exits
+	err    error         // the write error that ended the connection
+	// unsent counts the bytes queued or being written; 0 means the socket
+	// has everything, so the next batch may be written directly.
+	unsent atomic.Int64
+	// sentAt is when the writer goroutine last made progress, Unix ns.
+	sentAt atomic.Int64
+}
+
+func (o *output) init(nc net.Conn) {
+	o.nc = nc
+	o.nb.init(nc)
+}
+
+// send writes b, or queues what the socket does not take at once. It does
+// not keep b.
+func (o *output) send(b []byte) error {
+	if o.nb.ok() && o.unsent.Load() == 0 {
+		n, err := o.nb.writeNow(b)
+		if err != nil {
+			return err
+		}
+		if n == len(b) {
+			return nil
+		}
+		b = b[n:]
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return o.err
+	}
+	o.queued = append(o.queued, b...)
+	o.unsent.Add(int64(len(b)))
+	if !o.busy {
+		o.busy = true
+		o.done = make(chan struct{})
+		o.sentAt.Store(time.Now().UnixNano())
+		go o.drain(o.done)
+	}
+	return nil
+}
+
+// drain is the writer goroutine: it sends the queue until it is empty.
+func (o *output) drain(done chan struct{}) {
+	defer close(done)
+	var spare []byte
+	for {
+		o.mu.Lock()
+		if len(o.queued) == 0 || o.err != nil {
+			o.busy = false
+			o.mu.Unlock()
+			return
+		}
+		b := o.queued
+		o.queued = spare[:0]
+		o.mu.Unlock()
+		for rest := b; len(rest) > 0; {
+			n, err := o.nc.Write(rest[:min(len(rest), writeChunk)])
+			o.unsent.Add(-int64(n))
+			o.sentAt.Store(time.Now().UnixNano())
+			if err != nil {
+				o.mu.Lock()
+				o.err = err
+				o.busy = false
+				o.mu.Unlock()
+				o.nc.Close()
+				return
+			}
+			rest = rest[n:]
+		}
+		spare = b
+	}
+}
+
+// queuedBytes is how much of the replies already handed to send is not
+// yet in the socket.
+func (o *output) queuedBytes() int { return int(o.unsent.Load()) }
+
+// sentWithin reports whether replies were being sent within the last d.
+func (o *output) sentWithin(d time.Duration) bool {
+	return o.unsent.Load() > 0 || time.Now().UnixNano()-o.sentAt.Load() < int64(d)
+}
+
+// abandon drops the queued replies and closes the socket.
+func (o *output) abandon() {
+	o.mu.Lock()
+	o.queued = o.queued[:0]
+	if o.err == nil {
+		o.err = errAbandoned
+	}
+	o.mu.Unlock()
+	o.nc.Close()
+}
+
+// finish waits until the queued replies are sent, giving the client at
+// most timeout to take them.
+func (o *output) finish(timeout time.Duration) {
+	if o.unsent.Load() == 0 {
+		return
+	}
+	o.nc.SetWriteDeadline(time.Now().Add(timeout))
+	o.wait()
+}
+
+// wait waits for the writer goroutine, if one runs, to exit.
+func (o *output) wait() {
+	o.mu.Lock()
+	busy, done := o.busy, o.done
+	o.mu.Unlock()
+	if busy {
+		<-done
+	}
+}

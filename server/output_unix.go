@@ -1,0 +1,95 @@
+//go:build unix
+
+package server
+
+import (
+	"io"
+	"net"
+	"syscall"
+)
+
+// nonblocking writes to a socket without waiting for room in it.
+type nonblocking struct {
+	raw syscall.RawConn // nil: not a plain socket (TLS)
+	// fn is writeSome bound once, so a write allocates nothing.
+	fn    func(fd uintptr) bool
+	pend  []byte
+	wrote int
+	err   error
+}
+
+func (w *nonblocking) init(nc net.Conn) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	w.raw = raw
+	w.fn = w.writeSome
+}
+
+func (w *nonblocking) ok() bool { return w.raw != nil }
+
+// writeNow writes as much of b as the socket takes now and returns how
+// much that was.
+func (w *nonblocking) writeNow(b []byte) (int, error) {
+	w.pend, w.wrote, w.err = b, 0, nil
+	err := w.raw.Write(w.fn)
+	n := w.wrote
+	if err == nil {
+		err = w.err
+	}
+	w.pend, w.err = nil, nil
+	return n, err
+}
+
+// readNow reads what the socket holds now, without waiting: 0 and no
+// error when it holds nothing. The conn's read deadline must not have
+// passed.
+func (w *nonblocking) readNow(p []byte) (n int, err error) {
+	rerr := w.raw.Read(func(fd uintptr) bool {
+		for {
+			n, err = syscall.Read(int(fd), p)
+			if err != syscall.EINTR {
+				break
+			}
+		}
+		if err == syscall.EAGAIN {
+			n, err = 0, nil
+		} else if n == 0 && err == nil {
+			err = io.EOF
+		}
+		n = max(n, 0)
+		return true
+	})
+	if rerr != nil {
+		return 0, rerr
+	}
+	return n, err
+}
+
+// writeSome is the RawConn callback: it returns true always, so the
+// runtime never parks the goroutine waiting for room.
+func (w *nonblocking) writeSome(fd uintptr) bool {
+	for w.wrote < len(w.pend) {
+		n, err := syscall.Write(int(fd), w.pend[w.wrote:])
+		if n > 0 {
+			w.wrote += n
+		}
+		switch {
+		case err == syscall.EINTR:
+		case err == syscall.EAGAIN:
+			return true
+		case err != nil:
+			w.err = err
+			return true
+		case n == 0:
+			w.err = io.ErrShortWrite
+			return true
+		}
+	}
+	return true
+}
