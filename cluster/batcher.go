@@ -69,8 +69,12 @@ type inflight struct {
 func (n *Node) runBatches() {
 	defer n.wg.Done()
 	inflights := make(chan inflight, 1024)
+	// window bounds the entries in flight: while it is full, groups queue
+	// up and go out together in the next entry (group commit), so entries
+	// grow with the load instead of carrying one command each.
+	window := make(chan struct{}, n.cfg.MaxInflight)
 	n.wg.Add(1)
-	go n.runReplies(inflights)
+	go n.runReplies(inflights, window)
 	defer close(inflights)
 	var cmds [][][]byte
 	for {
@@ -79,6 +83,12 @@ func (n *Node) runBatches() {
 		case <-n.stop:
 			return
 		case p = <-n.batches:
+		}
+		select {
+		case window <- struct{}{}:
+		case <-n.stop:
+			p.fail(raft.ErrRaftShutdown)
+			return
 		}
 		groups := []*Pending{p}
 		count := len(p.cmds)
@@ -94,6 +104,7 @@ func (n *Node) runBatches() {
 		}
 		clk := n.clock.Load()
 		if !n.serving.Load() || clk == nil {
+			<-window
 			err := n.notLeader()
 			for _, g := range groups {
 				g.fail(err)
@@ -114,10 +125,11 @@ func (n *Node) runBatches() {
 
 // runReplies waits for the entries in the order they were sent (Raft
 // applies them in that order) and wakes their groups.
-func (n *Node) runReplies(inflights <-chan inflight) {
+func (n *Node) runReplies(inflights <-chan inflight, window <-chan struct{}) {
 	defer n.wg.Done()
 	for e := range inflights {
 		err := e.fut.Error()
+		<-window
 		var res *applied
 		if err == nil {
 			switch r := e.fut.Response().(type) {

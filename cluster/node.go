@@ -66,6 +66,10 @@ type Config struct {
 	TrailingLogs      uint64
 	// MaxBatchCommands caps the commands in one log entry (default 4096).
 	MaxBatchCommands int
+	// MaxInflight is how many entries the leader keeps sent but not yet
+	// applied (default 2); commands arriving meanwhile wait for the next
+	// entry, so entries grow with the load.
+	MaxInflight int
 	// TickInterval is how often an idle leader logs an empty entry so
 	// time moves on every replica and expired keys can be swept
 	// (default 1 s).
@@ -108,6 +112,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.MaxBatchCommands == 0 {
 		d.MaxBatchCommands = 4096
+	}
+	if d.MaxInflight == 0 {
+		d.MaxInflight = 2
 	}
 	if d.Wall == nil {
 		d.Wall = func() int64 { return time.Now().UnixNano() }
