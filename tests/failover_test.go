@@ -133,4 +133,11 @@ func TestClusterNoOverAdmission(t *testing.T) {
 		t.Fatal("a key admitted nothing: the test tests nothing")
 	}
 	c.SameDigests()
+	// redis-cli -c, given any node, follows MOVED to the leader after the
+	// failovers.
+	for _, s := range c.Nodes {
+		if out := redisCLI(t, s.Addr, "-c", "CL.THROTTLE", "{after}", "5", "10", "60"); !strings.HasPrefix(out, "0\n6\n") {
+			t.Fatalf("redis-cli -c via %s: %q", s.Addr, out)
+		}
+	}
 }
