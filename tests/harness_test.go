@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,7 +50,7 @@ type Server struct {
 	DataDir string
 	Args    []string
 	cmd     *exec.Cmd
-	logs    *strings.Builder
+	logs    *logBuffer
 	exited  chan struct{}
 }
 
@@ -83,7 +84,7 @@ func (s *Server) Start() {
 	}
 	args := append([]string{"--addr", s.Addr}, s.Args...)
 	s.cmd = exec.Command(binary, args...)
-	s.logs = &strings.Builder{}
+	s.logs = &logBuffer{}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		s.t.Fatal(err)
@@ -267,4 +268,23 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// logBuffer is a server's stderr as read so far: written by the goroutine
+// reading the pipe, read by the test.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) WriteString(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -22,7 +22,7 @@ func startLimited(t *testing.T, nofile int, extra ...string) *Server {
 	s.Args = append([]string{"--addr", s.Addr, "--data-dir", s.DataDir}, extra...)
 	script := fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile)
 	s.cmd = exec.Command("bash", append([]string{"-c", script, binary}, s.Args...)...)
-	s.logs = &strings.Builder{}
+	s.logs = &logBuffer{}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
