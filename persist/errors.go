@@ -26,6 +26,8 @@ var (
 	// ErrJournal: a quota change could not be written to the quota store;
 	// quota writes are refused from then on (the store is not durable).
 	ErrJournal = errors.New("persist: quota changes cannot be written to disk")
+	// ErrDirInUse: another process serves the data directory.
+	ErrDirInUse = errors.New("persist: data directory in use")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("persist: store is closed")
 	// ErrUnencodable: a key's state is not of the type its kind holds (a

@@ -63,6 +63,8 @@ type journal struct {
 	db     *pebble.DB
 	policy FsyncPolicy
 	log    *slog.Logger
+	// health is the store's disk state: waits end with its fault.
+	health *health
 
 	mu   sync.Mutex
 	cond sync.Cond
@@ -86,9 +88,9 @@ type journal struct {
 	commits, syncs, written atomic.Int64
 }
 
-func newJournal(db *pebble.DB, policy FsyncPolicy, log *slog.Logger, seq uint64) *journal {
+func newJournal(db *pebble.DB, policy FsyncPolicy, log *slog.Logger, seq uint64, h *health) *journal {
 	j := &journal{
-		db: db, policy: policy, log: log,
+		db: db, policy: policy, log: log, health: h,
 		seq: seq, committed: seq, synced: seq,
 		wake: make(chan struct{}, 1),
 		stop: make(chan struct{}),
@@ -96,7 +98,27 @@ func newJournal(db *pebble.DB, policy FsyncPolicy, log *slog.Logger, seq uint64)
 	}
 	j.cond.L = &j.mu
 	go j.run()
+	_, changed := h.watch()
+	go j.watchHealth(changed)
 	return j
+}
+
+// watchHealth wakes the waiters whenever the disk's health changes, so a
+// reply waiting for a sync that a full disk holds up gets the fault. It
+// takes the next change's channel before waking them, so no change falls
+// between a wake-up and the next wait.
+func (j *journal) watchHealth(changed <-chan struct{}) {
+	for {
+		select {
+		case <-changed:
+		case <-j.done:
+			return
+		}
+		_, changed = j.health.watch()
+		j.mu.Lock()
+		j.cond.Broadcast()
+		j.mu.Unlock()
+	}
 }
 
 // appendEntry queues one change and returns the sequence number to wait
@@ -187,6 +209,9 @@ func (j *journal) wait(seq uint64) error {
 		}
 		if j.stopped {
 			return ErrClosed
+		}
+		if err := j.health.Err(); err != nil {
+			return err
 		}
 		j.cond.Wait()
 	}

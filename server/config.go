@@ -1,10 +1,12 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/sluice-rl/sluice/persist"
@@ -98,19 +100,24 @@ var (
 
 // Validate reports the first setting that cannot work.
 func (c Config) Validate() error {
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+	if err := checkHostPort(c.Addr); err != nil {
 		return fmt.Errorf("%w: addr %q: %v", ErrConfig, c.Addr, err)
 	}
 	if c.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+		if err := checkHostPort(c.MetricsAddr); err != nil {
 			return fmt.Errorf("%w: metrics addr %q: %v", ErrConfig, c.MetricsAddr, err)
 		}
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return fmt.Errorf("%w: TLS needs both a certificate and a key file", ErrConfig)
 	}
+	if c.TLSCertFile != "" {
+		if _, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile); err != nil {
+			return fmt.Errorf("%w: TLS certificate %s / key %s: %v", ErrConfig, c.TLSCertFile, c.TLSKeyFile, err)
+		}
+	}
 	if c.AdvertiseAddr != "" {
-		if _, port, err := net.SplitHostPort(c.AdvertiseAddr); err != nil || port == "" {
+		if _, port, err := net.SplitHostPort(c.AdvertiseAddr); err != nil || port == "" || checkHostPort(c.AdvertiseAddr) != nil {
 			return fmt.Errorf("%w: advertise addr %q: want host:port", ErrConfig, c.AdvertiseAddr)
 		}
 	}
@@ -137,6 +144,26 @@ func (c Config) Validate() error {
 	}
 	if c.SweepInterval <= 0 || c.SweepBudget < 1 {
 		return fmt.Errorf("%w: sweep interval and budget must be positive", ErrConfig)
+	}
+	return nil
+}
+
+// checkHostPort reports an address net.Listen would refuse for its form: no
+// port, or a port outside 0–65535 — before anything is created on disk.
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		if _, lerr := net.LookupPort("tcp", port); lerr != nil {
+			return fmt.Errorf("port %q is not a number", port)
+		}
+		return nil
+	}
+	if n < 0 || n > 65535 {
+		return fmt.Errorf("port %d is outside 0-65535", n)
 	}
 	return nil
 }
