@@ -93,6 +93,10 @@ func (s *Store) load(fresh bool) (uint64, error) {
 		s.last = SaveInfo{Created: now}
 	}
 	if seed != nil && seed.Count() > 0 {
+		// The new store holds what the snapshot held: it is as far along
+		// the journal as the snapshot (the check for a store behind its
+		// snapshot relies on it).
+		seed.Set(metaSeq, binary.AppendUvarint(nil, info.Snapshot.Seq), nil)
 		if err := seed.Commit(pebble.Sync); err != nil {
 			return 0, storeErr(err)
 		}

@@ -219,3 +219,25 @@ func TestStartupCleansLeftoversAndValidatesFirst(t *testing.T) {
 		}
 	}
 }
+
+// Under --quota-fsync no, a crash right after SAVE answered OK keeps the
+// quotas the snapshot holds (startup used to prefer the quota store's
+// copy, which had not reached the disk).
+func TestCrashAfterSaveKeepsQuotas(t *testing.T) {
+	s := StartServer(t, "--quota-fsync", "no")
+	c := s.Client()
+	setClock(t, c, future)
+	for range 5 {
+		ints(t, c.Do(ctx(t), "QUOTA.CHECK", "acct", 100, "MONTH"))
+	}
+	if err := c.Save(ctx(t)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	s.Start()
+	c = s.Client()
+	setClock(t, c, future)
+	if got := quotaUsed(t, c, "acct"); got != 5 {
+		t.Fatalf("after SAVE and kill -9: used %d, want 5\n%s", got, s.Logs())
+	}
+}
