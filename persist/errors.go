@@ -21,6 +21,14 @@ var (
 	// but the snapshot file is gone; starting would silently lose the keys
 	// it held.
 	ErrMissingSnapshot = errors.New("persist: snapshot file is missing")
+	// ErrMissingStore: the snapshot exists but the quota store it was
+	// written beside is gone; starting would silently serve the snapshot's
+	// stale quotas.
+	ErrMissingStore = errors.New("persist: quota store is missing")
+	// ErrStoreBehind: the quota store holds fewer changes than a snapshot
+	// that was only complete once the store had them on disk: its log was
+	// damaged or truncated, and starting would lose changes silently.
+	ErrStoreBehind = errors.New("persist: quota store lost changes it had on disk")
 	// ErrSaveInProgress: SAVE or BGSAVE while a background save runs.
 	ErrSaveInProgress = errors.New("persist: Background save already in progress")
 	// ErrJournal: a quota change could not be written to the quota store;

@@ -61,11 +61,35 @@ func (s *Store) load(fresh bool) (uint64, error) {
 	info := LoadInfo{}
 	zones := zoneCache{}
 	// A store created now has no quotas: the snapshot's are the latest
-	// known, and are copied into it.
+	// known, and are copied into it. So does a store being rebuilt.
 	var seed *pebble.Batch
 	if fresh {
 		seed = s.db.NewBatch()
 		defer seed.Close()
+	}
+	hdr, hdrFound, err := s.snapshotHeader()
+	if err != nil {
+		return 0, err
+	}
+	// Every completed snapshot had its quota changes synced to the store
+	// first, so a store numbered below the snapshot lost writes it had on
+	// disk: a damaged or truncated log that Pebble took for the torn tail
+	// of a crash.
+	if hdrFound && !fresh && storeSeq < hdr.Seq && !s.opts.RebuildQuotaStore {
+		return 0, fmt.Errorf("%w: %s holds changes up to %d, but snapshot %s was taken at %d, after they were on disk; "+
+			"a log file (%s) was damaged or truncated. Restore the directory, or start once with --rebuild-quota-store "+
+			"to rebuild it from the snapshot (quota changes made after the snapshot are lost)",
+			ErrStoreBehind, s.dbPath, storeSeq, s.snapPath, hdr.Seq, s.fs.PathJoin(s.dbPath, "*.log"))
+	}
+	if s.opts.RebuildQuotaStore && hdrFound && !fresh {
+		s.log.Error("REBUILDING the quota store from the snapshot: every quota is reset to the snapshot's, quota changes made after it are lost",
+			"store", s.dbPath, "store_seq", storeSeq, "snapshot", s.snapPath, "snapshot_seq", hdr.Seq,
+			"snapshot_created", time.Unix(0, hdr.Created).UTC())
+		seed = s.db.NewBatch()
+		defer seed.Close()
+		seed.DeleteRange(quotaStart, quotaEnd, nil)
+	} else if fresh && hdrFound {
+		s.log.Warn("quota store rebuilt from the snapshot", "store", s.dbPath, "snapshot", s.snapPath)
 	}
 	f, err := s.fs.Open(s.snapPath)
 	switch {
@@ -110,6 +134,23 @@ func (s *Store) load(fresh bool) (uint64, error) {
 		"snapshot_keys", info.SnapshotKeys, "quota_keys", info.QuotaKeys, "expired", info.Expired,
 		"superseded", info.Superseded, "took", info.Took.Round(time.Microsecond))
 	return max(storeSeq, flushSeq, meta.Seq, info.Snapshot.Seq), nil
+}
+
+// snapshotHeader reads the snapshot's header, if the file exists.
+func (s *Store) snapshotHeader() (Header, bool, error) {
+	f, err := s.fs.Open(s.snapPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return Header{}, false, nil
+	}
+	if err != nil {
+		return Header{}, false, fmt.Errorf("persist: read snapshot %s: %w", s.snapPath, err)
+	}
+	defer f.Close()
+	sr, err := NewSnapshotReader(f)
+	if err != nil {
+		return Header{}, false, fmt.Errorf("persist: read snapshot %s: %w", s.snapPath, err)
+	}
+	return sr.Header(), true, nil
 }
 
 // restoreSnapshot inserts the snapshot's live records into the keyspace.

@@ -75,6 +75,11 @@ type Options struct {
 	SnapshotInterval time.Duration
 	// FS is the file system; nil means the disk. Tests use vfs.NewMem().
 	FS vfs.FS
+	// RebuildQuotaStore replaces every quota in the quota store with the
+	// snapshot's, for a store that was lost or damaged (startup refuses
+	// such a store otherwise). Quota changes made after the snapshot are
+	// lost; a loud log line says so.
+	RebuildQuotaStore bool
 }
 
 // DefaultOptions are sluice's defaults: ./data, everysec, a snapshot a

@@ -151,6 +151,9 @@ func (s *Store) open() error {
 	if err := checkFreeSpace(s.fs, s.opts.Dir, s.dbPath); err != nil {
 		return err
 	}
+	if err := s.checkStoreExists(); err != nil {
+		return err
+	}
 	if err := makeDirs(s.fs, s.opts.Dir, s.dbPath); err != nil {
 		return fmt.Errorf("persist: create data dir %s: %w", s.opts.Dir, err)
 	}
@@ -167,6 +170,28 @@ func (s *Store) open() error {
 	}
 	s.health.failFast.Store(false)
 	s.j = newJournal(db, s.opts.QuotaFsync, s.log, seq, s.health)
+	return nil
+}
+
+// checkStoreExists refuses a data directory whose snapshot exists but whose
+// quota store is gone: every snapshot is written beside a store, so the
+// store was deleted or lost, and its quotas are newer than the snapshot's.
+func (s *Store) checkStoreExists() error {
+	if s.opts.RebuildQuotaStore {
+		return nil
+	}
+	if _, err := s.fs.Stat(s.snapPath); err != nil {
+		return nil // no snapshot: a new directory, or load reports it
+	}
+	names, err := s.fs.List(s.dbPath)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err)
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("%w: %s does not exist or is empty, but snapshot %s does: quotas changed since it would be lost. "+
+			"Restore the directory, or start once with --rebuild-quota-store to rebuild it from the snapshot",
+			ErrMissingStore, s.dbPath, s.snapPath)
+	}
 	return nil
 }
 

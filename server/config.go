@@ -27,6 +27,9 @@ type Config struct {
 	// when something changed; 0 snapshots only on SAVE, BGSAVE and
 	// shutdown.
 	SnapshotInterval time.Duration
+	// RebuildQuotaStore rebuilds the quota store from the snapshot at
+	// startup (a store lost or damaged; see persist.Options).
+	RebuildQuotaStore bool
 	// RequirePass is the default user's password; empty disables AUTH.
 	RequirePass string
 	// LogLevel is debug, info, warn or error.

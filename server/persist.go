@@ -13,9 +13,10 @@ import (
 // directory that cannot be read is an error: the server does not start.
 func (s *Server) openStore() error {
 	st, err := persist.Open(persist.Options{
-		Dir:              s.cfg.DataDir,
-		QuotaFsync:       s.cfg.QuotaFsync,
-		SnapshotInterval: s.cfg.SnapshotInterval,
+		Dir:               s.cfg.DataDir,
+		QuotaFsync:        s.cfg.QuotaFsync,
+		SnapshotInterval:  s.cfg.SnapshotInterval,
+		RebuildQuotaStore: s.cfg.RebuildQuotaStore,
 	}, persist.Deps{
 		Keys:    s.env.Keys,
 		Now:     s.env.Clock.Now,
