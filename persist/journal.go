@@ -65,6 +65,8 @@ type journal struct {
 	log    *slog.Logger
 	// health is the store's disk state: waits end with its fault.
 	health *health
+	// witness records, outside the store, how far it is synced.
+	witness *witness
 
 	mu   sync.Mutex
 	cond sync.Cond
@@ -297,6 +299,7 @@ func (j *journal) write(batch *pebble.Batch) {
 		j.committed = last
 		if sync {
 			j.synced = last
+			j.witness.record(last)
 		}
 	}
 	j.cond.Broadcast()
@@ -331,6 +334,7 @@ func (j *journal) syncWAL() {
 		j.fail(err)
 	} else if target > j.synced {
 		j.synced = target
+		j.witness.record(target)
 	}
 	j.cond.Broadcast()
 	j.mu.Unlock()

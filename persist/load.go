@@ -72,23 +72,18 @@ func (s *Store) load(fresh bool) (uint64, error) {
 		return 0, err
 	}
 	// Every completed snapshot had its quota changes synced to the store
-	// first, so a store numbered below the snapshot lost writes it had on
-	// disk: a damaged or truncated log that Pebble took for the torn tail
-	// of a crash.
-	if hdrFound && !fresh && storeSeq < hdr.Seq && !s.opts.RebuildQuotaStore {
-		return 0, fmt.Errorf("%w: %s holds changes up to %d, but snapshot %s was taken at %d, after they were on disk; "+
+	// first, and SyncedFile records how far the store was synced: a store
+	// numbered below either lost writes it had on disk (a damaged or
+	// truncated log that Pebble took for the torn tail of a crash).
+	synced := readWitness(s.fs, s.witnessPath)
+	if !fresh && (hdrFound && storeSeq < hdr.Seq || storeSeq < synced) {
+		return 0, fmt.Errorf("%w: %s holds changes up to %d, but it had synced changes up to %d (%s: %d, snapshot %s: %d); "+
 			"a log file (%s) was damaged or truncated. Restore the directory, or start once with --rebuild-quota-store "+
 			"to rebuild it from the snapshot (quota changes made after the snapshot are lost)",
-			ErrStoreBehind, s.dbPath, storeSeq, s.snapPath, hdr.Seq, s.fs.PathJoin(s.dbPath, "*.log"))
+			ErrStoreBehind, s.dbPath, storeSeq, max(hdr.Seq, synced), s.witnessPath, synced, s.snapPath, hdr.Seq,
+			s.fs.PathJoin(s.dbPath, "*.log"))
 	}
-	if s.opts.RebuildQuotaStore && hdrFound && !fresh {
-		s.log.Error("REBUILDING the quota store from the snapshot: every quota is reset to the snapshot's, quota changes made after it are lost",
-			"store", s.dbPath, "store_seq", storeSeq, "snapshot", s.snapPath, "snapshot_seq", hdr.Seq,
-			"snapshot_created", time.Unix(0, hdr.Created).UTC())
-		seed = s.db.NewBatch()
-		defer seed.Close()
-		seed.DeleteRange(quotaStart, quotaEnd, nil)
-	} else if fresh && hdrFound {
+	if fresh && hdrFound {
 		s.log.Warn("quota store rebuilt from the snapshot", "store", s.dbPath, "snapshot", s.snapPath)
 	}
 	f, err := s.fs.Open(s.snapPath)
@@ -116,11 +111,11 @@ func (s *Store) load(fresh bool) (uint64, error) {
 	if !info.SnapshotFound {
 		s.last = SaveInfo{Created: now}
 	}
-	if seed != nil && seed.Count() > 0 {
+	if seed != nil {
 		// The new store holds what the snapshot held: it is as far along
 		// the journal as the snapshot (the check for a store behind its
 		// snapshot relies on it).
-		seed.Set(metaSeq, binary.AppendUvarint(nil, info.Snapshot.Seq), nil)
+		seed.Set(metaSeq, binary.AppendUvarint(nil, max(info.Snapshot.Seq, synced)), nil)
 		if err := seed.Commit(pebble.Sync); err != nil {
 			return 0, storeErr(err)
 		}
@@ -133,7 +128,7 @@ func (s *Store) load(fresh bool) (uint64, error) {
 	s.log.Info("loaded state", "snapshot", s.snapPath, "snapshot_found", info.SnapshotFound,
 		"snapshot_keys", info.SnapshotKeys, "quota_keys", info.QuotaKeys, "expired", info.Expired,
 		"superseded", info.Superseded, "took", info.Took.Round(time.Microsecond))
-	return max(storeSeq, flushSeq, meta.Seq, info.Snapshot.Seq), nil
+	return max(storeSeq, flushSeq, meta.Seq, info.Snapshot.Seq, synced), nil
 }
 
 // snapshotHeader reads the snapshot's header, if the file exists.

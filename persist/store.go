@@ -52,7 +52,7 @@ type Store struct {
 	deps Deps
 	log  *slog.Logger
 
-	snapPath, tempPath, dbPath string
+	snapPath, tempPath, dbPath, witnessPath string
 
 	db *pebble.DB
 	j  *journal
@@ -115,11 +115,12 @@ func Open(opts Options, deps Deps) (*Store, error) {
 	}
 	s := &Store{
 		opts: opts, fs: fs, deps: deps, log: deps.Log,
-		snapPath: fs.PathJoin(opts.Dir, SnapshotFile),
-		tempPath: fs.PathJoin(opts.Dir, snapshotTemp),
-		dbPath:   fs.PathJoin(opts.Dir, QuotaStoreDir),
-		stop:     make(chan struct{}),
-		health:   newHealth(deps.Log),
+		snapPath:    fs.PathJoin(opts.Dir, SnapshotFile),
+		tempPath:    fs.PathJoin(opts.Dir, snapshotTemp),
+		witnessPath: fs.PathJoin(opts.Dir, SyncedFile),
+		dbPath:      fs.PathJoin(opts.Dir, QuotaStoreDir),
+		stop:        make(chan struct{}),
+		health:      newHealth(deps.Log),
 	}
 	if err := fs.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("persist: create data dir %s: %w", opts.Dir, err)
@@ -170,6 +171,7 @@ func (s *Store) open() error {
 	}
 	s.health.failFast.Store(false)
 	s.j = newJournal(db, s.opts.QuotaFsync, s.log, seq, s.health)
+	s.j.witness = openWitness(s.fs, s.witnessPath)
 	return nil
 }
 
@@ -177,20 +179,36 @@ func (s *Store) open() error {
 // quota store is gone: every snapshot is written beside a store, so the
 // store was deleted or lost, and its quotas are newer than the snapshot's.
 func (s *Store) checkStoreExists() error {
-	if s.opts.RebuildQuotaStore {
-		return nil
-	}
-	if _, err := s.fs.Stat(s.snapPath); err != nil {
-		return nil // no snapshot: a new directory, or load reports it
-	}
+	_, err := s.fs.Stat(s.snapPath)
+	snapshot := err == nil
 	names, err := s.fs.List(s.dbPath)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err)
 	}
-	if len(names) == 0 {
+	if s.opts.RebuildQuotaStore {
+		if !snapshot || len(names) == 0 {
+			return nil // nothing to rebuild from, or nothing to move aside
+		}
+		aside := fmt.Sprintf("%s.damaged-%d", s.dbPath, time.Now().Unix())
+		s.log.Error("REBUILDING the quota store from the snapshot: every quota is reset to the snapshot's, quota changes made after it are lost; the old store is moved aside",
+			"store", s.dbPath, "moved_to", aside, "snapshot", s.snapPath)
+		if err := s.fs.Rename(s.dbPath, aside); err != nil {
+			return fmt.Errorf("persist: move quota store %s aside: %w", s.dbPath, err)
+		}
+		return nil
+	}
+	if len(names) > 0 {
+		return nil
+	}
+	if snapshot {
 		return fmt.Errorf("%w: %s does not exist or is empty, but snapshot %s does: quotas changed since it would be lost. "+
 			"Restore the directory, or start once with --rebuild-quota-store to rebuild it from the snapshot",
 			ErrMissingStore, s.dbPath, s.snapPath)
+	}
+	if seq := readWitness(s.fs, s.witnessPath); seq > 0 {
+		return fmt.Errorf("%w: %s does not exist or is empty, but %s says it held changes up to %d. "+
+			"Restore the directory, or delete %s to start with no quotas",
+			ErrMissingStore, s.dbPath, s.witnessPath, seq, s.witnessPath)
 	}
 	return nil
 }
@@ -350,6 +368,7 @@ func (s *Store) Close() error {
 		if dbErr != nil {
 			dbErr = fmt.Errorf("persist: close quota store %s: %w", s.dbPath, dbErr)
 		} else {
+			s.j.witness.close()
 			s.lock.Close()
 		}
 		s.closeErr = errors.Join(snapErr, s.j.failed(), dbErr)
