@@ -60,3 +60,37 @@ func TestStoreBehindSnapshotRefuses(t *testing.T) {
 	st3 := openStore(t, fs, FsyncAlways, keyspace.New(), clk) // healed: no flag needed
 	mustOK(t, st3.Close())
 }
+
+// RebuildQuotaStore leaves a sound store alone: its quotas, newer than the
+// snapshot's, are kept, so the flag is safe to leave on.
+func TestRebuildKeepsASoundStore(t *testing.T) {
+	fs := vfs.NewMem()
+	clk := newClock(t0)
+	ks := keyspace.New()
+	opts := Options{Dir: dir, QuotaFsync: FsyncAlways, FS: fs, RebuildQuotaStore: true}
+	st, err := Open(opts, Deps{Keys: ks, Now: clk.Now})
+	mustOK(t, err)
+	q := quotaState(t, t0, 100, 1, "UTC")
+	mustOK(t, st.Wait(st.QuotaChanged([]byte("k"), q)))
+	put(t, ks, "k", keyspace.KindQuota, q.ExpireAt(), q)
+	mustOK(t, st.Save())
+	q = quotaState(t, t0, 100, 9, "UTC")
+	mustOK(t, st.Wait(st.QuotaChanged([]byte("k"), q)))
+	put(t, ks, "k", keyspace.KindQuota, q.ExpireAt(), q)
+	want := dump(t, ks, t0)
+	st.j.close() // a crash: no shutdown snapshot
+	st.db.Close()
+	st.lock.Close()
+
+	ks2 := keyspace.New()
+	st2, err := Open(opts, Deps{Keys: ks2, Now: clk.Now})
+	mustOK(t, err)
+	defer st2.Close()
+	sameKeys(t, dump(t, ks2, t0), want)
+	if names, _ := fs.List("/"); len(names) != 1 {
+		t.Errorf("files at the root: %v (a store moved aside?)", names)
+	}
+	if names, _ := fs.List(dir); strings.Contains(strings.Join(names, " "), "damaged") {
+		t.Errorf("a sound store was moved aside: %v", names)
+	}
+}

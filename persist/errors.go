@@ -43,3 +43,13 @@ var (
 	// without the key.
 	ErrUnencodable = errors.New("persist: key holds a state its kind cannot encode")
 )
+
+// storeError marks an error as the quota store's own (it cannot be opened
+// or read, is missing or behind): the errors RebuildQuotaStore repairs by
+// rebuilding the store from the snapshot. Its text is the wrapped error's.
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
+func storeFault(err error) error { return &storeError{err} }

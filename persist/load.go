@@ -43,7 +43,7 @@ func (s *Store) load(fresh bool) (uint64, error) {
 	began := time.Now()
 	now := s.deps.Now()
 	storeErr := func(err error) error {
-		return fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err)
+		return storeFault(fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err))
 	}
 	storeSeq, _, err := getUvarint(s.db, metaSeq)
 	if err != nil {
@@ -77,11 +77,11 @@ func (s *Store) load(fresh bool) (uint64, error) {
 	// truncated log that Pebble took for the torn tail of a crash).
 	synced := readWitness(s.fs, s.witnessPath)
 	if !fresh && (hdrFound && storeSeq < hdr.Seq || storeSeq < synced) {
-		return 0, fmt.Errorf("%w: %s holds changes up to %d, but it had synced changes up to %d (%s: %d, snapshot %s: %d); "+
+		return 0, storeFault(fmt.Errorf("%w: %s holds changes up to %d, but it had synced changes up to %d (%s: %d, snapshot %s: %d); "+
 			"a log file (%s) was damaged or truncated. Restore the directory, or start once with --rebuild-quota-store "+
 			"to rebuild it from the snapshot (quota changes made after the snapshot are lost)",
 			ErrStoreBehind, s.dbPath, storeSeq, max(hdr.Seq, synced), s.witnessPath, synced, s.snapPath, hdr.Seq,
-			s.fs.PathJoin(s.dbPath, "*.log"))
+			s.fs.PathJoin(s.dbPath, "*.log")))
 	}
 	if fresh && hdrFound {
 		s.log.Warn("quota store rebuilt from the snapshot", "store", s.dbPath, "snapshot", s.snapPath)
@@ -223,7 +223,7 @@ func (s *Store) restoreQuotas(now int64, info *LoadInfo) error {
 // restoreQuotaSlots restores the quotas of slots [lo, hi).
 func (s *Store) restoreQuotaSlots(lo, hi int, now int64, info *LoadInfo) (err error) {
 	corrupt := func(k []byte, err error) error {
-		return fmt.Errorf("persist: read quota store %s: %w: key %q: %w", s.dbPath, ErrCorruptStore, k, err)
+		return storeFault(fmt.Errorf("persist: read quota store %s: %w: key %q: %w", s.dbPath, ErrCorruptStore, k, err))
 	}
 	slotKey := func(slot int) []byte {
 		if slot >= cluster.SlotCount {
@@ -233,11 +233,11 @@ func (s *Store) restoreQuotaSlots(lo, hi int, now int64, info *LoadInfo) (err er
 	}
 	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: slotKey(lo), UpperBound: slotKey(hi)})
 	if err != nil {
-		return fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err)
+		return storeFault(fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err))
 	}
 	defer func() {
 		if cerr := iter.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("persist: read quota store %s: %w", s.dbPath, cerr)
+			err = storeFault(fmt.Errorf("persist: read quota store %s: %w", s.dbPath, cerr))
 		}
 	}()
 	zones := zoneCache{}

@@ -75,10 +75,11 @@ type Options struct {
 	SnapshotInterval time.Duration
 	// FS is the file system; nil means the disk. Tests use vfs.NewMem().
 	FS vfs.FS
-	// RebuildQuotaStore replaces every quota in the quota store with the
-	// snapshot's, for a store that was lost or damaged (startup refuses
-	// such a store otherwise). Quota changes made after the snapshot are
-	// lost; a loud log line says so.
+	// RebuildQuotaStore rebuilds a quota store that is missing, damaged or
+	// behind its snapshot (which startup refuses otherwise) from the
+	// snapshot, moving the old one aside; quota changes made after the
+	// snapshot are lost, and an ERROR log line says so. A sound store is
+	// kept, so the option is safe to leave on.
 	RebuildQuotaStore bool
 }
 

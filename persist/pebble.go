@@ -88,7 +88,7 @@ func openDB(fs vfs.FS, dir string, log *slog.Logger) (db *pebble.DB, fresh bool,
 	}
 	db, err = pebble.Open(dir, opts)
 	if err != nil {
-		return nil, false, fmt.Errorf("persist: open quota store %s: %w", dir, err)
+		return nil, false, storeFault(fmt.Errorf("persist: open quota store %s: %w", dir, err))
 	}
 	return db, fresh, nil
 }

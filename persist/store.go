@@ -144,7 +144,10 @@ func Open(opts Options, deps Deps) (*Store, error) {
 
 // open prepares the data directory, opens the quota store and restores the
 // keyspace. The store's disk operations fail at once while it opens: a
-// directory that cannot be opened is refused, not waited for.
+// directory that cannot be opened is refused, not waited for. With
+// RebuildQuotaStore, a store that is missing, damaged or behind its
+// snapshot is moved aside and rebuilt from the snapshot; a sound one is
+// kept (the flag is safe to leave on).
 func (s *Store) open() error {
 	if err := s.removeLeftovers(); err != nil {
 		return err
@@ -152,8 +155,33 @@ func (s *Store) open() error {
 	if err := checkFreeSpace(s.fs, s.opts.Dir, s.dbPath); err != nil {
 		return err
 	}
-	if err := s.checkStoreExists(); err != nil {
+	err := s.openAndLoad(false)
+	var bad *storeError
+	if err == nil || !s.opts.RebuildQuotaStore || !errors.As(err, &bad) {
 		return err
+	}
+	if _, serr := s.fs.Stat(s.snapPath); serr != nil {
+		return err // nothing to rebuild from
+	}
+	aside := fmt.Sprintf("%s.damaged-%d", s.dbPath, time.Now().Unix())
+	s.log.Error("REBUILDING the quota store from the snapshot: every quota is reset to the snapshot's, quota changes made after it are lost",
+		"store", s.dbPath, "cause", err, "moved_to", aside, "snapshot", s.snapPath)
+	s.deps.Keys.FlushAll(nil) // drop what the failed load restored
+	if names, _ := s.fs.List(s.dbPath); len(names) > 0 {
+		if err := s.fs.Rename(s.dbPath, aside); err != nil {
+			return fmt.Errorf("persist: move quota store %s aside: %w", s.dbPath, err)
+		}
+	}
+	return s.openAndLoad(true)
+}
+
+// openAndLoad opens the quota store and restores the keyspace; rebuilding
+// says the store is new on purpose, built from the snapshot.
+func (s *Store) openAndLoad(rebuilding bool) error {
+	if !rebuilding {
+		if err := s.checkStoreExists(); err != nil {
+			return err
+		}
 	}
 	if err := makeDirs(s.fs, s.opts.Dir, s.dbPath); err != nil {
 		return fmt.Errorf("persist: create data dir %s: %w", s.opts.Dir, err)
@@ -167,6 +195,7 @@ func (s *Store) open() error {
 	seq, err := s.load(fresh)
 	if err != nil {
 		db.Close()
+		s.db = nil
 		return err
 	}
 	s.health.failFast.Store(false)
@@ -179,31 +208,17 @@ func (s *Store) open() error {
 // quota store is gone: every snapshot is written beside a store, so the
 // store was deleted or lost, and its quotas are newer than the snapshot's.
 func (s *Store) checkStoreExists() error {
-	_, err := s.fs.Stat(s.snapPath)
-	snapshot := err == nil
 	names, err := s.fs.List(s.dbPath)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err)
 	}
-	if s.opts.RebuildQuotaStore {
-		if !snapshot || len(names) == 0 {
-			return nil // nothing to rebuild from, or nothing to move aside
-		}
-		aside := fmt.Sprintf("%s.damaged-%d", s.dbPath, time.Now().Unix())
-		s.log.Error("REBUILDING the quota store from the snapshot: every quota is reset to the snapshot's, quota changes made after it are lost; the old store is moved aside",
-			"store", s.dbPath, "moved_to", aside, "snapshot", s.snapPath)
-		if err := s.fs.Rename(s.dbPath, aside); err != nil {
-			return fmt.Errorf("persist: move quota store %s aside: %w", s.dbPath, err)
-		}
-		return nil
-	}
 	if len(names) > 0 {
 		return nil
 	}
-	if snapshot {
-		return fmt.Errorf("%w: %s does not exist or is empty, but snapshot %s does: quotas changed since it would be lost. "+
+	if _, err := s.fs.Stat(s.snapPath); err == nil {
+		return storeFault(fmt.Errorf("%w: %s does not exist or is empty, but snapshot %s does: quotas changed since it would be lost. "+
 			"Restore the directory, or start once with --rebuild-quota-store to rebuild it from the snapshot",
-			ErrMissingStore, s.dbPath, s.snapPath)
+			ErrMissingStore, s.dbPath, s.snapPath))
 	}
 	if seq := readWitness(s.fs, s.witnessPath); seq > 0 {
 		return fmt.Errorf("%w: %s does not exist or is empty, but %s says it held changes up to %d. "+

@@ -33,7 +33,7 @@ func run(args []string) error {
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for persistent state (created if missing)")
 	fs.TextVar(&cfg.QuotaFsync, "quota-fsync", cfg.QuotaFsync, "when quota changes reach the disk: always (before the reply), everysec or no")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", cfg.SnapshotInterval, "snapshot the keyspace this often when it changed (0: only on SAVE, BGSAVE and shutdown)")
-	fs.BoolVar(&cfg.RebuildQuotaStore, "rebuild-quota-store", false, "rebuild the quota store from the snapshot (after it was lost or damaged; quota changes since the snapshot are lost)")
+	fs.BoolVar(&cfg.RebuildQuotaStore, "rebuild-quota-store", false, "rebuild a missing or damaged quota store from the snapshot instead of refusing to start (quota changes since the snapshot are lost; a sound store is kept)")
 	version := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&cfg.RequirePass, "requirepass", cfg.RequirePass, "password clients must AUTH with (empty: no AUTH)")
 	passFile := fs.String("requirepass-file", "", "read the AUTH password from this file (first line)")
