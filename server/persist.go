@@ -1,6 +1,8 @@
 package server
 
 import (
+	"strings"
+
 	"github.com/tidwall/redcon"
 
 	"github.com/sluice-rl/sluice/commands"
@@ -60,14 +62,25 @@ func (d durability) Err() error { return d.st.Err() }
 // always). redcon sends replies only once every command it has read is
 // answered, so one wait at the end of a pipeline covers all of it; many
 // connections waiting at once share one fsync. If the change cannot be
-// made durable the connection is closed without its replies.
-func (s *Server) awaitDurable(c redcon.Conn, cs *connState) {
+// made durable (a full disk), a command whose change was the only one
+// waiting gets the error instead of its reply; when earlier replies of the
+// pipeline, already written, depended on it too, the connection is closed
+// without them.
+func (s *Server) awaitDurable(c redcon.Conn, cs *connState, earlier bool) {
 	if !cs.conn.DurablePending() || (len(c.PeekPipeline()) > 0 && !cs.conn.Close) {
 		return
 	}
-	if err := cs.conn.AwaitDurable(); err != nil {
-		s.log.Error("closing client: its changes did not reach the disk", "addr", c.RemoteAddr(), "err", err)
-		cs.closed = true
-		c.NetConn().Close()
+	err := cs.conn.AwaitDurable()
+	if err == nil {
+		return
 	}
+	if !earlier {
+		cs.writer.Buf = cs.writer.Buf[:0]
+		msg := strings.TrimPrefix(err.Error(), "persist: ")
+		cs.writer.Error("ERR " + strings.NewReplacer("\r", " ", "\n", " ").Replace(msg))
+		return
+	}
+	s.log.Error("closing client: its changes did not reach the disk", "addr", c.RemoteAddr(), "err", err)
+	cs.closed = true
+	c.NetConn().Close()
 }

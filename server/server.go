@@ -284,8 +284,9 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	cs.ctx.Reset()
 	cs.writer.Buf = cs.writer.Buf[:0]
 	defer s.recoverCommand(c, cs, cmd)
+	earlier := cs.conn.DurablePending() // replies already sent wait on it too
 	s.table.Dispatch(&cs.ctx, cmd.Args)
-	s.awaitDurable(c, cs)
+	s.awaitDurable(c, cs, earlier)
 	s.clients.touch(cs)
 	c.WriteRaw(cs.writer.Buf)
 	if cs.conn.Authenticated != cs.authed {
