@@ -111,7 +111,11 @@ func runCommandList(c *Ctx, args [][]byte) {
 			cat := "@" + lower(v)
 			keep = func(cmd *Command) bool { return slices.Contains(cmd.aclCategories(), cat) }
 		case equalFold(args[3], "pattern"):
-			m := compileGlob(v)
+			m, bad := compileGlob(v)
+			if bad != "" {
+				c.W.Error(bad)
+				return
+			}
 			keep = func(cmd *Command) bool { return m.match([]byte(cmd.FullName())) }
 		default:
 			c.W.Error(errSyntax)

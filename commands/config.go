@@ -120,7 +120,13 @@ func runConfigGet(c *Ctx, args [][]byte) {
 	matched := make([]bool, len(configParams))
 	n := 0
 	for _, a := range args[2:] {
-		g := compileGlob([]byte(strings.ToLower(string(a))))
+		if len(a) > MaxPatternLen {
+			c.W.Error(errPatternTooLong)
+			return
+		}
+	}
+	for _, a := range args[2:] {
+		g, _ := compileGlob([]byte(strings.ToLower(string(a))))
 		for i, p := range configParams {
 			if !matched[i] && g.match([]byte(p.name)) {
 				matched[i] = true

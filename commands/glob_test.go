@@ -1,7 +1,11 @@
 package commands
 
 import (
+	"bytes"
 	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -131,7 +135,7 @@ func TestGlobExamples(t *testing.T) {
 		{"*a*b", "xxaxxb", true},
 		{"*a*b", "xxaxxbc", false},
 	} {
-		if got := compileGlob([]byte(tc.pat)).match([]byte(tc.s)); got != tc.want {
+		if got := mustGlob(t, []byte(tc.pat)).match([]byte(tc.s)); got != tc.want {
 			t.Errorf("%q ~ %q = %v, want %v", tc.pat, tc.s, got, tc.want)
 		}
 		if got := redisMatch([]byte(tc.pat), []byte(tc.s)); got != tc.want {
@@ -159,7 +163,7 @@ func TestGlobAgainstRedis(t *testing.T) {
 			s = append(s, p...) // pattern bytes in the subject make matches likelier
 		}
 		want := redisMatch(p, s)
-		if got := compileGlob(p).match(s); got != want {
+		if got := mustGlob(t, p).match(s); got != want {
 			t.Fatalf("%q ~ %q = %v, Redis says %v", p, s, got, want)
 		}
 	}
@@ -167,12 +171,96 @@ func TestGlobAgainstRedis(t *testing.T) {
 
 // A pattern that makes naive backtracking exponential stays linear-ish.
 func BenchmarkGlobPathological(b *testing.B) {
-	g := compileGlob([]byte("a*a*a*a*a*a*a*a*a*a*a*a*b"))
+	g := mustGlob(b, []byte("a*a*a*a*a*a*a*a*a*a*a*a*b"))
 	s := make([]byte, 200)
 	for i := range s {
 		s[i] = 'a'
 	}
 	for b.Loop() {
 		g.match(s)
+	}
+}
+
+func mustGlob(t testing.TB, p []byte) glob {
+	t.Helper()
+	g, bad := compileGlob(p)
+	if bad != "" {
+		t.Fatalf("compileGlob(%.40q…): %s", p, bad)
+	}
+	return g
+}
+
+// repeat is n copies of unit.
+func repeat(unit string, n int) []byte { return bytes.Repeat([]byte(unit), n) }
+
+// allocated is the heap bytes f allocates, averaged over runs.
+func allocated(f func()) uint64 {
+	const runs = 5
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range runs {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return (after.TotalAlloc - before.TotalAlloc) / runs
+}
+
+// Compiling any pattern allocates a bounded number of bytes per pattern
+// byte, whatever its tokens: a run of one-byte classes used to cost a
+// 256-byte table each (a 10 MB "[a]…" pattern took a gigabyte).
+func TestGlobCompileMemoryIsBounded(t *testing.T) {
+	for _, unit := range []string{"[a]", "a", "*a", "?", "[^a-z]", `\[`, "[", "[a-b"} {
+		p := repeat(unit, MaxPatternLen/len(unit))
+		var g glob
+		perByte := float64(allocated(func() { g, _ = compileGlob(p) })) / float64(len(p))
+		if perByte > 16 {
+			t.Errorf("%q × %d: compiling allocates %.1f bytes per pattern byte, want ≤ 16", unit, len(p)/len(unit), perByte)
+		}
+		// The compiled pattern still works.
+		s := repeat(unit, 3)
+		if ok := g.match(s); ok != redisMatch(p, s) {
+			t.Errorf("%q × %d ~ %q = %v, Redis says %v", unit, len(p)/len(unit), s, ok, !ok)
+		}
+	}
+}
+
+// A pattern over MaxPatternLen is refused without compiling it: nothing is
+// allocated for it, however long it is.
+func TestGlobRefusesLongPatternsWithoutAllocating(t *testing.T) {
+	p := repeat("[a]", 10<<20/3)
+	var bad string
+	if n := testing.AllocsPerRun(3, func() { _, bad = compileGlob(p) }); n != 0 {
+		t.Errorf("refusing a %d-byte pattern allocated %v times", len(p), n)
+	}
+	if bad != errPatternTooLong || !strings.Contains(bad, strconv.Itoa(MaxPatternLen)) {
+		t.Errorf("reply %q", bad)
+	}
+	if _, bad := compileGlob(repeat("a", MaxPatternLen)); bad != "" {
+		t.Errorf("a pattern of exactly MaxPatternLen bytes is refused: %s", bad)
+	}
+}
+
+// Matching takes at most len(tokens) + (len(s)+1)² steps, and allocates
+// nothing, for the patterns that make naive matchers exponential.
+func TestGlobMatchStepsAreBounded(t *testing.T) {
+	subject := repeat("a", 300)
+	for _, p := range [][]byte{
+		repeat("*a", 500),
+		append(repeat("a*", 40), 'b'),
+		append(append([]byte("*"), repeat("[a]", 250)...), 'b'),
+		append(repeat("?*", 200), repeat("a", 400)...),
+	} {
+		g := mustGlob(t, p)
+		ok, steps := g.matchSteps(subject)
+		if limit := len(g.toks) + (len(subject)+1)*(len(subject)+1); steps > limit {
+			t.Errorf("%.30q…: %d steps, want ≤ %d", p, steps, limit)
+		}
+		if want := redisMatch(p, subject); ok != want {
+			t.Errorf("%.30q… = %v, Redis says %v", p, ok, want)
+		}
+		if n := testing.AllocsPerRun(3, func() { g.match(subject) }); n != 0 {
+			t.Errorf("%.30q…: match allocates %v times", p, n)
+		}
 	}
 }

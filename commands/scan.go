@@ -95,7 +95,11 @@ func runScan(c *Ctx, args [][]byte) {
 			}
 			count = n
 		case equalFold(args[i], "match"):
-			f.pattern = compileGlob(v)
+			var bad string
+			if f.pattern, bad = compileGlob(v); bad != "" {
+				c.W.Error(bad)
+				return
+			}
 			f.anyKey = f.pattern.matchAll()
 		case equalFold(args[i], "type"):
 			// Redis 7.2 accepts an unknown type and matches nothing.
@@ -130,7 +134,12 @@ func runScan(c *Ctx, args [][]byte) {
 // runKeys is KEYS pattern. A pattern without wildcards is one lookup in
 // its key's slot; any other pattern reads every slot.
 func runKeys(c *Ctx, args [][]byte) {
-	f := keyFilter{pattern: compileGlob(args[1])}
+	pattern, bad := compileGlob(args[1])
+	if bad != "" {
+		c.W.Error(bad)
+		return
+	}
+	f := keyFilter{pattern: pattern}
 	f.anyKey = f.pattern.matchAll()
 	var keys [][]byte
 	if lit, ok := f.pattern.literal(); ok {

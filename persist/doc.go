@@ -31,18 +31,40 @@
 //
 // # Startup
 //
-// Open reads the snapshot file (keys already expired are dropped), then
-// every live record of the quota store over it: the store holds the latest
-// state of every quota, so the snapshot's quota records are superseded. If
+// Open locks the data directory (sluice.pid, flock: a second process is
+// refused with the holder's pid), removes a snapshot.sluice.tmp a crash
+// left, refuses a disk with too little room to open the store, then reads
+// the snapshot file (keys already expired are dropped), then every live
+// record of the quota store over it: the store holds the latest state of
+// every quota, so the snapshot's quota records are superseded. That holds
+// because a snapshot is complete only once the store has synced every
+// journaled change numbered up to the journal's position when the snapshot
+// finished (syncThrough, before the rename), whatever the FsyncPolicy. If
 // the store journaled a FLUSHALL numbered after the snapshot's Seq, the
 // snapshot's records are all stale and skipped. A data directory that
-// cannot be read (a snapshot with a bad magic, version or checksum, a store
-// Pebble cannot open or whose records do not decode, a snapshot file the
-// store says was written but is gone) stops Open with an error naming the
-// file: sluice never starts empty over data it could not read. When the
-// quota store is missing altogether (a data directory restored from a
-// snapshot file alone), the snapshot's quotas are loaded and copied into a
-// new store.
+// cannot be read stops Open with an error naming the file: a snapshot with
+// a bad magic, version or checksum; a store Pebble cannot open or whose
+// records or tables do not decode; a snapshot file the store says was
+// written but is gone; a store missing beside a snapshot (ErrMissingStore);
+// a store whose "m:seq" is below the snapshot's Seq or below quotas.synced
+// (ErrStoreBehind: its log lost synced writes, which Pebble's replay takes
+// for a torn tail). sluice never starts empty, or with part of its quotas,
+// over data it could not read. Options.RebuildQuotaStore (the
+// --rebuild-quota-store flag) moves such a store aside to
+// quotas.damaged-<unix seconds> and builds a new one from the snapshot's
+// quotas, logging at ERROR level; a store created from a snapshot records
+// "m:seq" = max(snapshot Seq, quotas.synced).
+//
+// # Disk faults
+//
+// Pebble stops the process when a log or manifest write fails. The store's
+// Pebble runs on healthFS, which retries a write, create, rename or mkdir
+// that fails with ENOSPC, EDQUOT, EIO or EROFS (pausing 10 ms doubling to
+// 1 s) instead of returning the error; meanwhile Store.Err is ErrJournal
+// with the cause, commands refuse quota writes, and waiting replies are
+// released with it. A failed fsync is not retried (the kernel may have
+// dropped the pages): Err stays set until restart. While Open runs,
+// operations fail at once instead, so a store that cannot open is refused.
 //
 // # What a crash can lose
 //
@@ -98,6 +120,19 @@
 // snapshot.sluice and the directory synced, so the file is always a
 // complete snapshot. Each slot is encoded under its lock (states are
 // changed in place) and written to the file outside it.
+//
+// # Files
+//
+//	snapshot.sluice       the last complete snapshot (format below)
+//	snapshot.sluice.tmp   a snapshot being written; removed at startup
+//	quotas/               the Pebble quota store (layout below)
+//	quotas.synced         12 bytes: the last journal seq the store synced,
+//	                      uint64 LE, then the CRC-32C (Castagnoli) of those
+//	                      8 bytes, uint32 LE. Rewritten in place after each
+//	                      sync, never synced itself, so it can only lag; a
+//	                      short or torn file reads as 0 (no check).
+//	sluice.pid            the serving process's pid, flock-ed while it runs
+//	node-id               the cluster node id (package cluster)
 //
 // # Quota store layout
 //

@@ -21,11 +21,21 @@ var (
 	// but the snapshot file is gone; starting would silently lose the keys
 	// it held.
 	ErrMissingSnapshot = errors.New("persist: snapshot file is missing")
+	// ErrMissingStore: the snapshot exists but the quota store it was
+	// written beside is gone; starting would silently serve the snapshot's
+	// stale quotas.
+	ErrMissingStore = errors.New("persist: quota store is missing")
+	// ErrStoreBehind: the quota store holds fewer changes than a snapshot
+	// that was only complete once the store had them on disk: its log was
+	// damaged or truncated, and starting would lose changes silently.
+	ErrStoreBehind = errors.New("persist: quota store lost changes it had on disk")
 	// ErrSaveInProgress: SAVE or BGSAVE while a background save runs.
 	ErrSaveInProgress = errors.New("persist: Background save already in progress")
 	// ErrJournal: a quota change could not be written to the quota store;
 	// quota writes are refused from then on (the store is not durable).
 	ErrJournal = errors.New("persist: quota changes cannot be written to disk")
+	// ErrDirInUse: another process serves the data directory.
+	ErrDirInUse = errors.New("persist: data directory in use")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("persist: store is closed")
 	// ErrUnencodable: a key's state is not of the type its kind holds (a
@@ -33,3 +43,13 @@ var (
 	// without the key.
 	ErrUnencodable = errors.New("persist: key holds a state its kind cannot encode")
 )
+
+// storeError marks an error as the quota store's own (it cannot be opened
+// or read, is missing or behind): the errors RebuildQuotaStore repairs by
+// rebuilding the store from the snapshot. Its text is the wrapped error's.
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
+func storeFault(err error) error { return &storeError{err} }

@@ -12,8 +12,9 @@ func (s *Store) Info() [][2]string {
 	s.mu.Unlock()
 	j := s.j
 	j.mu.Lock()
-	seq, committed, synced, jErr, gcRemoved := j.seq, j.committed, j.synced, j.err, j.gc.removed
+	seq, committed, synced, gcRemoved := j.seq, j.committed, j.synced, j.gc.removed
 	j.mu.Unlock()
+	jErr := s.Err()
 
 	status := func(err error) string {
 		if err != nil {
@@ -62,6 +63,7 @@ func (s *Store) Info() [][2]string {
 		{"sluice_quota_commits", i64(j.commits.Load())},
 		{"sluice_quota_fsyncs", i64(j.syncs.Load())},
 		{"sluice_quota_expired_removed", i64(gcRemoved)},
+		{"sluice_quota_disk_faults", i64(s.health.faults.Load())},
 	}
 	return fields
 }

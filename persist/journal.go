@@ -63,6 +63,10 @@ type journal struct {
 	db     *pebble.DB
 	policy FsyncPolicy
 	log    *slog.Logger
+	// health is the store's disk state: waits end with its fault.
+	health *health
+	// witness records, outside the store, how far it is synced.
+	witness *witness
 
 	mu   sync.Mutex
 	cond sync.Cond
@@ -86,9 +90,9 @@ type journal struct {
 	commits, syncs, written atomic.Int64
 }
 
-func newJournal(db *pebble.DB, policy FsyncPolicy, log *slog.Logger, seq uint64) *journal {
+func newJournal(db *pebble.DB, policy FsyncPolicy, log *slog.Logger, seq uint64, h *health) *journal {
 	j := &journal{
-		db: db, policy: policy, log: log,
+		db: db, policy: policy, log: log, health: h,
 		seq: seq, committed: seq, synced: seq,
 		wake: make(chan struct{}, 1),
 		stop: make(chan struct{}),
@@ -96,7 +100,27 @@ func newJournal(db *pebble.DB, policy FsyncPolicy, log *slog.Logger, seq uint64)
 	}
 	j.cond.L = &j.mu
 	go j.run()
+	_, changed := h.watch()
+	go j.watchHealth(changed)
 	return j
+}
+
+// watchHealth wakes the waiters whenever the disk's health changes, so a
+// reply waiting for a sync that a full disk holds up gets the fault. It
+// takes the next change's channel before waking them, so no change falls
+// between a wake-up and the next wait.
+func (j *journal) watchHealth(changed <-chan struct{}) {
+	for {
+		select {
+		case <-changed:
+		case <-j.done:
+			return
+		}
+		_, changed = j.health.watch()
+		j.mu.Lock()
+		j.cond.Broadcast()
+		j.mu.Unlock()
+	}
 }
 
 // appendEntry queues one change and returns the sequence number to wait
@@ -188,6 +212,9 @@ func (j *journal) wait(seq uint64) error {
 		if j.stopped {
 			return ErrClosed
 		}
+		if err := j.health.Err(); err != nil {
+			return err
+		}
 		j.cond.Wait()
 	}
 	return j.err
@@ -272,6 +299,7 @@ func (j *journal) write(batch *pebble.Batch) {
 		j.committed = last
 		if sync {
 			j.synced = last
+			j.witness.record(last)
 		}
 	}
 	j.cond.Broadcast()
@@ -306,9 +334,45 @@ func (j *journal) syncWAL() {
 		j.fail(err)
 	} else if target > j.synced {
 		j.synced = target
+		j.witness.record(target)
 	}
 	j.cond.Broadcast()
 	j.mu.Unlock()
+}
+
+// syncThrough makes every change numbered up to seq durable, whatever the
+// policy: it waits for the writer to commit them, then syncs. A snapshot
+// calls it before it counts as taken, so the quota store always holds, on
+// disk, every quota change a snapshot holds (a crash right after a SAVE
+// under --quota-fsync no loses nothing the snapshot has).
+func (j *journal) syncThrough(seq uint64) error {
+	j.mu.Lock()
+	for j.committed < seq && j.err == nil && !j.stopped {
+		if err := j.health.Err(); err != nil {
+			j.mu.Unlock()
+			return err
+		}
+		j.cond.Wait()
+	}
+	done := j.synced >= seq
+	j.mu.Unlock()
+	if !done {
+		j.syncWAL()
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch {
+	case j.synced >= seq:
+		return nil
+	case j.err != nil:
+		return j.err
+	case j.stopped:
+		return ErrClosed
+	}
+	if err := j.health.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: sync did not reach change %d", ErrJournal, seq)
 }
 
 // fail records the first write error; call with j.mu held.

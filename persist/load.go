@@ -49,7 +49,7 @@ func (s *Store) load(fresh bool) (uint64, error) {
 	// and the sweep removes them).
 	var applied int64
 	storeErr := func(err error) error {
-		return fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err)
+		return storeFault(fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err))
 	}
 	storeSeq, _, err := getUvarint(s.db, metaSeq)
 	if err != nil {
@@ -67,11 +67,30 @@ func (s *Store) load(fresh bool) (uint64, error) {
 	info := LoadInfo{}
 	zones := zoneCache{}
 	// A store created now has no quotas: the snapshot's are the latest
-	// known, and are copied into it.
+	// known, and are copied into it. So does a store being rebuilt.
 	var seed *pebble.Batch
 	if fresh {
 		seed = s.db.NewBatch()
 		defer seed.Close()
+	}
+	hdr, hdrFound, err := s.snapshotHeader()
+	if err != nil {
+		return 0, err
+	}
+	// Every completed snapshot had its quota changes synced to the store
+	// first, and SyncedFile records how far the store was synced: a store
+	// numbered below either lost writes it had on disk (a damaged or
+	// truncated log that Pebble took for the torn tail of a crash).
+	synced := readWitness(s.fs, s.witnessPath)
+	if !fresh && (hdrFound && storeSeq < hdr.Seq || storeSeq < synced) {
+		return 0, storeFault(fmt.Errorf("%w: %s holds changes up to %d, but it had synced changes up to %d (%s: %d, snapshot %s: %d); "+
+			"a log file (%s) was damaged or truncated. Restore the directory, or start once with --rebuild-quota-store "+
+			"to rebuild it from the snapshot (quota changes made after the snapshot are lost)",
+			ErrStoreBehind, s.dbPath, storeSeq, max(hdr.Seq, synced), s.witnessPath, synced, s.snapPath, hdr.Seq,
+			s.fs.PathJoin(s.dbPath, "*.log")))
+	}
+	if fresh && hdrFound {
+		s.log.Warn("quota store rebuilt from the snapshot", "store", s.dbPath, "snapshot", s.snapPath)
 	}
 	f, err := s.fs.Open(s.snapPath)
 	switch {
@@ -98,7 +117,11 @@ func (s *Store) load(fresh bool) (uint64, error) {
 	if !info.SnapshotFound {
 		s.last = SaveInfo{Created: now}
 	}
-	if seed != nil && seed.Count() > 0 {
+	if seed != nil {
+		// The new store holds what the snapshot held: it is as far along
+		// the journal as the snapshot (the check for a store behind its
+		// snapshot relies on it).
+		seed.Set(metaSeq, binary.AppendUvarint(nil, max(info.Snapshot.Seq, synced)), nil)
 		if err := seed.Commit(pebble.Sync); err != nil {
 			return 0, storeErr(err)
 		}
@@ -117,7 +140,24 @@ func (s *Store) load(fresh bool) (uint64, error) {
 	s.log.Info("loaded state", "snapshot", s.snapPath, "snapshot_found", info.SnapshotFound,
 		"snapshot_keys", info.SnapshotKeys, "quota_keys", info.QuotaKeys, "expired", info.Expired,
 		"superseded", info.Superseded, "took", info.Took.Round(time.Microsecond))
-	return max(storeSeq, flushSeq, meta.Seq, info.Snapshot.Seq), nil
+	return max(storeSeq, flushSeq, meta.Seq, info.Snapshot.Seq, synced), nil
+}
+
+// snapshotHeader reads the snapshot's header, if the file exists.
+func (s *Store) snapshotHeader() (Header, bool, error) {
+	f, err := s.fs.Open(s.snapPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return Header{}, false, nil
+	}
+	if err != nil {
+		return Header{}, false, fmt.Errorf("persist: read snapshot %s: %w", s.snapPath, err)
+	}
+	defer f.Close()
+	sr, err := NewSnapshotReader(f)
+	if err != nil {
+		return Header{}, false, fmt.Errorf("persist: read snapshot %s: %w", s.snapPath, err)
+	}
+	return sr.Header(), true, nil
 }
 
 // restoreSnapshot inserts the snapshot's live records into the keyspace.
@@ -196,7 +236,7 @@ func (s *Store) restoreQuotas(now int64, info *LoadInfo) error {
 // restoreQuotaSlots restores the quotas of slots [lo, hi).
 func (s *Store) restoreQuotaSlots(lo, hi int, now int64, info *LoadInfo) (err error) {
 	corrupt := func(k []byte, err error) error {
-		return fmt.Errorf("persist: read quota store %s: %w: key %q: %w", s.dbPath, ErrCorruptStore, k, err)
+		return storeFault(fmt.Errorf("persist: read quota store %s: %w: key %q: %w", s.dbPath, ErrCorruptStore, k, err))
 	}
 	slotKey := func(i int) []byte {
 		if i >= slot.Count {
@@ -206,11 +246,11 @@ func (s *Store) restoreQuotaSlots(lo, hi int, now int64, info *LoadInfo) (err er
 	}
 	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: slotKey(lo), UpperBound: slotKey(hi)})
 	if err != nil {
-		return fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err)
+		return storeFault(fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err))
 	}
 	defer func() {
 		if cerr := iter.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("persist: read quota store %s: %w", s.dbPath, cerr)
+			err = storeFault(fmt.Errorf("persist: read quota store %s: %w", s.dbPath, cerr))
 		}
 	}()
 	zones := zoneCache{}

@@ -75,6 +75,12 @@ type Options struct {
 	SnapshotInterval time.Duration
 	// FS is the file system; nil means the disk. Tests use vfs.NewMem().
 	FS vfs.FS
+	// RebuildQuotaStore rebuilds a quota store that is missing, damaged or
+	// behind its snapshot (which startup refuses otherwise) from the
+	// snapshot, moving the old one aside; quota changes made after the
+	// snapshot are lost, and an ERROR log line says so. A sound store is
+	// kept, so the option is safe to leave on.
+	RebuildQuotaStore bool
 }
 
 // DefaultOptions are sluice's defaults: ./data, everysec, a snapshot a

@@ -71,6 +71,11 @@ func openDB(fs vfs.FS, dir string, log *slog.Logger) (db *pebble.DB, fresh bool,
 		FS:               fs,
 		Logger:           pebbleLogger{log},
 		ErrorIfNotExists: !fresh,
+		// WAL sync chunks record how far the log was synced, so a damaged
+		// record before that point is reported as corruption instead of
+		// being taken for the torn tail of a crash (everything after it
+		// silently dropped).
+		FormatMajorVersion: pebble.FormatWALSyncChunks,
 		// A larger memtable absorbs rewrites of hot quota keys before they
 		// reach an sstable.
 		MemTableSize: 32 << 20,
@@ -83,7 +88,7 @@ func openDB(fs vfs.FS, dir string, log *slog.Logger) (db *pebble.DB, fresh bool,
 	}
 	db, err = pebble.Open(dir, opts)
 	if err != nil {
-		return nil, false, fmt.Errorf("persist: open quota store %s: %w", dir, err)
+		return nil, false, storeFault(fmt.Errorf("persist: open quota store %s: %w", dir, err))
 	}
 	return db, fresh, nil
 }

@@ -139,6 +139,12 @@ func (s *Store) writeSnapshotFile() (SaveInfo, error) {
 	if err == nil {
 		err = f.Sync()
 	}
+	if err == nil {
+		// Every quota change the snapshot may hold is numbered at most
+		// this; the store must have them all on disk before the snapshot
+		// replaces the old one (startup prefers the store's quotas).
+		err = s.j.syncThrough(s.j.lastSeq())
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

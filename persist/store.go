@@ -3,9 +3,13 @@ package persist
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -54,10 +58,14 @@ type Store struct {
 	deps Deps
 	log  *slog.Logger
 
-	snapPath, tempPath, dbPath string
+	snapPath, tempPath, dbPath, witnessPath string
 
 	db *pebble.DB
 	j  *journal
+	// health is the quota store's disk state (health.go); lock holds the
+	// data directory (lock.go).
+	health *health
+	lock   io.Closer
 
 	// snapMu lets one snapshot run at a time.
 	snapMu sync.Mutex
@@ -113,31 +121,130 @@ func Open(opts Options, deps Deps) (*Store, error) {
 	}
 	s := &Store{
 		opts: opts, fs: fs, deps: deps, log: deps.Log,
-		snapPath: fs.PathJoin(opts.Dir, SnapshotFile),
-		tempPath: fs.PathJoin(opts.Dir, snapshotTemp),
-		dbPath:   fs.PathJoin(opts.Dir, QuotaStoreDir),
-		stop:     make(chan struct{}),
+		snapPath:    fs.PathJoin(opts.Dir, SnapshotFile),
+		tempPath:    fs.PathJoin(opts.Dir, snapshotTemp),
+		witnessPath: fs.PathJoin(opts.Dir, SyncedFile),
+		dbPath:      fs.PathJoin(opts.Dir, QuotaStoreDir),
+		stop:        make(chan struct{}),
+		health:      newHealth(deps.Log),
 	}
-	if err := makeDirs(fs, opts.Dir, s.dbPath); err != nil {
+	if err := fs.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("persist: create data dir %s: %w", opts.Dir, err)
 	}
-	db, fresh, err := openDB(fs, s.dbPath, s.log)
+	lock, err := lockDataDir(fs, opts.Dir)
 	if err != nil {
 		return nil, err
 	}
-	s.db = db
-	seq, err := s.load(fresh)
-	if err != nil {
-		db.Close()
+	s.lock = lock
+	if err := s.open(); err != nil {
+		lock.Close()
 		return nil, err
 	}
-	s.j = newJournal(db, opts.QuotaFsync, s.log, seq)
 	s.changes0 = s.changes()
 	if opts.SnapshotInterval > 0 {
 		s.loops.Add(1)
 		go s.snapshotLoop()
 	}
 	return s, nil
+}
+
+// open prepares the data directory, opens the quota store and restores the
+// keyspace. The store's disk operations fail at once while it opens: a
+// directory that cannot be opened is refused, not waited for. With
+// RebuildQuotaStore, a store that is missing, damaged or behind its
+// snapshot is moved aside and rebuilt from the snapshot; a sound one is
+// kept (the flag is safe to leave on).
+func (s *Store) open() error {
+	if err := s.removeLeftovers(); err != nil {
+		return err
+	}
+	if err := checkFreeSpace(s.fs, s.opts.Dir, s.dbPath); err != nil {
+		return err
+	}
+	err := s.openAndLoad(false)
+	var bad *storeError
+	if err == nil || !s.opts.RebuildQuotaStore || !errors.As(err, &bad) {
+		return err
+	}
+	if _, serr := s.fs.Stat(s.snapPath); serr != nil {
+		return err // nothing to rebuild from
+	}
+	aside := fmt.Sprintf("%s.damaged-%d", s.dbPath, time.Now().Unix())
+	s.log.Error("REBUILDING the quota store from the snapshot: every quota is reset to the snapshot's, quota changes made after it are lost",
+		"store", s.dbPath, "cause", err, "moved_to", aside, "snapshot", s.snapPath)
+	s.deps.Keys.FlushAll(nil) // drop what the failed load restored
+	if names, _ := s.fs.List(s.dbPath); len(names) > 0 {
+		if err := s.fs.Rename(s.dbPath, aside); err != nil {
+			return fmt.Errorf("persist: move quota store %s aside: %w", s.dbPath, err)
+		}
+	}
+	return s.openAndLoad(true)
+}
+
+// openAndLoad opens the quota store and restores the keyspace; rebuilding
+// says the store is new on purpose, built from the snapshot.
+func (s *Store) openAndLoad(rebuilding bool) error {
+	if !rebuilding {
+		if err := s.checkStoreExists(); err != nil {
+			return err
+		}
+	}
+	if err := makeDirs(s.fs, s.opts.Dir, s.dbPath); err != nil {
+		return fmt.Errorf("persist: create data dir %s: %w", s.opts.Dir, err)
+	}
+	s.health.failFast.Store(true)
+	db, fresh, err := openDB(healthFS{FS: s.fs, h: s.health}, s.dbPath, s.log)
+	if err != nil {
+		return err
+	}
+	s.db = db
+	seq, err := s.load(fresh)
+	if err != nil {
+		db.Close()
+		s.db = nil
+		return err
+	}
+	s.health.failFast.Store(false)
+	s.j = newJournal(db, s.opts.QuotaFsync, s.log, seq, s.health)
+	s.j.witness = openWitness(s.fs, s.witnessPath)
+	return nil
+}
+
+// checkStoreExists refuses a data directory whose snapshot exists but whose
+// quota store is gone: every snapshot is written beside a store, so the
+// store was deleted or lost, and its quotas are newer than the snapshot's.
+func (s *Store) checkStoreExists() error {
+	names, err := s.fs.List(s.dbPath)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("persist: read quota store %s: %w", s.dbPath, err)
+	}
+	if len(names) > 0 {
+		return nil
+	}
+	if _, err := s.fs.Stat(s.snapPath); err == nil {
+		return storeFault(fmt.Errorf("%w: %s does not exist or is empty, but snapshot %s does: quotas changed since it would be lost. "+
+			"Restore the directory, or start once with --rebuild-quota-store to rebuild it from the snapshot",
+			ErrMissingStore, s.dbPath, s.snapPath))
+	}
+	if seq := readWitness(s.fs, s.witnessPath); seq > 0 {
+		return fmt.Errorf("%w: %s does not exist or is empty, but %s says it held changes up to %d. "+
+			"Restore the directory, or delete %s to start with no quotas",
+			ErrMissingStore, s.dbPath, s.witnessPath, seq, s.witnessPath)
+	}
+	return nil
+}
+
+// removeLeftovers deletes what a crash can leave behind: a snapshot that
+// was being written.
+func (s *Store) removeLeftovers() error {
+	err := s.fs.Remove(s.tempPath)
+	switch {
+	case err == nil:
+		s.log.Warn("removed an unfinished snapshot left by a crash", "file", s.tempPath)
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("persist: remove unfinished snapshot %s: %w", s.tempPath, err)
+	}
+	return nil
 }
 
 func (s *Store) changes() int64 {
@@ -173,9 +280,15 @@ func (s *Store) Wait(seq uint64) error {
 	return s.j.wait(seq)
 }
 
-// Err is the error that stopped quota changes from reaching the disk, or
-// nil. Commands refuse quota writes while it is set.
-func (s *Store) Err() error { return s.j.failed() }
+// Err is the error that stops quota changes from reaching the disk, or
+// nil. Commands refuse quota writes while it is set. A disk fault (full,
+// failing) clears by itself once the disk takes writes again.
+func (s *Store) Err() error {
+	if err := s.j.failed(); err != nil {
+		return err
+	}
+	return s.health.Err()
+}
 
 // Save writes a snapshot now, in the caller's goroutine (SAVE). It fails
 // with ErrSaveInProgress while a background save runs.
@@ -259,21 +372,49 @@ func (s *Store) snapshotLoop() {
 
 // Close stops the periodic snapshots, waits for a background save, writes
 // a final snapshot, writes and syncs every journaled change, and closes the
-// quota store. Changes made after Close began may miss the snapshot.
+// quota store. Changes made after Close began may miss the snapshot. When
+// the quota store cannot write (a full disk), Close does not wait for it:
+// it returns the fault, and changes not yet on disk are lost.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.loops.Wait()
 		s.bgWG.Wait()
 		_, snapErr := s.snapshot("shutdown")
-		jErr := s.j.close()
-		dbErr := s.db.Close()
+		if err := s.unlessFault(s.j.close); err != nil {
+			s.closeErr = errors.Join(snapErr, err)
+			return
+		}
+		dbErr := s.unlessFault(s.db.Close)
 		if dbErr != nil {
 			dbErr = fmt.Errorf("persist: close quota store %s: %w", s.dbPath, dbErr)
+		} else {
+			s.j.witness.close()
+			s.lock.Close()
 		}
-		s.closeErr = errors.Join(snapErr, jErr, dbErr)
+		s.closeErr = errors.Join(snapErr, s.j.failed(), dbErr)
 	})
 	return s.closeErr
+}
+
+// unlessFault runs f and returns its error, or returns early with the
+// store's disk fault if there is one: f may then be stuck retrying a
+// write, and is left to the process's exit.
+func (s *Store) unlessFault(f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	for {
+		fault, changed := s.health.watch()
+		if fault != nil {
+			s.log.Error("quota store not closed: it cannot write; quota changes not yet on disk are lost", "dir", s.dbPath, "err", fault)
+			return fault
+		}
+		select {
+		case err := <-done:
+			return err
+		case <-changed:
+		}
+	}
 }
 
 // makeDirs creates the data directory and the quota store's, and syncs
@@ -287,6 +428,35 @@ func makeDirs(fs vfs.FS, dataDir, storeDir string) error {
 		if err := syncDir(fs, d); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// minFreeSpace is the free space the quota store needs to open beyond the
+// size of its write-ahead logs, which opening may turn into tables: a new
+// log, manifest and options file.
+const minFreeSpace = 4 << 20
+
+// checkFreeSpace refuses to open a store on a disk too full to open it:
+// Pebble would otherwise fail in the background, over and over, or stop
+// the process.
+func checkFreeSpace(fs vfs.FS, dataDir, storeDir string) error {
+	usage, err := fs.GetDiskUsage(dataDir)
+	if err != nil {
+		return nil // unknown (a test file system): Open reports what fails
+	}
+	need := uint64(minFreeSpace)
+	names, _ := fs.List(storeDir)
+	for _, n := range names {
+		if strings.HasSuffix(n, ".log") {
+			if fi, err := fs.Stat(fs.PathJoin(storeDir, n)); err == nil {
+				need += uint64(fi.Size())
+			}
+		}
+	}
+	if usage.AvailBytes < need {
+		return fmt.Errorf("persist: data directory %s: %d bytes free, the quota store needs %d to open: %w",
+			dataDir, usage.AvailBytes, need, syscall.ENOSPC)
 	}
 	return nil
 }

@@ -344,8 +344,9 @@ func TestStoreCorruptQuotaStore(t *testing.T) {
 	}
 }
 
-// A data directory that lost its quota store (restored from a snapshot
-// alone) takes the snapshot's quotas and writes them to the new store.
+// A data directory that lost its quota store is refused, naming it (its
+// quotas were newer than the snapshot's); with RebuildQuotaStore it takes
+// the snapshot's quotas and writes them to the new store.
 func TestStoreSeedsFreshStoreFromSnapshot(t *testing.T) {
 	fs := vfs.NewMem()
 	clk := newClock(t0)
@@ -354,10 +355,19 @@ func TestStoreSeedsFreshStoreFromSnapshot(t *testing.T) {
 	fillEveryKind(t, ks, 4, t0)
 	mustOK(t, st.Close())
 	want := dump(t, ks, t0)
-	mustOK(t, fs.RemoveAll(fs.PathJoin(dir, QuotaStoreDir)))
+	storeDir := fs.PathJoin(dir, QuotaStoreDir)
+	mustOK(t, fs.RemoveAll(storeDir))
+
+	for range 2 { // the refusal leaves nothing that would pass next time
+		_, err := tryOpen(fs, FsyncEverySec, keyspace.New(), clk)
+		if !errors.Is(err, ErrMissingStore) || !strings.Contains(err.Error(), storeDir) {
+			t.Fatalf("Open without its quota store: %v", err)
+		}
+	}
 
 	ks2 := keyspace.New()
-	st2 := openStore(t, fs, FsyncEverySec, ks2, clk)
+	st2, err := Open(Options{Dir: dir, QuotaFsync: FsyncEverySec, FS: fs, RebuildQuotaStore: true}, Deps{Keys: ks2, Now: clk.Now, Applied: clk.Now})
+	mustOK(t, err)
 	sameKeys(t, dump(t, ks2, t0), want)
 	mustOK(t, st2.Close())
 	// The store now has them: they come from it, not the snapshot.

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
@@ -27,6 +29,9 @@ type Config struct {
 	// when something changed; 0 snapshots only on SAVE, BGSAVE and
 	// shutdown.
 	SnapshotInterval time.Duration
+	// RebuildQuotaStore rebuilds the quota store from the snapshot at
+	// startup (a store lost or damaged; see persist.Options).
+	RebuildQuotaStore bool
 	// RequirePass is the default user's password; empty disables AUTH.
 	RequirePass string
 	// LogLevel is debug, info, warn or error.
@@ -125,19 +130,24 @@ var (
 
 // Validate reports the first setting that cannot work.
 func (c Config) Validate() error {
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+	if err := checkHostPort(c.Addr); err != nil {
 		return fmt.Errorf("%w: addr %q: %v", ErrConfig, c.Addr, err)
 	}
 	if c.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+		if err := checkHostPort(c.MetricsAddr); err != nil {
 			return fmt.Errorf("%w: metrics addr %q: %v", ErrConfig, c.MetricsAddr, err)
 		}
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return fmt.Errorf("%w: TLS needs both a certificate and a key file", ErrConfig)
 	}
+	if c.TLSCertFile != "" {
+		if _, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile); err != nil {
+			return fmt.Errorf("%w: TLS certificate %s / key %s: %v", ErrConfig, c.TLSCertFile, c.TLSKeyFile, err)
+		}
+	}
 	if c.AdvertiseAddr != "" {
-		if _, port, err := net.SplitHostPort(c.AdvertiseAddr); err != nil || port == "" {
+		if _, port, err := net.SplitHostPort(c.AdvertiseAddr); err != nil || port == "" || checkHostPort(c.AdvertiseAddr) != nil {
 			return fmt.Errorf("%w: advertise addr %q: want host:port", ErrConfig, c.AdvertiseAddr)
 		}
 	}
@@ -190,6 +200,26 @@ func (r Replication) clusterConfig(dataDir string) cluster.Config {
 		CommitTimeout: r.CommitTimeout, ApplyTimeout: r.ApplyTimeout,
 		SnapshotInterval: r.SnapshotInterval, SnapshotThreshold: r.SnapshotThreshold, DialVia: r.DialVia,
 	}
+}
+
+// checkHostPort reports an address net.Listen would refuse for its form: no
+// port, or a port outside 0–65535 — before anything is created on disk.
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		if _, lerr := net.LookupPort("tcp", port); lerr != nil {
+			return fmt.Errorf("port %q is not a number", port)
+		}
+		return nil
+	}
+	if n < 0 || n > 65535 {
+		return fmt.Errorf("port %d is outside 0-65535", n)
+	}
+	return nil
 }
 
 // ParseLogLevel turns debug|info|warn|error into a slog level.

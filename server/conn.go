@@ -34,6 +34,8 @@ type connState struct {
 	hadDeadline bool
 	// reg is what CLIENT LIST and CLIENT KILL read from other connections.
 	reg connReg
+	// batchCommands counts the commands of the batch being answered.
+	batchCommands int
 }
 
 // emptyReadLimit is how many empty reads in a row a connection tolerates
@@ -242,6 +244,7 @@ func (s *Server) overOutputLimit(cs *connState) bool {
 
 // run dispatches one command.
 func (s *Server) run(cs *connState, args [][]byte) {
+	cs.batchCommands++
 	defer s.recoverCommand(cs, args)
 	cs.ctx.Reset()
 	s.table.Dispatch(&cs.ctx, args)
@@ -274,6 +277,7 @@ func (s *Server) flush(cs *connState) {
 		cs.writer.Buf = cs.writer.Buf[:0]
 		return
 	}
+	cs.batchCommands = 0
 	s.env.Stats.NetOutputBytes.Add(int64(len(cs.writer.Buf)))
 	s.countInput(cs)
 	if len(cs.writer.Buf) > 0 {

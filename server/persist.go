@@ -1,6 +1,8 @@
 package server
 
 import (
+	"strings"
+
 	"github.com/sluice-rl/sluice/persist"
 )
 
@@ -9,9 +11,10 @@ import (
 // directory that cannot be read is an error: the server does not start.
 func (s *Server) openStore() error {
 	st, err := persist.Open(persist.Options{
-		Dir:              s.cfg.DataDir,
-		QuotaFsync:       s.cfg.QuotaFsync,
-		SnapshotInterval: s.cfg.SnapshotInterval,
+		Dir:               s.cfg.DataDir,
+		QuotaFsync:        s.cfg.QuotaFsync,
+		SnapshotInterval:  s.cfg.SnapshotInterval,
+		RebuildQuotaStore: s.cfg.RebuildQuotaStore,
 	}, persist.Deps{
 		Keys:    s.env.Machine.Keys(),
 		Now:     s.env.Clock.Now,
@@ -42,15 +45,24 @@ func (s *Server) closeStore() error {
 // changed durable state until the changes are on disk (--quota-fsync
 // always). The server sends the replies of everything one read brought in
 // at once, so one wait per batch covers all of it; many connections
-// waiting at once share one fsync. If the change cannot be made durable it
-// reports false: the connection is closed without its replies.
+// waiting at once share one fsync. If the change cannot be made durable (a
+// full disk), a batch of one command gets the error instead of its reply;
+// a longer batch, whose other replies may depend on the change too, is
+// not answered: it reports false and the connection is closed.
 func (s *Server) awaitDurable(cs *connState) bool {
 	if !cs.conn.DurablePending() {
 		return true
 	}
-	if err := cs.conn.AwaitDurable(); err != nil {
-		s.log.Error("closing client: its changes did not reach the disk", "addr", cs.conn.Addr, "err", err)
-		return false
+	err := cs.conn.AwaitDurable()
+	if err == nil {
+		return true
 	}
-	return true
+	if cs.batchCommands == 1 {
+		cs.writer.Buf = cs.writer.Buf[:0]
+		msg := strings.TrimPrefix(err.Error(), "persist: ")
+		cs.writer.Error("ERR " + strings.NewReplacer("\r", " ", "\n", " ").Replace(msg))
+		return true
+	}
+	s.log.Error("closing client: its changes did not reach the disk", "addr", cs.conn.Addr, "err", err)
+	return false
 }

@@ -34,6 +34,8 @@ func run(args []string) error {
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for persistent state (created if missing)")
 	fs.TextVar(&cfg.QuotaFsync, "quota-fsync", cfg.QuotaFsync, "when quota changes reach the disk: always (before the reply), everysec or no")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", cfg.SnapshotInterval, "snapshot the keyspace this often when it changed (0: only on SAVE, BGSAVE and shutdown)")
+	fs.BoolVar(&cfg.RebuildQuotaStore, "rebuild-quota-store", false, "rebuild a missing or damaged quota store from the snapshot instead of refusing to start (quota changes since the snapshot are lost; a sound store is kept)")
+	version := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&cfg.RequirePass, "requirepass", cfg.RequirePass, "password clients must AUTH with (empty: no AUTH)")
 	passFile := fs.String("requirepass-file", "", "read the AUTH password from this file (first line)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", cfg.TLSCertFile, "PEM certificate: serve --addr over TLS (with --tls-key-file)")
@@ -64,6 +66,10 @@ func run(args []string) error {
 			return nil
 		}
 		return err
+	}
+	if *version {
+		fmt.Println("sluice", cfg.Version)
+		return nil
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
