@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // lease is one held slot: the request id and the instant it ends.
@@ -240,4 +241,18 @@ func (l *Leases) ExpireAt() int64 {
 // deleted.
 func (l *Leases) Empty(now int64) bool {
 	return now >= l.ExpireAt()
+}
+
+// Bytes is the memory the leases hold: the struct, the lease array and
+// the ids, and the id index when there is one (its entries counted at
+// about twice their size, for the map's own overhead).
+func (l *Leases) Bytes() int {
+	n := int(unsafe.Sizeof(*l)) + cap(l.buf)*int(unsafe.Sizeof(lease{}))
+	for _, x := range l.buf {
+		n += len(x.id)
+	}
+	for id := range l.index {
+		n += 2 * (len(id) + int(unsafe.Sizeof("")) + 8)
+	}
+	return n
 }

@@ -262,7 +262,17 @@ func (t *table) each(start int, fn func(r ref, key []byte) bool) int {
 	return -1
 }
 
-// bytes is the memory the table holds, for INFO and benchmarks.
+// Sizer is a state that can say how much memory it holds.
+type Sizer interface{ Bytes() int }
+
+// bytes is the memory the table holds, for INFO and benchmarks: its index,
+// arena and object slots, and what the objects themselves hold.
 func (t *table) bytes() int {
-	return cap(t.index)*4 + cap(t.arena) + cap(t.objs)*16 + cap(t.free)*4
+	n := cap(t.index)*4 + cap(t.arena) + cap(t.objs)*16 + cap(t.free)*4
+	for _, o := range t.objs {
+		if s, ok := o.(Sizer); ok {
+			n += s.Bytes()
+		}
+	}
+	return n
 }

@@ -3,6 +3,7 @@ package quota
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/sluice-rl/sluice/limiter"
 )
@@ -145,3 +146,6 @@ func (st *State) roll(now int64) error {
 func (st State) usage() Usage {
 	return Usage{Used: st.Used, Limit: st.Limit, Remaining: max(st.Limit-st.Used, 0), Start: st.Start, End: st.End}
 }
+
+// Bytes is the memory the state holds (its zone is shared, not counted).
+func (s *State) Bytes() int { return int(unsafe.Sizeof(*s)) }

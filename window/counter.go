@@ -1,6 +1,10 @@
 package window
 
-import "github.com/sluice-rl/sluice/limiter"
+import (
+	"unsafe"
+
+	"github.com/sluice-rl/sluice/limiter"
+)
 
 // CounterState is the sliding window counter of one key: the units admitted
 // in two adjacent fixed sub-windows. Invariants (Check returns ErrCorrupt
@@ -117,3 +121,6 @@ func counterPassAt(s CounterState, elapsed, limit, cost int64) int64 {
 	}
 	return s.Start + 2*w - mul128(room, w).div(s.Curr)
 }
+
+// Bytes is the memory the state holds.
+func (s *CounterState) Bytes() int { return int(unsafe.Sizeof(*s)) }

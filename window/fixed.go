@@ -1,6 +1,10 @@
 package window
 
-import "github.com/sluice-rl/sluice/limiter"
+import (
+	"unsafe"
+
+	"github.com/sluice-rl/sluice/limiter"
+)
 
 // FixedState is the fixed window counter of one key. Invariants (Check
 // returns ErrCorrupt otherwise): Window in (0, MaxWindow]; Start a multiple
@@ -55,3 +59,6 @@ func (s FixedState) Check(exists bool, now int64, p Params, cost int64) (FixedSt
 	}
 	return st, store, expireAt, res, nil
 }
+
+// Bytes is the memory the state holds.
+func (s *FixedState) Bytes() int { return int(unsafe.Sizeof(*s)) }

@@ -161,3 +161,8 @@ func (s LogState) compacted(extra int) LogState {
 	}
 	return c
 }
+
+// Bytes is the memory the state holds: the struct and its arrays.
+func (s *LogState) Bytes() int {
+	return int(unsafe.Sizeof(*s)) + cap(s.times)*8 + cap(s.cum)*4
+}
