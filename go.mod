@@ -10,6 +10,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sony/gobreaker/v2 v2.4.0
 	github.com/tidwall/redcon v1.6.2
+	go.yaml.in/yaml/v3 v3.0.6
 )
 
 require (
