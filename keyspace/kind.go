@@ -22,6 +22,13 @@ const (
 	KindLeases
 	// KindQuota is a QUOTA.* key.
 	KindQuota
+	// KindRules is the loaded rule set of RL.CHECK (one key, see package
+	// machine's policy files).
+	KindRules
+	// KindOverride is an RL.OVERRIDE: a run-time limit for one descriptor.
+	KindOverride
+	// KindScale is an RL.SCALE: a domain's adaptive scale factor.
+	KindScale
 	kindCount
 )
 

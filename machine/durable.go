@@ -1,6 +1,9 @@
 package machine
 
-import "github.com/sluice-rl/sluice/quota"
+import (
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/quota"
+)
 
 // Durability is where applies send the changes that must outlive the
 // process: quota states are written through to disk as they change (other
@@ -11,7 +14,10 @@ import "github.com/sluice-rl/sluice/quota"
 type Durability interface {
 	// QuotaChanged records key's new state.
 	QuotaChanged(key []byte, st *quota.State) Ticket
-	// QuotaDeleted records that quota key key was deleted.
+	// RecordChanged records the new state of a key of another journaled
+	// kind (see Journaled): its kind, expiry and EncodeState bytes.
+	RecordChanged(key []byte, kind keyspace.Kind, expireAt int64, state []byte) Ticket
+	// QuotaDeleted records that key, of a journaled kind, was deleted.
 	QuotaDeleted(key []byte) Ticket
 	// Flushed records that every key was dropped.
 	Flushed() Ticket

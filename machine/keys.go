@@ -39,8 +39,11 @@ func runDel(x *exec, args [][]byte) {
 	for _, key := range args[1:] {
 		s, now := x.lockKey(key)
 		if e, ok := s.Get(key, now); ok {
-			if e.Kind() == keyspace.KindQuota {
-				x.journaled(x.m.quotaDeleted(key))
+			if Journaled(e.Kind()) {
+				x.journaled(x.m.deleted(key))
+			}
+			if e.Kind() == keyspace.KindRules {
+				x.m.ruleState.Store(nil)
 			}
 			s.Delete(e)
 			n++
@@ -158,8 +161,14 @@ func runFlush(x *exec, args [][]byte) {
 }
 
 // flushAll drops every key, journaling the flush while every slot is
-// locked so it is ordered exactly among the quota changes around it.
+// locked so it is ordered exactly among the quota changes around it. The
+// loaded rules are configuration, not data: they are put back.
 func (x *exec) flushAll() {
+	defer func() {
+		if st := x.m.ruleState.Load(); st != nil {
+			x.setRules(st)
+		}
+	}()
 	var t Ticket
 	x.m.keys.FlushAll(func(slots func(i int) *keyspace.Slot) {
 		for i := range slot.Count {
@@ -180,7 +189,20 @@ func (m *Machine) quotaChanged(key []byte, st *quota.State) Ticket {
 	return m.durable.QuotaChanged(key, st)
 }
 
-func (m *Machine) quotaDeleted(key []byte) Ticket {
+// changed journals the new state of a key of a journaled kind other than
+// quota.
+func (m *Machine) changed(key []byte, kind keyspace.Kind, expireAt int64, obj any) Ticket {
+	if m.durable == nil {
+		return Ticket{}
+	}
+	state, err := EncodeState(nil, kind, obj)
+	if err != nil {
+		panic(err) // a kind and its own state type: a bug if they disagree
+	}
+	return m.durable.RecordChanged(key, kind, expireAt, state)
+}
+
+func (m *Machine) deleted(key []byte) Ticket {
 	if m.durable == nil {
 		return Ticket{}
 	}

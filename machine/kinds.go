@@ -28,6 +28,9 @@ var kindNames = [...]string{
 	keyspace.KindFixedWindow:    "fixed-window",
 	keyspace.KindLeases:         "leases",
 	keyspace.KindQuota:          "quota",
+	keyspace.KindRules:          "ratelimit-rules",
+	keyspace.KindOverride:       "ratelimit-override",
+	keyspace.KindScale:          "ratelimit-scale",
 }
 
 // KindName is the name TYPE answers for a key of kind k.
@@ -76,8 +79,26 @@ func EncodeState(dst []byte, kind keyspace.Kind, obj any) ([]byte, error) {
 		if kind == keyspace.KindQuota {
 			return st.AppendBinary(dst), nil
 		}
+	case *RulesState:
+		if kind == keyspace.KindRules {
+			return st.AppendBinary(dst), nil
+		}
+	case *OverrideState:
+		if kind == keyspace.KindOverride {
+			return st.AppendBinary(dst), nil
+		}
+	case *ScaleState:
+		if kind == keyspace.KindScale {
+			return st.AppendBinary(dst), nil
+		}
 	}
 	return dst, fmt.Errorf("%w: kind %s, state %T", ErrUnencodable, KindName(kind), obj)
+}
+
+// Journaled reports whether changes to keys of kind are written through to
+// the quota store as they happen (Durability), not only snapshotted.
+func Journaled(kind keyspace.Kind) bool {
+	return kind == keyspace.KindQuota || kind == keyspace.KindOverride || kind == keyspace.KindScale
 }
 
 // DecodeState rebuilds the object EncodeState encoded. zone loads quota
@@ -105,6 +126,12 @@ func DecodeState(kind keyspace.Kind, b []byte, zone func(string) (*time.Location
 	case keyspace.KindQuota:
 		st, err := quota.DecodeStateWith(b, zone)
 		return &st, err
+	case keyspace.KindRules:
+		return decodeRules(b)
+	case keyspace.KindOverride:
+		return decodeOverride(b)
+	case keyspace.KindScale:
+		return decodeScale(b)
 	}
 	return nil, fmt.Errorf("unknown kind %d", kind)
 }

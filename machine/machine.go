@@ -32,6 +32,10 @@ type Machine struct {
 	zones   zoneCache
 	// frozen is the open point-in-time view, if any (see Freeze).
 	frozen atomic.Pointer[Frozen]
+	// ruleState mirrors the value of RulesKey (nil: no rules), so RL.CHECK
+	// finds the rules without locking that key's slot. Only applies that
+	// change RulesKey, and Restore, set it.
+	ruleState atomic.Pointer[RulesState]
 	byName map[string]*Command
 	sorted []*Command
 }
@@ -39,7 +43,7 @@ type Machine struct {
 // New returns an empty machine at instant 0.
 func New(opts Options) *Machine {
 	m := &Machine{keys: keyspace.New(), durable: opts.Durable, byName: map[string]*Command{}}
-	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), keyCommands(), serverKeyCommands()} {
+	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), policyAdminCommands(), keyCommands(), serverKeyCommands()} {
 		for _, c := range group {
 			if _, dup := m.byName[c.Name]; dup {
 				panic("machine: duplicate command " + c.Name)
@@ -69,7 +73,10 @@ func (m *Machine) Changes() int64 { return m.changes.Load() }
 
 // Restore sets the applied instant of a machine just loaded from a
 // snapshot, before anything is applied.
-func (m *Machine) Restore(applied int64) { m.applied.Store(applied) }
+func (m *Machine) Restore(applied int64) {
+	m.applied.Store(applied)
+	m.reloadRules()
+}
 
 // ReadInstant is the instant a read given now is served at: now, or the
 // applied instant when that is later. It moves nothing.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/quota"
 )
 
@@ -156,6 +157,21 @@ func (j *journal) quotaChanged(key []byte, st *quota.State) uint64 {
 	end := len(j.q.arena)
 	j.q.arena = binary.LittleEndian.AppendUint64(j.q.arena, uint64(st.ExpireAt()))
 	j.q.arena = st.AppendBinary(j.q.arena)
+	return j.appendEntry(opSet, start, end)
+}
+
+// recordChanged queues the new state of a key of another journaled kind:
+// after the expiry, recordMarker and the kind, so a load tells it from a
+// quota state (whose first byte, its period, is never recordMarker).
+func (j *journal) recordChanged(key []byte, kind keyspace.Kind, expireAt int64, state []byte) uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	start := len(j.q.arena)
+	j.q.arena = append(j.q.arena, key...)
+	end := len(j.q.arena)
+	j.q.arena = binary.LittleEndian.AppendUint64(j.q.arena, uint64(expireAt))
+	j.q.arena = append(j.q.arena, recordMarker, byte(kind))
+	j.q.arena = append(j.q.arena, state...)
 	return j.appendEntry(opSet, start, end)
 }
 

@@ -180,7 +180,7 @@ func (s *Store) restoreSnapshot(f io.Reader, flushed bool, flushSeq uint64, zone
 			break
 		}
 		switch {
-		case stale || (rec.Kind == keyspace.KindQuota && seed == nil):
+		case stale || (machine.Journaled(rec.Kind) && seed == nil):
 			info.Superseded++
 			continue
 		case expired(rec.Word, now):
@@ -195,8 +195,11 @@ func (s *Store) restoreSnapshot(f io.Reader, flushed bool, flushSeq uint64, zone
 			return 0, fmt.Errorf("%w: record %d, key %q: %w", ErrCorruptSnapshot, sr.Records(), rec.Key, err)
 		}
 		info.SnapshotKeys++
-		if rec.Kind == keyspace.KindQuota && seed != nil {
+		if machine.Journaled(rec.Kind) && seed != nil {
 			val = binary.LittleEndian.AppendUint64(val[:0], uint64(rec.Word))
+			if rec.Kind != keyspace.KindQuota {
+				val = append(val, recordMarker, byte(rec.Kind))
+			}
 			val = append(val, rec.State...)
 			seed.Set(appendQuotaKey(nil, rec.Key), val, nil)
 		}
@@ -275,11 +278,11 @@ func (s *Store) restoreQuotaSlots(lo, hi int, now int64, info *LoadInfo) (err er
 			info.Expired++
 			continue
 		}
-		st, err := quota.DecodeStateWith(v[expirySize:], zones.load)
+		kind, obj, err := decodeStored(v[expirySize:], zones)
 		if err != nil {
 			return corrupt(key, err)
 		}
-		if err := insert(s.deps.Keys, key, keyspace.KindQuota, exp, &st); err != nil {
+		if err := insert(s.deps.Keys, key, kind, exp, obj); err != nil {
 			return corrupt(key, err)
 		}
 		info.QuotaKeys++
@@ -290,6 +293,20 @@ func (s *Store) restoreQuotaSlots(lo, hi int, now int64, info *LoadInfo) (err er
 		}
 	}
 	return nil
+}
+
+// decodeStored decodes a quota store value after its expiry: a quota
+// state, or recordMarker, a kind and that kind's state.
+func decodeStored(v []byte, zones zoneCache) (keyspace.Kind, any, error) {
+	if len(v) > 0 && v[0] == recordMarker {
+		if len(v) < 2 || !machine.Journaled(keyspace.Kind(v[1])) || keyspace.Kind(v[1]) == keyspace.KindQuota {
+			return 0, nil, errors.New("unknown record kind")
+		}
+		obj, err := machine.DecodeState(keyspace.Kind(v[1]), v[2:], zones.load)
+		return keyspace.Kind(v[1]), obj, err
+	}
+	st, err := quota.DecodeStateWith(v, zones.load)
+	return keyspace.KindQuota, &st, err
 }
 
 // expired reports whether a key whose word is word has expired at now, by

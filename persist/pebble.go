@@ -26,6 +26,11 @@ const (
 	quotaPrefix    = 'q'
 	quotaKeyHeader = 3
 	expirySize     = 8
+	// recordMarker starts the value of a journaled record that is not a
+	// quota (an RL.OVERRIDE or RL.SCALE), after the expiry; the kind
+	// follows. A quota value starts with its period byte, which is never
+	// this.
+	recordMarker = 0x7f
 )
 
 var (

@@ -52,6 +52,10 @@ func (d journalHook) QuotaChanged(key []byte, q *quota.State) machine.Ticket {
 	return machine.NewTicket(d.st, d.st.QuotaChanged(key, q))
 }
 
+func (d journalHook) RecordChanged(key []byte, kind keyspace.Kind, expireAt int64, state []byte) machine.Ticket {
+	return machine.NewTicket(d.st, d.st.j.recordChanged(key, kind, expireAt, state))
+}
+
 func (d journalHook) QuotaDeleted(key []byte) machine.Ticket {
 	return machine.NewTicket(d.st, d.st.QuotaDeleted(key))
 }

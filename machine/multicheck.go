@@ -1,0 +1,319 @@
+package machine
+
+import (
+	"bytes"
+
+	"github.com/sluice-rl/sluice/gcra"
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/quota"
+	"github.com/sluice-rl/sluice/window"
+)
+
+// A multi-limit check (RL.CHECK, RL.CHECKALL) looks at every limit at one
+// instant under one slot lock, then charges all of them or none: each
+// limit's next state is worked out without being stored, and only when no
+// limit refuses are they written. The algorithms are pure (state, now,
+// params → next state, result), so "work out, then store" is exactly what
+// one check at a time would do, minus the partial charges.
+
+// maxLimits bounds the limits of one multi-check.
+const maxLimits = 64
+
+// limitCheck is one limit of a multi-check: which counter and how it
+// counts, then what the check found.
+type limitCheck struct {
+	// key is the counter key; kind the algorithm's keyspace kind.
+	key  []byte
+	kind keyspace.Kind
+	// The algorithm's parameters (the ones of kind).
+	gcra       gcra.Limit
+	win        window.Params
+	quotaLimit int64
+	sched      quota.Schedule
+	// name and window (seconds) are what the reply names when this limit
+	// binds; shadow limits count but never refuse; deny always refuses.
+	name   string
+	window int64
+	shadow bool
+	deny   bool
+
+	// What the check found: the result, whether the next state must be
+	// stored, the next word and state.
+	res     limiter.Result
+	store   bool
+	found   bool
+	word    int64
+	counter window.CounterState
+	log     window.LogState
+	fixed   window.FixedState
+	quota   quota.State
+}
+
+// lastStoring is the latest check before i on i's key that will store a
+// next state (or nil): check i starts from that state, not the stored one.
+func lastStoring(checks []limitCheck, i int) *limitCheck {
+	for j := i - 1; j >= 0; j-- {
+		if checks[j].store && bytes.Equal(checks[j].key, checks[i].key) {
+			return &checks[j]
+		}
+	}
+	return nil
+}
+
+// storedLater reports whether a check after i stores a state on i's key
+// (it started from i's, so it holds the one to keep).
+func storedLater(checks []limitCheck, i int) bool {
+	for j := i + 1; j < len(checks); j++ {
+		if checks[j].store && bytes.Equal(checks[j].key, checks[i].key) {
+			return true
+		}
+	}
+	return false
+}
+
+// evaluate works out what checking c at now would do, starting from the
+// stored state, or from prev's next state (an earlier check of the same
+// request on the same key that admitted). It stores nothing.
+func (c *limitCheck) evaluate(s *keyspace.Slot, now, cost int64, prev *limitCheck) error {
+	if c.deny {
+		c.res = limiter.Result{Limited: true, RetryAfter: limiter.Never}
+		return nil
+	}
+	var obj any
+	switch {
+	case prev != nil && prev.kind != c.kind:
+		return keyspace.ErrWrongType
+	case prev != nil:
+		c.found, c.word = true, prev.word
+		c.counter, c.log, c.fixed, c.quota = prev.counter, prev.log, prev.fixed, prev.quota
+	default:
+		e, found, err := s.GetKind(c.key, c.kind, now)
+		if err != nil {
+			return err
+		}
+		c.found = found
+		if found {
+			c.word, obj = s.Word(e), s.Object(e)
+		}
+	}
+	var err error
+	switch c.kind {
+	case keyspace.KindGCRA:
+		c.word, c.store, c.res, err = gcra.Throttle(c.word, c.found, now, c.gcra, cost)
+	case keyspace.KindSlidingCounter:
+		if prev == nil && c.found {
+			st, ok := obj.(*window.CounterState)
+			if !ok || st == nil {
+				return window.ErrCorrupt
+			}
+			c.counter = *st
+		}
+		c.counter, c.store, c.word, c.res, err = c.counter.Check(c.found, now, c.win, cost)
+	case keyspace.KindSlidingLog:
+		if prev == nil && c.found {
+			st, ok := obj.(*window.LogState)
+			if !ok || st == nil {
+				return window.ErrCorrupt
+			}
+			c.log = *st
+		}
+		c.log, c.store, c.word, c.res, err = c.log.Check(c.found, now, c.win, cost)
+	case keyspace.KindFixedWindow:
+		if prev == nil && c.found {
+			st, ok := obj.(*window.FixedState)
+			if !ok || st == nil {
+				return window.ErrCorrupt
+			}
+			c.fixed = *st
+		}
+		c.fixed, c.store, c.word, c.res, err = c.fixed.Check(c.found, now, c.win, cost)
+	case keyspace.KindQuota:
+		if prev == nil && c.found {
+			st, ok := obj.(*quota.State)
+			if !ok || st == nil {
+				return quota.ErrCorrupt
+			}
+			c.quota = *st
+		}
+		c.quota, c.store, c.res, err = quota.Check(c.quota, c.found, now, c.quotaLimit, c.sched, cost)
+		c.word = c.quota.ExpireAt()
+		if err == nil {
+			if start, end, berr := c.sched.Bounds(now); berr == nil {
+				c.window = limiter.Seconds(end - start)
+			}
+		}
+	}
+	return err
+}
+
+// commit stores c's next state (under the slot lock; entries may have
+// moved since evaluate, so the key is looked up again).
+func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64) error {
+	e, found, err := s.GetKind(c.key, c.kind, now)
+	if err != nil {
+		return err
+	}
+	var obj any
+	switch c.kind {
+	case keyspace.KindGCRA:
+		if found {
+			s.SetWord(e, c.word)
+			return nil
+		}
+	case keyspace.KindSlidingCounter:
+		if found {
+			if st, ok := s.Object(e).(*window.CounterState); ok && st != nil {
+				*st = c.counter
+				s.SetWord(e, c.word)
+				return nil
+			}
+			return window.ErrCorrupt
+		}
+		st := c.counter
+		obj = &st
+	case keyspace.KindSlidingLog:
+		if found {
+			if st, ok := s.Object(e).(*window.LogState); ok && st != nil {
+				*st = c.log
+				s.SetWord(e, c.word)
+				return nil
+			}
+			return window.ErrCorrupt
+		}
+		st := c.log
+		obj = &st
+	case keyspace.KindFixedWindow:
+		if found {
+			if st, ok := s.Object(e).(*window.FixedState); ok && st != nil {
+				*st = c.fixed
+				s.SetWord(e, c.word)
+				return nil
+			}
+			return window.ErrCorrupt
+		}
+		st := c.fixed
+		obj = &st
+	case keyspace.KindQuota:
+		var st *quota.State
+		if found {
+			var ok bool
+			if st, ok = s.Object(e).(*quota.State); !ok || st == nil {
+				return quota.ErrCorrupt
+			}
+			*st = c.quota
+			s.SetWord(e, c.word)
+		} else {
+			st = new(quota.State)
+			*st = c.quota
+			if _, err := s.Insert(c.key, c.kind, c.word, st); err != nil {
+				return err
+			}
+		}
+		x.journaled(x.m.quotaChanged(c.key, st))
+		return nil
+	}
+	_, err = s.Insert(c.key, c.kind, c.word, obj)
+	return err
+}
+
+// multiCheck checks every limit at now under s (locked) and charges all
+// or none. It returns the index of the binding limit (-1 when there are
+// none) and whether the request was refused.
+func multiCheck(x *exec, s *keyspace.Slot, now, cost int64, checks []limitCheck) (binding int, refused bool, err error) {
+	for i := range checks {
+		if err := checks[i].evaluate(s, now, cost, lastStoring(checks, i)); err != nil {
+			return -1, false, err
+		}
+		if checks[i].res.Limited && !checks[i].shadow {
+			refused = true
+		}
+	}
+	if !refused {
+		for i := range checks {
+			if !checks[i].store || storedLater(checks, i) {
+				continue
+			}
+			if err := checks[i].commit(x, s, now); err != nil {
+				return -1, false, err
+			}
+		}
+	}
+	return bindingLimit(checks, refused), refused, nil
+}
+
+// bindingLimit picks the limit the reply reports: when refused, the
+// refusing one with the longest retry_after (one that can never pass
+// counts as longest); when allowed, the one with the least remaining.
+// Shadow limits bind only when every limit is a shadow one. Ties go to the
+// first.
+func bindingLimit(checks []limitCheck, refused bool) int {
+	best := -1
+	allShadow := true
+	for i := range checks {
+		if !checks[i].shadow {
+			allShadow = false
+			break
+		}
+	}
+	for i := range checks {
+		c := &checks[i]
+		if c.shadow && !allShadow {
+			continue
+		}
+		if refused && (!c.res.Limited || c.shadow) {
+			continue
+		}
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := &checks[best]
+		if refused {
+			if retryRank(c.res.RetryAfter) > retryRank(b.res.RetryAfter) {
+				best = i
+			}
+		} else if c.res.Remaining < b.res.Remaining {
+			best = i
+		}
+	}
+	return best
+}
+
+func retryRank(ns int64) int64 {
+	if ns == limiter.Never {
+		return 1<<63 - 1
+	}
+	return ns
+}
+
+// replyMulti writes the multi-check reply: the binding limit's five
+// integers, its name and its window in seconds; with no limit at all,
+// [0, -1, -1, -1, 0, "", 0] (-1: unlimited).
+func replyMulti(x *exec, checks []limitCheck, binding int, refused bool) {
+	if refused {
+		x.out.Limited = true
+	}
+	x.w.Array(7)
+	if binding < 0 {
+		x.w.Int(0)
+		x.w.Int(-1)
+		x.w.Int(-1)
+		x.w.Int(-1)
+		x.w.Int(0)
+		x.w.BulkString("")
+		x.w.Int(0)
+		return
+	}
+	c := &checks[binding]
+	r := c.res
+	if c.shadow {
+		r.Limited = false
+	}
+	five := r.Reply()
+	for _, v := range five {
+		x.w.Int(v)
+	}
+	x.w.BulkString(c.name)
+	x.w.Int(c.window)
+}

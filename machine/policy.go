@@ -1,0 +1,282 @@
+package machine
+
+import (
+	"unsafe"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/slot"
+)
+
+// RL.CHECK: a request's descriptors matched against the loaded rules
+// (package policy), every matched limit checked at one instant, all
+// charged or none.
+
+func policyCommands() []*Command {
+	return []*Command{{
+		Name: "rl.check", Arity: -5, Flags: []string{"write", "denyoom", "fast"},
+		FirstKey: 1, LastKey: 1, Step: 1,
+		Group: "sluice", Since: "1.1.0", Complexity: "O(D) where D is the number of descriptor entries",
+		Summary: "Checks a request's descriptors against the rules of a domain, charging every matched limit or none: replies [limited, limit, remaining, retry_after, reset_after, rule, window].",
+		Args: []Arg{
+			{Name: "domain", Type: "key"},
+			{Name: "cost", Type: "integer", Token: "COST", Optional: true},
+			{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Multiple: true, Sub: []Arg{
+				{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{
+					{Name: "key", Type: "string"}, {Name: "value", Type: "string"},
+				}},
+			}},
+		},
+		run: runRLCheck,
+	}}
+}
+
+// maxEntries bounds the entries of one RL.CHECK, all descriptors together.
+const maxEntries = 256
+
+// descriptorRequest is RL.CHECK's arguments: entries point into the
+// command's arguments (valid during the apply only) and bounds[i] is where
+// descriptor i ends.
+type descriptorRequest struct {
+	cost    int64
+	entries []policy.Entry
+	bounds  []int
+}
+
+// parseDescriptors reads [COST n] DESCRIPTOR k v [k v …] [DESCRIPTOR …]
+// from args (after the domain). A key spelled DESCRIPTOR starts the next
+// descriptor, so it cannot be used as an entry key.
+func parseDescriptors(args [][]byte, req *descriptorRequest) string {
+	req.cost = 1
+	i := 0
+	if i < len(args) && resp.EqualFold(args[i], "cost") {
+		if i+1 >= len(args) {
+			return resp.ErrSyntax
+		}
+		n, ok := resp.ParseInt(args[i+1])
+		if !ok {
+			return resp.ErrNotInteger
+		}
+		if n < 0 {
+			return "ERR COST must not be negative"
+		}
+		req.cost = n
+		i += 2
+	}
+	if i >= len(args) || !resp.EqualFold(args[i], "descriptor") {
+		return "ERR syntax error: expected DESCRIPTOR <key> <value> [<key> <value> ...]"
+	}
+	for i < len(args) {
+		if !resp.EqualFold(args[i], "descriptor") {
+			return "ERR syntax error: expected DESCRIPTOR <key> <value> [<key> <value> ...]"
+		}
+		i++
+		start := len(req.entries)
+		for i < len(args) && !resp.EqualFold(args[i], "descriptor") {
+			if i+1 >= len(args) || resp.EqualFold(args[i+1], "descriptor") {
+				return "ERR DESCRIPTOR needs <key> <value> pairs: '" + resp.Clip(args[i], 64) + "' has no value"
+			}
+			if len(req.entries) == maxEntries {
+				return "ERR too many descriptor entries (at most 256)"
+			}
+			req.entries = append(req.entries, policy.Entry{Key: view(args[i]), Value: view(args[i+1])})
+			i += 2
+		}
+		if len(req.entries) == start {
+			return "ERR DESCRIPTOR needs at least one <key> <value> pair"
+		}
+		if len(req.bounds) == maxLimits {
+			return "ERR too many descriptors (at most 64)"
+		}
+		req.bounds = append(req.bounds, len(req.entries))
+	}
+	return ""
+}
+
+// view is b as a string without a copy. The string must not outlive the
+// apply (matching and key building only read it).
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// rules is the loaded rule set, or nil.
+func (m *Machine) rules() *policy.Set {
+	if st := m.ruleState.Load(); st != nil {
+		return st.Set
+	}
+	return nil
+}
+
+// Suffixes of the policy records' keys in a domain's slot.
+const (
+	overrideSuffix = "#override"
+	scaleSuffix    = "#scale"
+)
+
+// runRLCheck is RL.CHECK <domain> [COST <n>] DESCRIPTOR <k> <v> [<k> <v> …] [DESCRIPTOR …].
+func runRLCheck(x *exec, args [][]byte) {
+	var entryBuf [16]policy.Entry
+	var boundBuf [8]int
+	req := descriptorRequest{entries: entryBuf[:0], bounds: boundBuf[:0]}
+	if bad := parseDescriptors(args[2:], &req); bad != "" {
+		x.w.Error(bad)
+		return
+	}
+	domain := view(args[1])
+	d := x.m.rules().Domain(domain)
+	if d == nil {
+		// A domain with no rules limits nothing, as in envoy.
+		replyMulti(x, nil, -1, false)
+		return
+	}
+	var ruleBuf [8]*policy.Rule
+	matched := ruleBuf[:0]
+	from := 0
+	for _, end := range req.bounds {
+		matched = append(matched, d.Match(req.entries[from:end]))
+		from = end
+	}
+	policy.ApplyReplaces(matched)
+
+	// Every key one check touches is in the domain's slot ({domain} is
+	// the hash tag): counters, the descriptors' overrides, the scale.
+	var keyBuf [1024]byte
+	keys := keyBuf[:0]
+	var checkBuf [4]limitCheck
+	checks := checkBuf[:0]
+	var spanBuf [4][4]int
+	spans := spanBuf[:0]
+	from = 0
+	for i, r := range matched {
+		end := req.bounds[i]
+		entries := req.entries[from:end]
+		from = end
+		if r == nil || r.Algorithm == policy.Unlimited {
+			continue
+		}
+		checks = append(checks, ruleCheck(r))
+		ks := len(keys)
+		keys = r.AppendKey(keys, entries)
+		ke := len(keys)
+		keys = policy.AppendDescriptorKey(keys, domain, entries)
+		keys = append(keys, overrideSuffix...)
+		spans = append(spans, [4]int{ks, ke, ke, len(keys)})
+	}
+	if len(checks) == 0 {
+		replyMulti(x, nil, -1, false)
+		return
+	}
+	scaleStart := len(keys)
+	keys = policy.AppendDescriptorKey(keys, domain, nil)
+	keys = append(keys, scaleSuffix...)
+	scaleKey := keys[scaleStart:]
+	for i := range checks {
+		checks[i].key = keys[spans[i][0]:spans[i][1]]
+	}
+
+	s, now := x.lockKey(checks[0].key)
+	factor := scaleAt(s, scaleKey, now)
+	for i := range checks {
+		if ov := overrideAt(s, keys[spans[i][2]:spans[i][3]], now); ov != nil {
+			checks[i].override(ov)
+		}
+		checks[i].scale(factor)
+	}
+	binding, refused, err := multiCheck(x, s, now, req.cost, checks)
+	s.Unlock()
+	if err != nil {
+		x.error(err)
+		return
+	}
+	replyMulti(x, checks, binding, refused)
+}
+
+// ruleCheck is the check rule r asks for (key not yet set).
+func ruleCheck(r *policy.Rule) limitCheck {
+	c := limitCheck{name: r.ID(), window: limiter.Seconds(r.Window), shadow: r.ShadowMode}
+	switch r.Algorithm {
+	case policy.Fixed:
+		c.kind, c.win = keyspace.KindFixedWindow, r.WindowParams()
+	case policy.Sliding:
+		c.kind, c.win = keyspace.KindSlidingCounter, r.WindowParams()
+	case policy.SlidingExact:
+		c.kind, c.win = keyspace.KindSlidingLog, r.WindowParams()
+	case policy.GCRA:
+		c.kind, c.gcra = keyspace.KindGCRA, r.GCRALimit()
+	case policy.Quota:
+		c.kind, c.quotaLimit, c.sched = keyspace.KindQuota, r.Limit, r.QuotaSchedule()
+	default: // Deny; ParseRules refuses the others
+		c.deny = true
+	}
+	return c
+}
+
+// override replaces c's limit by o's.
+func (c *limitCheck) override(o *OverrideState) {
+	switch c.kind {
+	case keyspace.KindFixedWindow, keyspace.KindSlidingCounter, keyspace.KindSlidingLog:
+		c.win.Limit, c.win.Window = o.Limit, o.Window
+		c.window = limiter.Seconds(o.Window)
+	case keyspace.KindGCRA:
+		c.gcra.Count, c.gcra.Period = o.Limit, o.Window
+		if o.Burst >= 0 {
+			c.gcra.MaxBurst = o.Burst
+		}
+		c.window = limiter.Seconds(o.Window)
+	case keyspace.KindQuota:
+		c.quotaLimit = o.Limit
+	}
+}
+
+// scale applies a scale factor (millionths) to c's limit.
+func (c *limitCheck) scale(factor int64) {
+	if factor >= ScaleUnit {
+		return
+	}
+	switch c.kind {
+	case keyspace.KindFixedWindow, keyspace.KindSlidingCounter, keyspace.KindSlidingLog:
+		c.win.Limit = Scale(c.win.Limit, factor)
+	case keyspace.KindGCRA:
+		c.gcra.Count = Scale(c.gcra.Count, factor)
+		c.gcra.MaxBurst = Scale(c.gcra.MaxBurst+1, factor) - 1
+	case keyspace.KindQuota:
+		c.quotaLimit = Scale(c.quotaLimit, factor)
+	}
+}
+
+// overrideAt is the override stored under key if it applies at now.
+func overrideAt(s *keyspace.Slot, key []byte, now int64) *OverrideState {
+	e, ok := s.Get(key, now)
+	if !ok || e.Kind() != keyspace.KindOverride {
+		return nil
+	}
+	o, _ := s.Object(e).(*OverrideState)
+	if o == nil || !o.ActiveAt(now) {
+		return nil
+	}
+	return o
+}
+
+// scaleAt is the scale factor stored under key at now (ScaleUnit if none).
+func scaleAt(s *keyspace.Slot, key []byte, now int64) int64 {
+	e, ok := s.Get(key, now)
+	if !ok || e.Kind() != keyspace.KindScale {
+		return ScaleUnit
+	}
+	st, _ := s.Object(e).(*ScaleState)
+	if st == nil {
+		return ScaleUnit
+	}
+	return st.At(now)
+}
+
+// slotOfDomain is the slot every key of a domain is in.
+func slotOfDomain(domain string) int {
+	var buf [128]byte
+	return slot.Of(policy.AppendDescriptorKey(buf[:0], domain, nil))
+}

@@ -1,0 +1,418 @@
+package machine
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/resp"
+)
+
+// The commands that change what RL.CHECK enforces: the rule set (loaded
+// from files by the server, through the log like any change), per-
+// descriptor overrides, and per-domain scale factors.
+
+func policyAdminCommands() []*Command {
+	return []*Command{{
+		Name: "rl.rules", Arity: -2, Flags: []string{"write", "admin", "noscript"},
+		Group: "sluice", Since: "1.1.0", Complexity: "O(N) where N is the size of the rules",
+		Summary: "LOAD <name> <yaml> [<name> <yaml> ...] replaces the rule set (all files or none); CLEAR drops it; LIST [domain] lists the rules.",
+		Args: []Arg{{Name: "subcommand", Type: "oneof", Sub: []Arg{
+			{Name: "load", Type: "pure-token", Token: "LOAD"},
+			{Name: "clear", Type: "pure-token", Token: "CLEAR"},
+			{Name: "list", Type: "pure-token", Token: "LIST"},
+		}}, {Name: "arg", Type: "string", Optional: true, Multiple: true}},
+		run: runRules,
+	}, {
+		Name: "rl.override", Arity: -3, Flags: []string{"write", "denyoom"},
+		FirstKey: 2, LastKey: 2, Step: 1, Journaled: true,
+		Group: "sluice", Since: "1.1.0", Complexity: "O(D) for SET and DEL; O(N) in the keys of the domain's slot for LIST",
+		Summary: "SET <domain> <requests> <unit|seconds> [BURST n] [START unix] [UNTIL unix] DESCRIPTOR k v [k v ...] | DEL <domain> DESCRIPTOR k v [...] | LIST <domain>: per-descriptor limits set at run time.",
+		Args: []Arg{
+			{Name: "subcommand", Type: "oneof", Sub: []Arg{
+				{Name: "set", Type: "pure-token", Token: "SET"},
+				{Name: "del", Type: "pure-token", Token: "DEL"},
+				{Name: "list", Type: "pure-token", Token: "LIST"},
+			}},
+			{Name: "domain", Type: "key"},
+			{Name: "arg", Type: "string", Optional: true, Multiple: true},
+		},
+		run: runOverride,
+	}, {
+		Name: "rl.scale", Arity: -3, Flags: []string{"write", "fast"},
+		FirstKey: 2, LastKey: 2, Step: 1, Journaled: true,
+		Group: "sluice", Since: "1.1.0", Complexity: "O(1)",
+		Summary: "SET <domain> <factor> [RECOVER seconds] scales a domain's limits by a factor in (0, 1] (raised factors recover linearly); GET <domain> replies [factor, target, ms to target].",
+		Args: []Arg{
+			{Name: "subcommand", Type: "oneof", Sub: []Arg{
+				{Name: "set", Type: "pure-token", Token: "SET"},
+				{Name: "get", Type: "pure-token", Token: "GET"},
+			}},
+			{Name: "domain", Type: "key"},
+			{Name: "arg", Type: "string", Optional: true, Multiple: true},
+		},
+		run: runScale,
+	}}
+}
+
+// DefaultRecovery is how long a raised scale factor takes to reach its
+// target when RL.SCALE SET names no RECOVER.
+const DefaultRecovery = 60 * 1_000_000_000
+
+// maxRecoverySeconds bounds RECOVER (a day).
+const maxRecoverySeconds = 86400
+
+func runRules(x *exec, args [][]byte) {
+	switch {
+	case resp.EqualFold(args[1], "load"):
+		if len(args) < 4 || len(args)%2 != 0 {
+			x.w.Error("ERR RL.RULES LOAD needs <name> <yaml> pairs")
+			return
+		}
+		files := make([]RuleFile, 0, (len(args)-2)/2)
+		for i := 2; i < len(args); i += 2 {
+			files = append(files, RuleFile{Name: string(args[i]), Source: bytes.Clone(args[i+1])})
+		}
+		st, err := ParseRules(files)
+		if err != nil {
+			x.w.Error("ERR rules not loaded: " + oneLine(err.Error()))
+			return
+		}
+		x.setRules(st)
+		x.w.OK()
+	case resp.EqualFold(args[1], "clear"):
+		if len(args) != 2 {
+			x.w.Error(resp.ErrSyntax)
+			return
+		}
+		x.setRules(nil)
+		x.w.OK()
+	case resp.EqualFold(args[1], "list"):
+		if len(args) > 3 {
+			x.w.Error(resp.ErrSyntax)
+			return
+		}
+		x.instant()
+		listRules(x, args[2:])
+	default:
+		x.w.Error("ERR unknown subcommand '" + resp.Clip(args[1], 64) + "'. Try LOAD, CLEAR, LIST.")
+	}
+}
+
+// oneLine keeps an error on one RESP line.
+func oneLine(s string) string {
+	return string(bytes.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, []byte(s)))
+}
+
+// setRules stores st (nil: none) under RulesKey and makes it the set
+// RL.CHECK uses.
+func (x *exec) setRules(st *RulesState) {
+	s, now := x.lockKey([]byte(RulesKey))
+	defer s.Unlock()
+	if e, ok := s.Get([]byte(RulesKey), now); ok {
+		s.Delete(e)
+	}
+	if st != nil {
+		if _, err := s.Insert([]byte(RulesKey), keyspace.KindRules, 0, st); err != nil {
+			x.error(err)
+			return
+		}
+	}
+	x.m.ruleState.Store(st)
+}
+
+// reloadRules points ruleState at what RulesKey holds (after a restore).
+func (m *Machine) reloadRules() {
+	key := []byte(RulesKey)
+	s := m.keys.LockKey(key)
+	defer s.Unlock()
+	var st *RulesState
+	if e, ok := s.Get(key, m.applied.Load()); ok && e.Kind() == keyspace.KindRules {
+		st, _ = s.Object(e).(*RulesState)
+	}
+	m.ruleState.Store(st)
+}
+
+// listRules answers RL.RULES LIST [domain]: one entry per rule, in domain
+// then file order: [domain, rule, path, algorithm, limit, window seconds,
+// shadow, "file:line"].
+func listRules(x *exec, args [][]byte) {
+	set := x.m.rules()
+	var rules []*policy.Rule
+	for _, name := range set.Domains() {
+		if len(args) == 1 && name != string(args[0]) {
+			continue
+		}
+		rules = append(rules, set.Domain(name).Rules...)
+	}
+	x.w.Array(len(rules))
+	for _, r := range rules {
+		x.w.Array(8)
+		x.w.BulkString(r.Domain)
+		x.w.BulkString(r.ID())
+		x.w.BulkString(r.Path)
+		x.w.BulkString(r.Algorithm.String())
+		x.w.Int(r.Limit)
+		x.w.Int(limiter.Seconds(r.Window))
+		x.w.Int(replyFlag(r.ShadowMode))
+		x.w.BulkString(r.File + ":" + strconv.Itoa(r.Line))
+	}
+}
+
+// unitSeconds are the units RL.OVERRIDE SET takes, as in envoy's files.
+var unitSeconds = map[string]int64{"second": 1, "minute": 60, "hour": 3600, "day": 86400,
+	"week": 7 * 86400, "month": 30 * 86400, "year": 365 * 86400}
+
+func runOverride(x *exec, args [][]byte) {
+	domain := string(args[2])
+	switch {
+	case resp.EqualFold(args[1], "set"):
+		overrideSet(x, domain, args[3:])
+	case resp.EqualFold(args[1], "del"):
+		var req descriptorRequest
+		if bad := parseDescriptors(args[3:], &req); bad != "" {
+			x.w.Error(bad)
+			return
+		}
+		if len(req.bounds) != 1 {
+			x.w.Error("ERR RL.OVERRIDE DEL takes one DESCRIPTOR")
+			return
+		}
+		key := append(policy.AppendDescriptorKey(nil, domain, req.entries), overrideSuffix...)
+		s, now := x.lockKey(key)
+		n := int64(0)
+		if e, ok := s.Get(key, now); ok && e.Kind() == keyspace.KindOverride {
+			s.Delete(e)
+			x.journaled(x.m.deleted(key))
+			n = 1
+		}
+		s.Unlock()
+		x.w.Int(n)
+	case resp.EqualFold(args[1], "list"):
+		if len(args) != 3 {
+			x.w.Error(resp.ErrSyntax)
+			return
+		}
+		overrideList(x, domain)
+	default:
+		x.w.Error("ERR unknown subcommand '" + resp.Clip(args[1], 64) + "'. Try SET, DEL, LIST.")
+	}
+}
+
+// overrideSet is RL.OVERRIDE SET <domain> <requests> <unit|seconds>
+// [BURST n] [START unix-seconds] [UNTIL unix-seconds] DESCRIPTOR k v [k v …].
+func overrideSet(x *exec, domain string, args [][]byte) {
+	if len(args) < 2 {
+		x.w.Error(resp.ErrArity("rl.override"))
+		return
+	}
+	limit, ok := resp.ParseInt(args[0])
+	if !ok {
+		x.w.Error(resp.ErrNotInteger)
+		return
+	}
+	if limit < 1 || limit > 1<<32-1 {
+		x.w.Error("ERR requests must be in [1, 4294967295]")
+		return
+	}
+	window, ok := unitSeconds[string(resp.Lower(args[1]))]
+	if !ok {
+		if window, ok = resp.ParseInt(args[1]); !ok || window < 1 || window > 10*365*86400 {
+			x.w.Error("ERR unit must be second, minute, hour, day, week, month, year or a number of seconds in [1, 315360000]")
+			return
+		}
+	}
+	o := &OverrideState{Limit: limit, Window: window * 1_000_000_000, Burst: -1}
+	i := 2
+	for i < len(args) && !resp.EqualFold(args[i], "descriptor") {
+		if i+1 >= len(args) {
+			x.w.Error(resp.ErrSyntax)
+			return
+		}
+		v, ok := resp.ParseInt(args[i+1])
+		if !ok {
+			x.w.Error(resp.ErrNotInteger)
+			return
+		}
+		switch {
+		case resp.EqualFold(args[i], "burst") && v >= 0 && v < 1<<32:
+			o.Burst = v
+		case (resp.EqualFold(args[i], "start") || resp.EqualFold(args[i], "until")) && v > 0 && v < 9_000_000_000:
+			if resp.EqualFold(args[i], "start") {
+				o.Start = v * 1_000_000_000
+			} else {
+				o.Until = v * 1_000_000_000
+			}
+		default:
+			x.w.Error("ERR syntax error: options are BURST <n>, START <unix-seconds>, UNTIL <unix-seconds>, then DESCRIPTOR")
+			return
+		}
+		i += 2
+	}
+	var req descriptorRequest
+	if bad := parseDescriptors(args[i:], &req); bad != "" {
+		x.w.Error(bad)
+		return
+	}
+	if len(req.bounds) != 1 {
+		x.w.Error("ERR RL.OVERRIDE SET takes one DESCRIPTOR")
+		return
+	}
+	if o.Until != 0 && o.Until <= o.Start {
+		x.w.Error("ERR UNTIL must be after START")
+		return
+	}
+	for _, e := range req.entries {
+		o.Entries = append(o.Entries, policy.Entry{Key: string(e.Key), Value: string(e.Value)})
+	}
+	key := append(policy.AppendDescriptorKey(nil, domain, req.entries), overrideSuffix...)
+	s, now := x.lockKey(key)
+	defer s.Unlock()
+	if o.Until != 0 && o.Until <= now {
+		x.w.Error("ERR UNTIL is in the past")
+		return
+	}
+	e, found := s.Get(key, now)
+	if found {
+		s.Delete(e)
+	}
+	if _, err := s.Insert(key, keyspace.KindOverride, o.Until, o); err != nil {
+		x.error(err)
+		return
+	}
+	x.journaled(x.m.changed(key, keyspace.KindOverride, o.Until, o))
+	x.w.OK()
+}
+
+// overrideList answers RL.OVERRIDE LIST <domain>: one entry per override
+// in key order, [[k, v, …], requests, window seconds, burst (-1: the
+// rule's), start, until (Unix seconds, 0: unbounded)].
+func overrideList(x *exec, domain string) {
+	prefix := policy.AppendDescriptorKey(nil, domain, nil)
+	s, now := x.lockKey(prefix)
+	var found []*OverrideState
+	s.Keys(now, func(key []byte, e keyspace.Entry) bool {
+		if e.Kind() == keyspace.KindOverride && bytes.HasPrefix(key, prefix) &&
+			len(key) > len(prefix) && key[len(prefix)] == '/' {
+			if o, ok := s.Object(e).(*OverrideState); ok {
+				found = append(found, o)
+			}
+		}
+		return true
+	})
+	s.Unlock()
+	x.w.Array(len(found))
+	for _, o := range found {
+		x.w.Array(6)
+		x.w.Array(2 * len(o.Entries))
+		for _, e := range o.Entries {
+			x.w.BulkString(e.Key)
+			x.w.BulkString(e.Value)
+		}
+		x.w.Int(o.Limit)
+		x.w.Int(o.Window / 1_000_000_000)
+		x.w.Int(o.Burst)
+		x.w.Int(o.Start / 1_000_000_000)
+		x.w.Int(o.Until / 1_000_000_000)
+	}
+}
+
+func runScale(x *exec, args [][]byte) {
+	domain := string(args[2])
+	key := append(policy.AppendDescriptorKey(nil, domain, nil), scaleSuffix...)
+	switch {
+	case resp.EqualFold(args[1], "set"):
+		if len(args) != 4 && len(args) != 6 {
+			x.w.Error(resp.ErrSyntax)
+			return
+		}
+		factor, ok := parseFactor(args[3])
+		if !ok {
+			x.w.Error("ERR factor must be a decimal in (0, 1] with at most 6 digits after the point")
+			return
+		}
+		recovery := int64(DefaultRecovery)
+		if len(args) == 6 {
+			sec, ok := resp.ParseInt(args[5])
+			if !resp.EqualFold(args[4], "recover") || !ok || sec < 0 || sec > maxRecoverySeconds {
+				x.w.Error("ERR syntax error: RECOVER <seconds in [0, 86400]>")
+				return
+			}
+			recovery = sec * 1_000_000_000
+		}
+		s, now := x.lockKey(key)
+		defer s.Unlock()
+		current := scaleAt(s, key, now)
+		st := &ScaleState{From: current, To: factor, Since: now, Recovery: recovery}
+		if e, found := s.Get(key, now); found {
+			s.Delete(e)
+		}
+		if _, err := s.Insert(key, keyspace.KindScale, 0, st); err != nil {
+			x.error(err)
+			return
+		}
+		x.journaled(x.m.changed(key, keyspace.KindScale, 0, st))
+		x.w.OK()
+	case resp.EqualFold(args[1], "get"):
+		if len(args) != 3 {
+			x.w.Error(resp.ErrSyntax)
+			return
+		}
+		s, now := x.lockKey(key)
+		factor, target, left := int64(ScaleUnit), int64(ScaleUnit), int64(0)
+		if e, ok := s.Get(key, now); ok && e.Kind() == keyspace.KindScale {
+			if st, _ := s.Object(e).(*ScaleState); st != nil {
+				factor, target = st.At(now), st.To
+				left = max(0, st.RecoveredAt()-now) / 1_000_000
+			}
+		}
+		s.Unlock()
+		x.w.Array(3)
+		x.w.BulkString(formatFactor(factor))
+		x.w.BulkString(formatFactor(target))
+		x.w.Int(left)
+	default:
+		x.w.Error("ERR unknown subcommand '" + resp.Clip(args[1], 64) + "'. Try SET, GET.")
+	}
+}
+
+// parseFactor reads a decimal in (0, 1] ("0.25", "1", ".5") as millionths,
+// in integers only.
+func parseFactor(b []byte) (int64, bool) {
+	intPart, frac, dot := b, []byte(nil), bytes.IndexByte(b, '.')
+	if dot >= 0 {
+		intPart, frac = b[:dot], b[dot+1:]
+	}
+	if len(intPart)+len(frac) == 0 || len(frac) > 6 || len(intPart) > 1 {
+		return 0, false
+	}
+	v := int64(0)
+	for _, c := range intPart {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = int64(c-'0') * ScaleUnit
+	}
+	scale := int64(ScaleUnit / 10)
+	for _, c := range frac {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v += int64(c-'0') * scale
+		scale /= 10
+	}
+	return v, v > 0 && v <= ScaleUnit
+}
+
+// formatFactor writes millionths as a decimal with six places.
+func formatFactor(v int64) string {
+	frac := strconv.FormatInt(ScaleUnit+v%ScaleUnit, 10)[1:]
+	return strconv.FormatInt(v/ScaleUnit, 10) + "." + frac
+}

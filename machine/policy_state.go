@@ -1,0 +1,280 @@
+package machine
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/bits"
+
+	"github.com/sluice-rl/sluice/policy"
+)
+
+// The state behind RL.CHECK lives in the keyspace like every limiter's, so
+// snapshots, DEBUG DIGEST, replication and expiry cover it with no extra
+// machinery:
+//
+//   - the loaded rule files under one key, RulesKey (kind rules): the files'
+//     bytes as applied, and their parse;
+//   - each override under its descriptor's key plus "#override" (kind
+//     override), in the domain's slot, expiring at its end instant;
+//   - each domain's scale factor under "rl:{<domain>}#scale" (kind scale),
+//     in the domain's slot too.
+//
+// Overrides and scale factors are journaled to the quota store as they
+// change, so one node keeps them across a crash; the rules come back from
+// their files at start.
+
+// RulesKey is the key that holds the loaded rules.
+const RulesKey = "sluice:rules"
+
+// ErrCorruptPolicy is a rules, override or scale record that does not decode.
+var ErrCorruptPolicy = errors.New("machine: corrupt policy record")
+
+// RuleFile is one rule file as loaded: its name (for errors and listings)
+// and its bytes.
+type RuleFile struct {
+	Name   string
+	Source []byte
+}
+
+// RulesState is the value of RulesKey: the files, and the rule set parsed
+// from them. Parsing is a pure function of the bytes (time zones come from
+// the tz database compiled in), so every replica holds the same set.
+type RulesState struct {
+	Files []RuleFile
+	Set   *policy.Set
+}
+
+// ParseRules builds the rule set of files: every file must parse, and no
+// two may name one domain.
+func ParseRules(files []RuleFile) (*RulesState, error) {
+	domains := make([]*policy.Domain, 0, len(files))
+	for _, f := range files {
+		d, err := policy.Parse(f.Name, f.Source)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range d.Rules {
+			if r.Algorithm == policy.Concurrency {
+				return nil, &policy.Error{File: r.File, Line: r.Line, Err: policy.ErrInvalid,
+					Problem: "concurrency limits need a release and are not checked by RL.CHECK: use CONC.ACQUIRE"}
+			}
+		}
+		domains = append(domains, d)
+	}
+	set, err := policy.NewSet(domains...)
+	if err != nil {
+		return nil, err
+	}
+	return &RulesState{Files: files, Set: set}, nil
+}
+
+// AppendBinary appends the files: a count, then each name and source
+// length-prefixed.
+func (r *RulesState) AppendBinary(dst []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(r.Files)))
+	for _, f := range r.Files {
+		dst = binary.AppendUvarint(dst, uint64(len(f.Name)))
+		dst = append(dst, f.Name...)
+		dst = binary.AppendUvarint(dst, uint64(len(f.Source)))
+		dst = append(dst, f.Source...)
+	}
+	return dst
+}
+
+// Bytes is the memory the state holds, roughly (for used_memory_keyspace).
+func (r *RulesState) Bytes() int {
+	n := 64
+	for _, f := range r.Files {
+		n += len(f.Name) + 4*len(f.Source) // the parse costs a few times the text
+	}
+	return n
+}
+
+func decodeRules(b []byte) (*RulesState, error) {
+	d := byteReader{b: b}
+	n := d.uvarint(1 << 16)
+	files := make([]RuleFile, 0, min(n, 64))
+	for range n {
+		name := d.bytes()
+		src := d.bytes()
+		if d.bad {
+			break
+		}
+		files = append(files, RuleFile{Name: string(name), Source: append([]byte(nil), src...)})
+	}
+	if d.bad || len(d.b) != 0 {
+		return nil, ErrCorruptPolicy
+	}
+	st, err := ParseRules(files)
+	if err != nil {
+		return nil, errors.Join(ErrCorruptPolicy, err)
+	}
+	return st, nil
+}
+
+// OverrideState is a run-time limit for one descriptor of a domain: it
+// replaces the limit (and window, and GCRA burst) of the rule that
+// descriptor matches, from Start (0: at once) until the record expires.
+type OverrideState struct {
+	// Entries is the descriptor, as RL.OVERRIDE LIST shows it.
+	Entries []policy.Entry
+	// Limit is the units per Window (ns); Burst is GCRA's max_burst, or -1
+	// to keep the rule's.
+	Limit, Window, Burst int64
+	// Start and Until are the instants it applies from and until (Unix ns;
+	// 0: unbounded). Until is also the record's expiry.
+	Start, Until int64
+}
+
+// ActiveAt reports whether the override applies at now.
+func (o *OverrideState) ActiveAt(now int64) bool {
+	return o.Start <= now && (o.Until == 0 || now < o.Until)
+}
+
+// AppendBinary appends the override's encoding.
+func (o *OverrideState) AppendBinary(dst []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(o.Entries)))
+	for _, e := range o.Entries {
+		dst = binary.AppendUvarint(dst, uint64(len(e.Key)))
+		dst = append(dst, e.Key...)
+		dst = binary.AppendUvarint(dst, uint64(len(e.Value)))
+		dst = append(dst, e.Value...)
+	}
+	for _, v := range [...]int64{o.Limit, o.Window, o.Burst, o.Start, o.Until} {
+		dst = binary.AppendVarint(dst, v)
+	}
+	return dst
+}
+
+// Bytes is the memory the override holds, roughly.
+func (o *OverrideState) Bytes() int {
+	n := 80
+	for _, e := range o.Entries {
+		n += 32 + len(e.Key) + len(e.Value)
+	}
+	return n
+}
+
+func decodeOverride(b []byte) (*OverrideState, error) {
+	d := byteReader{b: b}
+	n := d.uvarint(policy.DefaultLimits().MaxDepth)
+	o := &OverrideState{}
+	for range n {
+		k, v := d.bytes(), d.bytes()
+		if d.bad {
+			break
+		}
+		o.Entries = append(o.Entries, policy.Entry{Key: string(k), Value: string(v)})
+	}
+	for _, p := range []*int64{&o.Limit, &o.Window, &o.Burst, &o.Start, &o.Until} {
+		*p = d.varint()
+	}
+	if d.bad || len(d.b) != 0 || o.Limit < 0 || o.Window <= 0 || o.Burst < -1 {
+		return nil, ErrCorruptPolicy
+	}
+	return o, nil
+}
+
+// ScaleUnit is a scale factor of 1: factors are integers in millionths.
+const ScaleUnit = 1_000_000
+
+// ScaleState is a domain's adaptive scale factor. Lowering it takes effect
+// at once; raising it moves from From to To linearly over Recovery,
+// starting at Since, so a recovered backend is not hit by the whole load
+// at one instant.
+type ScaleState struct {
+	From, To        int64 // millionths, in (0, ScaleUnit]
+	Since, Recovery int64 // ns
+}
+
+// At is the factor in effect at now, in millionths.
+func (s *ScaleState) At(now int64) int64 {
+	if s.To <= s.From || s.Recovery <= 0 || now >= s.Since+s.Recovery {
+		return s.To
+	}
+	if now <= s.Since {
+		return s.From
+	}
+	// From + (To−From)·elapsed/Recovery, in 128 bits: (To−From) ≤ 10⁶ and
+	// elapsed may be hours of nanoseconds.
+	hi, lo := bits.Mul64(uint64(s.To-s.From), uint64(now-s.Since))
+	q, _ := bits.Div64(hi, lo, uint64(s.Recovery))
+	return s.From + int64(q)
+}
+
+// RecoveredAt is the instant the factor reaches To.
+func (s *ScaleState) RecoveredAt() int64 {
+	if s.To <= s.From {
+		return s.Since
+	}
+	return s.Since + s.Recovery
+}
+
+// Scale applies factor (millionths) to n: ⌊n·factor⌋, at least 1 when n is
+// positive, so a scaled limit never becomes a ban.
+func Scale(n, factor int64) int64 {
+	if factor >= ScaleUnit || n <= 0 {
+		return n
+	}
+	hi, lo := bits.Mul64(uint64(n), uint64(factor))
+	q, _ := bits.Div64(hi, lo, ScaleUnit)
+	return max(1, int64(q))
+}
+
+// AppendBinary appends the scale's encoding.
+func (s *ScaleState) AppendBinary(dst []byte) []byte {
+	for _, v := range [...]int64{s.From, s.To, s.Since, s.Recovery} {
+		dst = binary.AppendVarint(dst, v)
+	}
+	return dst
+}
+
+// Bytes is the memory the scale holds.
+func (s *ScaleState) Bytes() int { return 32 }
+
+func decodeScale(b []byte) (*ScaleState, error) {
+	d := byteReader{b: b}
+	s := &ScaleState{From: d.varint(), To: d.varint(), Since: d.varint(), Recovery: d.varint()}
+	if d.bad || len(d.b) != 0 || s.From <= 0 || s.From > ScaleUnit || s.To <= 0 || s.To > ScaleUnit || s.Recovery < 0 {
+		return nil, ErrCorruptPolicy
+	}
+	return s, nil
+}
+
+// byteReader reads the encodings above, remembering the first fault.
+type byteReader struct {
+	b   []byte
+	bad bool
+}
+
+func (d *byteReader) uvarint(max int) int {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 || v > uint64(max) {
+		d.bad = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return int(v)
+}
+
+func (d *byteReader) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *byteReader) bytes() []byte {
+	n := d.uvarint(math.MaxInt32)
+	if d.bad || n > len(d.b) {
+		d.bad = true
+		return nil
+	}
+	out := d.b[:n]
+	d.b = d.b[n:]
+	return out
+}

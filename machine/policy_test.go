@@ -1,0 +1,149 @@
+package machine
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/resp"
+)
+
+const t0 = int64(1_767_225_600_000_000_000) // 2026-01-01T00:00:00Z
+
+// do applies one command at now and returns its RESP reply.
+func do(m *Machine, now int64, args ...string) string {
+	b := make([][]byte, len(args))
+	for i, a := range args {
+		b[i] = []byte(a)
+	}
+	var w resp.Writer
+	m.ApplyArgs(now, b, &w)
+	return string(w.Buf)
+}
+
+func loadAPI(t *testing.T, m *Machine) {
+	t.Helper()
+	src, err := os.ReadFile("testdata/api.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := do(m, t0, "RL.RULES", "LOAD", "api.yaml", string(src)); got != "+OK\r\n" {
+		t.Fatalf("load: %q", got)
+	}
+}
+
+// five reads the first five integers of a multi-check reply.
+func five(t *testing.T, reply string) string {
+	t.Helper()
+	lines := strings.Split(reply, "\r\n")
+	if len(lines) < 8 || lines[0] != "*7" {
+		t.Fatalf("reply %q", reply)
+	}
+	out := []string{}
+	for _, l := range lines[1:6] {
+		out = append(out, strings.TrimPrefix(l, ":"))
+	}
+	return strings.Join(out, " ") + " " + lines[7]
+}
+
+func TestRLCheckAllOrNothing(t *testing.T) {
+	m := New(Options{})
+	loadAPI(t, m)
+	check := func(now int64) string {
+		return five(t, do(m, now, "RL.CHECK", "api", "DESCRIPTOR", "user", "u1", "DESCRIPTOR", "endpoint", "/x"))
+	}
+	// per-endpoint (2/min) binds: allowed twice, charging per-user too.
+	if got := check(t0); got != "0 2 1 -1 60 per-endpoint" {
+		t.Fatalf("1st: %s", got)
+	}
+	if got := check(t0 + 1); got != "0 2 0 -1 60 per-endpoint" {
+		t.Fatalf("2nd: %s", got)
+	}
+	// Refused twice: per-user must not be charged by the refusals.
+	for i := 0; i < 2; i++ {
+		if got := check(t0 + 2); !strings.HasPrefix(got, "1 2 0 ") || !strings.HasSuffix(got, "per-endpoint") {
+			t.Fatalf("refused: %s", got)
+		}
+	}
+	got := five(t, do(m, t0+3, "RL.CHECK", "api", "DESCRIPTOR", "user", "u1"))
+	if got != "0 5 2 -1 60 per-user" {
+		t.Fatalf("per-user after refusals: %s (want 3 used of 5, then this one)", got)
+	}
+}
+
+func TestRLCheckShadowUnknownAndErrors(t *testing.T) {
+	m := New(Options{})
+	loadAPI(t, m)
+	for i := 0; i < 3; i++ {
+		got := five(t, do(m, t0, "RL.CHECK", "api", "DESCRIPTOR", "shadowed", "s"))
+		if !strings.HasPrefix(got, "0 1 ") {
+			t.Fatalf("shadow %d: %s", i, got)
+		}
+	}
+	if got := do(m, t0, "RL.CHECK", "nope", "DESCRIPTOR", "a", "b"); got != "*7\r\n:0\r\n:-1\r\n:-1\r\n:-1\r\n:0\r\n$0\r\n\r\n:0\r\n" {
+		t.Fatalf("unknown domain: %q", got)
+	}
+	for _, bad := range [][]string{
+		{"RL.CHECK", "api", "DESCRIPTOR", "user"},
+		{"RL.CHECK", "api", "COST", "-1", "DESCRIPTOR", "user", "u"},
+		{"RL.CHECK", "api", "user", "u"},
+		{"RL.CHECK", "api", "DESCRIPTOR", "DESCRIPTOR", "user", "u"},
+	} {
+		if got := do(m, t0, bad...); !strings.HasPrefix(got, "-ERR") {
+			t.Fatalf("%v: %q", bad, got)
+		}
+	}
+	if got := do(m, t0, "RL.RULES", "LOAD", "x.yaml", "domain: x\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 1}\n  - key: a\n"); !strings.Contains(got, "x.yaml:5") {
+		t.Fatalf("bad file: %q", got)
+	}
+	// The broken load left the old rules.
+	if got := do(m, t0, "RL.RULES", "LIST", "api"); !strings.HasPrefix(got, "*5\r\n") {
+		t.Fatalf("list after bad load: %q", got)
+	}
+}
+
+func TestRLOverrideAndScale(t *testing.T) {
+	m := New(Options{})
+	loadAPI(t, m)
+	const sec = int64(1_000_000_000)
+	start, until := t0/sec+100, t0/sec+200
+	if got := do(m, t0, "RL.OVERRIDE", "SET", "api", "50", "minute", "START", itoa(start), "UNTIL", itoa(until), "DESCRIPTOR", "user", "vip"); got != "+OK\r\n" {
+		t.Fatalf("set: %q", got)
+	}
+	check := func(now int64) string {
+		return five(t, do(m, now, "RL.CHECK", "api", "DESCRIPTOR", "user", "vip"))
+	}
+	if got := check(t0 + 99*sec); got != "0 5 4 -1 21 per-user" {
+		t.Fatalf("before start: %s", got)
+	}
+	if got := check(t0 + 100*sec); got != "0 50 48 -1 20 per-user" {
+		t.Fatalf("during: %s", got)
+	}
+	if got := check(t0 + 200*sec); !strings.HasPrefix(got, "0 5 ") {
+		t.Fatalf("after until: %s", got)
+	}
+	if got := do(m, t0+200*sec, "RL.OVERRIDE", "LIST", "api"); got != "*0\r\n" {
+		t.Fatalf("list after expiry: %q", got)
+	}
+
+	// Scale 0.5 at once; raised to 1 it recovers over 100 s.
+	if got := do(m, t0+300*sec, "RL.SCALE", "SET", "api", "0.5"); got != "+OK\r\n" {
+		t.Fatalf("scale: %q", got)
+	}
+	if got := five(t, do(m, t0+300*sec, "RL.CHECK", "api", "DESCRIPTOR", "user", "s1")); got != "0 2 1 -1 60 per-user" {
+		t.Fatalf("scaled: %s", got)
+	}
+	do(m, t0+400*sec, "RL.SCALE", "SET", "api", "1", "RECOVER", "100")
+	if got := do(m, t0+450*sec, "RL.SCALE", "GET", "api"); got != "*3\r\n$8\r\n0.750000\r\n$8\r\n1.000000\r\n:50000\r\n" {
+		t.Fatalf("halfway: %q", got)
+	}
+	if got := five(t, do(m, t0+450*sec, "RL.CHECK", "api", "DESCRIPTOR", "user", "s2")); got != "0 3 2 -1 30 per-user" {
+		t.Fatalf("recovering: %s", got)
+	}
+	if got := five(t, do(m, t0+500*sec, "RL.CHECK", "api", "DESCRIPTOR", "user", "s3")); got != "0 5 4 -1 40 per-user" {
+		t.Fatalf("recovered: %s", got)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
