@@ -36,8 +36,8 @@ type Machine struct {
 	// finds the rules without locking that key's slot. Only applies that
 	// change RulesKey, and Restore, set it.
 	ruleState atomic.Pointer[RulesState]
-	byName map[string]*Command
-	sorted []*Command
+	byName    map[string]*Command
+	sorted    []*Command
 }
 
 // New returns an empty machine at instant 0.

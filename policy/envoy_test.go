@@ -60,8 +60,8 @@ func TestEnvoyExactValues(t *testing.T) {
 	if orders.Limit != 300 || fallback.Limit != 40 || orders.Window != 1e9 || orders.Algorithm != Fixed {
 		t.Fatalf("orders %+v fallback %+v", orders, fallback)
 	}
-	mustNotMatch(t, s, "kv_store", e("table", "other"))    // no key-only rule
-	mustNotMatch(t, s, "kv_store", e("TABLE", "orders"))   // case-sensitive
+	mustNotMatch(t, s, "kv_store", e("table", "other"))  // no key-only rule
+	mustNotMatch(t, s, "kv_store", e("TABLE", "orders")) // case-sensitive
 	mustNotMatch(t, s, "unknown_domain", e("table", "orders"))
 }
 
