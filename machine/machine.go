@@ -43,7 +43,7 @@ type Machine struct {
 // New returns an empty machine at instant 0.
 func New(opts Options) *Machine {
 	m := &Machine{keys: keyspace.New(), durable: opts.Durable, byName: map[string]*Command{}}
-	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), policyAdminCommands(), keyCommands(), serverKeyCommands()} {
+	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), keyCommands(), serverKeyCommands()} {
 		for _, c := range group {
 			if _, dup := m.byName[c.Name]; dup {
 				panic("machine: duplicate command " + c.Name)
@@ -64,6 +64,9 @@ func (m *Machine) SetDurability(d Durability) { m.durable = d }
 // cluster introspection, snapshots, INFO. Such readers must judge expiry
 // at ReadInstant and must not change it.
 func (m *Machine) Keys() *keyspace.Keyspace { return m.keys }
+
+// Rules is the loaded rule set (nil: none). It must not be changed.
+func (m *Machine) Rules() *RulesState { return m.ruleState.Load() }
 
 // Applied is the last applied instant, Unix ns.
 func (m *Machine) Applied() int64 { return m.applied.Load() }

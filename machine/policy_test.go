@@ -147,3 +147,50 @@ func TestRLOverrideAndScale(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestRLCheckAll(t *testing.T) {
+	m := New(Options{})
+	req := func(now int64) string {
+		return five(t, do(m, now, "RL.CHECKALL", "LIMIT", "{u}:day", "FIXED", "3", "86400",
+			"LIMIT", "{u}:burst", "GCRA", "1", "1", "60", "LIMIT", "{u}:month", "QUOTA", "10", "month", "TZ", "Europe/Paris"))
+	}
+	// GCRA burst 2 binds; its refusal must not charge the others.
+	if got := req(t0); got != "0 2 1 -1 60 {u}:burst" {
+		t.Fatalf("1: %s", got)
+	}
+	req(t0)
+	if got := req(t0); !strings.HasPrefix(got, "1 2 0 ") {
+		t.Fatalf("3: %s", got)
+	}
+	if got := five(t, do(m, t0, "RL.CHECKALL", "LIMIT", "{u}:day", "FIXED", "3", "86400")); got != "0 3 0 -1 86400 {u}:day" {
+		t.Fatalf("day after a refusal: %s", got)
+	}
+	if got := do(m, t0, "RL.CHECKALL", "LIMIT", "a", "FIXED", "3", "60", "LIMIT", "b", "FIXED", "3", "60"); !strings.HasPrefix(got, "-CROSSSLOT") {
+		t.Fatalf("cross slot: %q", got)
+	}
+	for _, bad := range [][]string{
+		{"RL.CHECKALL", "LIMIT", "k", "NOPE", "1", "2"},
+		{"RL.CHECKALL", "LIMIT", "k", "FIXED", "1"},
+		{"RL.CHECKALL", "COST", "-2", "LIMIT", "k", "FIXED", "1", "1"},
+		{"RL.CHECKALL", "LIMIT", "k", "GCRA", "1", "x", "1"},
+		{"RL.CHECKALL", "LIMIT", "k", "QUOTA", "1", "fortnight"},
+		{"RL.CHECKALL", "k", "FIXED", "1", "1", "1"},
+	} {
+		if got := do(m, t0, bad...); !strings.HasPrefix(got, "-") {
+			t.Fatalf("%v: %q", bad, got)
+		}
+	}
+}
+
+func TestPolicyCommandsWithoutRules(t *testing.T) {
+	m := New(Options{})
+	for _, args := range [][]string{
+		{"RL.RULES", "LIST"}, {"RL.RULES", "LIST", "x"}, {"RL.RULES", "CLEAR"},
+		{"RL.CHECK", "x", "DESCRIPTOR", "a", "b"}, {"RL.OVERRIDE", "LIST", "x"}, {"RL.SCALE", "GET", "x"},
+		{"RL.OVERRIDE", "DEL", "x", "DESCRIPTOR", "a", "b"}, {"DEL", RulesKey}, {"FLUSHALL"},
+	} {
+		if got := do(m, t0, args...); strings.HasPrefix(got, "-") {
+			t.Fatalf("%v: %q", args, got)
+		}
+	}
+}

@@ -42,9 +42,15 @@ func (s *Set) Domain(name string) *Domain {
 }
 
 // Domains lists the domain names in sorted order.
-func (s *Set) Domains() []string { return append([]string(nil), s.names...) }
+func (s *Set) Domains() []string {
+	if s == nil {
+		return nil
+	}
+	return append([]string(nil), s.names...)
+}
 
 // Match looks up the rule for one descriptor of a domain (nil: not limited).
+// A nil Set has no domains.
 func (s *Set) Match(domain string, entries []Entry) *Rule {
 	d := s.Domain(domain)
 	if d == nil {

@@ -75,6 +75,10 @@ type Config struct {
 	// Replication makes this server a member of a Raft cluster; its Peers
 	// empty runs a single node.
 	Replication Replication
+	// Rules are the RL.CHECK rule files (envoyproxy/ratelimit YAML): files,
+	// or directories whose *.yaml and *.yml files are read. Empty loads
+	// none (rules may still be loaded with RL.RULES LOAD).
+	Rules []string
 }
 
 // Replication is a replicated node's settings (see cluster.Config, whose

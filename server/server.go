@@ -32,6 +32,8 @@ type Server struct {
 	cfg   Config
 	log   *slog.Logger
 	env   *commands.Env
+	// rules are the --rules files (nil without any).
+	rules *rulesState
 	table *commands.Table
 
 	ln      net.Listener
@@ -111,9 +113,14 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 		if err := s.startNode(); err != nil {
 			return nil, err
 		}
-		return s, nil
+	} else if err := s.openStore(); err != nil {
+		return nil, err
 	}
-	if err := s.openStore(); err != nil {
+	if err := s.startRules(); err != nil {
+		s.closeStore()
+		if s.node != nil {
+			s.node.Close()
+		}
 		return nil, err
 	}
 	return s, nil
@@ -178,6 +185,7 @@ func (s *Server) ListenOn(raw net.Listener) error {
 			return fmt.Errorf("server: listen metrics: %w", err)
 		}
 		reg := prometheus.NewRegistry()
+		reg.MustRegister(s.rulesCollectors()...)
 		if err := NewMetrics(s.env).Register(reg); err != nil {
 			ln.Close()
 			mln.Close()
@@ -206,6 +214,10 @@ func (s *Server) Serve() error {
 	go s.clients.tick(s.stop, s.bg.Done)
 	s.bg.Add(1)
 	go s.sweep()
+	if s.rules != nil {
+		s.bg.Add(1)
+		go s.watchRules()
+	}
 	s.log.Info("sluice ready", "addr", s.ln.Addr().String(), "version", s.cfg.Version)
 	s.conns.Add(1) // the accept loop, so that Shutdown waits for it too
 	return s.acceptLoop()

@@ -50,6 +50,13 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.IdleTimeout, "timeout", cfg.IdleTimeout, "close connections idle this long (0: never)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "host:port for the Prometheus /metrics endpoint (empty: off)")
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "host:port cluster topology replies announce (empty: the listen address, or the address each client reached when listening on 0.0.0.0)")
+	fs.Func("rules", "RL.CHECK rule file in envoyproxy/ratelimit's YAML, or a directory of *.yaml files (repeat for more); reloaded on SIGHUP and when changed", func(v string) error {
+		if v == "" {
+			return errors.New("empty path")
+		}
+		cfg.Rules = append(cfg.Rules, v)
+		return nil
+	})
 	rep := &cfg.Replication
 	fs.StringVar(&rep.NodeID, "node-id", "", "this member's id among --peers (replicated mode)")
 	peers := fs.String("peers", "", "every member of a replicated cluster: id=client-addr[@raft-addr],… (raft-addr defaults to the client port + 10000); empty runs one node")
@@ -120,12 +127,21 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
+wait:
+	for {
+		select {
+		case err := <-served:
+			return err
+		case <-hup:
+			srv.ReloadRules() // logs and counts its own failure
+		case <-ctx.Done():
+			break wait
+		}
 	}
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -1,0 +1,190 @@
+package machine
+
+import (
+	"strconv"
+
+	"github.com/sluice-rl/sluice/gcra"
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/quota"
+	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/slot"
+	"github.com/sluice-rl/sluice/window"
+)
+
+// RL.CHECKALL is RL.CHECK for callers without a rules file: the limits are
+// spelled out in the command, any kinds, on keys that share a slot.
+
+func checkAllCommands() []*Command {
+	return []*Command{{
+		Name: "rl.checkall", Arity: -5, Flags: []string{"write", "denyoom", "fast", "movablekeys"},
+		Group: "sluice", Since: "1.1.0", Complexity: "O(N) where N is the number of limits",
+		Summary: "Checks several limits at one instant and charges all or none: [COST n] LIMIT <key> GCRA <max_burst> <count> <period> | FIXED|SLIDING|SLIDING-EXACT <limit> <window> | QUOTA <limit> <period> [ANCHOR s] [TZ zone] ...; replies as RL.CHECK, naming the binding key.",
+		Args: []Arg{
+			{Name: "cost", Type: "integer", Token: "COST", Optional: true},
+			{Name: "limit", Type: "block", Token: "LIMIT", Multiple: true, Sub: []Arg{
+				{Name: "key", Type: "key"},
+				{Name: "algorithm", Type: "string"},
+				{Name: "param", Type: "string", Multiple: true},
+			}},
+		},
+		run: runCheckAll,
+	}}
+}
+
+// runCheckAll is RL.CHECKALL [COST <n>] LIMIT <key> <algorithm> <params…> [LIMIT …].
+func runCheckAll(x *exec, args [][]byte) {
+	cost := int64(1)
+	i := 1
+	if resp.EqualFold(args[i], "cost") {
+		n, ok := resp.ParseInt(args[i+1])
+		if !ok {
+			x.w.Error(resp.ErrNotInteger)
+			return
+		}
+		if n < 0 {
+			x.w.Error("ERR COST must not be negative")
+			return
+		}
+		cost, i = n, i+2
+	}
+	var checkBuf [4]limitCheck
+	checks := checkBuf[:0]
+	for i < len(args) {
+		if !resp.EqualFold(args[i], "limit") || i+2 >= len(args) {
+			x.w.Error("ERR syntax error: expected LIMIT <key> <algorithm> <params...>")
+			return
+		}
+		if len(checks) == maxLimits {
+			x.w.Error("ERR too many limits (at most 64)")
+			return
+		}
+		c, next, bad := x.parseLimit(args, i+1)
+		if bad != "" {
+			x.w.Error(bad)
+			return
+		}
+		if len(checks) > 0 && slot.Of(c.key) != slot.Of(checks[0].key) {
+			x.w.Error("CROSSSLOT Keys in request don't hash to the same slot")
+			return
+		}
+		checks = append(checks, c)
+		i = next
+	}
+	if len(checks) == 0 {
+		x.w.Error("ERR syntax error: expected LIMIT <key> <algorithm> <params...>")
+		return
+	}
+	s, now := x.lockKey(checks[0].key)
+	binding, refused, err := multiCheck(x, s, now, cost, checks)
+	s.Unlock()
+	if err != nil {
+		x.error(err)
+		return
+	}
+	replyMulti(x, checks, binding, refused)
+}
+
+// parseLimit reads <key> <algorithm> <params…> from args[i:], up to the
+// next LIMIT, and returns the check and where the next limit starts.
+func (x *exec) parseLimit(args [][]byte, i int) (limitCheck, int, string) {
+	c := limitCheck{key: args[i], name: view(args[i])}
+	alg := args[i+1]
+	end := i + 2
+	for end < len(args) && !resp.EqualFold(args[end], "limit") {
+		end++
+	}
+	params := args[i+2 : end]
+	ints := func(n int) ([]int64, string) {
+		if len(params) != n {
+			return nil, "ERR " + string(resp.Lower(alg)) + " takes " + strconv.Itoa(n) + " parameters"
+		}
+		out := make([]int64, n)
+		for j, p := range params {
+			v, ok := resp.ParseInt(p)
+			if !ok {
+				return nil, resp.ErrNotInteger
+			}
+			out[j] = v
+		}
+		return out, ""
+	}
+	switch {
+	case resp.EqualFold(alg, "gcra"):
+		v, bad := ints(3)
+		if bad != "" {
+			return c, end, bad
+		}
+		period, ok := resp.SecondsToNanos(v[2])
+		if !ok {
+			return c, end, resp.ErrOverflow
+		}
+		c.kind, c.gcra = keyspace.KindGCRA, gcra.Limit{MaxBurst: v[0], Count: v[1], Period: period}
+		if err := c.gcra.Validate(); err != nil {
+			return c, end, ErrorReply(err)
+		}
+		c.window = v[2]
+	case resp.EqualFold(alg, "fixed"), resp.EqualFold(alg, "sliding"), resp.EqualFold(alg, "sliding-exact"):
+		v, bad := ints(2)
+		if bad != "" {
+			return c, end, bad
+		}
+		p, err := window.NewParams(v[0], v[1])
+		if err != nil {
+			return c, end, ErrorReply(err)
+		}
+		c.win, c.window = p, v[1]
+		switch {
+		case resp.EqualFold(alg, "fixed"):
+			c.kind = keyspace.KindFixedWindow
+		case resp.EqualFold(alg, "sliding"):
+			c.kind = keyspace.KindSlidingCounter
+		default:
+			if v[0] > window.MaxLogLimit {
+				return c, end, ErrorReply(window.ErrLogLimit)
+			}
+			c.kind = keyspace.KindSlidingLog
+		}
+	case resp.EqualFold(alg, "quota"):
+		if len(params) < 2 || len(params)%2 != 0 {
+			return c, end, "ERR quota takes <limit> <period> [ANCHOR <unix-seconds>] [TZ <zone>]"
+		}
+		limit, ok := resp.ParseInt(params[0])
+		if !ok || limit < 0 {
+			return c, end, "ERR quota limit must be a non-negative integer"
+		}
+		period, err := quota.ParsePeriod(string(params[1]))
+		if err != nil {
+			return c, end, ErrorReply(err)
+		}
+		var anchor int64
+		hasAnchor, zone := false, "UTC"
+		for j := 2; j < len(params); j += 2 {
+			switch {
+			case resp.EqualFold(params[j], "anchor") && !hasAnchor:
+				sec, ok := resp.ParseInt(params[j+1])
+				if !ok || sec < 0 {
+					return c, end, "ERR ANCHOR must be a non-negative integer"
+				}
+				if anchor, err = quota.AnchorFromSeconds(sec); err != nil {
+					return c, end, "ERR ANCHOR is out of range"
+				}
+				hasAnchor = true
+			case resp.EqualFold(params[j], "tz"):
+				zone = string(params[j+1])
+			default:
+				return c, end, resp.ErrSyntax
+			}
+		}
+		loc, err := x.m.zones.load(zone)
+		if err != nil {
+			return c, end, ErrorReply(err)
+		}
+		if c.sched, err = quota.NewScheduleIn(period, anchor, hasAnchor, loc); err != nil {
+			return c, end, ErrorReply(err)
+		}
+		c.kind, c.quotaLimit = keyspace.KindQuota, limit
+	default:
+		return c, end, "ERR unknown algorithm '" + resp.Clip(alg, 32) + "' (want GCRA, FIXED, SLIDING, SLIDING-EXACT or QUOTA)"
+	}
+	return c, end, ""
+}
