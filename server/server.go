@@ -29,9 +29,9 @@ import (
 
 // Server is one sluice node.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	env   *commands.Env
+	cfg Config
+	log *slog.Logger
+	env *commands.Env
 	// rules are the --rules files (nil without any).
 	rules *rulesState
 	table *commands.Table
