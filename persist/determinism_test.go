@@ -127,7 +127,7 @@ func randomCommand(rng *rand.Rand) [][]byte {
 	key := fmt.Sprintf("{t%d}k%d", rng.IntN(4), rng.IntN(40))
 	id := fmt.Sprintf("req%d", rng.IntN(30))
 	n := func(lo, k int) string { return fmt.Sprint(lo + rng.IntN(k)) }
-	switch rng.IntN(24) {
+	switch rng.IntN(30) {
 	case 0, 1:
 		return words("CL.THROTTLE", key, n(0, 10), n(1, 20), n(1, 30), n(0, 3))
 	case 2:
@@ -173,10 +173,60 @@ func randomCommand(rng *rand.Rand) [][]byte {
 			return words("FLUSHALL")
 		}
 		return words("KEYS", "{t1}*")
+	case 24:
+		if rng.IntN(20) == 0 {
+			return words("RL.RULES", "LOAD", "d.yaml", traceRules[rng.IntN(len(traceRules))])
+		}
+		return words("RL.RULES", "LIST")
+	case 25, 26:
+		return words("RL.CHECK", "d", "COST", n(0, 3), "DESCRIPTOR", "user", "u"+n(0, 6),
+			"DESCRIPTOR", "endpoint", "e"+n(0, 3), "DESCRIPTOR", "plan", []string{"free", "pro"}[rng.IntN(2)],
+			"DESCRIPTOR", "month", "m"+n(0, 3))
+	case 27:
+		if rng.IntN(3) == 0 {
+			return words("RL.OVERRIDE", "DEL", "d", "DESCRIPTOR", "user", "u"+n(0, 6))
+		}
+		return words("RL.OVERRIDE", "SET", "d", n(1, 20), []string{"second", "minute", "7"}[rng.IntN(3)],
+			"UNTIL", "4102444900", "DESCRIPTOR", "user", "u"+n(0, 6))
+	case 28:
+		return words("RL.SCALE", "SET", "d", []string{"0.25", "0.5", "1", "0.999999"}[rng.IntN(4)], "RECOVER", n(0, 60))
+	case 29:
+		return words("RL.CHECKALL", "COST", n(0, 2), "LIMIT", key, "FIXED", n(1, 9), n(1, 30),
+			"LIMIT", fmt.Sprintf("{t%d}g", rng.IntN(4)), "GCRA", n(0, 3), n(1, 5), n(1, 9))
 	default:
 		return words("CL.THROTTLE", key, n(0, 10), n(1, 20), n(1, 30), "0")
 	}
 }
+
+// traceRules are the rule files the random trace loads in turn.
+var traceRules = []string{`domain: d
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: endpoint
+    rate_limit:
+      requests_per_unit: 3
+      sluice: {algorithm: sliding-exact, period: 30s}
+  - key: plan
+    value: free
+    rate_limit:
+      requests_per_unit: 2
+      sluice: {algorithm: gcra, burst: 1, period: 10s}
+  - key: month
+    rate_limit:
+      unit: month
+      requests_per_unit: 20
+      sluice: {algorithm: quota, zone: America/New_York}
+`, `domain: d
+descriptors:
+  - key: user
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: endpoint
+    rate_limit:
+      requests_per_unit: 4
+      sluice: {algorithm: sliding, period: 20s}
+`}
 
 // TestReplicasConverge is the rule everything rests on: state changes only
 // through apply(command, now), so two nodes given the same commands at the
@@ -188,6 +238,7 @@ func TestReplicasConverge(t *testing.T) {
 	const steps = 12_000
 	for seed := uint64(1); seed <= 3; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
+		policyRefusals := 0
 		a, b := newReplica(), newReplica()
 		b.open(t)
 		now := int64(4102444800) * 1e9
@@ -196,6 +247,9 @@ func TestReplicasConverge(t *testing.T) {
 			args := randomCommand(rng)
 			ra := bytes.Clone(a.apply(now, args))
 			rb := b.apply(now, args)
+			if string(args[0]) == "RL.CHECK" && bytes.HasPrefix(ra, []byte("*7\r\n:1\r\n")) {
+				policyRefusals++
+			}
 			if !bytes.Equal(ra, rb) {
 				t.Fatalf("seed %d step %d: %q answered %q and %q", seed, step, args, ra, rb)
 			}
@@ -225,6 +279,9 @@ func TestReplicasConverge(t *testing.T) {
 		}
 		if n := a.m.Keys().Live(a.m.Applied()); n == 0 {
 			t.Fatalf("seed %d: the trace left no keys; it tests nothing", seed)
+		}
+		if policyRefusals == 0 {
+			t.Fatalf("seed %d: RL.CHECK never refused; the trace does not reach the rules", seed)
 		}
 		if err := b.store.Close(); err != nil {
 			t.Fatal(err)
