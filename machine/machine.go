@@ -2,6 +2,7 @@ package machine
 
 import (
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/sluice-rl/sluice/keyspace"
@@ -36,8 +37,14 @@ type Machine struct {
 	// finds the rules without locking that key's slot. Only applies that
 	// change RulesKey, and Restore, set it.
 	ruleState atomic.Pointer[RulesState]
-	byName    map[string]*Command
-	sorted    []*Command
+	// policyRecords is set once an override or scale record may exist: until
+	// then RL.CHECK skips looking for them. It never goes back to false; it
+	// only saves lookups that would find nothing, and changes no reply.
+	policyRecords atomic.Bool
+	// checkScratch pools RL.CHECK's working memory (*checkScratch).
+	checkScratch sync.Pool
+	byName       map[string]*Command
+	sorted       []*Command
 }
 
 // New returns an empty machine at instant 0.
@@ -79,6 +86,7 @@ func (m *Machine) Changes() int64 { return m.changes.Load() }
 func (m *Machine) Restore(applied int64) {
 	m.applied.Store(applied)
 	m.reloadRules()
+	m.findPolicyRecords()
 }
 
 // ReadInstant is the instant a read given now is served at: now, or the

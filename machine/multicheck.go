@@ -43,6 +43,10 @@ type limitCheck struct {
 	res     limiter.Result
 	store   bool
 	found   bool
+	// entry is the key's record when inSlot (the key existed before this
+	// check): valid until something is inserted into the slot.
+	entry  keyspace.Entry
+	inSlot bool
 	word    int64
 	counter window.CounterState
 	log     window.LogState
@@ -86,13 +90,14 @@ func (c *limitCheck) evaluate(s *keyspace.Slot, now, cost int64, prev *limitChec
 		return keyspace.ErrWrongType
 	case prev != nil:
 		c.found, c.word = true, prev.word
+		c.entry, c.inSlot = prev.entry, prev.inSlot
 		c.counter, c.log, c.fixed, c.quota = prev.counter, prev.log, prev.fixed, prev.quota
 	default:
 		e, found, err := s.GetKind(c.key, c.kind, now)
 		if err != nil {
 			return err
 		}
-		c.found = found
+		c.found, c.entry, c.inSlot = found, e, found
 		if found {
 			c.word, obj = s.Word(e), s.Object(e)
 		}
@@ -147,12 +152,16 @@ func (c *limitCheck) evaluate(s *keyspace.Slot, now, cost int64, prev *limitChec
 	return err
 }
 
-// commit stores c's next state (under the slot lock; entries may have
-// moved since evaluate, so the key is looked up again).
-func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64) error {
-	e, found, err := s.GetKind(c.key, c.kind, now)
-	if err != nil {
-		return err
+// commit stores c's next state under the slot lock. When entriesValid
+// (nothing inserted since evaluate) the record found then is used;
+// otherwise records may have moved and the key is looked up again.
+func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid bool) error {
+	e, found := c.entry, c.inSlot
+	if !entriesValid || !found {
+		var err error
+		if e, found, err = s.GetKind(c.key, c.kind, now); err != nil {
+			return err
+		}
 	}
 	var obj any
 	switch c.kind {
@@ -213,7 +222,7 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64) error {
 		x.journaled(x.m.quotaChanged(c.key, st))
 		return nil
 	}
-	_, err = s.Insert(c.key, c.kind, c.word, obj)
+	_, err := s.Insert(c.key, c.kind, c.word, obj)
 	return err
 }
 
@@ -230,12 +239,17 @@ func multiCheck(x *exec, s *keyspace.Slot, now, cost int64, checks []limitCheck)
 		}
 	}
 	if !refused {
-		for i := range checks {
-			if !checks[i].store || storedLater(checks, i) {
-				continue
-			}
-			if err := checks[i].commit(x, s, now); err != nil {
-				return -1, false, err
+		// Updates in place first, while the records found are still where
+		// they were; then the inserts.
+		for _, inserts := range [2]bool{false, true} {
+			for i := range checks {
+				c := &checks[i]
+				if !c.store || c.inSlot == inserts || storedLater(checks, i) {
+					continue
+				}
+				if err := c.commit(x, s, now, !inserts); err != nil {
+					return -1, false, err
+				}
 			}
 		}
 	}

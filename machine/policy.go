@@ -7,7 +7,6 @@ import (
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
-	"github.com/sluice-rl/sluice/slot"
 )
 
 // RL.CHECK: a request's descriptors matched against the loaded rules
@@ -118,12 +117,45 @@ const (
 	scaleSuffix    = "#scale"
 )
 
+// checkScratch is the working memory of one RL.CHECK, reused through a
+// pool so that a check allocates nothing (the buffers would escape to the
+// heap if declared in the function).
+type checkScratch struct {
+	entries []policy.Entry
+	bounds  []int
+	matched []*policy.Rule
+	keys    []byte
+	checks  []limitCheck
+	spans   [][2]int
+}
+
+func (m *Machine) scratch() *checkScratch {
+	if sc, ok := m.checkScratch.Get().(*checkScratch); ok {
+		return sc
+	}
+	return &checkScratch{
+		entries: make([]policy.Entry, 0, 16), bounds: make([]int, 0, 8), matched: make([]*policy.Rule, 0, 8),
+		keys: make([]byte, 0, 1024), checks: make([]limitCheck, 0, 4), spans: make([][2]int, 0, 4),
+	}
+}
+
+func (m *Machine) release(sc *checkScratch) {
+	clear(sc.entries) // no strings into old arguments kept
+	clear(sc.matched)
+	clear(sc.checks)
+	sc.entries, sc.bounds, sc.matched = sc.entries[:0], sc.bounds[:0], sc.matched[:0]
+	sc.keys, sc.checks, sc.spans = sc.keys[:0], sc.checks[:0], sc.spans[:0]
+	m.checkScratch.Put(sc)
+}
+
 // runRLCheck is RL.CHECK <domain> [COST <n>] DESCRIPTOR <k> <v> [<k> <v> …] [DESCRIPTOR …].
 func runRLCheck(x *exec, args [][]byte) {
-	var entryBuf [16]policy.Entry
-	var boundBuf [8]int
-	req := descriptorRequest{entries: entryBuf[:0], bounds: boundBuf[:0]}
-	if bad := parseDescriptors(args[2:], &req); bad != "" {
+	sc := x.m.scratch()
+	defer x.m.release(sc)
+	req := descriptorRequest{entries: sc.entries, bounds: sc.bounds}
+	bad := parseDescriptors(args[2:], &req)
+	sc.entries, sc.bounds = req.entries, req.bounds
+	if bad != "" {
 		x.w.Error(bad)
 		return
 	}
@@ -134,58 +166,62 @@ func runRLCheck(x *exec, args [][]byte) {
 		replyMulti(x, nil, -1, false)
 		return
 	}
-	var ruleBuf [8]*policy.Rule
-	matched := ruleBuf[:0]
 	from := 0
 	for _, end := range req.bounds {
-		matched = append(matched, d.Match(req.entries[from:end]))
+		sc.matched = append(sc.matched, d.Match(req.entries[from:end]))
 		from = end
 	}
-	policy.ApplyReplaces(matched)
+	policy.ApplyReplaces(sc.matched)
 
 	// Every key one check touches is in the domain's slot ({domain} is
-	// the hash tag): counters, the descriptors' overrides, the scale.
-	var keyBuf [1024]byte
-	keys := keyBuf[:0]
-	var checkBuf [4]limitCheck
-	checks := checkBuf[:0]
-	var spanBuf [4][4]int
-	spans := spanBuf[:0]
+	// the hash tag): counters, the descriptors' overrides, the scale. The
+	// keys go back to back in sc.keys: a counter key, then its override
+	// key, for each limit, then the scale key (those two only when such
+	// records may exist).
+	lookups := x.m.policyRecords.Load()
 	from = 0
-	for i, r := range matched {
+	for i, r := range sc.matched {
 		end := req.bounds[i]
 		entries := req.entries[from:end]
 		from = end
 		if r == nil || r.Algorithm == policy.Unlimited {
 			continue
 		}
-		checks = append(checks, ruleCheck(r))
-		ks := len(keys)
-		keys = r.AppendKey(keys, entries)
-		ke := len(keys)
-		keys = policy.AppendDescriptorKey(keys, domain, entries)
-		keys = append(keys, overrideSuffix...)
-		spans = append(spans, [4]int{ks, ke, ke, len(keys)})
+		sc.checks = append(sc.checks, ruleCheck(r))
+		start := len(sc.keys)
+		sc.keys = r.AppendKey(sc.keys, entries)
+		sc.spans = append(sc.spans, [2]int{start, len(sc.keys)})
+		if lookups {
+			sc.keys = policy.AppendDescriptorKey(sc.keys, domain, entries)
+			sc.keys = append(sc.keys, overrideSuffix...)
+		}
 	}
-	if len(checks) == 0 {
+	if len(sc.checks) == 0 {
 		replyMulti(x, nil, -1, false)
 		return
 	}
-	scaleStart := len(keys)
-	keys = policy.AppendDescriptorKey(keys, domain, nil)
-	keys = append(keys, scaleSuffix...)
-	scaleKey := keys[scaleStart:]
-	for i := range checks {
-		checks[i].key = keys[spans[i][0]:spans[i][1]]
+	scaleStart := len(sc.keys)
+	sc.keys = policy.AppendDescriptorKey(sc.keys, domain, nil)
+	sc.keys = append(sc.keys, scaleSuffix...)
+	scaleKey := sc.keys[scaleStart:]
+	for i := range sc.checks {
+		sc.checks[i].key = sc.keys[sc.spans[i][0]:sc.spans[i][1]]
 	}
 
+	checks := sc.checks
 	s, now := x.lockKey(checks[0].key)
-	factor := scaleAt(s, scaleKey, now)
-	for i := range checks {
-		if ov := overrideAt(s, keys[spans[i][2]:spans[i][3]], now); ov != nil {
-			checks[i].override(ov)
+	if lookups {
+		factor := scaleAt(s, scaleKey, now)
+		for i := range checks {
+			overrideEnd := scaleStart
+			if i+1 < len(checks) {
+				overrideEnd = sc.spans[i+1][0]
+			}
+			if ov := overrideAt(s, sc.keys[sc.spans[i][1]:overrideEnd], now); ov != nil {
+				checks[i].override(ov)
+			}
+			checks[i].scale(factor)
 		}
-		checks[i].scale(factor)
 	}
 	binding, refused, err := multiCheck(x, s, now, req.cost, checks)
 	s.Unlock()
@@ -273,10 +309,4 @@ func scaleAt(s *keyspace.Slot, key []byte, now int64) int64 {
 		return ScaleUnit
 	}
 	return st.At(now)
-}
-
-// slotOfDomain is the slot every key of a domain is in.
-func slotOfDomain(domain string) int {
-	var buf [128]byte
-	return slot.Of(policy.AppendDescriptorKey(buf[:0], domain, nil))
 }

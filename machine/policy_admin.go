@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // The commands that change what RL.CHECK enforces: the rule set (loaded
@@ -126,6 +127,31 @@ func (x *exec) setRules(st *RulesState) {
 		}
 	}
 	x.m.ruleState.Store(st)
+}
+
+// findPolicyRecords sets policyRecords if a restored state holds an
+// override or a scale.
+func (m *Machine) findPolicyRecords() {
+	if m.policyRecords.Load() {
+		return
+	}
+	now := m.applied.Load()
+	for i := range slot.Count {
+		s := m.keys.Lock(i)
+		if s.Len() > 0 {
+			s.Keys(now, func(_ []byte, e keyspace.Entry) bool {
+				if e.Kind() == keyspace.KindOverride || e.Kind() == keyspace.KindScale {
+					m.policyRecords.Store(true)
+					return false
+				}
+				return true
+			})
+		}
+		s.Unlock()
+		if m.policyRecords.Load() {
+			return
+		}
+	}
 }
 
 // reloadRules points ruleState at what RulesKey holds (after a restore).
@@ -283,6 +309,7 @@ func overrideSet(x *exec, domain string, args [][]byte) {
 	if found {
 		s.Delete(e)
 	}
+	x.m.policyRecords.Store(true)
 	if _, err := s.Insert(key, keyspace.KindOverride, o.Until, o); err != nil {
 		x.error(err)
 		return
@@ -354,6 +381,7 @@ func runScale(x *exec, args [][]byte) {
 		if e, found := s.Get(key, now); found {
 			s.Delete(e)
 		}
+		x.m.policyRecords.Store(true)
 		if _, err := s.Insert(key, keyspace.KindScale, 0, st); err != nil {
 			x.error(err)
 			return

@@ -34,7 +34,11 @@ import (
 // key instead of hitting a key of another type. Envoy's keys likewise carry
 // the descriptor, not the limit.
 func (r *Rule) AppendKey(dst []byte, entries []Entry) []byte {
-	dst = appendDescriptor(dst, r.Domain, entries, r.shared)
+	if r.prefix != "" {
+		dst = appendEntries(append(dst, r.prefix...), entries, r.shared)
+	} else {
+		dst = appendDescriptor(dst, r.Domain, entries, r.shared)
+	}
 	dst = append(dst, '#')
 	return append(dst, r.Algorithm.String()...)
 }
@@ -47,6 +51,11 @@ func AppendDescriptorKey(dst []byte, domain string, entries []Entry) []byte {
 }
 
 func appendDescriptor(dst []byte, domain string, entries []Entry, shared []string) []byte {
+	return appendEntries(appendDomainTag(dst, domain), entries, shared)
+}
+
+// appendDomainTag appends "rl:{<domain>}" (or its hashed form).
+func appendDomainTag(dst []byte, domain string) []byte {
 	dst = append(dst, "rl:{"...)
 	if strings.ContainsAny(domain, "{}") {
 		dst = append(dst, 'h')
@@ -57,6 +66,10 @@ func appendDescriptor(dst []byte, domain string, entries []Entry, shared []strin
 		dst = append(dst, domain...)
 		dst = append(dst, '}')
 	}
+	return dst
+}
+
+func appendEntries(dst []byte, entries []Entry, shared []string) []byte {
 	for i, e := range entries {
 		dst = append(dst, '/')
 		dst = appendLenPrefixed(dst, e.Key, ':')

@@ -30,7 +30,8 @@ func (p *parser) rateLimit(n *yaml.Node, path []level, line int) (*Rule, error) 
 	if err != nil {
 		return nil, err
 	}
-	r := &Rule{Domain: p.dom.Name, File: p.file, Line: line, shared: make([]string, len(path))}
+	r := &Rule{Domain: p.dom.Name, File: p.file, Line: line, shared: make([]string, len(path)),
+		prefix: string(appendDomainTag(nil, p.dom.Name))}
 	parts := make([]string, len(path))
 	for i, lv := range path {
 		parts[i] = lv.path

@@ -139,6 +139,9 @@ type Rule struct {
 	// request's own value goes into the counter key.
 	shared   []string
 	schedule quota.Schedule
+	// prefix is the domain's part of every counter key (see AppendKey),
+	// worked out once.
+	prefix string
 }
 
 // Depth is how many entries a descriptor must have to match the rule.

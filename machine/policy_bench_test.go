@@ -1,0 +1,50 @@
+package machine
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/sluice-rl/sluice/resp"
+)
+
+const benchRules = `domain: bench
+descriptors:
+  - key: user
+    rate_limit: {name: per-user, unit: minute, requests_per_unit: 1000}
+  - key: endpoint
+    rate_limit: {name: per-endpoint, unit: second, requests_per_unit: 100000}
+`
+
+// BenchmarkRLCheckTwoDescriptors is RL.CHECK with two descriptors on
+// random users, beside BenchmarkThrottle: the policy layer's own cost.
+func BenchmarkRLCheckTwoDescriptors(b *testing.B) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "bench.yaml", benchRules)
+	args := make([][][]byte, 1024)
+	for i := range args {
+		args[i] = [][]byte{[]byte("RL.CHECK"), []byte("bench"), []byte("DESCRIPTOR"), []byte("user"),
+			[]byte("u:" + strconv.Itoa(i*7919%100000)), []byte("DESCRIPTOR"), []byte("endpoint"), []byte("/e:" + strconv.Itoa(i%50))}
+	}
+	cmd := m.Lookup([]byte("rl.check"))
+	var w resp.Writer
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		w.Buf = w.Buf[:0]
+		m.Apply(t0+int64(i), cmd, args[i%len(args)], &w)
+	}
+}
+
+func BenchmarkThrottle(b *testing.B) {
+	m := New(Options{})
+	args := make([][][]byte, 1024)
+	for i := range args {
+		args[i] = [][]byte{[]byte("CL.THROTTLE"), []byte("key:" + strconv.Itoa(i*7919%100000)), []byte("100"), []byte("10"), []byte("1"), []byte("1")}
+	}
+	cmd := m.Lookup([]byte("cl.throttle"))
+	var w resp.Writer
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		w.Buf = w.Buf[:0]
+		m.Apply(t0+int64(i), cmd, args[i%len(args)], &w)
+	}
+}
