@@ -40,13 +40,13 @@ type limitCheck struct {
 
 	// What the check found: the result, whether the next state must be
 	// stored, the next word and state.
-	res     limiter.Result
-	store   bool
-	found   bool
+	res   limiter.Result
+	store bool
+	found bool
 	// entry is the key's record when inSlot (the key existed before this
 	// check): valid until something is inserted into the slot.
-	entry  keyspace.Entry
-	inSlot bool
+	entry   keyspace.Entry
+	inSlot  bool
 	word    int64
 	counter window.CounterState
 	log     window.LogState
