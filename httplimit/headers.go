@@ -96,7 +96,12 @@ func resetSeconds(d Decision) int64 {
 }
 
 // setRateLimitHeaders writes both draft fields for one decision.
+// A decision with a negative limit (RL.CHECK matching no rule) limited
+// nothing and carries none.
 func setRateLimitHeaders(h http.Header, name string, d Decision) {
+	if d.Limit < 0 {
+		return
+	}
 	if d.Policy.Name != "" && validName(d.Policy.Name) == nil {
 		name = d.Policy.Name
 	}

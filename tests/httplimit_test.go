@@ -649,3 +649,46 @@ func TestHTTPLimitQuota(t *testing.T) {
 		t.Fatalf("next period: %d", r.status)
 	}
 }
+
+// The middleware over RL.CHECK: the binding rule names the policy, its
+// window is "w", a refusal by one rule charges none, and a request no rule
+// matches carries no headers.
+func TestHTTPLimitRules(t *testing.T) {
+	s := StartServer(t, "--rules", writeRules(t, "web.yaml", `domain: web
+descriptors:
+  - key: user
+    rate_limit: {name: per-user, unit: minute, requests_per_unit: 5}
+  - key: path
+    value: /search
+    rate_limit: {name: search, unit: minute, requests_per_unit: 2}
+`))
+	c := s.Client()
+	setClock(t, c, future)
+	srv, _ := limitedServer(t, s, httplimit.Config{
+		Key: keyByUser,
+		Limit: httplimit.Rules{Domain: "web", Descriptors: func(r *http.Request, key string) [][]httplimit.Entry {
+			if key == "" {
+				return nil
+			}
+			return [][]httplimit.Entry{{{Key: "user", Value: key}}, {{Key: "path", Value: r.URL.Path}}}
+		}},
+	})
+	for i := range 2 {
+		r := httpGet(t, srv.URL+"/search", "X-User", "ann")
+		if r.status != 200 || r.header.Get("RateLimit-Policy") != `"search";q=2;w=60` {
+			t.Fatalf("search %d: %d %q", i, r.status, r.header.Get("RateLimit-Policy"))
+		}
+	}
+	refused := httpGet(t, srv.URL+"/search", "X-User", "ann")
+	if _, retry := mustProblem(t, refused, http.StatusTooManyRequests); retry < 1 {
+		t.Fatalf("Retry-After %d", retry)
+	}
+	// Two searches charged the user limit; the refusal did not.
+	r := httpGet(t, srv.URL+"/home", "X-User", "ann")
+	if name, rem, _ := rateLimit(t, r.header); r.status != 200 || name != "per-user" || rem != 2 {
+		t.Fatalf("home: %d %q, want per-user with 2 left", r.status, r.header.Get("RateLimit"))
+	}
+	if r := httpGet(t, srv.URL+"/home"); r.status != 200 || r.header.Get("RateLimit-Policy") != "" {
+		t.Fatalf("no descriptors: %d %q", r.status, r.header.Get("RateLimit-Policy"))
+	}
+}
