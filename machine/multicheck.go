@@ -37,6 +37,9 @@ type limitCheck struct {
 	window int64
 	shadow bool
 	deny   bool
+	// quotaMode limits refuse only together: a request is refused by them
+	// only when every quota-mode limit of it refuses (envoy's quota_mode).
+	quotaMode bool
 
 	// What the check found: the result, whether the next state must be
 	// stored, the next word and state.
@@ -52,6 +55,37 @@ type limitCheck struct {
 	log     window.LogState
 	fixed   window.FixedState
 	quota   quota.State
+}
+
+// decideRefusal reports whether the limits refuse the request: a
+// non-shadow limit refuses, or every quota-mode limit does. A quota-mode
+// limit that refused alone is marked shadow-like (not binding).
+func decideRefusal(checks []limitCheck) bool {
+	refused, quota, quotaRefused := false, 0, 0
+	for i := range checks {
+		c := &checks[i]
+		switch {
+		case c.shadow:
+		case c.quotaMode:
+			quota++
+			if c.res.Limited {
+				quotaRefused++
+			}
+		case c.res.Limited:
+			refused = true
+		}
+	}
+	if quota > 0 && quotaRefused == quota {
+		return true
+	}
+	if quotaRefused > 0 {
+		for i := range checks {
+			if checks[i].quotaMode && checks[i].res.Limited {
+				checks[i].shadow = true // outvoted: reported like a shadow refusal
+			}
+		}
+	}
+	return refused
 }
 
 // lastStoring is the latest check before i on i's key that will store a
@@ -234,10 +268,8 @@ func multiCheck(x *exec, s *keyspace.Slot, now, cost int64, checks []limitCheck)
 		if err := checks[i].evaluate(s, now, cost, lastStoring(checks, i)); err != nil {
 			return -1, false, err
 		}
-		if checks[i].res.Limited && !checks[i].shadow {
-			refused = true
-		}
 	}
+	refused = decideRefusal(checks)
 	if !refused {
 		// Updates in place first, while the records found are still where
 		// they were; then the inserts.

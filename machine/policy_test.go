@@ -194,3 +194,23 @@ func TestPolicyCommandsWithoutRules(t *testing.T) {
 		}
 	}
 }
+
+func TestRLCheckQuotaMode(t *testing.T) {
+	m := New(Options{})
+	rules := "domain: q\ndescriptors:\n" +
+		"  - key: a\n    quota_mode: true\n    rate_limit: {unit: minute, requests_per_unit: 1}\n" +
+		"  - key: b\n    quota_mode: true\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"
+	if got := do(m, t0, "RL.RULES", "LOAD", "q.yaml", rules); got != "+OK\r\n" {
+		t.Fatal(got)
+	}
+	req := func() string {
+		return five(t, do(m, t0, "RL.CHECK", "q", "DESCRIPTOR", "a", "x", "DESCRIPTOR", "b", "y"))
+	}
+	// a is over after one request, but b still has room: allowed, and
+	// only b is charged. Once b is over too, both refuse: refused.
+	for i, want := range []string{"0 1 0 -1 60 a", "0 2 0 -1 60 b", "1 1 0 60 60 a"} {
+		if got := req(); got != want {
+			t.Fatalf("request %d: %s, want %s", i+1, got, want)
+		}
+	}
+}
