@@ -76,6 +76,11 @@ func FuzzDispatch(f *testing.F) {
 		{"READONLY"}, {"READWRITE"}, {"ASKING"},
 		{"CONFIG", "GET", "*"}, {"CONFIG", "SET", "maxclients", "10"}, {"CONFIG", "SET", "dir", "/"},
 		{"CONFIG", "RESETSTAT"}, {"SELECT", "0"}, {"QUIT"}, {"NOPE", "x"},
+		{"RL.RULES", "LOAD", "f.yaml", "domain: d\ndescriptors:\n  - key: u\n    rate_limit: {unit: second, requests_per_unit: 2}\n"},
+		{"RL.CHECK", "d", "DESCRIPTOR", "u", "x"}, {"RL.CHECK", "d", "COST", "3", "DESCRIPTOR", "u", "x", "DESCRIPTOR", "u", "x"},
+		{"RL.RULES", "LIST"}, {"RL.RULES", "CLEAR"}, {"RL.OVERRIDE", "SET", "d", "5", "minute", "DESCRIPTOR", "u", "x"},
+		{"RL.OVERRIDE", "LIST", "d"}, {"RL.OVERRIDE", "DEL", "d", "DESCRIPTOR", "u", "x"}, {"RL.SCALE", "SET", "d", "0.5"},
+		{"RL.SCALE", "GET", "d"}, {"RL.CHECKALL", "LIMIT", "{a}1", "GCRA", "1", "2", "3", "LIMIT", "{a}2", "QUOTA", "5", "day"},
 	} {
 		f.Add(fuzzCmd(seed...))
 	}
