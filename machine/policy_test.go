@@ -214,3 +214,26 @@ func TestRLCheckQuotaMode(t *testing.T) {
 		}
 	}
 }
+
+// FLUSHALL drops counters, overrides and scales, and keeps the rules;
+// DEL of the rules key unloads them.
+func TestFlushKeepsRules(t *testing.T) {
+	m := New(Options{})
+	loadAPI(t, m)
+	do(m, t0, "RL.SCALE", "SET", "api", "0.5")
+	check := func() string { return five(t, do(m, t0, "RL.CHECK", "api", "DESCRIPTOR", "user", "u")) }
+	if got := check(); got != "0 2 1 -1 60 per-user" {
+		t.Fatalf("scaled: %s", got)
+	}
+	do(m, t0, "FLUSHALL")
+	if got := check(); got != "0 5 4 -1 60 per-user" {
+		t.Fatalf("after FLUSHALL: %s, want the rules, a fresh counter and no scale", got)
+	}
+	if got := do(m, t0, "DBSIZE"); got != ":2\r\n" {
+		t.Fatalf("DBSIZE %q, want the rules key and one counter", got)
+	}
+	do(m, t0, "DEL", RulesKey)
+	if got := check(); got != "0 -1 -1 -1 0 " {
+		t.Fatalf("after DEL of the rules: %s", got)
+	}
+}
