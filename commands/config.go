@@ -209,6 +209,7 @@ func runConfigResetStat(c *Ctx, _ [][]byte) {
 func (c *Command) resetStats() {
 	c.calls.Store(0)
 	c.limits.Store(0)
+	c.lat.reset()
 }
 
 func runConfigHelp(c *Ctx, _ [][]byte) {

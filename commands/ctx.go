@@ -132,6 +132,8 @@ type Ctx struct {
 	// batch holds the machine commands a Batcher is to apply together when
 	// the server settles the connection's batch (see Settle).
 	batch deferredBatch
+	// scratch is the machine's working state for this connection's applies.
+	scratch machine.Scratch
 }
 
 // Reset prepares the context for the next command.

@@ -155,9 +155,8 @@ func (c *Ctx) infoFields(name string) [][2]string {
 	case "commandstats":
 		var out [][2]string
 		add := func(cmd *Command) {
-			if n := cmd.Calls(); n > 0 {
-				out = append(out, [2]string{"cmdstat_" + cmd.FullName(),
-					"calls=" + itoa(n) + ",usec=0,usec_per_call=0.00,rejected_calls=0,failed_calls=0"})
+			if cmd.Calls() > 0 {
+				out = append(out, [2]string{"cmdstat_" + cmd.FullName(), commandstat(cmd)})
 			}
 		}
 		for _, cmd := range e.Table.Commands() {

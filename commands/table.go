@@ -49,6 +49,7 @@ type Command struct {
 	subs   map[string]*Command
 	calls  atomic.Int64
 	limits atomic.Int64
+	lat    latency
 }
 
 // Arg documents one argument for COMMAND DOCS; it is the machine's type,
@@ -102,6 +103,7 @@ func NewTable(m *machine.Machine) *Table {
 	for _, group := range [][]*Command{
 		connectionCommands(),
 		serverCommands(),
+		{latencyCommand()},
 		clientCommands(),
 		clusterCommands(),
 		scanCommands(),
@@ -204,7 +206,7 @@ func (c *Ctx) apply(cmd *Command, args [][]byte) {
 	if c.Env.Applier != nil {
 		out = c.Env.Applier.Apply(c.Now(), cmd.Machine, args, c.W)
 	} else {
-		out = c.Env.Machine.Apply(c.Now(), cmd.Machine, args, c.W)
+		out = c.Env.Machine.ApplyScratch(&c.scratch, c.Now(), cmd.Machine, args, c.W)
 	}
 	if out.Limited {
 		cmd.limits.Add(1)

@@ -153,12 +153,27 @@ func (m *Machine) Lookup(name []byte) *Command {
 // and appends its one reply to w. The caller has checked the arity and,
 // for a Journaled command, that the store can take the change.
 func (m *Machine) Apply(now int64, cmd *Command, args [][]byte, w *resp.Writer) Outcome {
-	x := exec{m: m, now: now, write: cmd.write, w: w}
+	var sc Scratch
+	return m.ApplyScratch(&sc, now, cmd, args, w)
+}
+
+// Scratch is the working state of one apply. A connection keeps one and
+// passes it to ApplyScratch, so an apply allocates nothing (the state
+// escapes through the command's function value, so a local one would be
+// allocated on every call).
+type Scratch struct{ x exec }
+
+// ApplyScratch is Apply using sc for its working state; sc must not be
+// used by two applies at once.
+func (m *Machine) ApplyScratch(sc *Scratch, now int64, cmd *Command, args [][]byte, w *resp.Writer) Outcome {
+	sc.x = exec{m: m, now: now, write: cmd.write, w: w}
 	if cmd.write {
 		m.changes.Add(1)
 	}
-	cmd.run(&x, args)
-	return x.out
+	cmd.run(&sc.x, args)
+	out := sc.x.out
+	sc.x = exec{}
+	return out
 }
 
 // ApplyArgs is Apply for a command known only by its arguments, as a

@@ -36,6 +36,9 @@ type connState struct {
 	reg connReg
 	// batchCommands counts the commands of the batch being answered.
 	batchCommands int
+	// mark is when the command about to run started (monotonic ns since
+	// the server started): the read that ends one command starts the next.
+	mark int64
 }
 
 // emptyReadLimit is how many empty reads in a row a connection tolerates
@@ -204,6 +207,7 @@ func isTimeout(err error) bool {
 // runBatch runs every complete request the buffer holds, appending the
 // replies to cs.writer.Buf.
 func (s *Server) runBatch(cs *connState) {
+	cs.mark = s.monotonic()
 	for !cs.closing {
 		args, err := cs.framer.Next()
 		if err != nil {
@@ -247,9 +251,19 @@ func (s *Server) run(cs *connState, args [][]byte) {
 	cs.batchCommands++
 	defer s.recoverCommand(cs, args)
 	cs.ctx.Reset()
+	start := len(cs.writer.Buf)
 	s.table.Dispatch(&cs.ctx, args)
+	end := s.monotonic()
+	if cmd := cs.ctx.Command(); cmd != nil {
+		cmd.Observe(end-cs.mark, len(cs.writer.Buf) > start && cs.writer.Buf[start] == '-')
+	}
+	cs.mark = end
 	s.clients.touch(cs)
 }
+
+// monotonic is the time since the server started, from the monotonic
+// clock (never the test clock DEBUG CLOCK sets).
+func (s *Server) monotonic() int64 { return int64(time.Since(s.born)) }
 
 // settle applies the machine commands the batch queued (a replicated
 // node's), recovering like run from a bug in them.

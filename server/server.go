@@ -32,6 +32,9 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 	env *commands.Env
+	// born is when the server was made: latencies are measured from it on
+	// the monotonic clock.
+	born time.Time
 	// rules are the --rules files (nil without any).
 	rules *rulesState
 	table *commands.Table
@@ -81,6 +84,7 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 		log:   log,
 		table: table,
 		stop:  make(chan struct{}),
+		born:  time.Now(),
 		env: &commands.Env{
 			Machine: m,
 			Clock:   clk,
