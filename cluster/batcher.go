@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -129,6 +130,7 @@ func (n *Node) runReplies(inflights <-chan inflight, window <-chan struct{}) {
 	defer n.wg.Done()
 	for e := range inflights {
 		err := e.fut.Error()
+		n.commitLatency.observe(time.Since(e.sent))
 		<-window
 		var res *applied
 		if err == nil {
@@ -187,6 +189,34 @@ func (n *Node) tick() {
 		}
 		n.Submit(nil)
 	}
+}
+
+// latencyHistogram counts durations in power-of-two microsecond buckets
+// (bucket 0: at most 1 µs; bucket i: (2^(i-1), 2^i] µs).
+type latencyHistogram struct {
+	buckets [32]atomic.Int64
+	nanos   atomic.Int64
+}
+
+func (h *latencyHistogram) observe(d time.Duration) {
+	us := (int64(d) + 999) / 1000
+	b := 0
+	if us > 1 {
+		b = min(bits.Len64(uint64(us-1)), len(h.buckets)-1)
+	}
+	h.buckets[b].Add(1)
+	h.nanos.Add(int64(d))
+}
+
+// CommitLatency is how long this node's entries took from being handed to
+// Raft to being applied (committed by a majority), as counts per power-of-
+// two microsecond bucket, and their total in nanoseconds.
+func (n *Node) CommitLatency() (buckets []int64, totalNanos int64) {
+	buckets = make([]int64, len(n.commitLatency.buckets))
+	for i := range buckets {
+		buckets[i] = n.commitLatency.buckets[i].Load()
+	}
+	return buckets, n.commitLatency.nanos.Load()
 }
 
 // batchHistogram counts entries by their number of commands, in powers of

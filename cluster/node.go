@@ -180,6 +180,7 @@ type Node struct {
 	// leaderChanges counts leadership changes seen here.
 	leaderChanges atomic.Int64
 	batchSizes    batchHistogram
+	commitLatency latencyHistogram
 }
 
 // NewNode starts a node over m, which must be empty: the state comes from

@@ -91,9 +91,7 @@ func (c *Ctx) Settle() {
 		}
 		r, limited := reply(i)
 		out = appendMachineReply(out, c.W.Proto, r)
-		if limited {
-			d.of[i].limits.Add(1)
-		}
+		d.of[i].decided(machine.Outcome{Limited: limited}, len(r) > 0 && r[0] != '-')
 	}
 	out = append(out, c.W.Buf[prev:]...)
 	d.spare, c.W.Buf = c.W.Buf[:0], out

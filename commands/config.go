@@ -197,6 +197,7 @@ func runConfigResetStat(c *Ctx, _ [][]byte) {
 	st.ExpiredKeys.Store(0)
 	st.NetInputBytes.Store(0)
 	st.NetOutputBytes.Store(0)
+	st.Rules.reset()
 	for _, cmd := range c.Env.Table.Commands() {
 		cmd.resetStats()
 		for _, s := range cmd.Subs {
@@ -209,6 +210,7 @@ func runConfigResetStat(c *Ctx, _ [][]byte) {
 func (c *Command) resetStats() {
 	c.calls.Store(0)
 	c.limits.Store(0)
+	c.allowed.Store(0)
 	c.lat.reset()
 }
 

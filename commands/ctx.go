@@ -54,6 +54,8 @@ type Stats struct {
 	// per command, to keep shared counters off the hot path.
 	NetInputBytes  atomic.Int64
 	NetOutputBytes atomic.Int64
+	// Rules counts RL.CHECK decisions by rule.
+	Rules RuleStats
 }
 
 // Applier runs state machine commands: the machine itself on a single

@@ -45,11 +45,12 @@ type Command struct {
 	// Dispatch hands them to the Env's Applier.
 	Machine *machine.Command
 
-	parent *Command
-	subs   map[string]*Command
-	calls  atomic.Int64
-	limits atomic.Int64
-	lat    latency
+	parent  *Command
+	subs    map[string]*Command
+	calls   atomic.Int64
+	limits  atomic.Int64
+	allowed atomic.Int64
+	lat     latency
 }
 
 // Arg documents one argument for COMMAND DOCS; it is the machine's type,
@@ -78,6 +79,20 @@ func (t *Table) Calls() int64 {
 		}
 	}
 	return n
+}
+
+// Allowed counts the requests a limiter command admitted.
+func (c *Command) Allowed() int64 { return c.allowed.Load() }
+
+// decided counts a limiter command's decision: refused, or admitted when
+// the reply was a decision (not an error).
+func (c *Command) decided(out machine.Outcome, answered bool) {
+	switch {
+	case out.Limited:
+		c.limits.Add(1)
+	case answered && c.Machine != nil && c.Machine.Decides:
+		c.allowed.Add(1)
+	}
 }
 
 // Limited counts the requests a limiter command refused.
@@ -203,14 +218,14 @@ func (c *Ctx) apply(cmd *Command, args [][]byte) {
 		return
 	}
 	var out machine.Outcome
+	start := len(c.W.Buf)
 	if c.Env.Applier != nil {
 		out = c.Env.Applier.Apply(c.Now(), cmd.Machine, args, c.W)
 	} else {
 		out = c.Env.Machine.ApplyScratch(&c.scratch, c.Now(), cmd.Machine, args, c.W)
 	}
-	if out.Limited {
-		cmd.limits.Add(1)
-	}
+	cmd.decided(out, len(c.W.Buf) > start && c.W.Buf[start] != '-')
+	c.Env.Stats.Rules.count(out)
 	c.journaled(out.Ticket)
 }
 

@@ -30,6 +30,9 @@ type Command struct {
 	// durable store. Whether the store can take a change is decided before
 	// the apply, by the caller, never inside it.
 	Journaled bool
+	// Decides marks the limiter commands: their reply is a decision,
+	// allowed or limited (metrics count both).
+	Decides bool
 
 	run   func(x *exec, args [][]byte)
 	write bool

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 )
 
@@ -47,6 +48,15 @@ type Machine struct {
 	sorted       []*Command
 }
 
+// decides reports whether name is a limiter command (Command.Decides).
+func decides(name string) bool {
+	switch name {
+	case "cl.throttle", "sw.check", "fw.check", "conc.acquire", "quota.check", "rl.check", "rl.checkall":
+		return true
+	}
+	return false
+}
+
 // New returns an empty machine at instant 0.
 func New(opts Options) *Machine {
 	m := &Machine{keys: keyspace.New(), durable: opts.Durable, byName: map[string]*Command{}}
@@ -56,6 +66,7 @@ func New(opts Options) *Machine {
 				panic("machine: duplicate command " + c.Name)
 			}
 			c.write = c.hasFlag("write")
+			c.Decides = decides(c.Name)
 			m.byName[c.Name] = c
 			m.sorted = append(m.sorted, c)
 		}
@@ -126,6 +137,9 @@ func (m *Machine) Sweep(cursor *keyspace.SweepCursor, budget int) (examined, rem
 type Outcome struct {
 	// Limited is set when a limiter refused the request.
 	Limited bool
+	// Rule is the rule RL.CHECK's reply names (nil otherwise); Shadow a
+	// shadow-mode rule that would have refused the request (nil if none).
+	Rule, Shadow *policy.Rule
 	// Ticket is the journaled change the reply must wait for.
 	Ticket Ticket
 }

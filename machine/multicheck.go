@@ -6,6 +6,7 @@ import (
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/window"
 )
@@ -40,6 +41,8 @@ type limitCheck struct {
 	// quotaMode limits refuse only together: a request is refused by them
 	// only when every quota-mode limit of it refuses (envoy's quota_mode).
 	quotaMode bool
+	// rule is the rule the limit comes from (RL.CHECK), for metrics.
+	rule *policy.Rule
 
 	// What the check found: the result, whether the next state must be
 	// stored, the next word and state.
@@ -352,6 +355,13 @@ func replyMulti(x *exec, checks []limitCheck, binding int, refused bool) {
 		return
 	}
 	c := &checks[binding]
+	x.out.Rule = c.rule
+	for i := range checks {
+		if checks[i].shadow && checks[i].res.Limited && checks[i].rule != nil && checks[i].rule.ShadowMode {
+			x.out.Shadow = checks[i].rule
+			break
+		}
+	}
 	r := c.res
 	if c.shadow {
 		r.Limited = false

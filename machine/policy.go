@@ -234,7 +234,7 @@ func runRLCheck(x *exec, args [][]byte) {
 
 // ruleCheck is the check rule r asks for (key not yet set).
 func ruleCheck(r *policy.Rule) limitCheck {
-	c := limitCheck{name: r.ID(), window: limiter.Seconds(r.Window), shadow: r.ShadowMode, quotaMode: r.QuotaMode}
+	c := limitCheck{name: r.ID(), window: limiter.Seconds(r.Window), shadow: r.ShadowMode, quotaMode: r.QuotaMode, rule: r}
 	switch r.Algorithm {
 	case policy.Fixed:
 		c.kind, c.win = keyspace.KindFixedWindow, r.WindowParams()

@@ -2,6 +2,7 @@ package persist
 
 import (
 	"strconv"
+	"time"
 )
 
 // Info is the store's part of INFO persistence, in Redis' field names where
@@ -66,4 +67,31 @@ func (s *Store) Info() [][2]string {
 		{"sluice_quota_disk_faults", i64(s.health.faults.Load())},
 	}
 	return fields
+}
+
+// Counters are the store's numbers for metrics.
+type Counters struct {
+	// Commits and Syncs count quota store batch commits and fsyncs;
+	// Written counts the changes they carried.
+	Commits, Syncs, Written int64
+	// SnapshotCreated is when the last snapshot was taken (Unix ns; 0:
+	// none), SnapshotTook how long writing it took, SnapshotBytes its size.
+	SnapshotCreated int64
+	SnapshotTook    time.Duration
+	SnapshotBytes   int64
+	// StoreFailed reports the quota store failing (a full disk, an I/O
+	// error); SnapshotFailed the last snapshot attempt failing.
+	StoreFailed, SnapshotFailed bool
+}
+
+// Counters reads the store's counters.
+func (s *Store) Counters() Counters {
+	s.mu.Lock()
+	last, lastErr := s.last, s.lastErr
+	s.mu.Unlock()
+	return Counters{
+		Commits: s.j.commits.Load(), Syncs: s.j.syncs.Load(), Written: s.j.written.Load(),
+		SnapshotCreated: last.Created, SnapshotTook: last.Took, SnapshotBytes: last.Bytes,
+		StoreFailed: s.Err() != nil, SnapshotFailed: lastErr != nil,
+	}
 }

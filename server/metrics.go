@@ -4,34 +4,63 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-rl/sluice/commands"
+	"github.com/sluice-rl/sluice/persist"
 )
 
 // Metrics exposes the server's counters to Prometheus. It reads the same
-// counters INFO reads, so the two never disagree. Rate-limit keys are never
-// labels: cardinality stays bounded by the command table.
+// counters INFO reads, so the two never disagree, and builds histograms
+// from the buckets the server keeps anyway (no Prometheus work per
+// command). Rate-limit keys are never labels: the label values are command
+// names (the command table), rule names (the rule files) and Raft states.
 type Metrics struct {
-	env      *commands.Env
-	calls    *prometheus.Desc
-	limited  *prometheus.Desc
-	clients  *prometheus.Desc
-	conns    *prometheus.Desc
-	rejected *prometheus.Desc
-	expired  *prometheus.Desc
-	keys     *prometheus.Desc
+	env   *commands.Env
+	store *persist.Store // nil when replicated or not persisting
+	d     map[string]*prometheus.Desc
 }
 
-// NewMetrics describes the metrics of one server.
-func NewMetrics(env *commands.Env) *Metrics {
-	return &Metrics{
-		env:      env,
-		calls:    prometheus.NewDesc("sluice_commands_total", "Commands run, by command.", []string{"command"}, nil),
-		limited:  prometheus.NewDesc("sluice_limited_total", "Requests a limiter refused, by command.", []string{"command"}, nil),
-		clients:  prometheus.NewDesc("sluice_connected_clients", "Open client connections.", nil, nil),
-		conns:    prometheus.NewDesc("sluice_connections_received_total", "Connections accepted.", nil, nil),
-		rejected: prometheus.NewDesc("sluice_connections_rejected_total", "Connections refused at max clients.", nil, nil),
-		expired:  prometheus.NewDesc("sluice_expired_keys_total", "Keys removed by the expiry sweep.", nil, nil),
-		keys:     prometheus.NewDesc("sluice_keys", "Keys held, expired ones not yet swept included.", nil, nil),
+// metricDescs are every series' name, help and labels.
+var metricDescs = []struct {
+	name, help string
+	labels     []string
+}{
+	{"sluice_commands_total", "Commands run, by command.", []string{"command"}},
+	{"sluice_limited_total", "Requests a limiter refused, by command.", []string{"command"}},
+	{"sluice_decisions_total", "Limiter decisions, by command and outcome (allowed, limited).", []string{"command", "outcome"}},
+	{"sluice_command_duration_seconds", "Time spent running each command (on a replicated node, until its entry is queued; see sluice_raft_commit_duration_seconds).", []string{"command"}},
+	{"sluice_command_errors_total", "Commands that answered an error, by command.", []string{"command"}},
+	{"sluice_rule_decisions_total", "RL.CHECK decisions by the rule the reply names, and outcome (on the node that applied them; a replicated leader counts by command only).", []string{"domain", "rule", "outcome"}},
+	{"sluice_rule_shadow_refusals_total", "Requests a shadow-mode rule would have refused.", []string{"domain", "rule"}},
+	{"sluice_connected_clients", "Open client connections.", nil},
+	{"sluice_connections_received_total", "Connections accepted.", nil},
+	{"sluice_connections_rejected_total", "Connections refused at max clients.", nil},
+	{"sluice_expired_keys_total", "Keys removed by the expiry sweep.", nil},
+	{"sluice_keys", "Keys held, expired ones not yet swept included.", nil},
+	{"sluice_quota_store_commits_total", "Batches committed to the quota store.", nil},
+	{"sluice_quota_store_syncs_total", "fsyncs of the quota store.", nil},
+	{"sluice_quota_store_changes_total", "Changes (quotas, overrides, scales) written to the quota store.", nil},
+	{"sluice_quota_store_failed", "1 while the quota store cannot take writes (full disk, I/O error).", nil},
+	{"sluice_snapshot_timestamp_seconds", "When the last snapshot was taken (Unix seconds; 0: none).", nil},
+	{"sluice_snapshot_duration_seconds", "How long writing the last snapshot took.", nil},
+	{"sluice_snapshot_bytes", "Size of the last snapshot.", nil},
+	{"sluice_snapshot_failed", "1 if the last snapshot attempt failed.", nil},
+	{"sluice_raft_state", "1 for this node's Raft state (Leader, Follower, Candidate, Shutdown).", []string{"state"}},
+	{"sluice_raft_term", "Current Raft term.", nil},
+	{"sluice_raft_last_index", "Last log index.", nil},
+	{"sluice_raft_commit_index", "Commit index.", nil},
+	{"sluice_raft_applied_index", "Applied index.", nil},
+	{"sluice_raft_leader_changes_total", "Leadership changes this node has seen.", nil},
+	{"sluice_raft_commit_duration_seconds", "Time from handing an entry to Raft to its apply on this (leader) node.", nil},
+	{"sluice_raft_batch_commands", "Commands per log entry this node proposed.", nil},
+}
+
+// NewMetrics describes the metrics of one server; store is its quota
+// store, nil when it has none.
+func NewMetrics(env *commands.Env, store *persist.Store) *Metrics {
+	m := &Metrics{env: env, store: store, d: map[string]*prometheus.Desc{}}
+	for _, d := range metricDescs {
+		m.d[d.name] = prometheus.NewDesc(d.name, d.help, d.labels, nil)
 	}
+	return m
 }
 
 // Register adds the metrics to reg.
@@ -39,25 +68,114 @@ func (m *Metrics) Register(reg prometheus.Registerer) error { return reg.Registe
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.calls, m.limited, m.clients, m.conns, m.rejected, m.expired, m.keys} {
-		ch <- d
+	for _, d := range metricDescs {
+		ch <- m.d[d.name]
 	}
 }
 
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	counter := func(name string, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(m.d[name], prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(name string, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(m.d[name], prometheus.GaugeValue, v, labels...)
+	}
+	var cmds []*commands.Command
 	for _, c := range m.env.Table.Commands() {
-		if n := c.Calls(); n > 0 {
-			ch <- prometheus.MustNewConstMetric(m.calls, prometheus.CounterValue, float64(n), c.Name)
+		cmds = append(cmds, c)
+		cmds = append(cmds, c.Subs...)
+	}
+	for _, c := range cmds {
+		n := c.Calls()
+		if n == 0 {
+			continue
 		}
-		if n := c.Limited(); n > 0 {
-			ch <- prometheus.MustNewConstMetric(m.limited, prometheus.CounterValue, float64(n), c.Name)
+		name := c.FullName()
+		counter("sluice_commands_total", float64(n), name)
+		if l := c.Limited(); l > 0 {
+			counter("sluice_limited_total", float64(l), name)
+		}
+		if c.Machine != nil && c.Machine.Decides {
+			counter("sluice_decisions_total", float64(c.Allowed()), name, "allowed")
+			counter("sluice_decisions_total", float64(c.Limited()), name, "limited")
+		}
+		if f := c.Failed(); f > 0 {
+			counter("sluice_command_errors_total", float64(f), name)
+		}
+		nanos, buckets := c.Latency()
+		ch <- histogram(m.d["sluice_command_duration_seconds"], buckets[:], nanos, name)
+	}
+	for _, r := range m.env.Stats.Rules.Counts() {
+		counter("sluice_rule_decisions_total", float64(r.Allowed), r.Domain, r.Rule, "allowed")
+		counter("sluice_rule_decisions_total", float64(r.Limited), r.Domain, r.Rule, "limited")
+		if r.ShadowRefused > 0 {
+			counter("sluice_rule_shadow_refusals_total", float64(r.ShadowRefused), r.Domain, r.Rule)
 		}
 	}
 	st := m.env.Stats
-	ch <- prometheus.MustNewConstMetric(m.clients, prometheus.GaugeValue, float64(st.ConnectedClients.Load()))
-	ch <- prometheus.MustNewConstMetric(m.conns, prometheus.CounterValue, float64(st.ConnectionsReceived.Load()))
-	ch <- prometheus.MustNewConstMetric(m.rejected, prometheus.CounterValue, float64(st.ConnectionsRejected.Load()))
-	ch <- prometheus.MustNewConstMetric(m.expired, prometheus.CounterValue, float64(st.ExpiredKeys.Load()))
-	ch <- prometheus.MustNewConstMetric(m.keys, prometheus.GaugeValue, float64(m.env.Machine.Keys().Stats().Keys))
+	gauge("sluice_connected_clients", float64(st.ConnectedClients.Load()))
+	counter("sluice_connections_received_total", float64(st.ConnectionsReceived.Load()))
+	counter("sluice_connections_rejected_total", float64(st.ConnectionsRejected.Load()))
+	counter("sluice_expired_keys_total", float64(st.ExpiredKeys.Load()))
+	gauge("sluice_keys", float64(m.env.Machine.Keys().Stats().Keys))
+	if m.store != nil {
+		pc := m.store.Counters()
+		counter("sluice_quota_store_commits_total", float64(pc.Commits))
+		counter("sluice_quota_store_syncs_total", float64(pc.Syncs))
+		counter("sluice_quota_store_changes_total", float64(pc.Written))
+		gauge("sluice_quota_store_failed", flag(pc.StoreFailed))
+		gauge("sluice_snapshot_timestamp_seconds", float64(pc.SnapshotCreated)/1e9)
+		gauge("sluice_snapshot_duration_seconds", pc.SnapshotTook.Seconds())
+		gauge("sluice_snapshot_bytes", float64(pc.SnapshotBytes))
+		gauge("sluice_snapshot_failed", flag(pc.SnapshotFailed))
+	}
+	if n := m.env.Cluster; n != nil {
+		s := n.Status()
+		for _, state := range []string{"Leader", "Follower", "Candidate", "Shutdown"} {
+			gauge("sluice_raft_state", flag(s.State == state), state)
+		}
+		gauge("sluice_raft_term", float64(s.Term))
+		gauge("sluice_raft_last_index", float64(s.LastIndex))
+		gauge("sluice_raft_commit_index", float64(s.CommitIndex))
+		gauge("sluice_raft_applied_index", float64(s.AppliedIdx))
+		counter("sluice_raft_leader_changes_total", float64(s.LeaderChanges))
+		buckets, nanos := n.CommitLatency()
+		ch <- histogram(m.d["sluice_raft_commit_duration_seconds"], buckets, nanos)
+		ch <- sizeHistogram(m.d["sluice_raft_batch_commands"], n.BatchSizes())
+	}
+}
+
+func flag(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// histogram is a Prometheus histogram of power-of-two microsecond buckets
+// (commands.LatencyBuckets layout; counts per bucket, not cumulative) with
+// their total in nanoseconds.
+func histogram(d *prometheus.Desc, buckets []int64, nanos int64, labels ...string) prometheus.Metric {
+	cum := make(map[float64]uint64, len(buckets))
+	var total uint64
+	for i, n := range buckets {
+		total += uint64(n)
+		cum[float64(commands.BucketUpperMicros(i))/1e6] = total
+	}
+	return prometheus.MustNewConstHistogram(d, total, float64(nanos)/1e9, cum, labels...)
+}
+
+// sizeHistogram is a histogram of power-of-two size buckets (bucket i:
+// sizes in [2^i, 2^(i+1))); the sum is approximated by the lower bounds.
+func sizeHistogram(d *prometheus.Desc, buckets []int64) prometheus.Metric {
+	cum := make(map[float64]uint64, len(buckets))
+	var total uint64
+	var sum float64
+	for i, n := range buckets {
+		total += uint64(n)
+		sum += float64(n) * float64(int64(1)<<i)
+		cum[float64(int64(1)<<(i+1)-1)] = total
+	}
+	return prometheus.MustNewConstHistogram(d, total, sum, cum)
 }

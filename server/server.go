@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-rl/sluice/clock"
@@ -190,7 +191,8 @@ func (s *Server) ListenOn(raw net.Listener) error {
 		}
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(s.rulesCollectors()...)
-		if err := NewMetrics(s.env).Register(reg); err != nil {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		if err := NewMetrics(s.env, s.store).Register(reg); err != nil {
 			ln.Close()
 			mln.Close()
 			return err
