@@ -92,6 +92,9 @@ func (c *Ctx) Settle() {
 		r, limited := reply(i)
 		out = appendMachineReply(out, c.W.Proto, r)
 		d.of[i].decided(machine.Outcome{Limited: limited}, len(r) > 0 && r[0] != '-')
+		if limited {
+			c.Env.refusedReply(d.of[i], d.cmds[i], r)
+		}
 	}
 	out = append(out, c.W.Buf[prev:]...)
 	d.spare, c.W.Buf = c.W.Buf[:0], out

@@ -44,6 +44,17 @@ func connectionCommands() []*Command {
 }
 
 func runPing(c *Ctx, args [][]byte) {
+	if c.W.Proto == 2 && c.Conn.Subscribed() && len(args) <= 2 {
+		// In subscribed mode a RESP2 PING answers like a message.
+		c.W.Array(2)
+		c.W.BulkString("pong")
+		if len(args) == 2 {
+			c.W.Bulk(args[1])
+		} else {
+			c.W.BulkString("")
+		}
+		return
+	}
 	switch len(args) {
 	case 1:
 		c.W.Simple("PONG")
@@ -220,6 +231,9 @@ func (e *Env) mode() string { return "cluster" }
 // RESP2, no name, no READONLY/NO-EVICT/NO-TOUCH, and not authenticated
 // when a password is set. The library name and version stay, as in Redis.
 func runReset(c *Ctx, _ [][]byte) {
+	if c.Conn.Sub != nil {
+		c.Env.PubSub.Drop(c.Conn.Sub)
+	}
 	c.Conn.setProto(2)
 	c.W.Proto = 2
 	c.Conn.setName("")

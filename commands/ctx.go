@@ -7,6 +7,7 @@ import (
 	"github.com/sluice-rl/sluice/clock"
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/pubsub"
 	"github.com/sluice-rl/sluice/resp"
 )
 
@@ -97,6 +98,11 @@ type Env struct {
 	Clients Clients
 	// Tunables are the settings CONFIG SET changes at run time.
 	Tunables Tunables
+	// PubSub routes published messages and throttle events; never nil in a
+	// server (NewEnv-free callers must set it before pub/sub commands).
+	PubSub *pubsub.Hub
+	// Hot counts the most refused keys (THROTTLED.TOP); nil: not kept.
+	Hot *HotKeys
 }
 
 // Conn is one client connection's state. Only the connection's own
@@ -122,7 +128,15 @@ type Conn struct {
 	durable Ticket
 	// Close asks the server to close the connection once the reply is out.
 	Close bool
+	// Sink is where this connection's pub/sub messages go (set by the
+	// server; nil: the connection cannot subscribe). Sub holds its
+	// subscriptions, nil until the first SUBSCRIBE.
+	Sink pubsub.Sink
+	Sub  *pubsub.Subscriber
 }
+
+// Subscribed reports whether the connection holds a subscription.
+func (c *Conn) Subscribed() bool { return c.Sub != nil && c.Sub.Count() > 0 }
 
 // Ctx is one command's context: where it runs and where its reply goes.
 type Ctx struct {

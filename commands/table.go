@@ -119,6 +119,8 @@ func NewTable(m *machine.Machine) *Table {
 		connectionCommands(),
 		serverCommands(),
 		{latencyCommand()},
+		pubsubCommands(),
+		hotCommands(),
 		clientCommands(),
 		clusterCommands(),
 		scanCommands(),
@@ -195,6 +197,10 @@ func (t *Table) Dispatch(c *Ctx, args [][]byte) {
 		c.W.Error(errNoAuth)
 		return
 	}
+	if c.W.Proto == 2 && c.Conn.Subscribed() && !subscribedModeAllows(cmd.Name) {
+		c.W.Error("ERR Can't execute '" + cmd.FullName() + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
+		return
+	}
 	cmd.calls.Add(1)
 	c.cmd = cmd
 	if cmd.Machine != nil {
@@ -226,6 +232,9 @@ func (c *Ctx) apply(cmd *Command, args [][]byte) {
 	}
 	cmd.decided(out, len(c.W.Buf) > start && c.W.Buf[start] != '-')
 	c.Env.Stats.Rules.count(out)
+	if out.Limited {
+		c.Env.refusedOutcome(cmd, args, out)
+	}
 	c.journaled(out.Ticket)
 }
 

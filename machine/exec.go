@@ -40,10 +40,12 @@ func (x *exec) instant() int64 {
 
 // limiter writes a limiter decision as the five-integer reply.
 func (x *exec) limiter(res limiter.Result) {
+	reply := res.Reply()
 	if res.Limited {
 		x.out.Limited = true
+		x.out.Limit, x.out.RetryAfter = reply[1], reply[3]
 	}
-	x.w.Limiter(res.Reply())
+	x.w.Limiter(reply)
 }
 
 // journaled keeps the latest ticket of the apply; changes become durable

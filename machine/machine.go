@@ -137,6 +137,9 @@ func (m *Machine) Sweep(cursor *keyspace.SweepCursor, budget int) (examined, rem
 type Outcome struct {
 	// Limited is set when a limiter refused the request.
 	Limited bool
+	// Limit and RetryAfter are a refusal's limit and retry_after (seconds,
+	// -1: never), as its reply gives them.
+	Limit, RetryAfter int64
 	// Rule is the rule RL.CHECK's reply names (nil otherwise); Shadow a
 	// shadow-mode rule that would have refused the request (nil if none).
 	Rule, Shadow *policy.Rule

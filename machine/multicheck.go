@@ -367,6 +367,9 @@ func replyMulti(x *exec, checks []limitCheck, binding int, refused bool) {
 		r.Limited = false
 	}
 	five := r.Reply()
+	if refused {
+		x.out.Limit, x.out.RetryAfter = five[1], five[3]
+	}
 	for _, v := range five {
 		x.w.Int(v)
 	}

@@ -75,6 +75,15 @@ type Config struct {
 	// Replication makes this server a member of a Raft cluster; its Peers
 	// empty runs a single node.
 	Replication Replication
+	// PubSubOutputLimit drops a pub/sub subscriber whose unsent messages
+	// pass this many bytes (Redis' client-output-buffer-limit pubsub hard
+	// limit, default 32 MiB); 0 disables it.
+	PubSubOutputLimit int
+	// ThrottledTopWindow is the epoch of the most-refused-keys report
+	// (THROTTLED.TOP covers one to two of them); ThrottledTopCapacity the
+	// keys it tracks per epoch.
+	ThrottledTopWindow   time.Duration
+	ThrottledTopCapacity int
 	// Rules are the RL.CHECK rule files (envoyproxy/ratelimit YAML): files,
 	// or directories whose *.yaml and *.yml files are read. Empty loads
 	// none (rules may still be loaded with RL.RULES LOAD).
@@ -123,7 +132,10 @@ func DefaultConfig() Config {
 		QuotaFsync:        store.QuotaFsync,
 		// Kinds other than quotas are only snapshotted: a crash loses
 		// at most this much of their changes.
-		SnapshotInterval: store.SnapshotInterval,
+		SnapshotInterval:     store.SnapshotInterval,
+		PubSubOutputLimit:    32 << 20,
+		ThrottledTopWindow:   time.Minute,
+		ThrottledTopCapacity: 1024,
 	}
 }
 
@@ -136,6 +148,13 @@ var (
 func (c Config) Validate() error {
 	if err := checkHostPort(c.Addr); err != nil {
 		return fmt.Errorf("%w: addr %q: %v", ErrConfig, c.Addr, err)
+	}
+	if c.PubSubOutputLimit < 0 {
+		return fmt.Errorf("%w: pub/sub output limit %d must not be negative", ErrConfig, c.PubSubOutputLimit)
+	}
+	if c.ThrottledTopWindow <= 0 || c.ThrottledTopCapacity <= 0 || c.ThrottledTopCapacity > 1<<20 {
+		return fmt.Errorf("%w: throttled-top window %v and capacity %d must be positive (capacity at most 1048576)",
+			ErrConfig, c.ThrottledTopWindow, c.ThrottledTopCapacity)
 	}
 	if c.MetricsAddr != "" {
 		if err := checkHostPort(c.MetricsAddr); err != nil {

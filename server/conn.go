@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sync/atomic"
 	"errors"
 	"fmt"
 	"io"
@@ -36,6 +37,8 @@ type connState struct {
 	reg connReg
 	// batchCommands counts the commands of the batch being answered.
 	batchCommands int
+	// dropped is set once a publisher dropped this subscriber.
+	dropped atomic.Bool
 	// mark is when the command about to run started (monotonic ns since
 	// the server started): the read that ends one command starts the next.
 	mark int64
@@ -126,10 +129,36 @@ func (s *Server) newConn(nc net.Conn) *connState {
 	// Config.Validate checked the limits.
 	cs.framer, _ = guard.NewFramer(s.cfg.Protocol, cs.authed)
 	cs.out.init(nc)
+	cs.conn.Sink = pushSink{s: s, cs: cs}
 	return cs
 }
 
+// pushSink delivers pub/sub messages to a connection from the publisher's
+// goroutine: queued on its output without blocking; a subscriber whose
+// unsent output passes the pub/sub limit is dropped (its connection
+// closed), as Redis' client-output-buffer-limit pubsub does.
+type pushSink struct {
+	s  *Server
+	cs *connState
+}
+
+func (p pushSink) Push(msg []byte) bool {
+	limit := p.s.cfg.PubSubOutputLimit
+	if limit > 0 && p.cs.out.queuedBytes()+len(msg) > limit {
+		if p.cs.dropped.CompareAndSwap(false, true) {
+			p.s.log.Warn("dropping a pub/sub subscriber over its output limit", "addr", p.cs.conn.Addr,
+				"queued", p.cs.out.queuedBytes())
+			p.cs.out.abandon()
+		}
+		return false
+	}
+	return p.cs.out.send(msg) == nil
+}
+
 func (s *Server) closeConn(cs *connState) {
+	if cs.conn.Sub != nil {
+		s.env.PubSub.Drop(cs.conn.Sub)
+	}
 	s.clients.remove(cs)
 	cs.nc.Close()
 	cs.out.wait() // the writer goroutine, if any, fails on the closed socket

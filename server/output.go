@@ -48,7 +48,16 @@ func (o *output) init(nc net.Conn) {
 
 // send writes b, or queues what the socket does not take at once. It does
 // not keep b.
+//
+// It is safe for concurrent use (pub/sub messages are sent from the
+// publisher's goroutine): each call's bytes reach the socket whole and in
+// the order the calls took the lock.
 func (o *output) send(b []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return o.err
+	}
 	if o.nb.ok() && o.unsent.Load() == 0 {
 		n, err := o.nb.writeNow(b)
 		if err != nil {
@@ -58,11 +67,6 @@ func (o *output) send(b []byte) error {
 			return nil
 		}
 		b = b[n:]
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.err != nil {
-		return o.err
 	}
 	o.queued = append(o.queued, b...)
 	o.unsent.Add(int64(len(b)))

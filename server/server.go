@@ -23,6 +23,8 @@ import (
 	"github.com/sluice-rl/sluice/clock"
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/commands"
+	"github.com/sluice-rl/sluice/hot"
+	"github.com/sluice-rl/sluice/pubsub"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/persist"
@@ -112,6 +114,12 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 	}
 	s.clients.init()
 	s.env.Clients = &s.clients
+	s.env.PubSub = pubsub.New()
+	sketch, err := hot.New(hot.Config{Capacity: cfg.ThrottledTopCapacity, Window: int64(cfg.ThrottledTopWindow)})
+	if err != nil {
+		return nil, err
+	}
+	s.env.Hot = &commands.HotKeys{Sketch: sketch, Now: s.monotonic}
 	s.env.Tunables.MaxClients.Store(int64(cfg.MaxClients))
 	s.env.Tunables.IdleTimeoutSeconds.Store(int64(cfg.IdleTimeout / time.Second))
 	if cfg.Replication.Enabled() {

@@ -57,6 +57,9 @@ func run(args []string) error {
 		cfg.Rules = append(cfg.Rules, v)
 		return nil
 	})
+	fs.IntVar(&cfg.PubSubOutputLimit, "client-output-buffer-limit-pubsub", cfg.PubSubOutputLimit, "drop a pub/sub subscriber whose unsent messages pass this many bytes (0: no limit)")
+	fs.DurationVar(&cfg.ThrottledTopWindow, "throttled-top-window", cfg.ThrottledTopWindow, "epoch of the most-refused-keys report (THROTTLED.TOP covers one to two epochs)")
+	fs.IntVar(&cfg.ThrottledTopCapacity, "throttled-top-capacity", cfg.ThrottledTopCapacity, "keys the most-refused-keys report tracks per epoch")
 	rep := &cfg.Replication
 	fs.StringVar(&rep.NodeID, "node-id", "", "this member's id among --peers (replicated mode)")
 	peers := fs.String("peers", "", "every member of a replicated cluster: id=client-addr[@raft-addr],… (raft-addr defaults to the client port + 10000); empty runs one node")
