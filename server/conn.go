@@ -1,12 +1,12 @@
 package server
 
 import (
-	"sync/atomic"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rl/sluice/commands"

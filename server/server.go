@@ -24,10 +24,10 @@ import (
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/hot"
-	"github.com/sluice-rl/sluice/pubsub"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/persist"
+	"github.com/sluice-rl/sluice/pubsub"
 )
 
 // Server is one sluice node.
