@@ -23,6 +23,12 @@ type fsm struct {
 	// entry applied here, so a node that becomes leader can continue the
 	// log's time from it (see stampBase). It never decides a reply.
 	mono func() int64
+	// leading reports whether this node leads now: only the leader hands
+	// replies to clients, so a follower throws each away as it is built
+	// (nil: always keep them).
+	leading func() bool
+	// discard is the follower's reply buffer, reused entry after entry.
+	discard resp.Writer
 
 	mu sync.Mutex
 	// lastStamp is the stamp of the last entry applied; lastMono the local
@@ -44,9 +50,24 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
+	stamp, err := BatchStamp(l.Data)
+	if err == nil && f.leading != nil && !f.leading() {
+		// A follower: the same applies, no replies kept. (An entry a
+		// leader proposed and lost the lead over has no waiting client:
+		// Raft failed its future with ErrLeadershipLost.)
+		f.m.Advance(stamp)
+		_, _, err = f.dec.Decode(l.Data, func(args [][]byte) {
+			f.discard.Buf = f.discard.Buf[:0]
+			f.m.ApplyArgs(stamp, args, &f.discard)
+		})
+		if err != nil {
+			return fmt.Errorf("cluster: entry %d: %w", l.Index, err)
+		}
+		f.noteApplied(stamp)
+		return nil
+	}
 	res := &applied{}
 	w := resp.Writer{Proto: 2}
-	stamp, err := BatchStamp(l.Data)
 	if err == nil {
 		f.m.Advance(stamp)
 		_, _, err = f.dec.Decode(l.Data, func(args [][]byte) {
@@ -61,10 +82,15 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return fmt.Errorf("cluster: entry %d: %w", l.Index, err)
 	}
 	res.replies = w.Buf
+	f.noteApplied(stamp)
+	return res
+}
+
+// noteApplied records the last stamp applied and when (see stampBase).
+func (f *fsm) noteApplied(stamp int64) {
 	f.mu.Lock()
 	f.lastStamp, f.lastMono = max(f.lastStamp, stamp), f.mono()
 	f.mu.Unlock()
-	return res
 }
 
 // stampBase is where a new leader's clock starts: the last applied stamp

@@ -249,11 +249,20 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 		n.closeTransport()
 		return nil, fmt.Errorf("cluster: read Raft state in %s: %w", cfg.Dir, err)
 	}
+	// The FSM asks whether this node leads (followers keep no replies);
+	// it may apply before NewRaft returns, so it reads Raft through an
+	// atomic pointer (no Raft yet: not leading).
+	var started atomic.Pointer[raft.Raft]
+	n.fsm.leading = func() bool {
+		r := started.Load()
+		return r != nil && r.State() == raft.Leader
+	}
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.trans)
 	if err != nil {
 		n.closeTransport()
 		return nil, fmt.Errorf("cluster: start Raft: %w", err)
 	}
+	started.Store(n.raft)
 	if !existing {
 		var servers []raft.Server
 		for _, p := range cfg.Peers {
