@@ -5,7 +5,6 @@ import (
 
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
-	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 	"github.com/sluice-rl/sluice/window"
@@ -152,35 +151,20 @@ func (x *exec) parseLimit(args [][]byte, i int) (limitCheck, int, string) {
 		if !ok || limit < 0 {
 			return c, end, "ERR quota limit must be a non-negative integer"
 		}
-		period, err := quota.ParsePeriod(string(params[1]))
-		if err != nil {
-			return c, end, ErrorReply(err)
-		}
-		var anchor int64
-		hasAnchor, zone := false, "UTC"
+		var anchorArg, zoneArg []byte
 		for j := 2; j < len(params); j += 2 {
 			switch {
-			case resp.EqualFold(params[j], "anchor") && !hasAnchor:
-				sec, ok := resp.ParseInt(params[j+1])
-				if !ok || sec < 0 {
-					return c, end, "ERR ANCHOR must be a non-negative integer"
-				}
-				if anchor, err = quota.AnchorFromSeconds(sec); err != nil {
-					return c, end, "ERR ANCHOR is out of range"
-				}
-				hasAnchor = true
-			case resp.EqualFold(params[j], "tz"):
-				zone = string(params[j+1])
+			case resp.EqualFold(params[j], "anchor") && anchorArg == nil:
+				anchorArg = params[j+1]
+			case resp.EqualFold(params[j], "tz") && zoneArg == nil:
+				zoneArg = params[j+1]
 			default:
 				return c, end, resp.ErrSyntax
 			}
 		}
-		loc, err := x.m.zones.load(zone)
-		if err != nil {
-			return c, end, ErrorReply(err)
-		}
-		if c.sched, err = quota.NewScheduleIn(period, anchor, hasAnchor, loc); err != nil {
-			return c, end, ErrorReply(err)
+		var bad string
+		if c.sched, bad = x.quotaSchedule(params[1], anchorArg, zoneArg); bad != "" {
+			return c, end, bad
 		}
 		c.kind, c.quotaLimit = keyspace.KindQuota, limit
 	default:

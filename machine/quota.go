@@ -58,11 +58,6 @@ func runQuotaCheck(x *exec, args [][]byte) {
 		x.w.Error("ERR limit must not be negative")
 		return
 	}
-	period, err := quota.ParsePeriod(string(args[3]))
-	if err != nil {
-		x.error(err)
-		return
-	}
 	var anchorArg, zoneArg, costArg []byte
 	for i := 4; i < len(args); i += 2 {
 		var opt *[]byte
@@ -91,34 +86,9 @@ func runQuotaCheck(x *exec, args [][]byte) {
 			return
 		}
 	}
-	var anchor int64
-	if anchorArg != nil {
-		sec, ok := resp.ParseInt(anchorArg)
-		if !ok {
-			x.w.Error(resp.ErrNotInteger)
-			return
-		}
-		if sec < 0 {
-			x.w.Error("ERR ANCHOR must not be negative")
-			return
-		}
-		if anchor, err = quota.AnchorFromSeconds(sec); err != nil {
-			x.w.Error("ERR ANCHOR is out of range (at most " + strconv.FormatInt(quota.MaxInstant/1e9, 10) + ")")
-			return
-		}
-	}
-	zone := "UTC"
-	if zoneArg != nil {
-		zone = string(zoneArg)
-	}
-	loc, err := x.m.zones.load(zone)
-	if err != nil {
-		x.error(err)
-		return
-	}
-	sch, err := quota.NewScheduleIn(period, anchor, anchorArg != nil, loc)
-	if err != nil {
-		x.error(err)
+	sch, bad := x.quotaSchedule(args[3], anchorArg, zoneArg)
+	if bad != "" {
+		x.w.Error(bad)
 		return
 	}
 
@@ -161,6 +131,43 @@ func runQuotaCheck(x *exec, args [][]byte) {
 	}
 	x.journaled(t)
 	x.limiter(res)
+}
+
+// quotaSchedule builds the calendar schedule QUOTA.CHECK and RL.CHECKALL
+// take: a period, an optional ANCHOR (Unix seconds) and TZ (an IANA zone
+// from the tz database compiled in; UTC when absent). It returns the error
+// reply, or "".
+func (x *exec) quotaSchedule(periodArg, anchorArg, zoneArg []byte) (quota.Schedule, string) {
+	period, err := quota.ParsePeriod(string(periodArg))
+	if err != nil {
+		return quota.Schedule{}, ErrorReply(err)
+	}
+	var anchor int64
+	if anchorArg != nil {
+		sec, ok := resp.ParseInt(anchorArg)
+		if !ok {
+			return quota.Schedule{}, resp.ErrNotInteger
+		}
+		if sec < 0 {
+			return quota.Schedule{}, "ERR ANCHOR must not be negative"
+		}
+		if anchor, err = quota.AnchorFromSeconds(sec); err != nil {
+			return quota.Schedule{}, "ERR ANCHOR is out of range (at most " + strconv.FormatInt(quota.MaxInstant/1e9, 10) + ")"
+		}
+	}
+	zone := "UTC"
+	if zoneArg != nil {
+		zone = string(zoneArg)
+	}
+	loc, err := x.m.zones.load(zone)
+	if err != nil {
+		return quota.Schedule{}, ErrorReply(err)
+	}
+	sch, err := quota.NewScheduleIn(period, anchor, anchorArg != nil, loc)
+	if err != nil {
+		return quota.Schedule{}, ErrorReply(err)
+	}
+	return sch, ""
 }
 
 // quotaChange is what QUOTA.REFUND and QUOTA.RESET do to a stored state.
