@@ -114,11 +114,24 @@ func (c *Ctx) infoFields(name string) [][2]string {
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
 		st := e.Machine.Keys().Stats()
+		// used_memory is what the process allocated: the Go heap's live
+		// objects plus the keyspace's off-heap blocks. used_memory_rss is
+		// the resident set; where it cannot be read, the runtime's and the
+		// off-heap memory's own totals stand in for it.
+		used := m.HeapAlloc + uint64(st.OffHeap.Allocated)
+		rss, ok := processRSS()
+		if !ok {
+			rss = m.Sys + uint64(st.OffHeap.Held)
+		}
 		return [][2]string{
-			{"used_memory", strconv.FormatUint(m.HeapAlloc, 10)},
-			{"used_memory_human", humanBytes(m.HeapAlloc)},
-			{"used_memory_rss", strconv.FormatUint(m.Sys, 10)},
-			{"used_memory_rss_human", humanBytes(m.Sys)},
+			{"used_memory", strconv.FormatUint(used, 10)},
+			{"used_memory_human", humanBytes(used)},
+			{"used_memory_rss", strconv.FormatUint(rss, 10)},
+			{"used_memory_rss_human", humanBytes(rss)},
+			{"used_memory_heap", strconv.FormatUint(m.HeapAlloc, 10)},
+			{"used_memory_offheap", strconv.FormatInt(st.OffHeap.Allocated, 10)},
+			{"used_memory_offheap_held", strconv.FormatInt(st.OffHeap.Held, 10)},
+			{"used_memory_offheap_mapped", strconv.FormatInt(st.OffHeap.Mapped, 10)},
 			{"used_memory_keyspace", strconv.Itoa(st.Bytes)},
 			{"maxmemory", "0"},
 			{"maxmemory_human", "0B"},

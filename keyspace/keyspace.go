@@ -3,10 +3,13 @@ package keyspace
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"hash/maphash"
+	"runtime"
 	"slices"
 	"sync"
 
+	"github.com/sluice-rl/sluice/keyspace/offheap"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -16,20 +19,33 @@ var (
 	ErrWrongType = errors.New("keyspace: key holds the wrong kind of value")
 	// ErrSlotFull: one slot's records would pass 4 GiB.
 	ErrSlotFull = errors.New("keyspace: slot is full")
+	// ErrNoMemory: the operating system refused memory for the keyspace.
+	// (The key is not stored; a replica that could store it would differ,
+	// as after any local fault.)
+	ErrNoMemory = errors.New("keyspace: out of memory")
 )
+
+func errNoMemory(err error) error { return fmt.Errorf("%w: %w", ErrNoMemory, err) }
 
 // Keyspace is every key sluice holds.
 type Keyspace struct {
 	seed  maphash.Seed
+	heap  *offheap.Heap
 	slots [slot.Count]Slot
 }
 
-// New returns an empty keyspace.
+// New returns an empty keyspace. Its records live in off-heap memory of
+// its own, given back when the keyspace is garbage collected.
 func New() *Keyspace {
-	ks := &Keyspace{seed: maphash.MakeSeed()}
+	ks := &Keyspace{seed: maphash.MakeSeed(), heap: offheap.New()}
 	for i := range ks.slots {
 		ks.slots[i].seed = ks.seed
+		ks.slots[i].t.heap = ks.heap
 	}
+	// Nothing can reach a slot's memory once the keyspace is unreachable:
+	// slots live inside it, and keys read from them are copied by whoever
+	// keeps them.
+	runtime.AddCleanup(ks, func(h *offheap.Heap) { h.Close() }, ks.heap)
 	return ks
 }
 
@@ -129,9 +145,9 @@ func (s *Slot) Insert(key []byte, kind Kind, word int64, obj any) (Entry, error)
 	if old, ok := s.t.find(h, key); ok {
 		s.t.remove(s.seed, old, true)
 	}
-	r, ok := s.t.insert(s.seed, key, kind, word, obj)
-	if !ok {
-		return Entry{}, ErrSlotFull
+	r, err := s.t.insert(s.seed, key, kind, word, obj)
+	if err != nil {
+		return Entry{}, err
 	}
 	return Entry{r}, nil
 }
@@ -185,7 +201,7 @@ func (s *Slot) Keys(now int64, fn func(key []byte, e Entry) bool) {
 func (s *Slot) Bytes() int { return s.t.bytes() }
 
 // flush drops every key.
-func (s *Slot) flush() { s.t = table{gen: s.t.gen + 1} }
+func (s *Slot) flush() { s.t.release() }
 
 // Flush drops every key of every slot.
 func (ks *Keyspace) Flush() {
@@ -203,6 +219,9 @@ type Stats struct {
 	Keys int
 	// Bytes is the memory the slot tables hold.
 	Bytes int
+	// OffHeap is the keyspace's off-heap memory: blocks handed out, and
+	// what is held (possibly resident) and mapped for them.
+	OffHeap offheap.Stats
 }
 
 // Stats walks every slot.
@@ -215,6 +234,7 @@ func (ks *Keyspace) Stats() Stats {
 		st.Bytes += s.t.bytes()
 		s.mu.Unlock()
 	}
+	st.OffHeap = ks.heap.Stats()
 	return st
 }
 

@@ -81,6 +81,45 @@ func TestAgainstMap(t *testing.T) {
 				t.Fatalf("seed %d step %d: slot holds %d, model %d live", seed, step, s.Len(), countLive(model, at))
 			}
 		}
+		// Emptied, the slot gives every off-heap block back.
+		ks.Sweep(now+1_000, &SweepCursor{slot: 7}, 1_000)
+		s := ks.Lock(7)
+		for key := range model {
+			if e, ok := s.Get([]byte(key), 0); ok {
+				s.Delete(e)
+			}
+		}
+		s.Unlock()
+		if st := ks.Stats(); st.Keys != 0 || st.OffHeap.Allocated != 0 || st.OffHeap.Held != 0 {
+			t.Fatalf("seed %d: emptied keyspace: %+v", seed, st)
+		}
+	}
+}
+
+// TestOffHeapAccounting: the records live off the Go heap, Stats says how
+// much, and a flush gives it all back.
+func TestOffHeapAccounting(t *testing.T) {
+	ks := New()
+	for i := range 50_000 {
+		key := []byte(fmt.Sprintf("key:%012d", i))
+		s := ks.LockKey(key)
+		if _, err := s.Insert(key, KindGCRA, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.Unlock()
+	}
+	st := ks.Stats()
+	// 50k records of 26 bytes and their index: the blocks hold them with
+	// bounded slack.
+	if st.OffHeap.Allocated < 50_000*26 || st.OffHeap.Allocated > 50_000*26*2 {
+		t.Fatalf("50k keys: %+v", st)
+	}
+	if int64(st.Bytes) != st.OffHeap.Allocated {
+		t.Fatalf("GCRA keys only: table bytes %d != off-heap allocated %d", st.Bytes, st.OffHeap.Allocated)
+	}
+	ks.FlushAll(nil)
+	if st := ks.Stats(); st.OffHeap.Allocated != 0 || st.OffHeap.Held != 0 {
+		t.Fatalf("after FlushAll: %+v", st)
 	}
 }
 

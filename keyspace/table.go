@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/maphash"
+	"unsafe"
+
+	"github.com/sluice-rl/sluice/keyspace/offheap"
 )
 
 // A table holds one slot's keys.
@@ -16,7 +19,15 @@ import (
 // sized to a power of two; 0 marks an empty position and tombstone a deleted
 // one. Deleted records stay in the arena until more than half of it is
 // garbage, then the table is rebuilt in record order.
+//
+// index and arena are blocks of the keyspace's off-heap memory (package
+// offheap): the garbage collector neither scans them nor lets them double
+// the heap. The table frees a block as soon as it replaces it, so a key
+// slice read from the arena is valid only until the table next changes
+// (and only under the slot's lock); callers that keep a key copy it.
+// objs holds Go values and stays on the Go heap.
 type table struct {
+	heap  *offheap.Heap
 	index []uint32
 	arena []byte
 	// objs holds the state of kinds with more than one word; a record refers
@@ -131,17 +142,25 @@ func (t *table) find(h uint64, key []byte) (ref, bool) {
 
 // insert adds a record for a key that find reported absent. It returns
 // false when the slot's arena cannot grow further.
-func (t *table) insert(seed maphash.Seed, key []byte, kind Kind, word int64, obj any) (ref, bool) {
+func (t *table) insert(seed maphash.Seed, key []byte, kind Kind, word int64, obj any) (ref, error) {
 	n := recordLen(kind, len(key))
 	if len(t.arena)-t.dead+n > maxArena {
-		return ref{}, false
+		return ref{}, ErrSlotFull
 	}
 	if len(t.arena)+n > maxArena {
-		t.rebuild(seed, len(t.index))
+		if err := t.rebuild(seed, len(t.index), n); err != nil {
+			return ref{}, err
+		}
 	}
 	if (t.used+1)*loadDen > len(t.index)*loadNum {
-		t.rebuild(seed, indexSizeFor(t.live+1))
+		if err := t.rebuild(seed, indexSizeFor(t.live+1), n); err != nil {
+			return ref{}, err
+		}
 	}
+	if err := t.reserve(n); err != nil {
+		return ref{}, err
+	}
+	base := unsafe.SliceData(t.arena)
 	off := len(t.arena)
 	t.arena = append(t.arena, byte(kind))
 	t.arena = binary.AppendUvarint(t.arena, uint64(len(key)))
@@ -151,9 +170,59 @@ func (t *table) insert(seed maphash.Seed, key []byte, kind Kind, word int64, obj
 	if kind != KindGCRA {
 		t.arena = binary.LittleEndian.AppendUint32(t.arena, t.putObj(obj))
 	}
+	if unsafe.SliceData(t.arena) != base {
+		panic("keyspace: arena append moved off its block")
+	}
 	pos := t.place(maphash.Bytes(seed, key), off)
 	t.live++
-	return ref{pos: pos, off: off, word: wordOff, kind: kind}, true
+	return ref{pos: pos, off: off, word: wordOff, kind: kind}, nil
+}
+
+// reserve makes room for n more arena bytes, moving the arena to a bigger
+// block when it must. Growth is by size class or an eighth, not doubling,
+// so an arena's slack stays bounded.
+func (t *table) reserve(n int) error {
+	need := len(t.arena) + n
+	if need <= cap(t.arena) {
+		return nil
+	}
+	// Size classes (at most 25% apart) are the growth steps of a small
+	// arena; a large one, rounded to the page only, grows by an eighth.
+	want := need
+	if need > offheap.MaxSmall {
+		want += need / 8
+	}
+	b, err := t.heap.Alloc(min(want, maxArena))
+	if err != nil {
+		return errNoMemory(err)
+	}
+	b = b[:len(t.arena)]
+	copy(b, t.arena)
+	t.heap.Free(t.arena)
+	t.arena = b
+	return nil
+}
+
+// allocIndex returns a zeroed index of size positions.
+func (t *table) allocIndex(size int) ([]uint32, error) {
+	b, err := t.heap.Alloc(size * 4)
+	if err != nil {
+		return nil, errNoMemory(err)
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(b))), size), nil
+}
+
+func (t *table) freeIndex(index []uint32) {
+	if len(index) > 0 {
+		t.heap.Free(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(index))), len(index)*4))
+	}
+}
+
+// release frees the table's blocks and empties it.
+func (t *table) release() {
+	t.heap.Free(t.arena)
+	t.freeIndex(t.index)
+	*t = table{heap: t.heap, gen: t.gen + 1}
 }
 
 // place puts offset off at the first free position of h's probe sequence.
@@ -204,12 +273,12 @@ func (t *table) remove(seed maphash.Seed, r ref, compact bool) {
 // garbage, and frees everything when the table is empty.
 func (t *table) maybeCompact(seed maphash.Seed) bool {
 	if t.live == 0 {
-		*t = table{gen: t.gen + 1}
+		t.release()
 		return true
 	}
 	if t.dead > 256 && t.dead*2 > len(t.arena) {
-		t.rebuild(seed, indexSizeFor(t.live))
-		return true
+		// Without memory for the copy the garbage stays until a later try.
+		return t.rebuild(seed, indexSizeFor(t.live), 0) == nil
 	}
 	return false
 }
@@ -222,13 +291,28 @@ func indexSizeFor(n int) int {
 	return size
 }
 
-// rebuild copies the live records, in order, into a fresh arena and index
-// of the given size, dropping tombstones and garbage.
-func (t *table) rebuild(seed maphash.Seed, size int) {
-	old := t.arena
-	arena := make([]byte, 0, len(old)-t.dead+len(old)/8)
-	index := make([]uint32, size)
-	objs := make([]any, 0, t.live)
+// rebuild copies the live records, in order, into a fresh arena (with
+// room for extra more bytes) and index of the given size, dropping
+// tombstones and garbage, and frees the old blocks. On failure the table
+// is unchanged.
+func (t *table) rebuild(seed maphash.Seed, size, extra int) error {
+	old, oldIndex := t.arena, t.index
+	live := len(old) - t.dead
+	arena, err := t.heap.Alloc(min(max(live+extra+live/8, 1), maxArena))
+	if err != nil {
+		return errNoMemory(err)
+	}
+	index, err := t.allocIndex(size)
+	if err != nil {
+		t.heap.Free(arena)
+		return err
+	}
+	arena = arena[:0]
+	// A table of GCRA keys alone has no objects: keep objs nil for it.
+	var objs []any
+	if n := len(t.objs) - len(t.free); n > 0 {
+		objs = make([]any, 0, n)
+	}
 	t.index, t.used, t.free = index, 0, nil
 	for off := 0; off < len(old); {
 		kind, key, word, next := recordIn(old, off)
@@ -246,6 +330,9 @@ func (t *table) rebuild(seed maphash.Seed, size int) {
 	}
 	t.arena, t.objs, t.dead = arena, objs, 0
 	t.gen++
+	t.heap.Free(old)
+	t.freeIndex(oldIndex)
+	return nil
 }
 
 // each calls fn for every record from arena offset start on, in record

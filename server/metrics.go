@@ -35,6 +35,8 @@ var metricDescs = []struct {
 	{"sluice_connections_rejected_total", "Connections refused at max clients.", nil},
 	{"sluice_expired_keys_total", "Keys removed by the expiry sweep.", nil},
 	{"sluice_keys", "Keys held, expired ones not yet swept included.", nil},
+	{"sluice_offheap_allocated_bytes", "Off-heap memory the keyspace's blocks take.", nil},
+	{"sluice_offheap_held_bytes", "Off-heap memory held for the keyspace (may be resident).", nil},
 	{"sluice_quota_store_commits_total", "Batches committed to the quota store.", nil},
 	{"sluice_quota_store_syncs_total", "fsyncs of the quota store.", nil},
 	{"sluice_quota_store_changes_total", "Changes (quotas, overrides, scales) written to the quota store.", nil},
@@ -118,7 +120,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	counter("sluice_connections_received_total", float64(st.ConnectionsReceived.Load()))
 	counter("sluice_connections_rejected_total", float64(st.ConnectionsRejected.Load()))
 	counter("sluice_expired_keys_total", float64(st.ExpiredKeys.Load()))
-	gauge("sluice_keys", float64(m.env.Machine.Keys().Stats().Keys))
+	ks := m.env.Machine.Keys().Stats()
+	gauge("sluice_keys", float64(ks.Keys))
+	gauge("sluice_offheap_allocated_bytes", float64(ks.OffHeap.Allocated))
+	gauge("sluice_offheap_held_bytes", float64(ks.OffHeap.Held))
 	if m.store != nil {
 		pc := m.store.Counters()
 		counter("sluice_quota_store_commits_total", float64(pc.Commits))

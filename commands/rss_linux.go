@@ -1,0 +1,28 @@
+//go:build linux
+
+package commands
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// processRSS is the process' resident set size in bytes, from
+// /proc/self/statm: what the operator pays, heap, off-heap and runtime
+// alike. ok is false when it cannot be read.
+func processRSS() (rss uint64, ok bool) {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, false
+	}
+	pages, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return pages * uint64(os.Getpagesize()), true
+}
