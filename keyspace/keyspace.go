@@ -211,6 +211,7 @@ func (ks *Keyspace) Flush() {
 		s.flush()
 		s.mu.Unlock()
 	}
+	ks.heap.GiveBack()
 }
 
 // Stats are counts over the whole keyspace.

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/sluice-rl/sluice/keyspace/offheap"
+
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -90,7 +92,7 @@ func TestAgainstMap(t *testing.T) {
 			}
 		}
 		s.Unlock()
-		if st := ks.Stats(); st.Keys != 0 || st.OffHeap.Allocated != 0 || st.OffHeap.Held != 0 {
+		if st := ks.Stats(); st.Keys != 0 || st.OffHeap.Allocated != 0 || st.OffHeap.Held > offheap.MinGiveBack {
 			t.Fatalf("seed %d: emptied keyspace: %+v", seed, st)
 		}
 	}

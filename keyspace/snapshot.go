@@ -19,6 +19,8 @@ func (ks *Keyspace) FlushAll(before func(slots func(i int) *Slot)) {
 	for i := range ks.slots {
 		ks.slots[i].flush()
 	}
+	// Everything is free: give it all back now, not in the next batch.
+	ks.heap.GiveBack()
 	for i := range ks.slots {
 		ks.slots[i].mu.Unlock()
 	}

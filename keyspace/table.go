@@ -209,6 +209,7 @@ func (t *table) allocIndex(size int) ([]uint32, error) {
 	if err != nil {
 		return nil, errNoMemory(err)
 	}
+	clear(b)
 	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(b))), size), nil
 }
 

@@ -66,8 +66,10 @@ func TestOffHeapMemoryComesBack(t *testing.T) {
 
 	fill(keys)
 	advance(t, c, 2*time.Minute)
+	// What stays held is bounded by the batch pages are given back in
+	// (offheap.MinGiveBack).
 	eventually(t, "expired keys give their off-heap memory back", func() bool {
 		m := memory()
-		return m["used_memory_offheap"] == 0 && m["used_memory_offheap_held"] == 0
+		return m["used_memory_offheap"] == 0 && m["used_memory_offheap_held"] <= 256<<10
 	})
 }

@@ -22,6 +22,13 @@ const (
 	// become resident only when written).
 	regionSpans = 64
 	regionSize  = regionSpans * spanSize
+	// MinGiveBack: free pages are kept (resident, reused first) until they
+	// pass this or a sixteenth of the allocated memory, then given back all
+	// at once: a table that grows frees its old block and takes a bigger one
+	// at once, and releasing and faulting pages on every such step costs
+	// more than the step.
+	MinGiveBack = 256 << 10
+	maxUnits    = 64
 )
 
 // classes are the block sizes up to MaxSmall: multiples of 16 up to 128,
@@ -59,9 +66,10 @@ func classOf(n int) int {
 type Stats struct {
 	// Allocated is the capacity of the blocks handed out and not freed.
 	Allocated int64
-	// Held is the memory that may be resident: the pages of spans that
-	// blocks in use touch, and large blocks. A page whose blocks are all
-	// free has been given back and is not counted.
+	// Held is the memory that may be resident: large blocks, and the pages
+	// of spans that were written and not given back since. Pages whose
+	// blocks are all free are given back in batches, so Held exceeds what
+	// the blocks in use touch by at most max(MinGiveBack, Allocated/16).
 	Held int64
 	// Mapped is the address space taken, resident or not.
 	Mapped int64
@@ -77,10 +85,13 @@ type Heap struct {
 	unit    int
 	regions []*region // sorted by base
 	partial [64]spanList
-	empty   []*span // spans of no class, their pages given back
+	empty   []*span // spans of no class
 	large   map[uintptr][]byte
 	stats   Stats
-	closed  bool
+	// idle counts bytes of pages held with no block in use: what the next
+	// give-back returns.
+	idle   int64
+	closed bool
 }
 
 type region struct {
@@ -94,8 +105,9 @@ type span struct {
 	class      int // -1: none
 	size, n    int
 	used       int
-	bitmap     []uint64 // blocks in use
-	resident   uint64   // units (pages) that may be resident
+	bitmap     []uint64         // blocks in use
+	resident   uint64           // units (pages) that may be resident
+	inUnit     [maxUnits]uint16 // blocks in use overlapping each unit
 	prev, next *span
 	listed     bool
 }
@@ -129,7 +141,7 @@ func New() *Heap {
 	}
 	h := &Heap{sys: systemMapper(), pageSize: pageSize(), large: map[uintptr][]byte{}}
 	h.unit = h.pageSize
-	if spanSize%h.unit != 0 || spanSize/h.unit > 64 {
+	if spanSize%h.unit != 0 || spanSize/h.unit > maxUnits {
 		h.unit = spanSize
 	}
 	return h
@@ -138,8 +150,9 @@ func New() *Heap {
 // PageSize is the page size blocks over MaxSmall are rounded to.
 func (h *Heap) PageSize() int { return h.pageSize }
 
-// Alloc returns a zeroed block of n bytes (n > 0) whose capacity is
-// h.ClassSize(n). It fails only when the operating system refuses memory.
+// Alloc returns a block of n bytes (n > 0) whose capacity is
+// h.ClassSize(n). Its contents are undefined: a caller that needs zeroes
+// clears it. It fails only when the operating system refuses memory.
 func (h *Heap) Alloc(n int) ([]byte, error) {
 	if n <= 0 {
 		return nil, nil
@@ -176,14 +189,16 @@ func (h *Heap) Alloc(n int) ([]byte, error) {
 	}
 	h.stats.Allocated += int64(s.size)
 	for u := i * s.size / h.unit; u <= ((i+1)*s.size-1)/h.unit; u++ {
-		if s.resident&(1<<u) == 0 {
+		switch {
+		case s.resident&(1<<u) == 0:
 			s.resident |= 1 << u
 			h.stats.Held += int64(h.unit)
+		case s.inUnit[u] == 0:
+			h.idle -= int64(h.unit)
 		}
+		s.inUnit[u]++
 	}
-	b := s.mem[i*s.size : (i+1)*s.size : (i+1)*s.size]
-	clear(b)
-	return b[:n], nil
+	return s.mem[i*s.size : i*s.size+n : (i+1)*s.size], nil
 }
 
 // take marks the first free block used and returns its number.
@@ -264,6 +279,7 @@ func (h *Heap) Free(b []byte) {
 		if err := h.sys.munmap(mem); err != nil {
 			panic(fmt.Sprintf("offheap: munmap: %v", err))
 		}
+		h.maybeGiveBack()
 		return
 	}
 	s := h.spanOf(p)
@@ -283,53 +299,68 @@ func (h *Heap) Free(b []byte) {
 	if wasFull {
 		h.partial[c].push(s)
 	}
-	h.giveBack(s, i)
-	// An empty span (its pages all given back now) can serve any class.
+	for u := i * s.size / h.unit; u <= ((i+1)*s.size-1)/h.unit; u++ {
+		if s.inUnit[u]--; s.inUnit[u] == 0 {
+			h.idle += int64(h.unit)
+		}
+	}
+	// An empty span can serve any class (its pages, resident or not, are
+	// reused as they are).
 	if s.used == 0 {
 		h.partial[c].remove(s)
 		s.class = -1
 		h.empty = append(h.empty, s)
 	}
+	h.maybeGiveBack()
 }
 
-// giveBack returns to the operating system the pages of block i that no
-// block in use touches any more. Pages rather than whole spans: a class
-// that tables grew through keeps a few blocks scattered over many spans,
-// and only the pages under those blocks should stay resident.
-func (h *Heap) giveBack(s *span, i int) {
-	first, last := -1, -1
-	for u := i * s.size / h.unit; u <= ((i+1)*s.size-1)/h.unit; u++ {
-		if s.resident&(1<<u) == 0 || !s.unitFree(u, h.unit) {
-			continue
-		}
-		if first < 0 {
-			first = u
-		}
-		last = u
-	}
-	if first < 0 {
-		return
-	}
-	// A failed madvise leaves the pages resident and counted.
-	if err := h.sys.release(s.mem[first*h.unit : (last+1)*h.unit]); err != nil {
-		return
-	}
-	for u := first; u <= last; u++ {
-		if s.resident&(1<<u) != 0 {
-			s.resident &^= 1 << u
-			h.stats.Held -= int64(h.unit)
-		}
+// maybeGiveBack gives the idle pages back once there are enough of them.
+func (h *Heap) maybeGiveBack() {
+	if h.idle > max(MinGiveBack, h.stats.Allocated/16) {
+		h.giveBack()
 	}
 }
 
-// unitFree reports whether no block in use overlaps unit u of the span.
-func (s *span) unitFree(u, unit int) bool {
-	for b := u * unit / s.size; b <= min(((u+1)*unit-1)/s.size, s.n-1); b++ {
-		if s.bitmap[b/64]&(1<<(b%64)) != 0 {
-			return false
+// GiveBack returns every page no block in use touches to the operating
+// system now, rather than when enough have gathered.
+func (h *Heap) GiveBack() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.closed {
+		h.giveBack()
+	}
+}
+
+// giveBack releases the idle pages of every span, in runs. Pages rather
+// than whole spans: a class that tables grew through keeps a few blocks
+// scattered over many spans, and only the pages under those blocks should
+// stay resident.
+func (h *Heap) giveBack() {
+	for _, r := range h.regions {
+		for si := range r.spans {
+			s := &r.spans[si]
+			units := spanSize / h.unit
+			for u := 0; u < units; {
+				if s.resident&(1<<u) == 0 || s.inUnit[u] != 0 {
+					u++
+					continue
+				}
+				end := u + 1
+				for end < units && s.resident&(1<<end) != 0 && s.inUnit[end] == 0 {
+					end++
+				}
+				// A failed madvise leaves the pages resident and counted.
+				if h.sys.release(s.mem[u*h.unit:end*h.unit]) == nil {
+					for ; u < end; u++ {
+						s.resident &^= 1 << u
+						h.stats.Held -= int64(h.unit)
+						h.idle -= int64(h.unit)
+					}
+				}
+				u = end
+			}
 		}
 	}
-	return true
 }
 
 func (h *Heap) spanOf(p uintptr) *span {
@@ -384,7 +415,7 @@ func (h *Heap) Close() error {
 	}
 	h.large, h.regions, h.empty = nil, nil, nil
 	h.partial = [len(h.partial)]spanList{}
-	h.stats = Stats{}
+	h.stats, h.idle = Stats{}, 0
 	return first
 }
 
