@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # make bench: sluice's CL.THROTTLE against a local redis-server running the
 # GCRA Lua script users run today, and plain INCR, in the same run; then
-# memory per key with 1M live keys on both. Other limiters' scripts
-# (scripts/bench_*.sh) run after, against the same two servers.
+# memory per key with 1M live keys (scripts/bench_memory.sh). Other
+# limiters' scripts (scripts/bench_*.sh) run after, against the same two
+# servers.
 #
 # Environment: SLUICE (binary, default bin/sluice), N (requests, default
-# 1000000), KEYS_MEM (keys for the memory test, default 1000000).
+# 1000000), KEYS_MEM (keys for the memory test, default 1000000; read by
+# scripts/bench_memory.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SLUICE=${SLUICE:-bin/sluice}
 N=${N:-1000000}
-KEYS_MEM=${KEYS_MEM:-1000000}
+export KEYS_MEM=${KEYS_MEM:-1000000}
 export SLUICE_PORT=${SLUICE_PORT:-7481} REDIS_PORT=${REDIS_PORT:-7482}
 
 if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
@@ -71,36 +73,8 @@ echo "CL.THROTTLE / Redis+Lua: -P 1 $(ratio "${rps[cl,1]}" "${rps[lua,1]}")x   -
 echo "p99 at -P 1: CL.THROTTLE ${p99[cl,1]} ms, INCR ${p99[incr,1]} ms   (target: CL.THROTTLE <= INCR)"
 echo "sluice PING / redis PING: -P 1 $(ratio "${rps[sping,1]}" "${rps[ping,1]}")x   -P 16 $(ratio "${rps[sping,16]}" "${rps[ping,16]}")x   (the network path alone)"
 echo
-echo "== memory with $KEYS_MEM live GCRA keys =="
-# gen CMD... writes KEYS_MEM commands in RESP, one per key, for redis-cli --pipe.
-gen() {
-	awk -v n="$KEYS_MEM" -v pre="$1" -v post="$2" 'BEGIN {
-		split(pre, a, " "); split(post, b, " ")
-		for (i = 0; i < n; i++) {
-			key = sprintf("key:%012d", i)
-			printf "*%d\r\n", length(a) + 1 + length(b)
-			for (j = 1; j <= length(a); j++) printf "$%d\r\n%s\r\n", length(a[j]), a[j]
-			printf "$%d\r\n%s\r\n", length(key), key
-			for (j = 1; j <= length(b); j++) printf "$%d\r\n%s\r\n", length(b[j]), b[j]
-		}
-	}'
-}
-used() { redis-cli -p "$1" info memory | tr -d '\r' | awk -F: -v f="$2" '$1 == f {print $2}'; }
-redis-cli -p "$SLUICE_PORT" flushall >/dev/null
-redis-cli -p "$REDIS_PORT" flushall >/dev/null
-redis-cli -p "$SLUICE_PORT" debug gc >/dev/null
-s0=$(used "$SLUICE_PORT" used_memory)
-r0=$(used "$REDIS_PORT" used_memory)
-gen "CL.THROTTLE" "100 1 86400 1" | redis-cli -p "$SLUICE_PORT" --pipe >/dev/null
-gen "EVALSHA $sha 1" "100 1 86400 1" | redis-cli -p "$REDIS_PORT" --pipe >/dev/null
-redis-cli -p "$SLUICE_PORT" debug gc >/dev/null
-s1=$(used "$SLUICE_PORT" used_memory)
-r1=$(used "$REDIS_PORT" used_memory)
-sk=$(redis-cli -p "$SLUICE_PORT" dbsize)
-rk=$(redis-cli -p "$REDIS_PORT" dbsize)
-echo "sluice:       $sk keys, $(( (s1 - s0) / sk )) bytes/key (Go heap in use after GC; target <= 65)"
-echo "redis-server: $rk keys, $(( (r1 - r0) / rk )) bytes/key (used_memory)"
-
+# Memory per key (RSS, every kind against its Lua counterpart) is
+# scripts/bench_memory.sh, run below with the other limiters' scripts.
 for extra in scripts/bench_*.sh; do
 	[ -x "$extra" ] || continue
 	echo

@@ -2,21 +2,16 @@
 # Sliding and fixed windows: SW.CHECK (counter), SW.CHECK … EXACT (log) and
 # FW.CHECK on sluice, beside CL.THROTTLE on sluice and a Redis + Lua sliding
 # window log (ZREMRANGEBYSCORE/ZCARD/ZADD on a sorted set, the usual recipe)
-# on redis-server, in the same run; then memory per key with KEYS_MEM live
-# keys of each kind.
+# on redis-server, in the same run. (Memory per key of each kind:
+# scripts/bench_memory.sh.)
 #
 # Assumes sluice on $SLUICE_PORT and redis-server on $REDIS_PORT, already
-# running (scripts/bench.sh starts them and calls this script). Memory is
-# read from INFO memory used_memory; DEBUG GC (sluice with
-# --enable-debug-command) makes sluice's figure exact, without it the Go heap
-# may still hold garbage.
-# Environment: N (requests per command, default 300000), KEYS_MEM (keys for
-# the memory test, default 1000000; 0 skips it).
+# running (scripts/bench.sh starts them and calls this script).
+# Environment: N (requests per command, default 300000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${SLUICE_PORT:?set SLUICE_PORT to a running sluice}" "${REDIS_PORT:?set REDIS_PORT to a running redis-server}"
 N=${N:-300000}
-KEYS_MEM=${KEYS_MEM:-1000000}
 
 # The sliding window log as Redis users write it: refused requests are not
 # added. KEYS[1]; ARGV = limit, window in seconds. Replies like SW.CHECK.
@@ -76,49 +71,3 @@ for i in "${!names[@]}"; do
 		printf "%-38s %12d %13.2fx %11.2fx\n", n, r, (cl > 0 ? r / cl : 0), (lua > 0 ? r / lua : 0)
 	}'
 done
-
-[ "$KEYS_MEM" -gt 0 ] || exit 0
-echo
-echo "memory with $KEYS_MEM live keys, one admitted request each (window 3600 s so none expire):"
-# gen PRE POST writes KEYS_MEM commands "PRE key:N POST" in RESP for redis-cli --pipe.
-gen() {
-	awk -v n="$KEYS_MEM" -v pre="$1" -v post="$2" 'BEGIN {
-		na = split(pre, a, " "); nb = split(post, b, " ")
-		for (i = 0; i < n; i++) {
-			key = sprintf("key:%012d", i)
-			printf "*%d\r\n", na + 1 + nb
-			for (j = 1; j <= na; j++) printf "$%d\r\n%s\r\n", length(a[j]), a[j]
-			printf "$%d\r\n%s\r\n", length(key), key
-			for (j = 1; j <= nb; j++) printf "$%d\r\n%s\r\n", length(b[j]), b[j]
-		}
-	}'
-}
-used() { redis-cli -p "$1" info memory | tr -d '\r' | awk -F: '$1 == "used_memory" {print $2}'; }
-settle() {
-	if [ "$1" = "$SLUICE_PORT" ]; then
-		redis-cli -p "$1" debug gc >/dev/null 2>&1 || true
-	fi
-}
-# mem PORT PRE POST prints bytes per key.
-mem() {
-	local port=$1 before after keys
-	redis-cli -p "$port" flushall >/dev/null
-	settle "$port"
-	before=$(used "$port")
-	gen "$2" "$3" | redis-cli -p "$port" --pipe >/dev/null
-	settle "$port"
-	after=$(used "$port")
-	keys=$(redis-cli -p "$port" dbsize)
-	if [ "$keys" -ne "$KEYS_MEM" ]; then
-		echo "bench_window: $keys keys after loading $KEYS_MEM" >&2
-		exit 1
-	fi
-	echo $(((after - before) / keys))
-	redis-cli -p "$port" flushall >/dev/null
-}
-printf "%-38s %10s\n" "kind" "bytes/key"
-printf "%-38s %10s\n" "sluice SW.CHECK (counter)" "$(mem "$SLUICE_PORT" SW.CHECK "100 3600")"
-printf "%-38s %10s\n" "sluice SW.CHECK EXACT (log, 1 entry)" "$(mem "$SLUICE_PORT" SW.CHECK "100 3600 EXACT")"
-printf "%-38s %10s\n" "sluice FW.CHECK" "$(mem "$SLUICE_PORT" FW.CHECK "100 3600")"
-printf "%-38s %10s\n" "sluice CL.THROTTLE" "$(mem "$SLUICE_PORT" CL.THROTTLE "99 100 3600")"
-printf "%-38s %10s\n" "redis-server sliding-log Lua (1 entry)" "$(mem "$REDIS_PORT" "EVALSHA $sha 1" "100 3600")"
