@@ -23,6 +23,10 @@ var (
 	// (The key is not stored; a replica that could store it would differ,
 	// as after any local fault.)
 	ErrNoMemory = errors.New("keyspace: out of memory")
+	// ErrStateSize: an inline state longer than MaxInlineState.
+	ErrStateSize = errors.New("keyspace: inline state too long")
+	// ErrNotInline: SetState on an entry whose state is an object.
+	ErrNotInline = errors.New("keyspace: entry has no inline state")
 )
 
 func errNoMemory(err error) error { return fmt.Errorf("%w: %w", ErrNoMemory, err) }
@@ -122,7 +126,7 @@ func (s *Slot) ExpireAt(e Entry) int64 { return s.t.wordAt(e.r.word) }
 
 // Object is the state of an entry of a kind other than GCRA.
 func (s *Slot) Object(e Entry) any {
-	if e.r.kind == KindGCRA {
+	if e.r.kind == KindGCRA || e.r.inline {
 		return nil
 	}
 	return s.t.objs[s.t.objAt(e.r.word)]
@@ -130,7 +134,7 @@ func (s *Slot) Object(e Entry) any {
 
 // SetObject replaces the state of an entry of a kind other than GCRA.
 func (s *Slot) SetObject(e Entry, obj any) {
-	if e.r.kind != KindGCRA {
+	if e.r.kind != KindGCRA && !e.r.inline {
 		s.t.objs[s.t.objAt(e.r.word)] = obj
 	}
 }
@@ -141,15 +145,50 @@ func (s *Slot) SetObject(e Entry, obj any) {
 // arrival time and obj is ignored; for other kinds word is the expiry
 // instant (0 = never) and obj the state.
 func (s *Slot) Insert(key []byte, kind Kind, word int64, obj any) (Entry, error) {
+	return s.insert(key, kind, word, obj, false, nil)
+}
+
+// InsertState is Insert for a key whose state is a few bytes (at most
+// MaxInlineState) kept in its record, off the Go heap, rather than an
+// object: state is copied. Read it with State, change it with SetState.
+func (s *Slot) InsertState(key []byte, kind Kind, word int64, state []byte) (Entry, error) {
+	return s.insert(key, kind, word, nil, true, state)
+}
+
+func (s *Slot) insert(key []byte, kind Kind, word int64, obj any, inline bool, state []byte) (Entry, error) {
 	h := maphash.Bytes(s.seed, key)
 	if old, ok := s.t.find(h, key); ok {
 		s.t.remove(s.seed, old, true)
 	}
-	r, err := s.t.insert(s.seed, key, kind, word, obj)
+	r, err := s.t.insert(s.seed, key, kind, word, obj, inline, state)
 	if err != nil {
 		return Entry{}, err
 	}
 	return Entry{r}, nil
+}
+
+// Inline reports whether the entry keeps its state in its record
+// (InsertState) rather than as an object.
+func (e Entry) Inline() bool { return e.r.inline }
+
+// State is the state of an entry inserted with InsertState (nil for
+// others). It is valid until the slot next changes; copy it to keep it.
+func (s *Slot) State(e Entry) []byte {
+	if !e.r.inline {
+		return nil
+	}
+	return s.t.stateAt(e.r.word)
+}
+
+// SetState replaces the state of an entry inserted with InsertState and
+// returns the entry, which may have moved. Every other entry of the slot
+// stays valid: no record is rebuilt or compacted here.
+func (s *Slot) SetState(e Entry, state []byte) (Entry, error) {
+	if !e.r.inline {
+		return e, ErrNotInline
+	}
+	r, err := s.t.setState(e.r, state)
+	return Entry{r}, err
 }
 
 // Delete removes the entry.

@@ -12,9 +12,18 @@ import (
 )
 
 type refValue struct {
-	kind Kind
-	word int64
-	obj  any
+	kind  Kind
+	word  int64
+	obj   any
+	state string // inline state, for KindSlidingCounter here
+}
+
+func randomState(rng *rand.Rand) []byte {
+	b := make([]byte, rng.IntN(40))
+	for i := range b {
+		b[i] = byte(rng.IntN(256))
+	}
+	return b
 }
 
 // TestAgainstMap runs random inserts, updates, deletes and expiries on one
@@ -41,8 +50,9 @@ func TestAgainstMap(t *testing.T) {
 				t.Fatalf("seed %d step %d: Get(%s) found=%v, model %v", seed, step, key, ok, inModel)
 			}
 			if ok {
-				if e.Kind() != want.kind || s.Word(e) != want.word || s.Object(e) != want.obj {
-					t.Fatalf("seed %d step %d: %s = (%v,%d,%v), model %+v", seed, step, key, e.Kind(), s.Word(e), s.Object(e), want)
+				if e.Kind() != want.kind || s.Word(e) != want.word || s.Object(e) != want.obj ||
+					e.Inline() != (want.kind == KindSlidingCounter) || string(s.State(e)) != want.state {
+					t.Fatalf("seed %d step %d: %s = (%v,%d,%v,%x), model %+v", seed, step, key, e.Kind(), s.Word(e), s.Object(e), s.State(e), want)
 				}
 			}
 			switch op := rng.IntN(10); {
@@ -50,25 +60,42 @@ func TestAgainstMap(t *testing.T) {
 				kind := KindGCRA
 				var obj any
 				word := at + 1 + rng.Int64N(200)
-				if rng.IntN(3) == 0 {
+				switch rng.IntN(3) {
+				case 0:
 					kind = KindLeases
 					obj = new(int)
 					if rng.IntN(2) == 0 {
 						word = 0
 					}
+					fallthrough
+				case 2:
+					if _, err := s.Insert(key, kind, word, obj); err != nil {
+						t.Fatal(err)
+					}
+					model[string(key)] = refValue{kind, word, obj, ""}
+				case 1:
+					st := randomState(rng)
+					if _, err := s.InsertState(key, KindSlidingCounter, word, st); err != nil {
+						t.Fatal(err)
+					}
+					model[string(key)] = refValue{KindSlidingCounter, word, nil, string(st)}
 				}
-				if _, err := s.Insert(key, kind, word, obj); err != nil {
-					t.Fatal(err)
-				}
-				model[string(key)] = refValue{kind, word, obj}
 			case op < 7 && ok:
 				w := at + 1 + rng.Int64N(200)
-				s.SetWord(e, w)
-				want.word = w
-				if want.kind != KindGCRA {
+				switch want.kind {
+				case KindSlidingCounter:
+					st := randomState(rng)
+					var err error
+					if e, err = s.SetState(e, st); err != nil {
+						t.Fatal(err)
+					}
+					want.state = string(st)
+				case KindLeases:
 					want.obj = new(int)
 					s.SetObject(e, want.obj)
 				}
+				s.SetWord(e, w)
+				want.word = w
 				model[string(key)] = want
 			case op < 9 && ok:
 				s.Delete(e)

@@ -13,7 +13,12 @@ import (
 //
 // Records live back to back in arena:
 //
-//	kind (1 byte, high bit set once deleted) | key length (uvarint) | key | word (8 bytes LE) | object index (4 bytes LE, kinds other than GCRA)
+//	kind (1 byte, high bit set once deleted) | key length (uvarint) | key | word (8 bytes LE) | tail
+//
+// and the tail is, for a GCRA key, nothing; for a key whose state is kept
+// inline (inlineBit set in the kind byte), the room for it (1 byte), its
+// length (1 byte) and the state (room bytes); for any other, the index of
+// its object in objs (4 bytes LE).
 //
 // index is an open-addressing (linear probing) array of record offsets + 1,
 // sized to a power of two; 0 marks an empty position and tombstone a deleted
@@ -27,7 +32,6 @@ import (
 // (and only under the slot's lock); callers that keep a key copy it.
 // objs holds Go values and stays on the Go heap.
 type table struct {
-	heap  *offheap.Heap
 	index []uint32
 	arena []byte
 	// objs holds the state of kinds with more than one word; a record refers
@@ -39,7 +43,8 @@ type table struct {
 	live, used, dead int
 	// gen changes whenever records move (a rebuild or an emptying), so an
 	// arena offset kept from before (a sweep cursor) is known to be stale.
-	gen uint32
+	gen  uint32
+	heap *offheap.Heap
 }
 
 const (
@@ -61,11 +66,22 @@ type ref struct {
 	off  int
 	word int
 	kind Kind
+	// inline: the record holds its state (see table).
+	inline bool
 }
 
 // deletedBit marks a deleted record's kind byte; the kind stays readable so
 // the record's length can still be worked out when walking the arena.
-const deletedBit = 0x80
+// inlineBit marks a record whose state is inline.
+const (
+	deletedBit = 0x80
+	inlineBit  = 0x40
+	// inlineSlack is the room an inline state gets beyond its length, so a
+	// state that grows by a byte or two (a count passing 127) stays put.
+	inlineSlack = 2
+	// MaxInlineState is the longest state a record can hold inline.
+	MaxInlineState = 255 - inlineSlack
+)
 
 // recordAt reads the record at off: its kind (KindNone once deleted), key,
 // the offset of its word, and the offset of the next record.
@@ -80,18 +96,32 @@ func recordIn(arena []byte, off int) (kind Kind, key []byte, word, next int) {
 	key = arena[start : start+int(klen)]
 	word = start + int(klen)
 	next = word + wordSize
-	if Kind(b&^deletedBit) != KindGCRA {
+	switch {
+	case b&inlineBit != 0:
+		next += 2 + int(arena[next])
+	case Kind(b&^deletedBit) != KindGCRA:
 		next += objSize
 	}
 	if b&deletedBit != 0 {
 		return KindNone, key, word, next
 	}
-	return Kind(b), key, word, next
+	return Kind(b &^ inlineBit), key, word, next
 }
 
-func recordLen(kind Kind, keyLen int) int {
+// hasObject reports whether the record at off refers to an object.
+func (t *table) hasObject(off int) bool {
+	b := t.arena[off]
+	return b&inlineBit == 0 && Kind(b&^deletedBit) != KindGCRA
+}
+
+// recordLen is the length of a record: of one with an object, or, when
+// inline is set, with room for a state of stateLen bytes.
+func recordLen(kind Kind, keyLen int, inline bool, stateLen int) int {
 	n := 1 + uvarintLen(uint64(keyLen)) + keyLen + wordSize
-	if kind != KindGCRA {
+	switch {
+	case inline:
+		n += 2 + stateLen + inlineSlack
+	case kind != KindGCRA:
 		n += objSize
 	}
 	return n
@@ -135,15 +165,19 @@ func (t *table) find(h uint64, key []byte) (ref, bool) {
 		off := int(e - 1)
 		kind, k, word, _ := t.recordAt(off)
 		if bytes.Equal(k, key) {
-			return ref{pos: pos, off: off, word: word, kind: kind}, true
+			return ref{pos: pos, off: off, word: word, kind: kind, inline: t.arena[off]&inlineBit != 0}, true
 		}
 	}
 }
 
-// insert adds a record for a key that find reported absent. It returns
-// false when the slot's arena cannot grow further.
-func (t *table) insert(seed maphash.Seed, key []byte, kind Kind, word int64, obj any) (ref, error) {
-	n := recordLen(kind, len(key))
+// insert adds a record for a key that find reported absent: with obj, or
+// when inline is set with state in the record. It fails when the slot's
+// arena cannot grow further or memory is refused.
+func (t *table) insert(seed maphash.Seed, key []byte, kind Kind, word int64, obj any, inline bool, state []byte) (ref, error) {
+	if inline && len(state) > MaxInlineState {
+		return ref{}, ErrStateSize
+	}
+	n := recordLen(kind, len(key), inline, len(state))
 	if len(t.arena)-t.dead+n > maxArena {
 		return ref{}, ErrSlotFull
 	}
@@ -162,12 +196,11 @@ func (t *table) insert(seed maphash.Seed, key []byte, kind Kind, word int64, obj
 	}
 	base := unsafe.SliceData(t.arena)
 	off := len(t.arena)
-	t.arena = append(t.arena, byte(kind))
-	t.arena = binary.AppendUvarint(t.arena, uint64(len(key)))
-	t.arena = append(t.arena, key...)
-	wordOff := len(t.arena)
-	t.arena = binary.LittleEndian.AppendUint64(t.arena, uint64(word))
-	if kind != KindGCRA {
+	wordOff := t.appendHead(kind, inline, key, word)
+	switch {
+	case inline:
+		t.appendState(state)
+	case kind != KindGCRA:
 		t.arena = binary.LittleEndian.AppendUint32(t.arena, t.putObj(obj))
 	}
 	if unsafe.SliceData(t.arena) != base {
@@ -175,7 +208,77 @@ func (t *table) insert(seed maphash.Seed, key []byte, kind Kind, word int64, obj
 	}
 	pos := t.place(maphash.Bytes(seed, key), off)
 	t.live++
-	return ref{pos: pos, off: off, word: wordOff, kind: kind}, nil
+	return ref{pos: pos, off: off, word: wordOff, kind: kind, inline: inline}, nil
+}
+
+// appendHead appends a record's kind byte, key and word (the caller has
+// reserved room) and returns the word's offset. key may lie in the arena
+// itself, before its end.
+func (t *table) appendHead(kind Kind, inline bool, key []byte, word int64) int {
+	b := byte(kind)
+	if inline {
+		b |= inlineBit
+	}
+	t.arena = append(t.arena, b)
+	t.arena = binary.AppendUvarint(t.arena, uint64(len(key)))
+	t.arena = append(t.arena, key...)
+	wordOff := len(t.arena)
+	t.arena = binary.LittleEndian.AppendUint64(t.arena, uint64(word))
+	return wordOff
+}
+
+// appendState appends an inline state with its room and length.
+func (t *table) appendState(state []byte) {
+	t.arena = append(t.arena, byte(len(state)+inlineSlack), byte(len(state)))
+	t.arena = append(t.arena, state...)
+	t.arena = append(t.arena, make([]byte, inlineSlack)...)
+}
+
+// stateAt is the inline state of the record whose word is at word.
+func (t *table) stateAt(word int) []byte {
+	at := word + wordSize
+	return t.arena[at+2 : at+2+int(t.arena[at+1])]
+}
+
+// setState replaces r's inline state. A state that fits the record's room
+// is written in place; a longer one moves the record to the arena's end,
+// keeping its index position, so every other ref stays valid (records do
+// not move; the old copy becomes garbage for the next compaction).
+func (t *table) setState(r ref, state []byte) (ref, error) {
+	at := r.word + wordSize
+	if len(state) <= int(t.arena[at]) {
+		t.arena[at+1] = byte(len(state))
+		copy(t.arena[at+2:], state)
+		return r, nil
+	}
+	if len(state) > MaxInlineState {
+		return r, ErrStateSize
+	}
+	if r.pos < 0 {
+		panic("keyspace: setState on an entry from a walk")
+	}
+	_, key, _, _ := t.recordAt(r.off)
+	n := recordLen(r.kind, len(key), true, len(state))
+	if len(t.arena)+n > maxArena {
+		return r, ErrSlotFull
+	}
+	if err := t.reserve(n); err != nil {
+		return r, err
+	}
+	// reserve may have moved the arena to another block (at the same
+	// offsets): read the record again.
+	_, key, word, next := t.recordAt(r.off)
+	base := unsafe.SliceData(t.arena)
+	off := len(t.arena)
+	wordOff := t.appendHead(r.kind, true, key, t.wordAt(word))
+	t.appendState(state)
+	if unsafe.SliceData(t.arena) != base {
+		panic("keyspace: arena append moved off its block")
+	}
+	t.arena[r.off] |= deletedBit
+	t.dead += next - r.off
+	t.index[r.pos] = uint32(off + 1)
+	return ref{pos: r.pos, off: off, word: wordOff, kind: r.kind, inline: true}, nil
 }
 
 // reserve makes room for n more arena bytes, moving the arena to a bigger
@@ -255,15 +358,15 @@ func (t *table) putObj(obj any) uint32 {
 // remove deletes the record r refers to. When compact is set and most of
 // the arena is garbage, the table is rebuilt, which moves records.
 func (t *table) remove(seed maphash.Seed, r ref, compact bool) {
-	_, key, _, _ := t.recordAt(r.off)
-	if r.kind != KindGCRA {
+	_, _, _, next := t.recordAt(r.off)
+	if t.hasObject(r.off) {
 		i := t.objAt(r.word)
 		t.objs[i] = nil
 		t.free = append(t.free, i)
 	}
 	t.arena[r.off] |= deletedBit
 	t.index[r.pos] = tombstone
-	t.dead += recordLen(r.kind, len(key))
+	t.dead += next - r.off
 	t.live--
 	if compact {
 		t.maybeCompact(seed)
@@ -320,7 +423,7 @@ func (t *table) rebuild(seed maphash.Seed, size, extra int) error {
 		if kind != KindNone {
 			newOff := len(arena)
 			arena = append(arena, old[off:next]...)
-			if kind != KindGCRA {
+			if old[off]&inlineBit == 0 && kind != KindGCRA {
 				i := binary.LittleEndian.Uint32(old[word+wordSize:])
 				binary.LittleEndian.PutUint32(arena[len(arena)-objSize:], uint32(len(objs)))
 				objs = append(objs, t.objs[i])
@@ -342,7 +445,7 @@ func (t *table) rebuild(seed maphash.Seed, size, extra int) error {
 func (t *table) each(start int, fn func(r ref, key []byte) bool) int {
 	for off := start; off < len(t.arena); {
 		kind, key, word, next := t.recordAt(off)
-		if kind != KindNone && !fn(ref{pos: -1, off: off, word: word, kind: kind}, key) {
+		if kind != KindNone && !fn(ref{pos: -1, off: off, word: word, kind: kind, inline: t.arena[off]&inlineBit != 0}, key) {
 			return next
 		}
 		off = next

@@ -38,7 +38,7 @@ func (m *Machine) Digest() (string, error) {
 			buf = binary.LittleEndian.AppendUint64(buf, uint64(s.Word(e)))
 			n := len(buf)
 			buf = append(buf, 0, 0, 0, 0)
-			if buf, err = EncodeState(buf, e.Kind(), s.Object(e)); err != nil {
+			if buf, err = AppendState(buf, s, e); err != nil {
 				err = fmt.Errorf("key %q: %w", key, err)
 				return false
 			}

@@ -145,11 +145,9 @@ func (c *limitCheck) evaluate(s *keyspace.Slot, now, cost int64, prev *limitChec
 		c.word, c.store, c.res, err = gcra.Throttle(c.word, c.found, now, c.gcra, cost)
 	case keyspace.KindSlidingCounter:
 		if prev == nil && c.found {
-			st, ok := obj.(*window.CounterState)
-			if !ok || st == nil {
-				return window.ErrCorrupt
+			if c.counter, err = windowStateOf[window.CounterState](s, c.entry); err != nil {
+				return err
 			}
-			c.counter = *st
 		}
 		c.counter, c.store, c.word, c.res, err = c.counter.Check(c.found, now, c.win, cost)
 	case keyspace.KindSlidingLog:
@@ -163,11 +161,9 @@ func (c *limitCheck) evaluate(s *keyspace.Slot, now, cost int64, prev *limitChec
 		c.log, c.store, c.word, c.res, err = c.log.Check(c.found, now, c.win, cost)
 	case keyspace.KindFixedWindow:
 		if prev == nil && c.found {
-			st, ok := obj.(*window.FixedState)
-			if !ok || st == nil {
-				return window.ErrCorrupt
+			if c.fixed, err = windowStateOf[window.FixedState](s, c.entry); err != nil {
+				return err
 			}
-			c.fixed = *st
 		}
 		c.fixed, c.store, c.word, c.res, err = c.fixed.Check(c.found, now, c.win, cost)
 	case keyspace.KindQuota:
@@ -208,16 +204,7 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid b
 			return nil
 		}
 	case keyspace.KindSlidingCounter:
-		if found {
-			if st, ok := s.Object(e).(*window.CounterState); ok && st != nil {
-				*st = c.counter
-				s.SetWord(e, c.word)
-				return nil
-			}
-			return window.ErrCorrupt
-		}
-		st := c.counter
-		obj = &st
+		return storeInline(s, c.key, c.kind, e, found, c.word, &c.counter)
 	case keyspace.KindSlidingLog:
 		if found {
 			if st, ok := s.Object(e).(*window.LogState); ok && st != nil {
@@ -230,16 +217,7 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid b
 		st := c.log
 		obj = &st
 	case keyspace.KindFixedWindow:
-		if found {
-			if st, ok := s.Object(e).(*window.FixedState); ok && st != nil {
-				*st = c.fixed
-				s.SetWord(e, c.word)
-				return nil
-			}
-			return window.ErrCorrupt
-		}
-		st := c.fixed
-		obj = &st
+		return storeInline(s, c.key, c.kind, e, found, c.word, &c.fixed)
 	case keyspace.KindQuota:
 		var st *quota.State
 		if found {

@@ -147,7 +147,13 @@ func checkWindow[S windowState[S]](x *exec, req windowRequest, kind keyspace.Kin
 	}
 	var old S
 	var stored *S
-	if found {
+	inline := inlineKind(kind)
+	switch {
+	case found && inline:
+		if old, err = windowStateOf[S](s, e); err != nil {
+			return limiter.Result{}, err
+		}
+	case found:
 		var ok bool
 		if stored, ok = s.Object(e).(*S); !ok || stored == nil {
 			return limiter.Result{}, window.ErrCorrupt
@@ -157,6 +163,9 @@ func checkWindow[S windowState[S]](x *exec, req windowRequest, kind keyspace.Kin
 	next, store, expireAt, res, err := old.Check(found, now, req.params, req.cost)
 	if err != nil || !store {
 		return res, err
+	}
+	if inline {
+		return res, storeInline(s, req.key, kind, e, found, expireAt, &next)
 	}
 	if found {
 		*stored = next

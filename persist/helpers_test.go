@@ -62,7 +62,7 @@ func dump(t testing.TB, ks *keyspace.Keyspace, now int64) map[string]keyDump {
 	for i := range slot.Count {
 		s, at := ks.Lock(i), now
 		s.Keys(at, func(key []byte, e keyspace.Entry) bool {
-			b, err := machine.EncodeState(nil, e.Kind(), s.Object(e))
+			b, err := machine.AppendState(nil, s, e)
 			if err != nil {
 				t.Errorf("key %q: %v", key, err)
 			}

@@ -318,6 +318,5 @@ func expired(word, now int64) bool { return word != 0 && word <= now }
 func insert(ks *keyspace.Keyspace, key []byte, kind keyspace.Kind, word int64, obj any) error {
 	s := ks.LockKey(key)
 	defer s.Unlock()
-	_, err := s.Insert(key, kind, word, obj)
-	return err
+	return machine.StoreState(s, key, kind, word, obj)
 }

@@ -52,7 +52,7 @@ func EncodeSlot(dst []byte, s *keyspace.Slot, applied int64) ([]byte, int, error
 	var err error
 	n := 0
 	s.Keys(applied, func(key []byte, e keyspace.Entry) bool {
-		state, err = machine.EncodeState(state[:0], e.Kind(), s.Object(e))
+		state, err = machine.AppendState(state[:0], s, e)
 		if err != nil {
 			err = fmt.Errorf("key %q: %w", key, err)
 			return false

@@ -1,0 +1,98 @@
+package machine
+
+import (
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/window"
+)
+
+// Sliding-counter and fixed-window keys keep their state in their keyspace
+// record (a few varint bytes, off the Go heap) instead of as a Go object:
+// a million of them then cost what their bytes cost, not an object, an
+// interface slot and the garbage collector's headroom for both. The bytes
+// are the kinds' AppendBinary encodings, the same a snapshot holds, so
+// snapshots and DEBUG DIGEST read them as they are.
+
+// maxInlineWindow bounds the encodings: four uvarints.
+const maxInlineWindow = 4 * 10
+
+// inlineKind reports whether keys of kind keep their state inline.
+func inlineKind(kind keyspace.Kind) bool {
+	return kind == keyspace.KindSlidingCounter || kind == keyspace.KindFixedWindow
+}
+
+// AppendState appends the encoding of e's state, as EncodeState writes
+// it, whether the state is inline or an object. The caller holds the
+// slot's lock.
+func AppendState(dst []byte, s *keyspace.Slot, e keyspace.Entry) ([]byte, error) {
+	if e.Inline() {
+		return append(dst, s.State(e)...), nil
+	}
+	return EncodeState(dst, e.Kind(), s.Object(e))
+}
+
+// StoreState inserts key holding obj (a state DecodeState returned) the
+// way the machine keeps its kind: inline or as the object. The caller
+// holds the slot's lock.
+func StoreState(s *keyspace.Slot, key []byte, kind keyspace.Kind, word int64, obj any) error {
+	if !inlineKind(kind) {
+		_, err := s.Insert(key, kind, word, obj)
+		return err
+	}
+	state, err := EncodeState(nil, kind, obj)
+	if err != nil {
+		return err
+	}
+	_, err = s.InsertState(key, kind, word, state)
+	return err
+}
+
+// windowStateOf reads a found window key's state: inline, or an object.
+func windowStateOf[S any](s *keyspace.Slot, e keyspace.Entry) (S, error) {
+	var st S
+	if !e.Inline() {
+		p, ok := s.Object(e).(*S)
+		if !ok || p == nil {
+			return st, window.ErrCorrupt
+		}
+		return *p, nil
+	}
+	var err error
+	switch p := any(&st).(type) {
+	case *window.CounterState:
+		*p, err = window.DecodeCounter(s.State(e))
+	case *window.FixedState:
+		*p, err = window.DecodeFixed(s.State(e))
+	default:
+		err = window.ErrCorrupt
+	}
+	return st, err
+}
+
+// storeInline writes a window key's state inline: in place when e (found)
+// is an inline record, else as a new record. Entries of the slot other
+// than e stay valid when e was found.
+func storeInline[S any](s *keyspace.Slot, key []byte, kind keyspace.Kind, e keyspace.Entry, found bool, word int64, st *S) error {
+	var buf [maxInlineWindow]byte
+	var enc []byte
+	switch p := any(st).(type) {
+	case *window.CounterState:
+		enc = p.AppendBinary(buf[:0])
+	case *window.FixedState:
+		enc = p.AppendBinary(buf[:0])
+	default:
+		return window.ErrCorrupt
+	}
+	if found {
+		if !e.Inline() {
+			return window.ErrCorrupt
+		}
+		e, err := s.SetState(e, enc)
+		if err != nil {
+			return err
+		}
+		s.SetWord(e, word)
+		return nil
+	}
+	_, err := s.InsertState(key, kind, word, enc)
+	return err
+}
