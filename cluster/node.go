@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,8 +78,9 @@ type Config struct {
 	Wall func() int64
 	// Mono is a monotonic clock in ns; the leader's stamps advance with it.
 	Mono func() int64
-	// Stores opens the Raft log and stable store in a directory; nil uses
-	// the Pebble-backed store.
+	// Stores opens the Raft log and stable store in the node's directory;
+	// nil uses raft-wal (or the Pebble store a directory already holds; see
+	// stores.go).
 	Stores func(dir string, log *slog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error)
 	// DialVia maps member ids to the address this node dials them at
 	// instead of their Raft address (a tunnel, a NAT, or a test proxy that
@@ -203,9 +203,9 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 	}
 	stores := cfg.Stores
 	if stores == nil {
-		stores = openPebbleStores
+		stores = openStores
 	}
-	logs, stable, closer, err := stores(filepath.Join(cfg.Dir, "log"), cfg.Log)
+	logs, stable, closer, err := stores(cfg.Dir, cfg.Log)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open the Raft log in %s: %w", cfg.Dir, err)
 	}

@@ -1,13 +1,74 @@
 package cluster
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 
 	"github.com/sluice-rl/sluice/raftlog"
 )
+
+// The Raft log and stable store live in a subdirectory of the node's
+// directory: walDir for hashicorp/raft-wal (segment files, every append
+// synced before it returns; metadata and the stable store in a BoltDB file,
+// synced on every write), or pebbleDir for the Pebble-backed store of
+// package raftlog, which data directories made before raft-wal keep using.
+//
+// raft-wal is the default because it measured faster here: replicated
+// CL.THROTTLE at -P 16 through a 3-node cluster on one 2-core box, same
+// runs, ~66k/s against ~60k/s on disk and ~118k/s against ~106k/s on
+// tmpfs (where the box is CPU-bound): an append is one write and one
+// fdatasync of a preallocated segment, where Pebble also keeps a memtable,
+// flushes it and compacts away truncated entries.
+const (
+	walDir    = "wal"
+	pebbleDir = "log"
+)
+
+// openStores opens the node's Raft log and stable store in dir (the node
+// directory): the Pebble store if dir already holds one, else raft-wal.
+func openStores(dir string, log *slog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error) {
+	if _, err := os.Stat(filepath.Join(dir, pebbleDir)); err == nil {
+		return openPebbleStores(filepath.Join(dir, pebbleDir), log)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil, err
+	}
+	return openWALStores(filepath.Join(dir, walDir), log)
+}
+
+// openWALStores opens hashicorp/raft-wal in dir, creating it.
+func openWALStores(dir string, log *slog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, nil, err
+	}
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft-wal", Level: hclog.Warn, Output: slogWriter{log}})
+	// The metadata store is ours to close: WAL.Close leaves it open (and
+	// its file locked), so the directory could not be opened again in this
+	// process.
+	meta := &metadb.BoltMetaDB{}
+	w, err := wal.Open(dir, wal.WithLogger(hlog), wal.WithMetaStore(meta))
+	if err != nil {
+		meta.Close()
+		return nil, nil, nil, fmt.Errorf("raft-wal: %w", err)
+	}
+	return w, w, walCloser{w, meta}, nil
+}
+
+type walCloser struct {
+	w    *wal.WAL
+	meta *metadb.BoltMetaDB
+}
+
+func (c walCloser) Close() error { return errors.Join(c.w.Close(), c.meta.Close()) }
 
 // openPebbleStores opens the Raft log and stable store in dir: one Pebble
 // database, every write synced before it returns.
