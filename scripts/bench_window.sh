@@ -13,25 +13,9 @@ cd "$(dirname "$0")/.."
 : "${SLUICE_PORT:?set SLUICE_PORT to a running sluice}" "${REDIS_PORT:?set REDIS_PORT to a running redis-server}"
 N=${N:-300000}
 
-# The sliding window log as Redis users write it: refused requests are not
-# added. KEYS[1]; ARGV = limit, window in seconds. Replies like SW.CHECK.
-read -r -d '' lua <<'LUA' || true
-local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2]) * 1000000
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-redis.call("ZREMRANGEBYSCORE", KEYS[1], 0, now - window)
-local count = redis.call("ZCARD", KEYS[1])
-if count < limit then
-  redis.call("ZADD", KEYS[1], now, now .. "-" .. count)
-  redis.call("PEXPIRE", KEYS[1], math.ceil(window / 1000))
-  return {0, limit, limit - count - 1, -1, math.ceil(window / 1000000)}
-end
-local oldest = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
-local retry = math.ceil((tonumber(oldest[2]) + window - now) / 1000000)
-return {1, limit, 0, retry, math.ceil(redis.call("PTTL", KEYS[1]) / 1000)}
-LUA
-sha=$(redis-cli -p "$REDIS_PORT" script load "$lua")
+# The sliding window log as Redis users write it (scripts/lua/sliding_log.lua):
+# refused requests are not added. Replies like SW.CHECK.
+sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat scripts/lua/sliding_log.lua)")
 
 # check PORT ARGS... fails unless the command answers a limiter reply.
 check() {

@@ -1,6 +1,7 @@
 package offheap
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -230,15 +231,7 @@ func (h *Heap) newSpan(c int) (*span, error) {
 		for i := regionSpans - 1; i >= 0; i-- {
 			h.empty = append(h.empty, &r.spans[i])
 		}
-		at, _ := slices.BinarySearchFunc(h.regions, r.base, func(x *region, b uintptr) int {
-			switch {
-			case x.base < b:
-				return -1
-			case x.base > b:
-				return 1
-			}
-			return 0
-		})
+		at, _ := slices.BinarySearchFunc(h.regions, r.base, byBase)
 		h.regions = slices.Insert(h.regions, at, r)
 		h.stats.Mapped += regionSize
 	}
@@ -364,15 +357,7 @@ func (h *Heap) giveBack() {
 }
 
 func (h *Heap) spanOf(p uintptr) *span {
-	i, found := slices.BinarySearchFunc(h.regions, p, func(x *region, b uintptr) int {
-		switch {
-		case x.base < b:
-			return -1
-		case x.base > b:
-			return 1
-		}
-		return 0
-	})
+	i, found := slices.BinarySearchFunc(h.regions, p, byBase)
 	if !found {
 		i--
 	}
@@ -418,5 +403,8 @@ func (h *Heap) Close() error {
 	h.stats, h.idle = Stats{}, 0
 	return first
 }
+
+// byBase orders regions by their base address, for binary search.
+func byBase(r *region, base uintptr) int { return cmp.Compare(r.base, base) }
 
 func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
