@@ -289,7 +289,7 @@ func (t *table) reserve(n int) error {
 	if need <= cap(t.arena) {
 		return nil
 	}
-	// Size classes (at most 25% apart) are the growth steps of a small
+	// Size classes (at most 12.5% apart) are the growth steps of a small
 	// arena; a large one, rounded to the page only, grows by an eighth.
 	want := need
 	if need > offheap.MaxSmall {

@@ -9,7 +9,7 @@
 // goes back to the operating system (madvise) when it is freed.
 //
 // Blocks of up to MaxSmall bytes come from size classes (rounded up by
-// less than 16 bytes below 128, by at most 25% above) carved out of
+// less than 16 bytes below 128, by at most 12.5% above) carved out of
 // fixed-size spans;
 // a span whose blocks are all free gives its pages back and can serve any
 // class later. Larger blocks are mapped one by one, rounded to the page,

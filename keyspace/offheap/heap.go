@@ -16,11 +16,13 @@ var ErrMap = errors.New("offheap: cannot map memory")
 const (
 	// MaxSmall is the largest block served from a size class; larger ones
 	// are mapped on their own.
-	MaxSmall = 32 << 10
-	// spanSize is the unit a size class takes memory in, and gives back.
-	spanSize = 256 << 10
-	// regionSpans spans are mapped at once (16 MiB of address space; pages
-	// become resident only when written).
+	MaxSmall = 128 << 10
+	// spanSize is the unit a size class takes memory in.
+	spanSize = 1 << 20
+	// regionSpans spans are mapped at once (64 MiB of address space; pages
+	// become resident only when written). Few, large mappings: a process
+	// may hold only vm.max_map_count (often 65530) of them, and each block
+	// over MaxSmall is one.
 	regionSpans = 64
 	regionSize  = regionSpans * spanSize
 	// MinGiveBack: free pages are kept (resident, reused first) until they
@@ -29,11 +31,12 @@ const (
 	// at once, and releasing and faulting pages on every such step costs
 	// more than the step.
 	MinGiveBack = 256 << 10
-	maxUnits    = 64
+	// maxUnits bounds the pages of a span tracked one by one.
+	maxUnits = 256
 )
 
 // classes are the block sizes up to MaxSmall: multiples of 16 up to 128,
-// then four steps per doubling. Every size is a multiple of 16, so blocks
+// then eight steps per doubling. Every size is a multiple of 16, so blocks
 // are aligned for any word type.
 var classes = func() []int {
 	var c []int
@@ -41,8 +44,8 @@ var classes = func() []int {
 		c = append(c, s)
 	}
 	for base := 128; base < MaxSmall; base *= 2 {
-		for step := 1; step <= 4; step++ {
-			c = append(c, base+step*base/4)
+		for step := 1; step <= 8; step++ {
+			c = append(c, base+step*base/8)
 		}
 	}
 	return c
@@ -82,10 +85,10 @@ type Heap struct {
 	sys      mapper
 	pageSize int
 	// unit is the granularity pages are given back in: the page, or the
-	// whole span where a span is not 64 pages or fewer.
+	// whole span where a span is not maxUnits pages or fewer.
 	unit    int
 	regions []*region // sorted by base
-	partial [64]spanList
+	partial [96]spanList
 	empty   []*span // spans of no class
 	large   map[uintptr][]byte
 	stats   Stats
@@ -106,11 +109,21 @@ type span struct {
 	class      int // -1: none
 	size, n    int
 	used       int
-	bitmap     []uint64         // blocks in use
-	resident   uint64           // units (pages) that may be resident
-	inUnit     [maxUnits]uint16 // blocks in use overlapping each unit
+	bitmap     []uint64              // blocks in use
+	resident   [maxUnits / 64]uint64 // units (pages) that may be resident
+	inUnit     [maxUnits]uint32      // blocks in use overlapping each unit
 	prev, next *span
 	listed     bool
+}
+
+func (s *span) isResident(u int) bool { return s.resident[u/64]&(1<<(u%64)) != 0 }
+
+func (s *span) setResident(u int, on bool) {
+	if on {
+		s.resident[u/64] |= 1 << (u % 64)
+	} else {
+		s.resident[u/64] &^= 1 << (u % 64)
+	}
 }
 
 type spanList struct{ head *span }
@@ -191,8 +204,8 @@ func (h *Heap) Alloc(n int) ([]byte, error) {
 	h.stats.Allocated += int64(s.size)
 	for u := i * s.size / h.unit; u <= ((i+1)*s.size-1)/h.unit; u++ {
 		switch {
-		case s.resident&(1<<u) == 0:
-			s.resident |= 1 << u
+		case !s.isResident(u):
+			s.setResident(u, true)
 			h.stats.Held += int64(h.unit)
 		case s.inUnit[u] == 0:
 			h.idle -= int64(h.unit)
@@ -334,18 +347,18 @@ func (h *Heap) giveBack() {
 			s := &r.spans[si]
 			units := spanSize / h.unit
 			for u := 0; u < units; {
-				if s.resident&(1<<u) == 0 || s.inUnit[u] != 0 {
+				if !s.isResident(u) || s.inUnit[u] != 0 {
 					u++
 					continue
 				}
 				end := u + 1
-				for end < units && s.resident&(1<<end) != 0 && s.inUnit[end] == 0 {
+				for end < units && s.isResident(end) && s.inUnit[end] == 0 {
 					end++
 				}
 				// A failed madvise leaves the pages resident and counted.
 				if h.sys.release(s.mem[u*h.unit:end*h.unit]) == nil {
 					for ; u < end; u++ {
-						s.resident &^= 1 << u
+						s.setResident(u, false)
 						h.stats.Held -= int64(h.unit)
 						h.idle -= int64(h.unit)
 					}

@@ -13,7 +13,7 @@ func TestClassesBoundRounding(t *testing.T) {
 		if c < n {
 			t.Fatalf("ClassSize(%d) = %d", n, c)
 		}
-		if n > 128 && n <= MaxSmall && (c-n)*4 > n || n <= 128 && c-n >= 16 {
+		if n > 128 && n <= MaxSmall && (c-n)*8 > n || n <= 128 && c-n >= 16 {
 			t.Fatalf("ClassSize(%d) = %d: too much slack", n, c)
 		}
 		if n > MaxSmall && c-n >= h.PageSize() {
