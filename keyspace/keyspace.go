@@ -140,8 +140,7 @@ func (s *Slot) SetObject(e Entry, obj any) {
 }
 
 // Insert adds key, which Get has just reported absent (an expired record
-// of the key, if any, is removed first, so the new one goes last in the
-// slot's order as a new key would). For KindGCRA word is the theoretical
+// of the key, if any, is replaced). For KindGCRA word is the theoretical
 // arrival time and obj is ignored; for other kinds word is the expiry
 // instant (0 = never) and obj the state.
 func (s *Slot) Insert(key []byte, kind Kind, word int64, obj any) (Entry, error) {
@@ -158,6 +157,14 @@ func (s *Slot) InsertState(key []byte, kind Kind, word int64, state []byte) (Ent
 func (s *Slot) insert(key []byte, kind Kind, word int64, obj any, inline bool, state []byte) (Entry, error) {
 	h := maphash.Bytes(s.seed, key)
 	if old, ok := s.t.find(h, key); ok {
+		// An expired record of the same shape is overwritten where it is:
+		// a key that keeps expiring and coming back (a limiter at rest
+		// between bursts) then costs no garbage, growth or compaction.
+		// Where a record sits is never observable: everything that lists
+		// keys sorts them.
+		if r, ok := s.t.reuse(old, kind, word, obj, inline, state); ok {
+			return Entry{r}, nil
+		}
 		s.t.remove(s.seed, old, true)
 	}
 	r, err := s.t.insert(s.seed, key, kind, word, obj, inline, state)

@@ -211,6 +211,28 @@ func (t *table) insert(seed maphash.Seed, key []byte, kind Kind, word int64, obj
 	return ref{pos: pos, off: off, word: wordOff, kind: kind, inline: inline}, nil
 }
 
+// reuse overwrites r's record with a new value of the same shape (kind,
+// inline or not, an inline state that fits its room) and reports whether
+// it could.
+func (t *table) reuse(r ref, kind Kind, word int64, obj any, inline bool, state []byte) (ref, bool) {
+	if r.kind != kind || r.inline != inline {
+		return r, false
+	}
+	switch {
+	case inline:
+		at := r.word + wordSize
+		if len(state) > int(t.arena[at]) {
+			return r, false
+		}
+		t.arena[at+1] = byte(len(state))
+		copy(t.arena[at+2:], state)
+	case kind != KindGCRA:
+		t.objs[t.objAt(r.word)] = obj
+	}
+	t.setWordAt(r.word, word)
+	return r, true
+}
+
 // appendHead appends a record's kind byte, key and word (the caller has
 // reserved room) and returns the word's offset. key may lie in the arena
 // itself, before its end.
