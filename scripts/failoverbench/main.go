@@ -138,6 +138,9 @@ func run(bin string, kills, base int) error {
 		}
 		time.Sleep(300 * time.Millisecond) // let it rejoin before the next kill
 	}
+	if len(times) == 0 {
+		return nil
+	}
 	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
 	fmt.Printf("failover over %d kills: median %v, worst %v (targets: median < 1 s, worst < 2 s)\n",
 		len(times), times[len(times)/2].Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond))
