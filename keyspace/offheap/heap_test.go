@@ -2,6 +2,7 @@ package offheap
 
 import (
 	"math/rand/v2"
+	"sync"
 	"testing"
 )
 
@@ -226,5 +227,56 @@ func BenchmarkAllocFree(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		x, _ := h.Alloc(16 + i%2000)
 		h.Free(x)
+	}
+}
+
+// TestConcurrentUse: slots allocate and free under their own locks, so the
+// heap is used from many goroutines at once; each keeps its blocks intact.
+func TestConcurrentUse(t *testing.T) {
+	h := New()
+	defer h.Close()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			var mine [][]byte
+			for step := range 3000 {
+				if len(mine) > 0 && rng.IntN(2) == 0 {
+					i := rng.IntN(len(mine))
+					for _, c := range mine[i] {
+						if c != byte(g) {
+							t.Errorf("goroutine %d: block changed under it", g)
+							return
+						}
+					}
+					h.Free(mine[i])
+					mine[i] = mine[len(mine)-1]
+					mine = mine[:len(mine)-1]
+					continue
+				}
+				n := 1 + rng.IntN(4096)
+				if step%100 == 0 {
+					n = MaxSmall + rng.IntN(MaxSmall)
+				}
+				b, err := h.Alloc(n)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for i := range b {
+					b[i] = byte(g)
+				}
+				mine = append(mine, b)
+			}
+			for _, b := range mine {
+				h.Free(b)
+			}
+		}()
+	}
+	wg.Wait()
+	if st := h.Stats(); st.Allocated != 0 {
+		t.Fatalf("after every goroutine freed its blocks: %+v", st)
 	}
 }
