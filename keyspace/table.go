@@ -220,12 +220,9 @@ func (t *table) reuse(r ref, kind Kind, word int64, obj any, inline bool, state 
 	}
 	switch {
 	case inline:
-		at := r.word + wordSize
-		if len(state) > int(t.arena[at]) {
+		if !t.fitState(r.word, state) {
 			return r, false
 		}
-		t.arena[at+1] = byte(len(state))
-		copy(t.arena[at+2:], state)
 	case kind != KindGCRA:
 		t.objs[t.objAt(r.word)] = obj
 	}
@@ -256,6 +253,18 @@ func (t *table) appendState(state []byte) {
 	t.arena = append(t.arena, make([]byte, inlineSlack)...)
 }
 
+// fitState writes state into the room of the inline record whose word is
+// at word, if it fits, and reports whether it did.
+func (t *table) fitState(word int, state []byte) bool {
+	at := word + wordSize
+	if len(state) > int(t.arena[at]) {
+		return false
+	}
+	t.arena[at+1] = byte(len(state))
+	copy(t.arena[at+2:], state)
+	return true
+}
+
 // stateAt is the inline state of the record whose word is at word.
 func (t *table) stateAt(word int) []byte {
 	at := word + wordSize
@@ -267,10 +276,7 @@ func (t *table) stateAt(word int) []byte {
 // keeping its index position, so every other ref stays valid (records do
 // not move; the old copy becomes garbage for the next compaction).
 func (t *table) setState(r ref, state []byte) (ref, error) {
-	at := r.word + wordSize
-	if len(state) <= int(t.arena[at]) {
-		t.arena[at+1] = byte(len(state))
-		copy(t.arena[at+2:], state)
+	if t.fitState(r.word, state) {
 		return r, nil
 	}
 	if len(state) > MaxInlineState {

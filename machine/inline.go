@@ -46,15 +46,11 @@ func StoreState(s *keyspace.Slot, key []byte, kind keyspace.Kind, word int64, ob
 	return err
 }
 
-// windowStateOf reads a found window key's state: inline, or an object.
+// windowStateOf reads a found window key's inline state.
 func windowStateOf[S any](s *keyspace.Slot, e keyspace.Entry) (S, error) {
 	var st S
 	if !e.Inline() {
-		p, ok := s.Object(e).(*S)
-		if !ok || p == nil {
-			return st, window.ErrCorrupt
-		}
-		return *p, nil
+		return st, window.ErrCorrupt
 	}
 	var err error
 	switch p := any(&st).(type) {

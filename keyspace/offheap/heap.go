@@ -90,8 +90,11 @@ type Heap struct {
 	regions []*region // sorted by base
 	partial [96]spanList
 	empty   []*span // spans of no class
-	large   map[uintptr][]byte
-	stats   Stats
+	// dirty lists the spans that may hold idle pages: a give-back visits
+	// them, not the whole heap.
+	dirty []*span
+	large map[uintptr][]byte
+	stats Stats
 	// idle counts bytes of pages held with no block in use: what the next
 	// give-back returns.
 	idle   int64
@@ -113,7 +116,7 @@ type span struct {
 	resident   [maxUnits / 64]uint64 // units (pages) that may be resident
 	inUnit     [maxUnits]uint32      // blocks in use overlapping each unit
 	prev, next *span
-	listed     bool
+	dirty      bool // in Heap.dirty
 }
 
 func (s *span) isResident(u int) bool { return s.resident[u/64]&(1<<(u%64)) != 0 }
@@ -129,7 +132,7 @@ func (s *span) setResident(u int, on bool) {
 type spanList struct{ head *span }
 
 func (l *spanList) push(s *span) {
-	s.prev, s.next, s.listed = nil, l.head, true
+	s.prev, s.next = nil, l.head
 	if l.head != nil {
 		l.head.prev = s
 	}
@@ -145,7 +148,7 @@ func (l *spanList) remove(s *span) {
 	if s.next != nil {
 		s.next.prev = s.prev
 	}
-	s.prev, s.next, s.listed = nil, nil, false
+	s.prev, s.next = nil, nil
 }
 
 // New returns an empty heap. It maps nothing until the first Alloc.
@@ -308,6 +311,10 @@ func (h *Heap) Free(b []byte) {
 	for u := i * s.size / h.unit; u <= ((i+1)*s.size-1)/h.unit; u++ {
 		if s.inUnit[u]--; s.inUnit[u] == 0 {
 			h.idle += int64(h.unit)
+			if !s.dirty {
+				s.dirty = true
+				h.dirty = append(h.dirty, s)
+			}
 		}
 	}
 	// An empty span can serve any class (its pages, resident or not, are
@@ -337,36 +344,36 @@ func (h *Heap) GiveBack() {
 	}
 }
 
-// giveBack releases the idle pages of every span, in runs. Pages rather
-// than whole spans: a class that tables grew through keeps a few blocks
-// scattered over many spans, and only the pages under those blocks should
-// stay resident.
+// giveBack releases the idle pages of the spans that may have some, in
+// runs. Pages rather than whole spans: a class that tables grew through
+// keeps a few blocks scattered over many spans, and only the pages under
+// those blocks should stay resident.
 func (h *Heap) giveBack() {
-	for _, r := range h.regions {
-		for si := range r.spans {
-			s := &r.spans[si]
-			units := spanSize / h.unit
-			for u := 0; u < units; {
-				if !s.isResident(u) || s.inUnit[u] != 0 {
-					u++
-					continue
-				}
-				end := u + 1
-				for end < units && s.isResident(end) && s.inUnit[end] == 0 {
-					end++
-				}
-				// A failed madvise leaves the pages resident and counted.
-				if h.sys.release(s.mem[u*h.unit:end*h.unit]) == nil {
-					for ; u < end; u++ {
-						s.setResident(u, false)
-						h.stats.Held -= int64(h.unit)
-						h.idle -= int64(h.unit)
-					}
-				}
-				u = end
+	units := spanSize / h.unit
+	for _, s := range h.dirty {
+		s.dirty = false
+		for u := 0; u < units; {
+			if !s.isResident(u) || s.inUnit[u] != 0 {
+				u++
+				continue
 			}
+			end := u + 1
+			for end < units && s.isResident(end) && s.inUnit[end] == 0 {
+				end++
+			}
+			// A failed madvise leaves the pages resident and counted.
+			if h.sys.release(s.mem[u*h.unit:end*h.unit]) == nil {
+				for ; u < end; u++ {
+					s.setResident(u, false)
+					h.stats.Held -= int64(h.unit)
+					h.idle -= int64(h.unit)
+				}
+			}
+			u = end
 		}
 	}
+	clear(h.dirty)
+	h.dirty = h.dirty[:0]
 }
 
 func (h *Heap) spanOf(p uintptr) *span {
@@ -400,21 +407,17 @@ func (h *Heap) Close() error {
 		return nil
 	}
 	h.closed = true
-	var first error
+	var errs []error
 	for _, mem := range h.large {
-		if err := h.sys.munmap(mem); err != nil && first == nil {
-			first = err
-		}
+		errs = append(errs, h.sys.munmap(mem))
 	}
 	for _, r := range h.regions {
-		if err := h.sys.munmap(r.mem); err != nil && first == nil {
-			first = err
-		}
+		errs = append(errs, h.sys.munmap(r.mem))
 	}
-	h.large, h.regions, h.empty = nil, nil, nil
+	h.large, h.regions, h.empty, h.dirty = nil, nil, nil, nil
 	h.partial = [len(h.partial)]spanList{}
 	h.stats, h.idle = Stats{}, 0
-	return first
+	return errors.Join(errs...)
 }
 
 // byBase orders regions by their base address, for binary search.
