@@ -241,3 +241,7 @@ func (n *Node) BatchSizes() []int64 {
 	}
 	return out
 }
+
+// SnapshotSkippedKeys counts the keys this node's snapshots left out
+// because their states could not be encoded.
+func (n *Node) SnapshotSkippedKeys() int64 { return n.fsm.skipped.Load() }

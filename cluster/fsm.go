@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -29,6 +31,10 @@ type fsm struct {
 	leading func() bool
 	// discard is the follower's reply buffer, reused entry after entry.
 	discard resp.Writer
+	// log receives what snapshots left out; nil discards.
+	log *slog.Logger
+	// skipped counts keys snapshots left out (persist.SaveInfo.Skipped).
+	skipped atomic.Int64
 
 	mu sync.Mutex
 	// lastStamp is the stamp of the last entry applied; lastMono the local
@@ -114,7 +120,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fsmSnapshot{v: v}, nil
+	return &fsmSnapshot{v: v, f: f}, nil
 }
 
 // Restore replaces the state with a snapshot's.
@@ -132,13 +138,23 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-type fsmSnapshot struct{ v *machine.Frozen }
+type fsmSnapshot struct {
+	v *machine.Frozen
+	f *fsm
+}
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	// Created is the applied instant too: a snapshot records no clock.
-	_, err := persist.WriteFrozen(sink, s.v, persist.Header{Created: s.v.Applied()})
+	info, err := persist.WriteFrozen(sink, s.v, persist.Header{Created: s.v.Applied()})
 	if err != nil {
 		return errors.Join(err, sink.Cancel())
+	}
+	if info.Skipped != nil {
+		s.f.skipped.Add(int64(len(info.Skipped.Keys)))
+		if s.f.log != nil {
+			s.f.log.Error("snapshot left out keys whose state could not be encoded", "count", len(info.Skipped.Keys),
+				"keys", info.Skipped.Keys, "err", info.Skipped)
+		}
 	}
 	return sink.Close()
 }

@@ -137,6 +137,16 @@ func (c *Config) Validate() error {
 	if c.self() == nil {
 		return fmt.Errorf("%w: node id %q is not among the peers", ErrConfig, c.NodeID)
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"heartbeat timeout", c.HeartbeatTimeout}, {"election timeout", c.ElectionTimeout},
+		{"leader lease timeout", c.LeaderLeaseTimeout}, {"commit timeout", c.CommitTimeout},
+		{"apply timeout", c.ApplyTimeout}, {"snapshot interval", c.SnapshotInterval}, {"tick interval", c.TickInterval}} {
+		if d.v < 0 {
+			return fmt.Errorf("%w: the %s must not be negative (%s)", ErrConfig, d.name, d.v)
+		}
+	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout && c.HeartbeatTimeout != 0 {
 		return fmt.Errorf("%w: the leader lease (%s) must not exceed the heartbeat timeout (%s)", ErrConfig, c.LeaderLeaseTimeout, c.HeartbeatTimeout)
 	}
@@ -195,7 +205,7 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{cfg.Log}})
-	n := &Node{cfg: cfg, log: cfg.Log, fsm: &fsm{m: m, mono: cfg.Mono}, clientAddrs: map[string]string{}, raftAddrs: map[string]string{},
+	n := &Node{cfg: cfg, log: cfg.Log, fsm: &fsm{m: m, mono: cfg.Mono, log: cfg.Log}, clientAddrs: map[string]string{}, raftAddrs: map[string]string{},
 		batches: make(chan *Pending, 1024), stop: make(chan struct{})}
 	for _, p := range cfg.Peers {
 		n.clientAddrs[p.ID] = p.ClientAddr

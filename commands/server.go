@@ -18,7 +18,7 @@ func serverCommands() []*Command {
 			Summary: "Returns the server time (the test clock when it is set).", Complexity: "O(1)", Run: runTime,
 			Tips: []string{"nondeterministic_output"}},
 		{Name: "debug", Arity: -2, Flags: []string{"admin", "noscript", "loading", "stale"}, Group: "server",
-			Since: "1.0.0", Summary: "Test hooks: DEBUG CLOCK SET <unix-ns> | ADVANCE <ns> | GET | REAL, DEBUG GC. Needs --enable-debug-command.",
+			Since: "1.0.0", Summary: "DEBUG DIGEST; test hooks: DEBUG CLOCK SET <unix-ns> | ADVANCE <ns> | GET | REAL, DEBUG GC, DEBUG APPLY-PANIC <key>. Needs --enable-debug-command.",
 			Complexity: "O(1)", Run: runDebug, Args: []Arg{{Name: "subcommand", Type: "string"},
 				{Name: "arg", Type: "string", Optional: true, Multiple: true}}},
 		commandCommand(),
@@ -51,6 +51,16 @@ func runDebug(c *Ctx, args [][]byte) {
 		c.W.Error(errDebugDenied)
 		return
 	}
+	if equalFold(args[1], "apply-panic") && c.Env.Table.applyPanic != nil {
+		// A machine command: through the log like any write, then a
+		// panic inside its apply, which the apply boundary answers.
+		if len(args) != 3 {
+			c.W.Error(errArity("debug|apply-panic"))
+			return
+		}
+		c.apply(c.Env.Table.applyPanic, args)
+		return
+	}
 	if equalFold(args[1], "gc") && len(args) == 2 {
 		// Lets benchmarks measure live memory rather than garbage.
 		runtime.GC()
@@ -58,7 +68,7 @@ func runDebug(c *Ctx, args [][]byte) {
 		return
 	}
 	if !equalFold(args[1], "clock") || len(args) < 3 {
-		c.W.Error("ERR DEBUG supports only DIGEST | GC | CLOCK SET <unix-ns> | CLOCK ADVANCE <ns> | CLOCK REAL | CLOCK GET")
+		c.W.Error("ERR DEBUG supports only DIGEST | GC | APPLY-PANIC <key> | CLOCK SET <unix-ns> | CLOCK ADVANCE <ns> | CLOCK REAL | CLOCK GET")
 		return
 	}
 	clk := c.Env.Clock

@@ -109,6 +109,9 @@ func (c *Command) arityOK(n int) bool {
 type Table struct {
 	byName map[string]*Command
 	sorted []*Command
+	// applyPanic is the machine's internal DEBUG APPLY-PANIC, which the
+	// surface's DEBUG hands to the Applier.
+	applyPanic *Command
 }
 
 // NewTable builds the table of every command sluice knows: the server
@@ -133,6 +136,9 @@ func NewTable(m *machine.Machine) *Table {
 		}
 	}
 	sort.Slice(t.sorted, func(i, j int) bool { return t.sorted[i].Name < t.sorted[j].Name })
+	if mc := m.Lookup([]byte("debug")); mc != nil && mc.Internal() {
+		t.applyPanic = &Command{Name: "apply-panic", Arity: mc.Arity, Flags: mc.Flags, Machine: mc}
+	}
 	return t
 }
 
@@ -219,6 +225,14 @@ func (c *Ctx) apply(cmd *Command, args [][]byte) {
 			return
 		}
 	}
+	if c.Env.Applier != nil {
+		// Only well-formed commands enter the log: a malformed one gets
+		// the error a single node gives, and costs no entry.
+		if bad := cmd.Machine.Check(c.Env.Machine, args); bad != "" {
+			c.W.Error(bad)
+			return
+		}
+	}
 	if b, ok := c.Env.Applier.(Batcher); ok {
 		c.deferApply(b, cmd, args)
 		return
@@ -242,6 +256,9 @@ func (c *Ctx) apply(cmd *Command, args [][]byte) {
 func machineCommands(m *machine.Machine) []*Command {
 	var cmds []*Command
 	for _, mc := range m.Commands() {
+		if mc.Internal() {
+			continue
+		}
 		cmds = append(cmds, &Command{
 			Name: mc.Name, Arity: mc.Arity, Flags: mc.Flags,
 			FirstKey: mc.FirstKey, LastKey: mc.LastKey, Step: mc.Step,

@@ -13,6 +13,13 @@ func (ks *Keyspace) FlushAll(before func(slots func(i int) *Slot)) {
 	for i := range ks.slots {
 		ks.slots[i].mu.Lock()
 	}
+	// Deferred, so a panic in before or in a flush (recovered by the
+	// machine's apply boundary) leaves no slot locked.
+	defer func() {
+		for i := range ks.slots {
+			ks.slots[i].mu.Unlock()
+		}
+	}()
 	if before != nil {
 		before(func(i int) *Slot { return &ks.slots[i] })
 	}
@@ -21,7 +28,4 @@ func (ks *Keyspace) FlushAll(before func(slots func(i int) *Slot)) {
 	}
 	// Everything is free: give it all back now, not in the next batch.
 	ks.heap.GiveBack()
-	for i := range ks.slots {
-		ks.slots[i].mu.Unlock()
-	}
 }

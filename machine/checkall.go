@@ -27,55 +27,64 @@ func checkAllCommands() []*Command {
 			}},
 		},
 		run: runCheckAll,
+		check: func(m *Machine, args [][]byte) string {
+			var buf [4]limitCheck
+			_, _, bad := m.parseCheckAll(args, buf[:0])
+			return bad
+		},
 	}}
 }
 
-// runCheckAll is RL.CHECKALL [COST <n>] LIMIT <key> <algorithm> <params…> [LIMIT …].
-func runCheckAll(x *exec, args [][]byte) {
+// parseCheckAll reads [COST <n>] LIMIT <key> <algorithm> <params…> [LIMIT …]
+// into checks (appended to buf); it returns the error reply, or "".
+func (m *Machine) parseCheckAll(args [][]byte, buf []limitCheck) (int64, []limitCheck, string) {
 	cost := int64(1)
 	i := 1
 	if resp.EqualFold(args[i], "cost") {
 		n, ok := resp.ParseInt(args[i+1])
 		if !ok {
-			x.w.Error(resp.ErrNotInteger)
-			return
+			return 0, nil, resp.ErrNotInteger
 		}
 		if n < 0 {
-			x.w.Error("ERR COST must not be negative")
-			return
+			return 0, nil, "ERR COST must not be negative"
 		}
 		cost, i = n, i+2
 	}
-	var checkBuf [4]limitCheck
-	checks := checkBuf[:0]
+	checks := buf[:0]
 	for i < len(args) {
 		if !resp.EqualFold(args[i], "limit") || i+2 >= len(args) {
-			x.w.Error("ERR syntax error: expected LIMIT <key> <algorithm> <params...>")
-			return
+			return 0, nil, "ERR syntax error: expected LIMIT <key> <algorithm> <params...>"
 		}
 		if len(checks) == maxLimits {
-			x.w.Error("ERR too many limits (at most 64)")
-			return
+			return 0, nil, "ERR too many limits (at most 64)"
 		}
-		c, next, bad := x.parseLimit(args, i+1)
+		c, next, bad := m.parseLimit(args, i+1)
 		if bad != "" {
-			x.w.Error(bad)
-			return
+			return 0, nil, bad
 		}
 		if len(checks) > 0 && slot.Of(c.key) != slot.Of(checks[0].key) {
-			x.w.Error("CROSSSLOT Keys in request don't hash to the same slot")
-			return
+			return 0, nil, "CROSSSLOT Keys in request don't hash to the same slot"
 		}
 		checks = append(checks, c)
 		i = next
 	}
 	if len(checks) == 0 {
-		x.w.Error("ERR syntax error: expected LIMIT <key> <algorithm> <params...>")
+		return 0, nil, "ERR syntax error: expected LIMIT <key> <algorithm> <params...>"
+	}
+	return cost, checks, ""
+}
+
+// runCheckAll is RL.CHECKALL [COST <n>] LIMIT <key> <algorithm> <params…> [LIMIT …].
+func runCheckAll(x *exec, args [][]byte) {
+	var checkBuf [4]limitCheck
+	cost, checks, bad := x.m.parseCheckAll(args, checkBuf[:0])
+	if bad != "" {
+		x.w.Error(bad)
 		return
 	}
 	s, now := x.lockKey(checks[0].key)
 	binding, refused, err := multiCheck(x, s, now, cost, checks)
-	s.Unlock()
+	x.unlock(s)
 	if err != nil {
 		x.error(err)
 		return
@@ -85,7 +94,7 @@ func runCheckAll(x *exec, args [][]byte) {
 
 // parseLimit reads <key> <algorithm> <params…> from args[i:], up to the
 // next LIMIT, and returns the check and where the next limit starts.
-func (x *exec) parseLimit(args [][]byte, i int) (limitCheck, int, string) {
+func (m *Machine) parseLimit(args [][]byte, i int) (limitCheck, int, string) {
 	c := limitCheck{key: args[i], name: view(args[i])}
 	alg := args[i+1]
 	end := i + 2
@@ -163,7 +172,7 @@ func (x *exec) parseLimit(args [][]byte, i int) (limitCheck, int, string) {
 			}
 		}
 		var bad string
-		if c.sched, bad = x.quotaSchedule(params[1], anchorArg, zoneArg); bad != "" {
+		if c.sched, bad = m.quotaSchedule(params[1], anchorArg, zoneArg); bad != "" {
 			return c, end, bad
 		}
 		c.kind, c.quotaLimit = keyspace.KindQuota, limit

@@ -1,5 +1,7 @@
 package machine
 
+import "sync/atomic"
+
 // Command is one command the machine applies: what COMMAND reports about
 // it, and the function that applies it. The server surface (package
 // commands) lists these beside its own, so COMMAND describes them all.
@@ -34,8 +36,21 @@ type Command struct {
 	// allowed or limited (metrics count both).
 	Decides bool
 
-	run   func(x *exec, args [][]byte)
-	write bool
+	run func(x *exec, args [][]byte)
+	// check parses args as run does and returns the error reply a
+	// malformed command gets, or "": what can be known without the state.
+	// nil: nothing to check beyond the arity.
+	check func(m *Machine, args [][]byte) string
+	// subcommands are the lower-case subcommand words, when the command
+	// has them (they name it in an internal error: "rl.rules|list").
+	subcommands []string
+	// internal commands are not part of the server surface: the front door
+	// that sends them (DEBUG APPLY-PANIC) is a surface command of its own.
+	internal bool
+	write    bool
+	// panics counts recovered panics: [0] the command without a known
+	// subcommand, [i+1] subcommands[i].
+	panics []atomic.Int64
 }
 
 // Arg documents one argument for COMMAND DOCS.
@@ -73,4 +88,24 @@ func (c *Command) hasFlag(f string) bool {
 		}
 	}
 	return false
+}
+
+// Internal reports a command that is not part of the server surface (the
+// surface reaches it through a command of its own, as DEBUG APPLY-PANIC).
+func (c *Command) Internal() bool { return c.internal }
+
+// Check is Machine.Check for args already known to be this command's, of
+// a valid arity: "" or the error reply.
+func (c *Command) Check(m *Machine, args [][]byte) (bad string) {
+	if c.check == nil {
+		return ""
+	}
+	// A check is parsing only; should one panic, the command is malformed
+	// as far as the log is concerned, and the apply would panic alike.
+	defer func() {
+		if p := recover(); p != nil {
+			bad = internalErrorPrefix + c.panicName(args)
+		}
+	}()
+	return c.check(m, args)
 }

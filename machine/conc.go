@@ -24,7 +24,7 @@ func concCommands() []*Command {
 			{Name: "lease-seconds", Type: "integer"},
 			{Name: "request-id", Type: "string"},
 		},
-		run: runConcAcquire,
+		run: runConcAcquire, check: func(_ *Machine, args [][]byte) string { _, bad := parseAcquire(args); return bad },
 	}, {
 		Name: "conc.release", Arity: 3, Flags: []string{"write", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
@@ -34,7 +34,7 @@ func concCommands() []*Command {
 			{Name: "key", Type: "key"},
 			{Name: "request-id", Type: "string"},
 		},
-		run: runConcRelease,
+		run: runConcRelease, check: func(_ *Machine, args [][]byte) string { return checkRequestID(args[2]) },
 	}, {
 		Name: "conc.renew", Arity: 4, Flags: []string{"write", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
@@ -45,7 +45,7 @@ func concCommands() []*Command {
 			{Name: "request-id", Type: "string"},
 			{Name: "lease-seconds", Type: "integer"},
 		},
-		run: runConcRenew,
+		run: runConcRenew, check: func(_ *Machine, args [][]byte) string { _, bad := parseRenew(args); return bad },
 	}, {
 		Name: "conc.get", Arity: 2, Flags: []string{"readonly", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
@@ -98,37 +98,57 @@ func leasesAt(s *keyspace.Slot, key []byte, now int64) (keyspace.Entry, *conc.Le
 	return e, s.Object(e).(*conc.Leases), nil
 }
 
-// runConcAcquire is CONC.ACQUIRE <key> <limit> <lease-seconds> <request-id>.
-func runConcAcquire(x *exec, args [][]byte) {
+// acquireRequest is a parsed CONC.ACQUIRE.
+type acquireRequest struct{ limit, lease int64 }
+
+// parseAcquire reads <key> <limit> <lease-seconds> <request-id>; it
+// returns the error reply, or "".
+func parseAcquire(args [][]byte) (acquireRequest, string) {
 	limit, ok1 := resp.ParseInt(args[2])
 	leaseSec, ok2 := resp.ParseInt(args[3])
 	if !ok1 || !ok2 {
-		x.w.Error(resp.ErrNotInteger)
-		return
+		return acquireRequest{}, resp.ErrNotInteger
 	}
-	msg := ""
 	switch {
 	case limit <= 0:
-		msg = ErrorReply(conc.ErrLimitNotPositive)
+		return acquireRequest{}, ErrorReply(conc.ErrLimitNotPositive)
 	case limit > conc.MaxLimit:
-		msg = ErrorReply(conc.ErrLimitTooLarge)
+		return acquireRequest{}, ErrorReply(conc.ErrLimitTooLarge)
 	}
-	var lease int64
-	if msg == "" {
-		lease, msg = leaseNanos(leaseSec)
-	}
+	lease, msg := leaseNanos(leaseSec)
 	if msg == "" {
 		msg = checkRequestID(args[4])
 	}
+	return acquireRequest{limit: limit, lease: lease}, msg
+}
+
+// parseRenew reads <key> <request-id> <lease-seconds>: the lease in ns,
+// or the error reply.
+func parseRenew(args [][]byte) (int64, string) {
+	leaseSec, ok := resp.ParseInt(args[3])
+	if !ok {
+		return 0, resp.ErrNotInteger
+	}
+	lease, msg := leaseNanos(leaseSec)
+	if msg == "" {
+		msg = checkRequestID(args[2])
+	}
+	return lease, msg
+}
+
+// runConcAcquire is CONC.ACQUIRE <key> <limit> <lease-seconds> <request-id>.
+func runConcAcquire(x *exec, args [][]byte) {
+	req, msg := parseAcquire(args)
 	if msg != "" {
 		x.w.Error(msg)
 		return
 	}
+	limit, lease := req.limit, req.lease
 	key, id := args[1], args[4]
 	s, now := x.lockKey(key)
 	e, l, err := leasesAt(s, key, now)
 	if err != nil {
-		s.Unlock()
+		x.unlock(s)
 		x.error(err)
 		return
 	}
@@ -147,7 +167,7 @@ func runConcAcquire(x *exec, args [][]byte) {
 			_, err = s.Insert(key, keyspace.KindLeases, l.ExpireAt(), l)
 		}
 	}
-	s.Unlock()
+	x.unlock(s)
 	if err != nil {
 		x.error(err)
 		return
@@ -169,7 +189,7 @@ func runConcRelease(x *exec, args [][]byte) {
 		released = l.Release(now, id)
 		storeLeases(s, e, l, now)
 	}
-	s.Unlock()
+	x.unlock(s)
 	if err != nil {
 		x.error(err)
 		return
@@ -180,15 +200,7 @@ func runConcRelease(x *exec, args [][]byte) {
 // runConcRenew is CONC.RENEW <key> <request-id> <lease-seconds>.
 func runConcRenew(x *exec, args [][]byte) {
 	key, id := args[1], args[2]
-	leaseSec, ok := resp.ParseInt(args[3])
-	if !ok {
-		x.w.Error(resp.ErrNotInteger)
-		return
-	}
-	lease, msg := leaseNanos(leaseSec)
-	if msg == "" {
-		msg = checkRequestID(id)
-	}
+	lease, msg := parseRenew(args)
 	if msg != "" {
 		x.w.Error(msg)
 		return
@@ -202,7 +214,7 @@ func runConcRenew(x *exec, args [][]byte) {
 			storeLeases(s, e, l, now)
 		}
 	}
-	s.Unlock()
+	x.unlock(s)
 	if err != nil {
 		x.error(err)
 		return
@@ -222,7 +234,7 @@ func runConcGet(x *exec, args [][]byte) {
 	if l != nil {
 		live, untilNext, untilLast = l.View(now)
 	}
-	s.Unlock()
+	x.unlock(s)
 	if err != nil {
 		x.error(err)
 		return

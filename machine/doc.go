@@ -26,6 +26,12 @@
 //     two replicas answer differently.
 //   - Time zones come only from the tz database compiled into the binary
 //     (package quota), never the host's.
+//   - One command never stops the machine: a panic inside an apply is
+//     recovered there (recover.go) and answered as an internal error, its
+//     slot locks released; every slot lock a command takes goes through
+//     exec.lockKey and exec.unlock so the boundary knows what to release.
+//   - Check parses a command without the state, exactly as its apply
+//     would, so a replicated node logs only well-formed commands.
 //
 // The connection and server surface (CLIENT, CONFIG, INFO, HELLO, AUTH,
 // COMMAND, DEBUG …) lives in package commands and never reaches the

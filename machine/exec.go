@@ -15,18 +15,56 @@ type exec struct {
 	write bool
 	w     *resp.Writer
 	out   Outcome
+	// held are the slots this apply has locked and not yet unlocked, so a
+	// panic inside the apply can release them (see Machine.recovered).
+	// Every slot lock a command takes goes through lockKey and unlock.
+	held  [maxHeld]*keyspace.Slot
+	nheld int
 }
+
+// maxHeld is the most slot locks one apply holds at once (commands lock one
+// slot at a time; FlushAll locks every slot itself, outside this list).
+const maxHeld = 2
 
 // lockKey locks key's slot and returns it with the instant to apply at:
 // for a write the applied instant raised to now, for a read the later of
-// the two (a read moves nothing).
+// the two (a read moves nothing). Release it with unlock.
 func (x *exec) lockKey(key []byte) (*keyspace.Slot, int64) {
 	i := slot.Of(key)
 	s := x.m.keys.Lock(i)
+	if x.nheld == maxHeld {
+		s.Unlock()
+		panic("machine: an apply holds more than two slot locks")
+	}
+	x.held[x.nheld] = s
+	x.nheld++
 	if x.write {
 		x.m.beforeWrite(i, s)
 	}
 	return s, x.instant()
+}
+
+// unlock releases a slot lockKey took.
+func (x *exec) unlock(s *keyspace.Slot) {
+	for i := x.nheld - 1; i >= 0; i-- {
+		if x.held[i] == s {
+			x.nheld--
+			x.held[i] = x.held[x.nheld]
+			x.held[x.nheld] = nil
+			s.Unlock()
+			return
+		}
+	}
+	panic("machine: unlock of a slot this apply does not hold")
+}
+
+// unlockAll releases every slot the apply still holds (after a panic).
+func (x *exec) unlockAll() {
+	for x.nheld > 0 {
+		x.nheld--
+		x.held[x.nheld].Unlock()
+		x.held[x.nheld] = nil
+	}
 }
 
 // instant is the instant to apply at; call it holding the lock of the

@@ -19,15 +19,21 @@ func gcraCommands() []*Command {
 			{Name: "period", Type: "integer"},
 			{Name: "quantity", Type: "integer", Optional: true},
 		},
-		run: runThrottle,
+		run: runThrottle, check: checkThrottle,
 	}}
 }
 
-// runThrottle is CL.THROTTLE <key> <max_burst> <count per period> <period> [<quantity>].
-func runThrottle(x *exec, args [][]byte) {
+// throttleRequest is a parsed CL.THROTTLE.
+type throttleRequest struct {
+	limit    gcra.Limit
+	quantity int64
+}
+
+// parseThrottle reads <key> <max_burst> <count per period> <period>
+// [<quantity>]; it returns the error reply, or "".
+func parseThrottle(args [][]byte) (throttleRequest, string) {
 	if len(args) > 6 {
-		x.w.Error(resp.ErrArity("cl.throttle"))
-		return
+		return throttleRequest{}, resp.ErrArity("cl.throttle")
 	}
 	burst, ok1 := parseCellInt(args[2])
 	count, ok2 := parseCellInt(args[3])
@@ -37,24 +43,37 @@ func runThrottle(x *exec, args [][]byte) {
 		quantity, ok4 = parseCellInt(args[5])
 	}
 	if !ok1 || !ok2 || !ok3 || !ok4 {
-		x.w.Error(resp.ErrNotInteger)
-		return
+		return throttleRequest{}, resp.ErrNotInteger
 	}
 	periodNs, ok := resp.SecondsToNanos(period)
 	if !ok {
-		x.w.Error(resp.ErrOverflow)
-		return
+		return throttleRequest{}, resp.ErrOverflow
 	}
 	limit := gcra.Limit{MaxBurst: burst, Count: count, Period: periodNs}
 	if err := limit.Validate(); err != nil {
-		x.error(err)
+		return throttleRequest{}, ErrorReply(err)
+	}
+	return throttleRequest{limit: limit, quantity: quantity}, ""
+}
+
+func checkThrottle(_ *Machine, args [][]byte) string {
+	_, bad := parseThrottle(args)
+	return bad
+}
+
+// runThrottle is CL.THROTTLE <key> <max_burst> <count per period> <period> [<quantity>].
+func runThrottle(x *exec, args [][]byte) {
+	req, bad := parseThrottle(args)
+	if bad != "" {
+		x.w.Error(bad)
 		return
 	}
+	limit, quantity := req.limit, req.quantity
 	key := args[1]
 	s, now := x.lockKey(key)
 	e, found, err := s.GetKind(key, keyspace.KindGCRA, now)
 	if err != nil {
-		s.Unlock()
+		x.unlock(s)
 		x.error(err)
 		return
 	}
@@ -70,7 +89,7 @@ func runThrottle(x *exec, args [][]byte) {
 			_, err = s.Insert(key, keyspace.KindGCRA, newTAT, nil)
 		}
 	}
-	s.Unlock()
+	x.unlock(s)
 	if err != nil {
 		x.error(err)
 		return

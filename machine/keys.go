@@ -48,7 +48,7 @@ func runDel(x *exec, args [][]byte) {
 			s.Delete(e)
 			n++
 		}
-		s.Unlock()
+		x.unlock(s)
 	}
 	x.w.Int(n)
 }
@@ -60,7 +60,7 @@ func runExists(x *exec, args [][]byte) {
 		if _, ok := s.Get(key, now); ok {
 			n++
 		}
-		s.Unlock()
+		x.unlock(s)
 	}
 	x.w.Int(n)
 }
@@ -74,7 +74,7 @@ func runTTL(x *exec, args [][]byte) {
 	if ok {
 		exp = s.ExpireAt(e)
 	}
-	s.Unlock()
+	x.unlock(s)
 	switch {
 	case !ok:
 		x.w.Int(-2)
@@ -95,7 +95,7 @@ func runType(x *exec, args [][]byte) {
 	key := args[1]
 	s, now := x.lockKey(key)
 	e, ok := s.Get(key, now)
-	s.Unlock()
+	x.unlock(s)
 	if !ok {
 		x.w.Simple("none")
 		return
@@ -113,7 +113,7 @@ func runGet(x *exec, args [][]byte) {
 	if ok {
 		tat = s.Word(e)
 	}
-	s.Unlock()
+	x.unlock(s)
 	switch {
 	case err != nil:
 		x.error(err)
@@ -132,11 +132,11 @@ func serverKeyCommands() []*Command {
 		{Name: "flushall", Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
 			Summary: "Removes all keys.", Complexity: "O(N)",
 			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, ACLCategories: []string{"@keyspace", "@dangerous"},
-			Args: flushArgs, run: runFlush},
+			Args: flushArgs, run: runFlush, check: checkFlush},
 		{Name: "flushdb", Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
 			Summary: "Removes all keys.", Complexity: "O(N)",
 			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, ACLCategories: []string{"@keyspace", "@dangerous"},
-			Args: flushArgs, run: runFlush},
+			Args: flushArgs, run: runFlush, check: checkFlush},
 	}
 }
 
@@ -151,9 +151,17 @@ func runDBSize(x *exec, _ [][]byte) {
 	x.w.Int(int64(x.m.keys.Live(x.m.ReadInstant(x.now))))
 }
 
-func runFlush(x *exec, args [][]byte) {
+// checkFlush allows FLUSHALL and FLUSHDB an optional SYNC or ASYNC.
+func checkFlush(_ *Machine, args [][]byte) string {
 	if len(args) > 2 || (len(args) == 2 && !resp.EqualFold(args[1], "sync") && !resp.EqualFold(args[1], "async")) {
-		x.w.Error(resp.ErrSyntax)
+		return resp.ErrSyntax
+	}
+	return ""
+}
+
+func runFlush(x *exec, args [][]byte) {
+	if bad := checkFlush(x.m, args); bad != "" {
+		x.w.Error(bad)
 		return
 	}
 	x.flushAll()

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,9 @@ type Options struct {
 	// Durable receives quota changes to write through to disk; nil when
 	// nothing persists (tests, or a log that is itself durable).
 	Durable Durability
+	// Log receives the line a panicked apply logs with its stack; nil
+	// discards.
+	Log *slog.Logger
 }
 
 // Machine is the replicated state: every key and the last applied
@@ -31,6 +35,7 @@ type Machine struct {
 	// a snapshot can tell whether anything may have changed.
 	changes atomic.Int64
 	durable Durability
+	log     *slog.Logger
 	zones   zoneCache
 	// frozen is the open point-in-time view, if any (see Freeze).
 	frozen atomic.Pointer[Frozen]
@@ -59,13 +64,18 @@ func decides(name string) bool {
 
 // New returns an empty machine at instant 0.
 func New(opts Options) *Machine {
-	m := &Machine{keys: keyspace.New(), durable: opts.Durable, byName: map[string]*Command{}}
-	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), keyCommands(), serverKeyCommands()} {
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Machine{keys: keyspace.New(), durable: opts.Durable, log: log, byName: map[string]*Command{}}
+	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), keyCommands(), serverKeyCommands(), debugCommands()} {
 		for _, c := range group {
 			if _, dup := m.byName[c.Name]; dup {
 				panic("machine: duplicate command " + c.Name)
 			}
 			c.write = c.hasFlag("write")
+			c.panics = make([]atomic.Int64, 1+len(c.subcommands))
 			c.Decides = decides(c.Name)
 			m.byName[c.Name] = c
 			m.sorted = append(m.sorted, c)
@@ -147,7 +157,8 @@ type Outcome struct {
 	Ticket Ticket
 }
 
-// Commands lists the machine's commands in table order.
+// Commands lists the machine's commands in table order, the internal
+// ones (Command.Internal) included.
 func (m *Machine) Commands() []*Command { return m.sorted }
 
 // Lookup finds a command by name in any case; nil when the machine has
@@ -181,14 +192,25 @@ func (m *Machine) Apply(now int64, cmd *Command, args [][]byte, w *resp.Writer) 
 type Scratch struct{ x exec }
 
 // ApplyScratch is Apply using sc for its working state; sc must not be
-// used by two applies at once.
-func (m *Machine) ApplyScratch(sc *Scratch, now int64, cmd *Command, args [][]byte, w *resp.Writer) Outcome {
+// used by two applies at once. A panic inside the command is recovered
+// here (recover.go): the command answers an internal error and the machine
+// goes on.
+func (m *Machine) ApplyScratch(sc *Scratch, now int64, cmd *Command, args [][]byte, w *resp.Writer) (out Outcome) {
 	sc.x = exec{m: m, now: now, write: cmd.write, w: w}
 	if cmd.write {
 		m.changes.Add(1)
 	}
+	start := len(w.Buf)
+	defer func() {
+		if p := recover(); p != nil {
+			m.recovered(&sc.x, cmd, args, p, start)
+			// A change journaled before the panic is still waited for.
+			out = Outcome{Ticket: sc.x.out.Ticket}
+			sc.x = exec{}
+		}
+	}()
 	cmd.run(&sc.x, args)
-	out := sc.x.out
+	out = sc.x.out
 	sc.x = exec{}
 	return out
 }
@@ -211,4 +233,24 @@ func (m *Machine) ApplyArgs(now int64, args [][]byte, w *resp.Writer) Outcome {
 		return Outcome{}
 	}
 	return m.Apply(now, cmd, args, w)
+}
+
+// Check parses a command known only by its arguments as its apply would,
+// without the state: "" when it is well-formed, else the error reply its
+// apply would give (unknown command, arity, numbers, ranges, options). A
+// replicated node checks every command before it enters the log, so a
+// malformed one never costs a log entry; the apply checks again, so a log
+// written by another version cannot make it misbehave.
+func (m *Machine) Check(args [][]byte) string {
+	if len(args) == 0 {
+		return "ERR empty command"
+	}
+	cmd := m.Lookup(args[0])
+	switch {
+	case cmd == nil:
+		return "ERR unknown command '" + resp.Clip(args[0], 128) + "'"
+	case !cmd.ArityOK(len(args)):
+		return resp.ErrArity(cmd.Name)
+	}
+	return cmd.Check(m, args)
 }

@@ -28,7 +28,7 @@ func policyCommands() []*Command {
 				}},
 			}},
 		},
-		run: runRLCheck,
+		run: runRLCheck, check: checkRLCheck,
 	}}
 }
 
@@ -148,6 +148,15 @@ func (m *Machine) release(sc *checkScratch) {
 	m.checkScratch.Put(sc)
 }
 
+func checkRLCheck(m *Machine, args [][]byte) string {
+	sc := m.scratch()
+	defer m.release(sc)
+	req := descriptorRequest{entries: sc.entries, bounds: sc.bounds}
+	bad := parseDescriptors(args[2:], &req)
+	sc.entries, sc.bounds = req.entries, req.bounds
+	return bad
+}
+
 // runRLCheck is RL.CHECK <domain> [COST <n>] DESCRIPTOR <k> <v> [<k> <v> …] [DESCRIPTOR …].
 func runRLCheck(x *exec, args [][]byte) {
 	sc := x.m.scratch()
@@ -224,7 +233,7 @@ func runRLCheck(x *exec, args [][]byte) {
 		}
 	}
 	binding, refused, err := multiCheck(x, s, now, req.cost, checks)
-	s.Unlock()
+	x.unlock(s)
 	if err != nil {
 		x.error(err)
 		return

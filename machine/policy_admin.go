@@ -25,7 +25,7 @@ func policyAdminCommands() []*Command {
 			{Name: "clear", Type: "pure-token", Token: "CLEAR"},
 			{Name: "list", Type: "pure-token", Token: "LIST"},
 		}}, {Name: "arg", Type: "string", Optional: true, Multiple: true}},
-		run: runRules,
+		run: runRules, check: checkRules, subcommands: []string{"load", "clear", "list"},
 	}, {
 		Name: "rl.override", Arity: -3, Flags: []string{"write", "denyoom"},
 		FirstKey: 2, LastKey: 2, Step: 1, Journaled: true,
@@ -40,7 +40,7 @@ func policyAdminCommands() []*Command {
 			{Name: "domain", Type: "key"},
 			{Name: "arg", Type: "string", Optional: true, Multiple: true},
 		},
-		run: runOverride,
+		run: runOverride, check: checkOverride, subcommands: []string{"set", "del", "list"},
 	}, {
 		Name: "rl.scale", Arity: -3, Flags: []string{"write", "fast"},
 		FirstKey: 2, LastKey: 2, Step: 1, Journaled: true,
@@ -54,7 +54,7 @@ func policyAdminCommands() []*Command {
 			{Name: "domain", Type: "key"},
 			{Name: "arg", Type: "string", Optional: true, Multiple: true},
 		},
-		run: runScale,
+		run: runScale, check: checkScale, subcommands: []string{"set", "get"},
 	}}
 }
 
@@ -65,41 +65,66 @@ const DefaultRecovery = 60 * 1_000_000_000
 // maxRecoverySeconds bounds RECOVER (a day).
 const maxRecoverySeconds = 86400
 
-func runRules(x *exec, args [][]byte) {
+// parseRulesLoad reads RL.RULES LOAD <name> <yaml> [<name> <yaml> …] and
+// parses the files: the rule set, or the error reply.
+func parseRulesLoad(args [][]byte) (*RulesState, string) {
+	if len(args) < 4 || len(args)%2 != 0 {
+		return nil, "ERR RL.RULES LOAD needs <name> <yaml> pairs"
+	}
+	files := make([]RuleFile, 0, (len(args)-2)/2)
+	for i := 2; i < len(args); i += 2 {
+		files = append(files, RuleFile{Name: string(args[i]), Source: bytes.Clone(args[i+1])})
+	}
+	st, err := ParseRules(files)
+	if err != nil {
+		return nil, "ERR rules not loaded: " + oneLine(err.Error())
+	}
+	return st, ""
+}
+
+// checkRules is RL.RULES without the state: the subcommand, its words,
+// and for LOAD the files themselves.
+func checkRules(_ *Machine, args [][]byte) string {
 	switch {
 	case resp.EqualFold(args[1], "load"):
-		if len(args) < 4 || len(args)%2 != 0 {
-			x.w.Error("ERR RL.RULES LOAD needs <name> <yaml> pairs")
-			return
+		_, bad := parseRulesLoad(args)
+		return bad
+	case resp.EqualFold(args[1], "clear"):
+		if len(args) != 2 {
+			return resp.ErrSyntax
 		}
-		files := make([]RuleFile, 0, (len(args)-2)/2)
-		for i := 2; i < len(args); i += 2 {
-			files = append(files, RuleFile{Name: string(args[i]), Source: bytes.Clone(args[i+1])})
+	case resp.EqualFold(args[1], "list"):
+		if len(args) > 3 {
+			return resp.ErrSyntax
 		}
-		st, err := ParseRules(files)
-		if err != nil {
-			x.w.Error("ERR rules not loaded: " + oneLine(err.Error()))
+	default:
+		return "ERR unknown subcommand '" + resp.Clip(args[1], 64) + "'. Try LOAD, CLEAR, LIST."
+	}
+	return ""
+}
+
+func runRules(x *exec, args [][]byte) {
+	if resp.EqualFold(args[1], "load") {
+		st, bad := parseRulesLoad(args)
+		if bad != "" {
+			x.w.Error(bad)
 			return
 		}
 		x.setRules(st)
 		x.w.OK()
-	case resp.EqualFold(args[1], "clear"):
-		if len(args) != 2 {
-			x.w.Error(resp.ErrSyntax)
-			return
-		}
+		return
+	}
+	if bad := checkRules(x.m, args); bad != "" {
+		x.w.Error(bad)
+		return
+	}
+	if resp.EqualFold(args[1], "clear") {
 		x.setRules(nil)
 		x.w.OK()
-	case resp.EqualFold(args[1], "list"):
-		if len(args) > 3 {
-			x.w.Error(resp.ErrSyntax)
-			return
-		}
-		x.instant()
-		listRules(x, args[2:])
-	default:
-		x.w.Error("ERR unknown subcommand '" + resp.Clip(args[1], 64) + "'. Try LOAD, CLEAR, LIST.")
+		return
 	}
+	x.instant()
+	listRules(x, args[2:])
 }
 
 // oneLine keeps an error on one RESP line.
@@ -116,7 +141,7 @@ func oneLine(s string) string {
 // RL.CHECK uses.
 func (x *exec) setRules(st *RulesState) {
 	s, now := x.lockKey([]byte(RulesKey))
-	defer s.Unlock()
+	defer x.unlock(s)
 	if e, ok := s.Get([]byte(RulesKey), now); ok {
 		s.Delete(e)
 	}
@@ -196,22 +221,35 @@ func listRules(x *exec, args [][]byte) {
 var unitSeconds = map[string]int64{"second": 1, "minute": 60, "hour": 3600, "day": 86400,
 	"week": 7 * 86400, "month": 30 * 86400, "year": 365 * 86400}
 
+// checkOverride is RL.OVERRIDE without the state.
+func checkOverride(_ *Machine, args [][]byte) string {
+	switch {
+	case resp.EqualFold(args[1], "set"):
+		_, _, bad := parseOverrideSet(string(args[2]), args[3:])
+		return bad
+	case resp.EqualFold(args[1], "del"):
+		_, bad := parseOverrideDel(string(args[2]), args[3:])
+		return bad
+	case resp.EqualFold(args[1], "list"):
+		if len(args) != 3 {
+			return resp.ErrSyntax
+		}
+		return ""
+	}
+	return "ERR unknown subcommand '" + resp.Clip(args[1], 64) + "'. Try SET, DEL, LIST."
+}
+
 func runOverride(x *exec, args [][]byte) {
 	domain := string(args[2])
+	if bad := checkOverride(x.m, args); bad != "" {
+		x.w.Error(bad)
+		return
+	}
 	switch {
 	case resp.EqualFold(args[1], "set"):
 		overrideSet(x, domain, args[3:])
 	case resp.EqualFold(args[1], "del"):
-		var req descriptorRequest
-		if bad := parseDescriptors(args[3:], &req); bad != "" {
-			x.w.Error(bad)
-			return
-		}
-		if len(req.bounds) != 1 {
-			x.w.Error("ERR RL.OVERRIDE DEL takes one DESCRIPTOR")
-			return
-		}
-		key := append(policy.AppendDescriptorKey(nil, domain, req.entries), overrideSuffix...)
+		key, _ := parseOverrideDel(domain, args[3:])
 		s, now := x.lockKey(key)
 		n := int64(0)
 		if e, ok := s.Get(key, now); ok && e.Kind() == keyspace.KindOverride {
@@ -219,53 +257,55 @@ func runOverride(x *exec, args [][]byte) {
 			x.journaled(x.m.deleted(key))
 			n = 1
 		}
-		s.Unlock()
+		x.unlock(s)
 		x.w.Int(n)
-	case resp.EqualFold(args[1], "list"):
-		if len(args) != 3 {
-			x.w.Error(resp.ErrSyntax)
-			return
-		}
-		overrideList(x, domain)
 	default:
-		x.w.Error("ERR unknown subcommand '" + resp.Clip(args[1], 64) + "'. Try SET, DEL, LIST.")
+		overrideList(x, domain)
 	}
 }
 
-// overrideSet is RL.OVERRIDE SET <domain> <requests> <unit|seconds>
-// [BURST n] [START unix-seconds] [UNTIL unix-seconds] DESCRIPTOR k v [k v …].
-func overrideSet(x *exec, domain string, args [][]byte) {
+// parseOverrideDel reads RL.OVERRIDE DEL's DESCRIPTOR k v [k v …]: the
+// override's key, or the error reply.
+func parseOverrideDel(domain string, args [][]byte) ([]byte, string) {
+	var req descriptorRequest
+	if bad := parseDescriptors(args, &req); bad != "" {
+		return nil, bad
+	}
+	if len(req.bounds) != 1 {
+		return nil, "ERR RL.OVERRIDE DEL takes one DESCRIPTOR"
+	}
+	return append(policy.AppendDescriptorKey(nil, domain, req.entries), overrideSuffix...), ""
+}
+
+// parseOverrideSet reads RL.OVERRIDE SET's <requests> <unit|seconds>
+// [BURST n] [START unix-seconds] [UNTIL unix-seconds] DESCRIPTOR k v [k v
+// …]: the override and its key, or the error reply.
+func parseOverrideSet(domain string, args [][]byte) (*OverrideState, []byte, string) {
 	if len(args) < 2 {
-		x.w.Error(resp.ErrArity("rl.override"))
-		return
+		return nil, nil, resp.ErrArity("rl.override")
 	}
 	limit, ok := resp.ParseInt(args[0])
 	if !ok {
-		x.w.Error(resp.ErrNotInteger)
-		return
+		return nil, nil, resp.ErrNotInteger
 	}
 	if limit < 1 || limit > 1<<32-1 {
-		x.w.Error("ERR requests must be in [1, 4294967295]")
-		return
+		return nil, nil, "ERR requests must be in [1, 4294967295]"
 	}
 	window, ok := unitSeconds[string(resp.Lower(args[1]))]
 	if !ok {
 		if window, ok = resp.ParseInt(args[1]); !ok || window < 1 || window > 10*365*86400 {
-			x.w.Error("ERR unit must be second, minute, hour, day, week, month, year or a number of seconds in [1, 315360000]")
-			return
+			return nil, nil, "ERR unit must be second, minute, hour, day, week, month, year or a number of seconds in [1, 315360000]"
 		}
 	}
 	o := &OverrideState{Limit: limit, Window: window * 1_000_000_000, Burst: -1}
 	i := 2
 	for i < len(args) && !resp.EqualFold(args[i], "descriptor") {
 		if i+1 >= len(args) {
-			x.w.Error(resp.ErrSyntax)
-			return
+			return nil, nil, resp.ErrSyntax
 		}
 		v, ok := resp.ParseInt(args[i+1])
 		if !ok {
-			x.w.Error(resp.ErrNotInteger)
-			return
+			return nil, nil, resp.ErrNotInteger
 		}
 		switch {
 		case resp.EqualFold(args[i], "burst") && v >= 0 && v < 1<<32:
@@ -277,30 +317,36 @@ func overrideSet(x *exec, domain string, args [][]byte) {
 				o.Until = v * 1_000_000_000
 			}
 		default:
-			x.w.Error("ERR syntax error: options are BURST <n>, START <unix-seconds>, UNTIL <unix-seconds>, then DESCRIPTOR")
-			return
+			return nil, nil, "ERR syntax error: options are BURST <n>, START <unix-seconds>, UNTIL <unix-seconds>, then DESCRIPTOR"
 		}
 		i += 2
 	}
 	var req descriptorRequest
 	if bad := parseDescriptors(args[i:], &req); bad != "" {
-		x.w.Error(bad)
-		return
+		return nil, nil, bad
 	}
 	if len(req.bounds) != 1 {
-		x.w.Error("ERR RL.OVERRIDE SET takes one DESCRIPTOR")
-		return
+		return nil, nil, "ERR RL.OVERRIDE SET takes one DESCRIPTOR"
 	}
 	if o.Until != 0 && o.Until <= o.Start {
-		x.w.Error("ERR UNTIL must be after START")
-		return
+		return nil, nil, "ERR UNTIL must be after START"
 	}
 	for _, e := range req.entries {
 		o.Entries = append(o.Entries, policy.Entry{Key: string(e.Key), Value: string(e.Value)})
 	}
-	key := append(policy.AppendDescriptorKey(nil, domain, req.entries), overrideSuffix...)
+	return o, append(policy.AppendDescriptorKey(nil, domain, req.entries), overrideSuffix...), ""
+}
+
+// overrideSet is RL.OVERRIDE SET <domain> <requests> <unit|seconds>
+// [BURST n] [START unix-seconds] [UNTIL unix-seconds] DESCRIPTOR k v [k v …].
+func overrideSet(x *exec, domain string, args [][]byte) {
+	o, key, bad := parseOverrideSet(domain, args)
+	if bad != "" {
+		x.w.Error(bad)
+		return
+	}
 	s, now := x.lockKey(key)
-	defer s.Unlock()
+	defer x.unlock(s)
 	if o.Until != 0 && o.Until <= now {
 		x.w.Error("ERR UNTIL is in the past")
 		return
@@ -334,7 +380,7 @@ func overrideList(x *exec, domain string) {
 		}
 		return true
 	})
-	s.Unlock()
+	x.unlock(s)
 	x.w.Array(len(found))
 	for _, o := range found {
 		x.w.Array(6)
@@ -351,31 +397,54 @@ func overrideList(x *exec, domain string) {
 	}
 }
 
+// parseScaleSet reads RL.SCALE SET <domain> <factor> [RECOVER seconds]:
+// the factor (millionths) and recovery (ns), or the error reply.
+func parseScaleSet(args [][]byte) (factor, recovery int64, bad string) {
+	if len(args) != 4 && len(args) != 6 {
+		return 0, 0, resp.ErrSyntax
+	}
+	factor, ok := parseFactor(args[3])
+	if !ok {
+		return 0, 0, "ERR factor must be a decimal in (0, 1] with at most 6 digits after the point"
+	}
+	recovery = int64(DefaultRecovery)
+	if len(args) == 6 {
+		sec, ok := resp.ParseInt(args[5])
+		if !resp.EqualFold(args[4], "recover") || !ok || sec < 0 || sec > maxRecoverySeconds {
+			return 0, 0, "ERR syntax error: RECOVER <seconds in [0, 86400]>"
+		}
+		recovery = sec * 1_000_000_000
+	}
+	return factor, recovery, ""
+}
+
+// checkScale is RL.SCALE without the state.
+func checkScale(_ *Machine, args [][]byte) string {
+	switch {
+	case resp.EqualFold(args[1], "set"):
+		_, _, bad := parseScaleSet(args)
+		return bad
+	case resp.EqualFold(args[1], "get"):
+		if len(args) != 3 {
+			return resp.ErrSyntax
+		}
+		return ""
+	}
+	return "ERR unknown subcommand '" + resp.Clip(args[1], 64) + "'. Try SET, GET."
+}
+
 func runScale(x *exec, args [][]byte) {
+	if bad := checkScale(x.m, args); bad != "" {
+		x.w.Error(bad)
+		return
+	}
 	domain := string(args[2])
 	key := append(policy.AppendDescriptorKey(nil, domain, nil), scaleSuffix...)
 	switch {
 	case resp.EqualFold(args[1], "set"):
-		if len(args) != 4 && len(args) != 6 {
-			x.w.Error(resp.ErrSyntax)
-			return
-		}
-		factor, ok := parseFactor(args[3])
-		if !ok {
-			x.w.Error("ERR factor must be a decimal in (0, 1] with at most 6 digits after the point")
-			return
-		}
-		recovery := int64(DefaultRecovery)
-		if len(args) == 6 {
-			sec, ok := resp.ParseInt(args[5])
-			if !resp.EqualFold(args[4], "recover") || !ok || sec < 0 || sec > maxRecoverySeconds {
-				x.w.Error("ERR syntax error: RECOVER <seconds in [0, 86400]>")
-				return
-			}
-			recovery = sec * 1_000_000_000
-		}
+		factor, recovery, _ := parseScaleSet(args)
 		s, now := x.lockKey(key)
-		defer s.Unlock()
+		defer x.unlock(s)
 		current := scaleAt(s, key, now)
 		st := &ScaleState{From: current, To: factor, Since: now, Recovery: recovery}
 		if e, found := s.Get(key, now); found {
@@ -388,11 +457,7 @@ func runScale(x *exec, args [][]byte) {
 		}
 		x.journaled(x.m.changed(key, keyspace.KindScale, 0, st))
 		x.w.OK()
-	case resp.EqualFold(args[1], "get"):
-		if len(args) != 3 {
-			x.w.Error(resp.ErrSyntax)
-			return
-		}
+	default: // get
 		s, now := x.lockKey(key)
 		factor, target, left := int64(ScaleUnit), int64(ScaleUnit), int64(0)
 		if e, ok := s.Get(key, now); ok && e.Kind() == keyspace.KindScale {
@@ -401,13 +466,11 @@ func runScale(x *exec, args [][]byte) {
 				left = max(0, st.RecoveredAt()-now) / 1_000_000
 			}
 		}
-		s.Unlock()
+		x.unlock(s)
 		x.w.Array(3)
 		x.w.BulkString(formatFactor(factor))
 		x.w.BulkString(formatFactor(target))
 		x.w.Int(left)
-	default:
-		x.w.Error("ERR unknown subcommand '" + resp.Clip(args[1], 64) + "'. Try SET, GET.")
 	}
 }
 

@@ -30,7 +30,8 @@ func quotaCommands() []*Command {
 				{Name: "tz", Type: "string", Token: "TZ", Optional: true},
 				{Name: "cost", Type: "integer", Token: "COST", Optional: true},
 			},
-			run: runQuotaCheck, Journaled: true},
+			run: runQuotaCheck, Journaled: true,
+			check: func(m *Machine, args [][]byte) string { _, bad := m.parseQuotaCheck(args); return bad }},
 		{Name: "quota.get", Arity: 2, Flags: []string{"readonly", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Returns a quota's [used, period_start, period_end, limit, remaining] without consuming (nil if the key does not exist).",
@@ -38,7 +39,8 @@ func quotaCommands() []*Command {
 		{Name: "quota.refund", Arity: 3, Flags: []string{"write", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Gives units back to the current period (never below 0); replies like QUOTA.GET.",
-			Args:    []Arg{{Name: "key", Type: "key"}, {Name: "units", Type: "integer"}}, run: runQuotaRefund, Journaled: true},
+			Args:    []Arg{{Name: "key", Type: "key"}, {Name: "units", Type: "integer"}}, run: runQuotaRefund, Journaled: true,
+			check: func(_ *Machine, args [][]byte) string { _, bad := parseUnits(args[2]); return bad }},
 		{Name: "quota.reset", Arity: 2, Flags: []string{"write", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Zeroes the current period's usage; replies like QUOTA.GET.",
@@ -46,17 +48,21 @@ func quotaCommands() []*Command {
 	}
 }
 
-// runQuotaCheck is QUOTA.CHECK <key> <limit> <period> [ANCHOR <unix-s>]
-// [TZ <zone>] [COST <n>].
-func runQuotaCheck(x *exec, args [][]byte) {
+// quotaRequest is a parsed QUOTA.CHECK.
+type quotaRequest struct {
+	limit, cost int64
+	sch         quota.Schedule
+}
+
+// parseQuotaCheck reads <key> <limit> <period> [ANCHOR <unix-s>] [TZ
+// <zone>] [COST <n>]; it returns the error reply, or "".
+func (m *Machine) parseQuotaCheck(args [][]byte) (quotaRequest, string) {
 	limit, ok := resp.ParseInt(args[2])
 	if !ok {
-		x.w.Error(resp.ErrNotInteger)
-		return
+		return quotaRequest{}, resp.ErrNotInteger
 	}
 	if limit < 0 {
-		x.w.Error("ERR limit must not be negative")
-		return
+		return quotaRequest{}, "ERR limit must not be negative"
 	}
 	var anchorArg, zoneArg, costArg []byte
 	for i := 4; i < len(args); i += 2 {
@@ -70,33 +76,38 @@ func runQuotaCheck(x *exec, args [][]byte) {
 			opt = &costArg
 		}
 		if opt == nil || *opt != nil || i+1 >= len(args) {
-			x.w.Error(resp.ErrSyntax)
-			return
+			return quotaRequest{}, resp.ErrSyntax
 		}
 		*opt = args[i+1]
 	}
 	cost := int64(1)
 	if costArg != nil {
 		if cost, ok = resp.ParseInt(costArg); !ok {
-			x.w.Error(resp.ErrNotInteger)
-			return
+			return quotaRequest{}, resp.ErrNotInteger
 		}
 		if cost < 0 {
-			x.w.Error("ERR COST must not be negative")
-			return
+			return quotaRequest{}, "ERR COST must not be negative"
 		}
 	}
-	sch, bad := x.quotaSchedule(args[3], anchorArg, zoneArg)
+	sch, bad := m.quotaSchedule(args[3], anchorArg, zoneArg)
+	return quotaRequest{limit: limit, cost: cost, sch: sch}, bad
+}
+
+// runQuotaCheck is QUOTA.CHECK <key> <limit> <period> [ANCHOR <unix-s>]
+// [TZ <zone>] [COST <n>].
+func runQuotaCheck(x *exec, args [][]byte) {
+	req, bad := x.m.parseQuotaCheck(args)
 	if bad != "" {
 		x.w.Error(bad)
 		return
 	}
+	limit, cost, sch := req.limit, req.cost, req.sch
 
 	key := args[1]
 	s, now := x.lockKey(key)
 	e, found, err := s.GetKind(key, keyspace.KindQuota, now)
 	if err != nil {
-		s.Unlock()
+		x.unlock(s)
 		x.error(err)
 		return
 	}
@@ -104,7 +115,7 @@ func runQuotaCheck(x *exec, args [][]byte) {
 	var old quota.State
 	if found {
 		if stored, err = quotaAt(s, e); err != nil {
-			s.Unlock()
+			x.unlock(s)
 			x.error(err)
 			return
 		}
@@ -124,7 +135,7 @@ func runQuotaCheck(x *exec, args [][]byte) {
 			t = x.m.quotaChanged(key, stored)
 		}
 	}
-	s.Unlock()
+	x.unlock(s)
 	if err != nil {
 		x.w.Error(quotaError(err))
 		return
@@ -137,7 +148,7 @@ func runQuotaCheck(x *exec, args [][]byte) {
 // take: a period, an optional ANCHOR (Unix seconds) and TZ (an IANA zone
 // from the tz database compiled in; UTC when absent). It returns the error
 // reply, or "".
-func (x *exec) quotaSchedule(periodArg, anchorArg, zoneArg []byte) (quota.Schedule, string) {
+func (m *Machine) quotaSchedule(periodArg, anchorArg, zoneArg []byte) (quota.Schedule, string) {
 	period, err := quota.ParsePeriod(string(periodArg))
 	if err != nil {
 		return quota.Schedule{}, ErrorReply(err)
@@ -159,7 +170,7 @@ func (x *exec) quotaSchedule(periodArg, anchorArg, zoneArg []byte) (quota.Schedu
 	if zoneArg != nil {
 		zone = string(zoneArg)
 	}
-	loc, err := x.m.zones.load(zone)
+	loc, err := m.zones.load(zone)
 	if err != nil {
 		return quota.Schedule{}, ErrorReply(err)
 	}
@@ -186,7 +197,7 @@ func runQuotaGet(x *exec, args [][]byte) {
 			st = *stored
 		}
 	}
-	s.Unlock()
+	x.unlock(s)
 	if err != nil || !found {
 		replyUsage(x, quota.Usage{}, false, err)
 		return
@@ -195,15 +206,23 @@ func runQuotaGet(x *exec, args [][]byte) {
 	replyUsage(x, u, true, err)
 }
 
-// runQuotaRefund is QUOTA.REFUND <key> <units>.
-func runQuotaRefund(x *exec, args [][]byte) {
-	n, ok := resp.ParseInt(args[2])
+// parseUnits reads QUOTA.REFUND's <units>: the count, or the error reply.
+func parseUnits(arg []byte) (int64, string) {
+	n, ok := resp.ParseInt(arg)
 	if !ok {
-		x.w.Error(resp.ErrNotInteger)
-		return
+		return 0, resp.ErrNotInteger
 	}
 	if n < 0 {
-		x.w.Error("ERR units must not be negative")
+		return 0, "ERR units must not be negative"
+	}
+	return n, ""
+}
+
+// runQuotaRefund is QUOTA.REFUND <key> <units>.
+func runQuotaRefund(x *exec, args [][]byte) {
+	n, bad := parseUnits(args[2])
+	if bad != "" {
+		x.w.Error(bad)
 		return
 	}
 	changeQuota(x, args[1], func(st *quota.State, now int64) (quota.Usage, error) { return st.Refund(now, n) })
@@ -221,13 +240,13 @@ func changeQuota(x *exec, key []byte, change quotaChange) {
 	s, now := x.lockKey(key)
 	e, found, err := s.GetKind(key, keyspace.KindQuota, now)
 	if err != nil || !found {
-		s.Unlock()
+		x.unlock(s)
 		replyUsage(x, quota.Usage{}, false, err)
 		return
 	}
 	stored, err := quotaAt(s, e)
 	if err != nil {
-		s.Unlock()
+		x.unlock(s)
 		x.error(err)
 		return
 	}
@@ -239,7 +258,7 @@ func changeQuota(x *exec, key []byte, change quotaChange) {
 		s.SetWord(e, next.ExpireAt())
 		t = x.m.quotaChanged(key, stored)
 	}
-	s.Unlock()
+	x.unlock(s)
 	x.journaled(t)
 	replyUsage(x, u, true, err)
 }

@@ -23,6 +23,7 @@ func windowCommands() []*Command {
 		Summary: "Sliding window rate limiting (approximate counter, or the exact log with EXACT): replies [limited, limit, remaining, retry_after, reset_after].",
 		Args:    append(limitArgs[:len(limitArgs):len(limitArgs)], Arg{Name: "exact", Type: "pure-token", Token: "EXACT", Optional: true}),
 		run:     runSlidingCheck,
+		check:   func(_ *Machine, args [][]byte) string { _, bad := parseWindowRequest(args, true); return bad },
 	}, {
 		Name: "fw.check", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
@@ -30,6 +31,7 @@ func windowCommands() []*Command {
 		Summary: "Fixed window rate limiting, windows aligned to the Unix epoch: replies [limited, limit, remaining, retry_after, reset_after].",
 		Args:    limitArgs,
 		run:     runFixedCheck,
+		check:   func(_ *Machine, args [][]byte) string { _, bad := parseWindowRequest(args, false); return bad },
 	}}
 }
 
@@ -140,7 +142,7 @@ type windowState[S any] interface {
 // created only then, and left untouched otherwise.
 func checkWindow[S windowState[S]](x *exec, req windowRequest, kind keyspace.Kind) (limiter.Result, error) {
 	s, now := x.lockKey(req.key)
-	defer s.Unlock()
+	defer x.unlock(s)
 	e, found, err := s.GetKind(req.key, kind, now)
 	if err != nil {
 		return limiter.Result{}, err

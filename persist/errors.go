@@ -38,9 +38,9 @@ var (
 	ErrDirInUse = errors.New("persist: data directory in use")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("persist: store is closed")
-	// ErrUnencodable: a key's state is not of the type its kind holds (a
-	// bug in a command); the snapshot is abandoned rather than written
-	// without the key.
+	// ErrUnencodable: a key's state cannot be encoded (it is not of the
+	// type its kind holds, or its encoder panicked: a bug in a command); a
+	// snapshot leaves the key out, counts and logs it (SkippedKeysError).
 	ErrUnencodable = errors.New("persist: key holds a state its kind cannot encode")
 )
 

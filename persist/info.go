@@ -82,6 +82,9 @@ type Counters struct {
 	// StoreFailed reports the quota store failing (a full disk, an I/O
 	// error); SnapshotFailed the last snapshot attempt failing.
 	StoreFailed, SnapshotFailed bool
+	// SnapshotSkippedKeys counts keys snapshots left out because their
+	// states could not be encoded.
+	SnapshotSkippedKeys int64
 }
 
 // Counters reads the store's counters.
@@ -93,5 +96,6 @@ func (s *Store) Counters() Counters {
 		Commits: s.j.commits.Load(), Syncs: s.j.syncs.Load(), Written: s.j.written.Load(),
 		SnapshotCreated: last.Created, SnapshotTook: last.Took, SnapshotBytes: last.Bytes,
 		StoreFailed: s.Err() != nil, SnapshotFailed: lastErr != nil,
+		SnapshotSkippedKeys: s.skippedKeys.Load(),
 	}
 }

@@ -187,11 +187,10 @@ func (s *Store) restoreSnapshot(f io.Reader, flushed bool, flushSeq uint64, zone
 			info.Expired++
 			continue
 		}
-		obj, err := machine.DecodeState(rec.Kind, rec.State, zones.load)
-		if err != nil {
-			return 0, fmt.Errorf("%w: record %d, key %q: %w", ErrCorruptSnapshot, sr.Records(), rec.Key, err)
-		}
-		if err := insert(s.deps.Keys, rec.Key, rec.Kind, rec.Word, obj); err != nil {
+		if err := restoreRecord(s.deps.Keys, rec.Key, rec.Word, func() (keyspace.Kind, any, error) {
+			obj, err := machine.DecodeState(rec.Kind, rec.State, zones.load)
+			return rec.Kind, obj, err
+		}); err != nil {
 			return 0, fmt.Errorf("%w: record %d, key %q: %w", ErrCorruptSnapshot, sr.Records(), rec.Key, err)
 		}
 		info.SnapshotKeys++
@@ -278,11 +277,9 @@ func (s *Store) restoreQuotaSlots(lo, hi int, now int64, info *LoadInfo) (err er
 			info.Expired++
 			continue
 		}
-		kind, obj, err := decodeStored(v[expirySize:], zones)
-		if err != nil {
-			return corrupt(key, err)
-		}
-		if err := insert(s.deps.Keys, key, kind, exp, obj); err != nil {
+		if err := restoreRecord(s.deps.Keys, key, exp, func() (keyspace.Kind, any, error) {
+			return decodeStored(v[expirySize:], zones)
+		}); err != nil {
 			return corrupt(key, err)
 		}
 		info.QuotaKeys++
@@ -313,6 +310,23 @@ func decodeStored(v []byte, zones zoneCache) (keyspace.Kind, any, error) {
 // the keyspace's rule: the word is the expiry instant (for GCRA the TAT,
 // which is also when the key expires), 0 never.
 func expired(word, now int64) bool { return word != 0 && word <= now }
+
+// restoreRecord decodes a record's state with decode and inserts key with
+// it. A panic in either (a state no decoder expected) is an error, which
+// the caller reports naming the key: a start refuses such a file rather
+// than dying on it.
+func restoreRecord(ks *keyspace.Keyspace, key []byte, word int64, decode func() (keyspace.Kind, any, error)) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic restoring the state: %v", p)
+		}
+	}()
+	kind, obj, err := decode()
+	if err != nil {
+		return err
+	}
+	return insert(ks, key, kind, word, obj)
+}
 
 // insert puts a key into the keyspace, replacing whatever it held.
 func insert(ks *keyspace.Keyspace, key []byte, kind keyspace.Kind, word int64, obj any) error {

@@ -30,10 +30,10 @@ func LoadSnapshot(r io.Reader, ks *keyspace.Keyspace) (Header, error) {
 		if expired(rec.Word, h.Applied) {
 			continue
 		}
-		obj, err := machine.DecodeState(rec.Kind, rec.State, zones.load)
-		if err == nil {
-			err = insert(ks, rec.Key, rec.Kind, rec.Word, obj)
-		}
+		err := restoreRecord(ks, rec.Key, rec.Word, func() (keyspace.Kind, any, error) {
+			obj, err := machine.DecodeState(rec.Kind, rec.State, zones.load)
+			return rec.Kind, obj, err
+		})
 		if err != nil {
 			return h, fmt.Errorf("%w: record %d, key %q: %w", ErrCorruptSnapshot, sr.Records(), rec.Key, err)
 		}

@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -46,23 +47,68 @@ func WriteFrozen(w io.Writer, f *machine.Frozen, h Header) (SaveInfo, error) {
 
 // EncodeSlot appends the snapshot records of slot s's keys live at
 // applied, and their count; a machine.SlotEncoder. Call it holding the
-// slot's lock.
+// slot's lock. A key whose state cannot be encoded (an error, or a panic
+// in its encoder) is left out and the others written: the error is then a
+// *SkippedKeysError naming the keys, which a snapshot counts and logs
+// rather than failing on, so one bad record never stops every snapshot.
 func EncodeSlot(dst []byte, s *keyspace.Slot, applied int64) ([]byte, int, error) {
 	var state []byte
-	var err error
+	var skipped *SkippedKeysError
 	n := 0
 	s.Keys(applied, func(key []byte, e keyspace.Entry) bool {
-		state, err = machine.AppendState(state[:0], s, e)
+		var err error
+		state, err = appendStateSafe(state[:0], s, e)
 		if err != nil {
-			err = fmt.Errorf("key %q: %w", key, err)
-			return false
+			if skipped == nil {
+				skipped = &SkippedKeysError{}
+			}
+			skipped.add(key, err)
+			return true
 		}
 		dst = appendRecord(dst, e.Kind(), key, s.Word(e), state)
 		n++
 		return true
 	})
-	return dst, n, err
+	if skipped != nil {
+		return dst, n, skipped
+	}
+	return dst, n, nil
 }
+
+// appendStateSafe is machine.AppendState with a panic turned into an
+// error.
+func appendStateSafe(dst []byte, s *keyspace.Slot, e keyspace.Entry) (out []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = dst, fmt.Errorf("%w: panic encoding the state: %v", ErrUnencodable, p)
+		}
+	}()
+	return machine.AppendState(dst, s, e)
+}
+
+// SkippedKeysError lists the keys a snapshot left out because their
+// states could not be encoded.
+type SkippedKeysError struct {
+	Keys []string
+	Errs []error
+}
+
+func (e *SkippedKeysError) add(key []byte, err error) {
+	e.Keys = append(e.Keys, string(key))
+	e.Errs = append(e.Errs, err)
+}
+
+func (e *SkippedKeysError) merge(o *SkippedKeysError) {
+	e.Keys = append(e.Keys, o.Keys...)
+	e.Errs = append(e.Errs, o.Errs...)
+}
+
+func (e *SkippedKeysError) Error() string {
+	return fmt.Sprintf("persist: %d key(s) left out of the snapshot, first %q: %v", len(e.Keys), e.Keys[0], e.Errs[0])
+}
+
+// Unwrap lets errors.Is see the causes.
+func (e *SkippedKeysError) Unwrap() []error { return e.Errs }
 
 // writeSlots writes a snapshot whose slot i's records slot(i) returns,
 // gathering them into writes of about flushEvery bytes.
@@ -74,9 +120,14 @@ func writeSlots(w io.Writer, h Header, slotRecords func(i int) ([]byte, int, err
 	}
 	buf := make([]byte, 0, flushEvery+flushEvery/4)
 	pending := 0
+	var skipped SkippedKeysError
 	for i := range slot.Count {
 		b, n, err := slotRecords(i)
-		if err != nil {
+		var sk *SkippedKeysError
+		switch {
+		case errors.As(err, &sk):
+			skipped.merge(sk)
+		case err != nil:
 			return info, err
 		}
 		buf = append(buf, b...)
@@ -95,6 +146,9 @@ func writeSlots(w io.Writer, h Header, slotRecords func(i int) ([]byte, int, err
 		return info, err
 	}
 	info.Keys, info.Bytes = int64(sw.records), sw.bytes
+	if len(skipped.Keys) > 0 {
+		info.Skipped = &skipped
+	}
 	return info, nil
 }
 
@@ -120,6 +174,11 @@ func (s *Store) snapshot(reason string) (SaveInfo, error) {
 	}
 	s.log.Info("snapshot saved", "reason", reason, "file", s.snapPath, "keys", info.Keys,
 		"bytes", info.Bytes, "took", info.Took.Round(time.Microsecond))
+	if info.Skipped != nil {
+		s.skippedKeys.Add(int64(len(info.Skipped.Keys)))
+		s.log.Error("snapshot left out keys whose state could not be encoded", "count", len(info.Skipped.Keys),
+			"keys", info.Skipped.Keys, "err", info.Skipped)
+	}
 	// The store learns the snapshot exists, so a later start that cannot
 	// find the file refuses instead of starting without its keys; and
 	// store records already expired when it was taken can go.

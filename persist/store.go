@@ -67,6 +67,8 @@ type Store struct {
 	health *health
 	lock   io.Closer
 
+	// skippedKeys counts keys snapshots left out (SaveInfo.Skipped).
+	skippedKeys atomic.Int64
 	// snapMu lets one snapshot run at a time.
 	snapMu sync.Mutex
 	// bgRunning is set while a background save runs; bgAgain asks it to
@@ -97,6 +99,9 @@ type SaveInfo struct {
 	Bytes int64
 	// Took is how long it took to write (0 for one loaded at startup).
 	Took time.Duration
+	// Skipped names the keys left out because their states could not be
+	// encoded (nil: none); the snapshot holds every other key.
+	Skipped *SkippedKeysError
 }
 
 // Open opens the data directory and restores the keyspace from it: the last

@@ -104,6 +104,9 @@ type Replication struct {
 	// SnapshotInterval and SnapshotThreshold: when Raft snapshots.
 	SnapshotInterval  time.Duration
 	SnapshotThreshold uint64
+	// TickInterval is how often an idle leader logs an empty entry so time
+	// moves on every replica (0: cluster's default, 1 s).
+	TickInterval time.Duration
 	// DialVia maps member ids to addresses to dial them at instead of
 	// their Raft address.
 	DialVia map[string]string
@@ -222,6 +225,7 @@ func (r Replication) clusterConfig(dataDir string) cluster.Config {
 		HeartbeatTimeout: r.HeartbeatTimeout, ElectionTimeout: r.ElectionTimeout, LeaderLeaseTimeout: r.LeaderLeaseTimeout,
 		CommitTimeout: r.CommitTimeout, ApplyTimeout: r.ApplyTimeout,
 		SnapshotInterval: r.SnapshotInterval, SnapshotThreshold: r.SnapshotThreshold, DialVia: r.DialVia,
+		TickInterval: r.TickInterval,
 	}
 }
 

@@ -80,7 +80,7 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 	if cfg.Replication.Enabled() {
 		nodeID = cluster.MemberNodeID(cfg.Replication.NodeID)
 	}
-	m := machine.New(machine.Options{})
+	m := machine.New(machine.Options{Log: log})
 	table := commands.NewTable(m)
 	s := &Server{
 		cfg:   cfg,

@@ -70,6 +70,7 @@ func run(args []string) error {
 	fs.DurationVar(&rep.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "how long a client waits for its change to commit; past it the outcome is unknown and the reply an error")
 	fs.DurationVar(&rep.SnapshotInterval, "raft-snapshot-interval", 30*time.Second, "how often Raft checks whether to snapshot")
 	fs.Uint64Var(&rep.SnapshotThreshold, "raft-snapshot-threshold", 16384, "entries logged since the last snapshot before Raft takes another")
+	fs.DurationVar(&rep.TickInterval, "raft-tick-interval", time.Second, "how often an idle leader logs an empty entry so time moves on every replica and expired keys go")
 	dialVia := fs.String("raft-dial-via", "", "dial these members' Raft at other addresses: id=host:port,… (tunnels, NAT, test proxies)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

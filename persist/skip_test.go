@@ -1,0 +1,59 @@
+package persist
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/quota"
+)
+
+// A key whose state cannot be encoded — of the wrong type, or one whose
+// encoder panics — is left out of the snapshot, named and counted; every
+// other key is written.
+func TestSnapshotSkipsUnencodableKeys(t *testing.T) {
+	ks := keyspace.New()
+	put(t, ks, "good", keyspace.KindGCRA, t0+1e9, nil)
+	put(t, ks, "wrong-type", keyspace.KindQuota, t0+1e9, "not a quota")
+	put(t, ks, "nil-state", keyspace.KindQuota, t0+1e9, (*quota.State)(nil))
+	var buf bytes.Buffer
+	info, err := WriteSnapshot(&buf, ks, Header{Seq: 1, Created: t0, Applied: t0})
+	mustOK(t, err)
+	if info.Keys != 1 {
+		t.Fatalf("%d keys written, want 1", info.Keys)
+	}
+	if info.Skipped == nil || len(info.Skipped.Keys) != 2 {
+		t.Fatalf("skipped %+v, want the two bad keys", info.Skipped)
+	}
+	names := strings.Join(info.Skipped.Keys, ",")
+	if !strings.Contains(names, "wrong-type") || !strings.Contains(names, "nil-state") {
+		t.Fatalf("skipped keys %q", names)
+	}
+	if !errors.Is(info.Skipped, ErrUnencodable) {
+		t.Fatalf("skipped error %v does not wrap ErrUnencodable", info.Skipped)
+	}
+	restored := keyspace.New()
+	if _, err := LoadSnapshot(&buf, restored); err != nil {
+		t.Fatal(err)
+	}
+	if n := restored.Live(t0); n != 1 {
+		t.Fatalf("restored %d keys, want 1", n)
+	}
+}
+
+// A record whose decoding panics is an error naming the key, not a crash.
+func TestRestoreRecordPanicIsAnError(t *testing.T) {
+	ks := keyspace.New()
+	err := restoreRecord(ks, []byte("k"), 0, func() (keyspace.Kind, any, error) {
+		var st *quota.State
+		_ = st.Limit // a nil dereference, as a decoder bug would make
+		return keyspace.KindQuota, st, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "panic") {
+		t.Fatalf("err %v, want the panic as an error", err)
+	}
+	// The slot's lock was released: the keyspace can be written.
+	put(t, ks, "k", keyspace.KindGCRA, t0+1e9, nil)
+}
