@@ -65,15 +65,39 @@ type BatchDecoder struct {
 // called, so a state machine does not apply half a batch. args and the
 // byte slices in it alias entry and are valid only during the call.
 func (d *BatchDecoder) Decode(entry []byte, fn func(args [][]byte)) (stamp int64, commands int, err error) {
-	stamp, n, body, err := batchHead(entry)
+	b, err := d.Check(entry)
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := d.walk(body, n, nil); err != nil {
-		return 0, 0, err
+	d.Walk(b, fn)
+	return b.Stamp, b.n, nil
+}
+
+// CheckedBatch is an entry Check found well-formed.
+type CheckedBatch struct {
+	// Stamp is the instant the entry applies at.
+	Stamp int64
+	body  []byte
+	n     int
+}
+
+// Check checks the whole entry without calling anything, so a state
+// machine can reject a corrupt entry before it changes anything (its
+// clock included).
+func (d *BatchDecoder) Check(entry []byte) (CheckedBatch, error) {
+	stamp, n, body, err := batchHead(entry)
+	if err != nil {
+		return CheckedBatch{}, err
 	}
-	_ = d.walk(body, n, fn) // checked above
-	return stamp, int(n), nil
+	if err := d.walk(body, n, nil); err != nil {
+		return CheckedBatch{}, err
+	}
+	return CheckedBatch{Stamp: stamp, body: body, n: int(n)}, nil
+}
+
+// Walk calls fn for each command of an entry Check passed, in order.
+func (d *BatchDecoder) Walk(b CheckedBatch, fn func(args [][]byte)) {
+	_ = d.walk(b.body, uint64(b.n), fn) // checked by Check
 }
 
 // BatchStamp returns an entry's stamp (and checks its header), for a reader

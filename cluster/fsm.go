@@ -51,42 +51,37 @@ type applied struct {
 	limited []bool
 }
 
-// Apply applies one committed entry.
+// Apply applies one committed entry. A corrupt entry is rejected before
+// anything changes, the clock included: every replica decodes the same
+// bytes the same way, so it fails alike everywhere.
 func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	stamp, err := BatchStamp(l.Data)
-	if err == nil && f.leading != nil && !f.leading() {
+	b, err := f.dec.Check(l.Data)
+	if err != nil {
+		return fmt.Errorf("cluster: entry %d: %w", l.Index, err)
+	}
+	stamp := b.Stamp
+	f.m.Advance(stamp)
+	if f.leading != nil && !f.leading() {
 		// A follower: the same applies, no replies kept. (An entry a
 		// leader proposed and lost the lead over has no waiting client:
 		// Raft failed its future with ErrLeadershipLost.)
-		f.m.Advance(stamp)
-		_, _, err = f.dec.Decode(l.Data, func(args [][]byte) {
+		f.dec.Walk(b, func(args [][]byte) {
 			f.discard.Buf = f.discard.Buf[:0]
 			f.m.ApplyArgs(stamp, args, &f.discard)
 		})
-		if err != nil {
-			return fmt.Errorf("cluster: entry %d: %w", l.Index, err)
-		}
 		f.noteApplied(stamp)
 		return nil
 	}
 	res := &applied{}
 	w := resp.Writer{Proto: 2}
-	if err == nil {
-		f.m.Advance(stamp)
-		_, _, err = f.dec.Decode(l.Data, func(args [][]byte) {
-			out := f.m.ApplyArgs(stamp, args, &w)
-			res.ends = append(res.ends, len(w.Buf))
-			res.limited = append(res.limited, out.Limited)
-		})
-	}
-	if err != nil {
-		// Every replica decodes the same bytes the same way: a corrupt
-		// entry fails alike everywhere and changes nothing.
-		return fmt.Errorf("cluster: entry %d: %w", l.Index, err)
-	}
+	f.dec.Walk(b, func(args [][]byte) {
+		out := f.m.ApplyArgs(stamp, args, &w)
+		res.ends = append(res.ends, len(w.Buf))
+		res.limited = append(res.limited, out.Limited)
+	})
 	res.replies = w.Buf
 	f.noteApplied(stamp)
 	return res

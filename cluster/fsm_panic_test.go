@@ -104,3 +104,17 @@ func FuzzReplicatedApply(f *testing.F) {
 		}
 	})
 }
+
+// A corrupt entry with a later stamp moves no clock: it is rejected before
+// anything changes.
+func TestFSMCorruptEntryKeepsTheClock(t *testing.T) {
+	f := newFSM()
+	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: AppendBatch(nil, 5e18, nil)})
+	later := AppendBatch(nil, 6e18, [][][]byte{words("CL.THROTTLE", "k", "1", "1", "1")})
+	if _, ok := f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: later[:len(later)-1]}).(error); !ok {
+		t.Fatal("a truncated entry applied")
+	}
+	if got := f.m.Applied(); got != 5e18 {
+		t.Fatalf("applied instant %d after a corrupt entry, want 5e18", got)
+	}
+}
