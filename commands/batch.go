@@ -93,7 +93,12 @@ func (c *Ctx) Settle() {
 		out = appendMachineReply(out, c.W.Proto, r)
 		d.of[i].decided(machine.Outcome{Limited: limited}, len(r) > 0 && r[0] != '-')
 		if limited {
-			c.Env.refusedReply(d.of[i], d.cmds[i], r)
+			if d.of[i].Name == "rl.shouldratelimit" {
+				// Its reply is per descriptor; the refusal has no one limit.
+				c.Env.refused(d.of[i], d.cmds[i], -1, -1, "")
+			} else {
+				c.Env.refusedReply(d.of[i], d.cmds[i], r)
+			}
 		}
 	}
 	out = append(out, c.W.Buf[prev:]...)

@@ -1,11 +1,9 @@
 package httplimit
 
 import (
-	"errors"
-	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
+
+	"github.com/sluice-rl/sluice/internal/sfield"
 )
 
 // Header names of draft-ietf-httpapi-ratelimit-headers-10 and RFC 9110.
@@ -16,60 +14,19 @@ const (
 )
 
 // errName is a policy name that is not a Structured Fields string.
-var errName = errors.New("policy name must be 1 to 256 printable ASCII characters")
+var errName = sfield.ErrName
 
-// validName accepts what a Structured Fields String can hold (RFC 9651
-// §3.3.3: printable ASCII, 0x20 to 0x7E), bounded for header size.
-func validName(name string) error {
-	if name == "" || len(name) > 256 {
-		return fmt.Errorf("%w: %q", errName, name)
-	}
-	for i := range len(name) {
-		if name[i] < 0x20 || name[i] > 0x7e {
-			return fmt.Errorf("%w: %q", errName, name)
-		}
-	}
-	return nil
-}
-
-// sfString serialises a valid name as a Structured Fields String.
-func sfString(b *strings.Builder, s string) {
-	b.WriteByte('"')
-	for i := range len(s) {
-		if s[i] == '"' || s[i] == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	b.WriteByte('"')
-}
+// validName accepts what a Structured Fields String can hold.
+func validName(name string) error { return sfield.ValidName(name) }
 
 // policyField is the RateLimit-Policy value: "name";q=Q[;qu="unit"][;w=W].
 func policyField(name string, p Policy) string {
-	var b strings.Builder
-	sfString(&b, name)
-	b.WriteString(";q=")
-	b.WriteString(strconv.FormatInt(max(p.Quota, 0), 10))
-	if p.Unit != "" {
-		b.WriteString(";qu=")
-		sfString(&b, p.Unit)
-	}
-	if p.Window > 0 {
-		b.WriteString(";w=")
-		b.WriteString(strconv.FormatInt(p.Window, 10))
-	}
-	return b.String()
+	return sfield.Policy(name, p.Quota, p.Unit, p.Window)
 }
 
 // rateLimitField is the RateLimit value: "name";r=R;t=T.
 func rateLimitField(name string, remaining, reset int64) string {
-	var b strings.Builder
-	sfString(&b, name)
-	b.WriteString(";r=")
-	b.WriteString(strconv.FormatInt(max(remaining, 0), 10))
-	b.WriteString(";t=")
-	b.WriteString(strconv.FormatInt(max(reset, 0), 10))
-	return b.String()
+	return sfield.RateLimit(name, remaining, reset)
 }
 
 // retryBase is the least Retry-After a refusal may carry, in seconds: the

@@ -56,7 +56,7 @@ type Machine struct {
 // decides reports whether name is a limiter command (Command.Decides).
 func decides(name string) bool {
 	switch name {
-	case "cl.throttle", "sw.check", "fw.check", "conc.acquire", "quota.check", "rl.check", "rl.checkall":
+	case "cl.throttle", "sw.check", "fw.check", "conc.acquire", "quota.check", "rl.check", "rl.checkall", "rl.shouldratelimit":
 		return true
 	}
 	return false
@@ -69,7 +69,7 @@ func New(opts Options) *Machine {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Machine{keys: keyspace.New(), durable: opts.Durable, log: log, byName: map[string]*Command{}}
-	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), keyCommands(), serverKeyCommands(), debugCommands()} {
+	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), keyCommands(), serverKeyCommands(), debugCommands()} {
 		for _, c := range group {
 			if _, dup := m.byName[c.Name]; dup {
 				panic("machine: duplicate command " + c.Name)

@@ -43,6 +43,10 @@ type limitCheck struct {
 	quotaMode bool
 	// rule is the rule the limit comes from (RL.CHECK), for metrics.
 	rule *policy.Rule
+	// cost, when hasCost, is this limit's own cost (a descriptor's
+	// hits_addend) instead of the request's.
+	cost    int64
+	hasCost bool
 
 	// What the check found: the result, whether the next state must be
 	// stored, the next word and state.
@@ -246,7 +250,12 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid b
 // none) and whether the request was refused.
 func multiCheck(x *exec, s *keyspace.Slot, now, cost int64, checks []limitCheck) (binding int, refused bool, err error) {
 	for i := range checks {
-		if err := checks[i].evaluate(s, now, cost, lastStoring(checks, i)); err != nil {
+		c := &checks[i]
+		own := cost
+		if c.hasCost {
+			own = c.cost
+		}
+		if err := c.evaluate(s, now, own, lastStoring(checks, i)); err != nil {
 			return -1, false, err
 		}
 	}
@@ -332,6 +341,20 @@ func replyMulti(x *exec, checks []limitCheck, binding int, refused bool) {
 		x.w.Int(0)
 		return
 	}
+	five := x.noteBinding(checks, binding, refused)
+	for _, v := range five {
+		x.w.Int(v)
+	}
+	c := &checks[binding]
+	x.w.BulkString(c.name)
+	x.w.Int(c.window)
+}
+
+// noteBinding records in the apply's outcome what metrics and refusal
+// events read of a multi-check (binding ≥ 0): the binding rule, a
+// shadow-mode rule that would have refused, a refusal's limit and
+// retry_after. It returns the binding limit's five-integer reply.
+func (x *exec) noteBinding(checks []limitCheck, binding int, refused bool) [5]int64 {
 	c := &checks[binding]
 	x.out.Rule = c.rule
 	for i := range checks {
@@ -348,9 +371,5 @@ func replyMulti(x *exec, checks []limitCheck, binding int, refused bool) {
 	if refused {
 		x.out.Limit, x.out.RetryAfter = five[1], five[3]
 	}
-	for _, v := range five {
-		x.w.Int(v)
-	}
-	x.w.BulkString(c.name)
-	x.w.Int(c.window)
+	return five
 }

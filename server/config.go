@@ -44,9 +44,18 @@ type Config struct {
 	// IdleTimeout closes a connection that sends nothing for this long;
 	// 0 keeps idle connections forever, as Redis' default timeout 0 does.
 	IdleTimeout time.Duration
-	// MetricsAddr is the host:port of the Prometheus /metrics endpoint;
-	// empty disables it.
-	MetricsAddr string
+	// HTTPAddr is the host:port of the HTTP listener: Prometheus /metrics,
+	// the rate limit service's HTTP twin (POST /json, GET /healthcheck);
+	// empty disables it. (--metrics-addr is its older name.)
+	HTTPAddr string
+	// GRPCAddr is the host:port of Envoy's rate limit service
+	// (envoy.service.ratelimit.v3.RateLimitService), with gRPC health and
+	// reflection; empty disables it.
+	GRPCAddr string
+	// RLSResponseHeaders fills the rate limit service's
+	// response_headers_to_add (RateLimit-Limit/-Remaining/-Reset as
+	// envoyproxy/ratelimit, and the draft-10 RateLimit/RateLimit-Policy).
+	RLSResponseHeaders bool
 	// SweepInterval is how often expired keys are swept.
 	SweepInterval time.Duration
 	// SweepBudget is the most records one sweep round examines, which
@@ -159,9 +168,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: throttled-top window %v and capacity %d must be positive (capacity at most 1048576)",
 			ErrConfig, c.ThrottledTopWindow, c.ThrottledTopCapacity)
 	}
-	if c.MetricsAddr != "" {
-		if err := checkHostPort(c.MetricsAddr); err != nil {
-			return fmt.Errorf("%w: metrics addr %q: %v", ErrConfig, c.MetricsAddr, err)
+	if c.GRPCAddr != "" {
+		if err := checkHostPort(c.GRPCAddr); err != nil {
+			return fmt.Errorf("%w: grpc addr %q: %v", ErrConfig, c.GRPCAddr, err)
+		}
+	}
+	if c.HTTPAddr != "" {
+		if err := checkHostPort(c.HTTPAddr); err != nil {
+			return fmt.Errorf("%w: http addr %q: %v", ErrConfig, c.HTTPAddr, err)
 		}
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {

@@ -10,15 +10,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
 
 	"github.com/sluice-rl/sluice/clock"
 	"github.com/sluice-rl/sluice/cluster"
@@ -28,6 +25,7 @@ import (
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/persist"
 	"github.com/sluice-rl/sluice/pubsub"
+	"github.com/sluice-rl/sluice/rls"
 )
 
 // Server is one sluice node.
@@ -42,8 +40,14 @@ type Server struct {
 	rules *rulesState
 	table *commands.Table
 
-	ln      net.Listener
-	metrics *http.Server
+	ln net.Listener
+	// http serves --http-addr; grpc and rls --grpc-addr (server/frontdoor.go).
+	http     *http.Server
+	grpc     *grpc.Server
+	rls      *rls.Service
+	decider  *rls.NodeDecider
+	// cert is the --tls-cert-file certificate (nil: plain TCP).
+	cert *tls.Certificate
 	nextID  atomic.Int64
 	clients clientRegistry
 	// conns counts the connection goroutines, which Shutdown waits for.
@@ -186,32 +190,15 @@ func (s *Server) ListenOn(raw net.Listener) error {
 		// The handshake runs on the connection's first read, in its own
 		// goroutine, so a slow client never holds up Accept.
 		raw = tls.NewListener(raw, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		s.cert = &cert
 	}
 	ln := raw
 	s.ln = ln
 	s.env.Options.Addr = ln.Addr().String()
 	s.fitMaxClients()
-	if s.cfg.MetricsAddr != "" {
-		mln, err := net.Listen("tcp", s.cfg.MetricsAddr)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("server: listen metrics: %w", err)
-		}
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(s.rulesCollectors()...)
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		if err := NewMetrics(s.env, s.store).Register(reg); err != nil {
-			ln.Close()
-			mln.Close()
-			return err
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go s.metrics.Serve(mln)
-		s.log.Info("metrics endpoint", "addr", mln.Addr().String())
+	if err := s.listenFrontDoors(); err != nil {
+		ln.Close()
+		return err
 	}
 	return nil
 }
@@ -247,9 +234,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			err = cerr
 		}
 	}
-	if s.metrics != nil {
-		s.metrics.Shutdown(ctx)
-	}
+	s.closeFrontDoors(ctx)
 	// Every connection goroutine sees its socket closed, finishes the
 	// command it runs and exits; the final snapshot comes after them.
 	s.clients.closeAll()

@@ -48,7 +48,10 @@ func run(args []string) error {
 	fs.BoolVar(&cfg.EnableDebugCommand, "enable-debug-command", cfg.EnableDebugCommand, "allow DEBUG CLOCK (tests only)")
 	fs.IntVar(&cfg.MaxClients, "maxclients", cfg.MaxClients, "most client connections at once")
 	fs.DurationVar(&cfg.IdleTimeout, "timeout", cfg.IdleTimeout, "close connections idle this long (0: never)")
-	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "host:port for the Prometheus /metrics endpoint (empty: off)")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "host:port for HTTP: Prometheus /metrics, the rate limit service's POST /json and GET /healthcheck (empty: off)")
+	fs.StringVar(&cfg.HTTPAddr, "metrics-addr", cfg.HTTPAddr, "the older name of --http-addr")
+	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "host:port for Envoy's rate limit service over gRPC (ShouldRateLimit, health, reflection; empty: off)")
+	fs.BoolVar(&cfg.RLSResponseHeaders, "rls-response-headers", cfg.RLSResponseHeaders, "add RateLimit-Limit/-Remaining/-Reset and RateLimit/RateLimit-Policy to rate limit service responses")
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "host:port cluster topology replies announce (empty: the listen address, or the address each client reached when listening on 0.0.0.0)")
 	fs.Func("rules", "RL.CHECK rule file in envoyproxy/ratelimit's YAML, or a directory of *.yaml files (repeat for more); reloaded on SIGHUP and when changed", func(v string) error {
 		if v == "" {

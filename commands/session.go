@@ -1,0 +1,53 @@
+package commands
+
+import (
+	"errors"
+	"strings"
+	"time"
+)
+
+// Session runs commands for a front door that is not a RESP connection
+// (the gRPC rate limit service and its HTTP twin). Each command goes
+// through Dispatch exactly as a connection's would — counted and timed,
+// handed to the Applier, batched into the log on a replicated node — and
+// its reply waits for durability as a connection's does. A Session is used
+// by one goroutine at a time; pool them.
+type Session struct {
+	ctx  Ctx
+	conn Conn
+	w    Writer
+}
+
+// ErrNotDurable: a change the command made could not be made durable, so
+// its reply must not be taken as an answer.
+var ErrNotDurable = errors.New("commands: the change did not reach the disk")
+
+// NewSession makes a session named addr (what CLIENT-like reports show,
+// e.g. "grpc").
+func (e *Env) NewSession(addr string) *Session {
+	s := &Session{}
+	s.conn = Conn{Addr: addr, Proto: 2, Authenticated: true, Created: e.Clock.Now()}
+	s.w.Proto = 2
+	s.ctx = Ctx{Env: e, Conn: &s.conn, W: &s.w}
+	return s
+}
+
+// Do runs one command and returns its RESP2 reply, valid until the next
+// Do. An error means the reply must not be used (the change it reports did
+// not reach the disk).
+func (s *Session) Do(args [][]byte) ([]byte, error) {
+	start := time.Now()
+	s.ctx.Reset()
+	s.w.Buf = s.w.Buf[:0]
+	s.ctx.Env.Table.Dispatch(&s.ctx, args)
+	s.ctx.Settle()
+	if cmd := s.ctx.Command(); cmd != nil {
+		cmd.Observe(int64(time.Since(start)), len(s.w.Buf) > 0 && s.w.Buf[0] == '-')
+	}
+	if s.conn.DurablePending() {
+		if err := s.conn.AwaitDurable(); err != nil {
+			return nil, errors.Join(ErrNotDurable, errors.New(strings.TrimPrefix(err.Error(), "persist: ")))
+		}
+	}
+	return s.w.Buf, nil
+}

@@ -1,0 +1,186 @@
+package rls
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/commands"
+)
+
+// Decider runs an RL.SHOULDRATELIMIT and returns its reply, parsed.
+type Decider interface {
+	// Decide runs args and returns the reply (an error reply as errReply),
+	// or an error when it could not be asked: ErrUnavailable (nothing was
+	// logged) or another error (the outcome may be unknown).
+	Decide(ctx context.Context, args [][]byte) (any, error)
+	// Ready reports whether this node can decide now: a single node, or a
+	// member that knows a leader.
+	Ready() bool
+}
+
+// ErrUnavailable: no node can decide now (no leader known, or it is
+// starting); nothing was charged.
+var ErrUnavailable = errors.New("rls: no leader to decide")
+
+// ForwardOptions are how a follower reaches the leader's RESP port.
+type ForwardOptions struct {
+	// Password is the leader's --requirepass ("" for none).
+	Password string
+	// TLS, when not nil, dials the leader with it (the RESP port speaks
+	// TLS only when --tls-cert-file is set).
+	TLS *tls.Config
+	// Timeout bounds one forwarded call when the caller set no deadline
+	// (default 5 s: longer than a commit may take).
+	Timeout time.Duration
+}
+
+// NodeDecider decides on this node: through its state machine on a single
+// node, through the log on a replicated leader, and by forwarding to the
+// leader on a follower.
+type NodeDecider struct {
+	env     *commands.Env
+	node    *cluster.Node
+	fwdOpts ForwardOptions
+
+	metrics *Metrics
+
+	sessions sync.Pool
+	mu       sync.Mutex
+	fwd      *redis.Client
+	fwdAddr  string
+}
+
+// NewNodeDecider decides with env's state machine; node is the replicated
+// node it is a member of (nil: a single node). Forwarded calls are counted
+// in metrics (nil: not counted).
+func NewNodeDecider(env *commands.Env, node *cluster.Node, fwd ForwardOptions, metrics *Metrics) *NodeDecider {
+	if fwd.Timeout <= 0 {
+		fwd.Timeout = 5 * time.Second
+	}
+	if metrics == nil {
+		metrics, _ = NewMetrics(nil)
+	}
+	d := &NodeDecider{env: env, node: node, fwdOpts: fwd, metrics: metrics}
+	d.sessions.New = func() any { return env.NewSession("rls") }
+	return d
+}
+
+// Ready implements Decider.
+func (d *NodeDecider) Ready() bool {
+	if d.node == nil {
+		return true
+	}
+	id, _, ok := d.node.Leader()
+	return ok && (id != d.node.Self() || d.node.Serving())
+}
+
+// Decide implements Decider.
+func (d *NodeDecider) Decide(ctx context.Context, args [][]byte) (any, error) {
+	if d.node != nil && !d.node.Serving() {
+		return d.forward(ctx, args)
+	}
+	s := d.sessions.Get().(*commands.Session)
+	defer d.sessions.Put(s)
+	reply, err := s.Do(args)
+	if err != nil {
+		return nil, err
+	}
+	v, err := parseRESP(reply)
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := v.(errReply); ok && redirected(string(e)) {
+		// Leadership moved between the check and the apply; nothing was
+		// logged here, so the leader may decide.
+		return d.forward(ctx, args)
+	}
+	return v, nil
+}
+
+// redirected reports an error reply that says nothing was logged on this
+// node because another leads (or none does).
+func redirected(msg string) bool {
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "TRYAGAIN") || strings.HasPrefix(msg, "CLUSTERDOWN")
+}
+
+// forward asks the leader over a kept-open RESP connection. It never
+// retries a call that reached the leader: a retry could charge twice.
+func (d *NodeDecider) forward(ctx context.Context, args [][]byte) (any, error) {
+	id, addr, ok := d.node.Leader()
+	if !ok || addr == "" || id == d.node.Self() {
+		return nil, ErrUnavailable
+	}
+	c := d.client(addr)
+	if _, has := ctx.Deadline(); !has {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.fwdOpts.Timeout)
+		defer cancel()
+	}
+	words := make([]any, len(args))
+	for i, a := range args {
+		words[i] = a
+	}
+	v, err := c.Do(ctx, words...).Result()
+	var re redis.Error
+	switch {
+	case errors.As(err, &re):
+		d.metrics.forwarded.WithLabelValues("answered").Inc()
+		msg := re.Error()
+		if redirected(msg) {
+			return nil, ErrUnavailable
+		}
+		return errReply(msg), nil
+	case err != nil:
+		d.metrics.forwarded.WithLabelValues("failed").Inc()
+		return nil, err
+	}
+	d.metrics.forwarded.WithLabelValues("answered").Inc()
+	return v, nil
+}
+
+// client is the kept-open client to the leader at addr, made anew when
+// the leader moves.
+func (d *NodeDecider) client(addr string) *redis.Client {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fwd != nil && d.fwdAddr == addr {
+		return d.fwd
+	}
+	if d.fwd != nil {
+		d.fwd.Close()
+	}
+	cfg := d.fwdOpts.TLS
+	if cfg != nil {
+		cfg = cfg.Clone()
+		if host, _, err := net.SplitHostPort(addr); err == nil && cfg.ServerName == "" {
+			cfg.ServerName = host
+		}
+	}
+	d.fwd = redis.NewClient(&redis.Options{
+		Addr: addr, Password: d.fwdOpts.Password, TLSConfig: cfg, Protocol: 2,
+		MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: d.fwdOpts.Timeout, WriteTimeout: time.Second,
+		ContextTimeoutEnabled: true, MinIdleConns: 1, DisableIdentity: true,
+	})
+	d.fwdAddr = addr
+	return d.fwd
+}
+
+// Close closes the connection to the leader.
+func (d *NodeDecider) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fwd == nil {
+		return nil
+	}
+	err := d.fwd.Close()
+	d.fwd = nil
+	return err
+}

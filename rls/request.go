@@ -1,0 +1,109 @@
+package rls
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+)
+
+// ErrInvalid is a request the service refuses as INVALID_ARGUMENT; it
+// charges nothing.
+var ErrInvalid = errors.New("rls: invalid request")
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// overrideUnits maps Envoy's RateLimitUnit to the unit word
+// RL.SHOULDRATELIMIT takes.
+var overrideUnits = map[typev3.RateLimitUnit]string{
+	typev3.RateLimitUnit_SECOND: "second", typev3.RateLimitUnit_MINUTE: "minute", typev3.RateLimitUnit_HOUR: "hour",
+	typev3.RateLimitUnit_DAY: "day", typev3.RateLimitUnit_MONTH: "month", typev3.RateLimitUnit_YEAR: "year",
+}
+
+// maxUint32 bounds hits and requests_per_unit (the machine's range).
+const maxUint32 = 1<<32 - 1
+
+// check refuses what the service will not decide: an empty domain, no
+// descriptors, a descriptor with no entries, an entry with an empty key,
+// more descriptors or entries than the limits, oversized keys or values,
+// and fields sluice does not implement (negative hits, a unit
+// multiplier other than 1).
+func (l Limits) check(req *pb.RateLimitRequest) error {
+	switch {
+	case req.GetDomain() == "":
+		return invalid("rate limit domain must not be empty")
+	case len(req.Domain) > l.DomainBytes:
+		return invalid("domain is %d bytes, more than %d", len(req.Domain), l.DomainBytes)
+	case len(req.GetDescriptors()) == 0:
+		return invalid("rate limit descriptor list must not be empty")
+	case len(req.Descriptors) > l.Descriptors:
+		return invalid("%d descriptors, more than %d", len(req.Descriptors), l.Descriptors)
+	}
+	entries := 0
+	for i, d := range req.Descriptors {
+		if len(d.GetEntries()) == 0 {
+			return invalid("descriptor %d has no entries", i)
+		}
+		entries += len(d.Entries)
+		if entries > l.Entries {
+			return invalid("more than %d descriptor entries in one request", l.Entries)
+		}
+		for j, e := range d.Entries {
+			switch {
+			case e.GetKey() == "":
+				return invalid("descriptor %d, entry %d: the key must not be empty", i, j)
+			case len(e.Key) > l.KeyBytes:
+				return invalid("descriptor %d, entry %d: the key is %d bytes, more than %d", i, j, len(e.Key), l.KeyBytes)
+			case len(e.GetValue()) > l.ValueBytes:
+				return invalid("descriptor %d, entry %d: the value is %d bytes, more than %d", i, j, len(e.Value), l.ValueBytes)
+			}
+		}
+		if d.GetIsNegativeHits() {
+			return invalid("descriptor %d: negative hits (refunds) are not supported", i)
+		}
+		if h := d.GetHitsAddend(); h != nil && h.GetValue() > maxUint32 {
+			return invalid("descriptor %d: hits_addend %d is more than %d", i, h.GetValue(), uint64(maxUint32))
+		}
+		if o := d.GetLimit(); o != nil {
+			if _, ok := overrideUnits[o.GetUnit()]; !ok {
+				return invalid("descriptor %d: limit unit %s is not one of SECOND, MINUTE, HOUR, DAY, MONTH, YEAR", i, o.GetUnit())
+			}
+			if m := o.GetUnitMultiplier(); m != nil && m.GetValue() != 1 {
+				return invalid("descriptor %d: a unit_multiplier other than 1 is not supported", i)
+			}
+		}
+	}
+	return nil
+}
+
+// commandArgs is the RL.SHOULDRATELIMIT a checked request becomes.
+func commandArgs(req *pb.RateLimitRequest) [][]byte {
+	n := 3
+	for _, d := range req.Descriptors {
+		n += 4 + 2*len(d.Entries)
+	}
+	args := make([][]byte, 0, n)
+	args = append(args, []byte("RL.SHOULDRATELIMIT"), []byte(req.Domain), strconv.AppendUint(nil, uint64(req.HitsAddend), 10))
+	dash := []byte("-")
+	for _, d := range req.Descriptors {
+		args = append(args, strconv.AppendInt(nil, int64(len(d.Entries)), 10))
+		if h := d.GetHitsAddend(); h != nil {
+			args = append(args, strconv.AppendUint(nil, h.GetValue(), 10))
+		} else {
+			args = append(args, dash)
+		}
+		if o := d.GetLimit(); o != nil {
+			args = append(args, strconv.AppendUint(nil, uint64(o.GetRequestsPerUnit()), 10), []byte(overrideUnits[o.GetUnit()]))
+		} else {
+			args = append(args, dash, dash)
+		}
+		for _, e := range d.Entries {
+			args = append(args, []byte(e.Key), []byte(e.Value))
+		}
+	}
+	return args
+}

@@ -1,0 +1,128 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/sluice-rl/sluice/rls"
+)
+
+// listenFrontDoors opens the listeners beside the RESP port: the HTTP one
+// (--http-addr: /metrics, and the rate limit service's /json and
+// /healthcheck) and Envoy's gRPC rate limit service (--grpc-addr). Each is
+// a sibling of the RESP server: it parses its own protocol, then runs
+// machine commands through the same path (rls.NodeDecider).
+func (s *Server) listenFrontDoors() error {
+	if s.cfg.HTTPAddr == "" && s.cfg.GRPCAddr == "" {
+		return nil
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.rulesCollectors()...)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := NewMetrics(s.env, s.store).Register(reg); err != nil {
+		return err
+	}
+	rm, err := rls.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	fwdTLS, err := s.forwardTLS()
+	if err != nil {
+		return err
+	}
+	s.decider = rls.NewNodeDecider(s.env, s.node, rls.ForwardOptions{Password: s.cfg.RequirePass, TLS: fwdTLS}, rm)
+	s.rls, err = rls.NewService(rls.Config{ResponseHeaders: s.cfg.RLSResponseHeaders, Password: s.cfg.RequirePass, Log: s.log},
+		s.decider, rm, rls.KnownDomains(s.env))
+	if err != nil {
+		return err
+	}
+	if s.cfg.GRPCAddr != "" {
+		gln, err := net.Listen("tcp", s.cfg.GRPCAddr)
+		if err != nil {
+			return fmt.Errorf("server: listen grpc: %w", err)
+		}
+		var opts []grpc.ServerOption
+		if s.cert != nil {
+			opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*s.cert}, MinVersion: tls.VersionTLS12})))
+		}
+		s.grpc = grpc.NewServer(opts...)
+		s.rls.Register(s.grpc)
+		go s.grpc.Serve(gln)
+		s.log.Info("rate limit service (gRPC)", "addr", gln.Addr().String())
+	}
+	if s.cfg.HTTPAddr != "" {
+		hln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+		if err != nil {
+			if s.grpc != nil {
+				s.grpc.Stop()
+			}
+			return fmt.Errorf("server: listen http: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("/json", s.rls.JSONHandler())
+		mux.Handle("/healthcheck", s.rls.HealthHandler())
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go s.http.Serve(hln)
+		s.log.Info("http endpoint", "addr", hln.Addr().String())
+	}
+	return nil
+}
+
+// forwardTLS is how a follower dials the leader's RESP port when it speaks
+// TLS: trusting the system's roots and this node's own certificate (a
+// cluster's members share one, or one CA).
+func (s *Server) forwardTLS() (*tls.Config, error) {
+	if s.cert == nil {
+		return nil, nil
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	for _, der := range s.cert.Certificate {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, fmt.Errorf("server: TLS certificate %s: %w", s.cfg.TLSCertFile, err)
+		}
+		pool.AddCert(c)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// closeFrontDoors stops the HTTP and gRPC listeners: in-flight calls finish
+// (until ctx ends), health turns NOT_SERVING first.
+func (s *Server) closeFrontDoors(ctx context.Context) {
+	if s.rls != nil {
+		s.rls.Close()
+	}
+	if s.grpc != nil {
+		done := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			s.grpc.Stop()
+		}
+	}
+	if s.http != nil {
+		s.http.Shutdown(ctx)
+	}
+	if s.decider != nil {
+		s.decider.Close()
+	}
+}
