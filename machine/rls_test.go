@@ -70,7 +70,6 @@ func rls(t *testing.T, m *Machine, now int64, domain string, hits int, descs ...
 	return compact(t, do(m, now, args...))
 }
 
-
 // compact flattens a RESP2 reply of integers, bulk strings and arrays.
 func compact(t *testing.T, reply string) string {
 	t.Helper()

@@ -42,12 +42,12 @@ type Server struct {
 
 	ln net.Listener
 	// http serves --http-addr; grpc and rls --grpc-addr (server/frontdoor.go).
-	http     *http.Server
-	grpc     *grpc.Server
-	rls      *rls.Service
-	decider  *rls.NodeDecider
+	http    *http.Server
+	grpc    *grpc.Server
+	rls     *rls.Service
+	decider *rls.NodeDecider
 	// cert is the --tls-cert-file certificate (nil: plain TCP).
-	cert *tls.Certificate
+	cert    *tls.Certificate
 	nextID  atomic.Int64
 	clients clientRegistry
 	// conns counts the connection goroutines, which Shutdown waits for.
