@@ -49,6 +49,21 @@ func (n *Node) watchLeadership() {
 // Serving reports whether this node is the leader and takes commands.
 func (n *Node) Serving() bool { return n.serving.Load() }
 
+// LiveLeader reports whether this node can have a decision made now: it
+// leads and serves, or it follows a leader it heard from within the
+// heartbeat timeout (the failure detector Raft itself uses). A leader that
+// died is still "known" until an election replaces it; it is not live.
+func (n *Node) LiveLeader() bool {
+	if n.serving.Load() {
+		return true
+	}
+	id, _, ok := n.Leader()
+	if !ok || id == n.cfg.NodeID {
+		return false
+	}
+	return time.Since(n.raft.LastContact()) < n.cfg.HeartbeatTimeout
+}
+
 // Leader is the current leader's id and Redis-protocol address, as this
 // node knows it.
 func (n *Node) Leader() (id, clientAddr string, ok bool) {

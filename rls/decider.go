@@ -78,8 +78,7 @@ func (d *NodeDecider) Ready() bool {
 	if d.node == nil {
 		return true
 	}
-	id, _, ok := d.node.Leader()
-	return ok && (id != d.node.Self() || d.node.Serving())
+	return d.node.LiveLeader()
 }
 
 // Decide implements Decider.
@@ -115,7 +114,7 @@ func redirected(msg string) bool {
 // retries a call that reached the leader: a retry could charge twice.
 func (d *NodeDecider) forward(ctx context.Context, args [][]byte) (any, error) {
 	id, addr, ok := d.node.Leader()
-	if !ok || addr == "" || id == d.node.Self() {
+	if !ok || addr == "" || id == d.node.Self() || !d.node.LiveLeader() {
 		return nil, ErrUnavailable
 	}
 	c := d.client(addr)

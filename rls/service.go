@@ -72,7 +72,7 @@ func (s *Service) Register(g *grpc.Server) {
 }
 
 // healthEvery is how often the health status follows the node's state.
-const healthEvery = 100 * time.Millisecond
+const healthEvery = 50 * time.Millisecond
 
 func (s *Service) watchHealth() {
 	defer close(s.done)

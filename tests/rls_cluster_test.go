@@ -1,0 +1,158 @@
+package tests
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// A GCRA rule with no window boundary to cross while a test runs: 50
+// admitted, then one more every half hour.
+const rlsClusterRules = `domain: edge
+descriptors:
+  - key: tenant
+    rate_limit:
+      unit: day
+      requests_per_unit: 48
+      sluice: {algorithm: gcra, burst: 49}
+  - key: path
+    rate_limit: {unit: day, requests_per_unit: 1000}
+`
+
+// Every node of a 3-node cluster answers: a follower forwards to the
+// leader and returns its answer, so calls spread over all nodes count on
+// one counter; killing the leader under load admits no more than the
+// limit, and a follower's health goes NOT_SERVING, then SERVING again.
+func TestRLSCluster(t *testing.T) {
+	rules := writeRules(t, "edge.yaml", rlsClusterRules)
+	grpcAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	cl := StartCluster(t, 3, func(i int, _ []string) []string {
+		return []string{"--grpc-addr", grpcAddrs[i]}
+	}, "--rules", rules)
+	leader := cl.Leader()
+	eventually(t, "the leader applied its rules", func() bool {
+		c, _ := rlsClient(t, grpcAddrs[indexOf(cl, leader)])
+		resp, err := c.ShouldRateLimit(ctx(t), rlsRequest("edge", 0, "path=warmup"))
+		return err == nil && resp.Statuses[0].CurrentLimit != nil
+	})
+	clients := make([]pb.RateLimitServiceClient, 3)
+	for i, a := range grpcAddrs {
+		clients[i], _ = rlsClient(t, a)
+	}
+	// Calls round-robin over the nodes: one counter, remaining falls by
+	// one per call whoever answers.
+	for i := range 9 {
+		resp, err := clients[i%3].ShouldRateLimit(ctx(t), rlsRequest("edge", 1, "path=/spread"))
+		if err != nil {
+			t.Fatalf("call %d to node %d: %v", i, i%3+1, err)
+		}
+		if got := resp.Statuses[0].LimitRemaining; got != uint32(999-i) {
+			t.Fatalf("call %d to node %d: remaining %d", i, i%3+1, got)
+		}
+	}
+	// The same call through a follower and through the leader gets the
+	// same answer shape (the follower's is the leader's).
+	follower := cl.Followers(leader)[0]
+	viaFollower, err := clients[indexOf(cl, follower)].ShouldRateLimit(ctx(t), rlsRequest("edge", 1, "path=/same"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaLeader, err := clients[indexOf(cl, leader)].ShouldRateLimit(ctx(t), rlsRequest("edge", 1, "path=/same"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if viaFollower.Statuses[0].LimitRemaining != viaLeader.Statuses[0].LimitRemaining+1 {
+		t.Fatalf("follower %v, then leader %v: not one counter", viaFollower, viaLeader)
+	}
+
+	// Watch a follower's health through the failover.
+	_, fconn := rlsClient(t, grpcAddrs[indexOf(cl, follower)])
+	wctx, cancelWatch := context.WithCancel(context.Background())
+	defer cancelWatch()
+	watch, err := healthpb.NewHealthClient(fconn).Watch(wctx, &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []healthpb.HealthCheckResponse_ServingStatus
+	var seenMu sync.Mutex
+	go func() {
+		for {
+			r, err := watch.Recv()
+			if err != nil {
+				return
+			}
+			seenMu.Lock()
+			seen = append(seen, r.Status)
+			seenMu.Unlock()
+		}
+	}()
+
+	// Load on one tenant from every node; kill the leader midway.
+	var admitted, failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				resp, err := clients[w%3].ShouldRateLimit(cctx, rlsRequest("edge", 1, "tenant=t1"))
+				cancel()
+				switch {
+				case err != nil:
+					failed.Add(1)
+					time.Sleep(5 * time.Millisecond)
+				case resp.OverallCode == pb.RateLimitResponse_OK:
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	eventually(t, "some admissions before the kill", func() bool { return admitted.Load() >= 10 })
+	leader.Kill()
+	newLeader := cl.Leader()
+	eventually(t, "admissions through the new leader", func() bool {
+		c := clients[indexOf(cl, newLeader)]
+		resp, err := c.ShouldRateLimit(ctx(t), rlsRequest("edge", 0, "path=/after"))
+		return err == nil && resp.OverallCode == pb.RateLimitResponse_OK
+	})
+	time.Sleep(300 * time.Millisecond) // more load after the failover, past the limit
+	close(stop)
+	wg.Wait()
+	if n := admitted.Load(); n > 50 {
+		t.Fatalf("%d admitted of a limit of 50 (burst 49 + 1) through a leader kill", n)
+	}
+	t.Logf("admitted %d, failed calls %d", admitted.Load(), failed.Load())
+	eventually(t, "the follower's health back to SERVING after NOT_SERVING", func() bool {
+		seenMu.Lock()
+		defer seenMu.Unlock()
+		notServing := false
+		for _, st := range seen {
+			if st == healthpb.HealthCheckResponse_NOT_SERVING {
+				notServing = true
+			}
+		}
+		return notServing && len(seen) > 0 && seen[len(seen)-1] == healthpb.HealthCheckResponse_SERVING
+	})
+}
+
+// indexOf is s's position in the cluster.
+func indexOf(c *Cluster, s *Server) int {
+	for i, n := range c.Nodes {
+		if n == s {
+			return i
+		}
+	}
+	return -1
+}
