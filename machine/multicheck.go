@@ -122,7 +122,9 @@ func storedLater(checks []limitCheck, i int) bool {
 // request on the same key that admitted). It stores nothing.
 func (c *limitCheck) evaluate(s *keyspace.Slot, now, cost int64, prev *limitCheck) error {
 	if c.deny {
-		c.res = limiter.Result{Limited: true, RetryAfter: limiter.Never}
+		// A limit of 0 refuses every unit; a request of none (a peek) asks
+		// for nothing and passes, as Envoy counts 0 hits against 0.
+		c.res = limiter.Result{Limited: cost > 0, RetryAfter: limiter.Never}
 		return nil
 	}
 	var obj any
