@@ -56,11 +56,12 @@ func (p *Pending) fail(err error) {
 	close(p.done)
 }
 
-// inflight is an entry sent to Raft and the groups in it, in order.
+// inflight is an entry sent to Raft; its groups wait in n.props under
+// its proposal.
 type inflight struct {
-	fut    raft.ApplyFuture
-	groups []*Pending
-	sent   time.Time
+	fut  raft.ApplyFuture
+	prop Proposal
+	sent time.Time
 }
 
 // runBatches turns whatever groups are queued into one log entry at a
@@ -117,47 +118,95 @@ func (n *Node) runBatches() {
 			g.first = len(cmds)
 			cmds = append(cmds, g.cmds...)
 		}
-		entry := AppendBatch(nil, clk.Stamp(), cmds)
+		prop := n.props.add(groups)
+		entry := AppendProposal(nil, prop, clk.Stamp(), cmds)
 		n.batchSizes.observe(len(cmds))
 		n.lastEntry.Store(n.cfg.Mono())
-		inflights <- inflight{fut: n.raft.Apply(entry, n.cfg.ApplyTimeout), groups: groups, sent: time.Now()}
+		inflights <- inflight{fut: n.raft.Apply(entry, n.cfg.ApplyTimeout), prop: prop, sent: time.Now()}
 	}
 }
 
-// runReplies waits for the entries in the order they were sent (Raft
-// applies them in that order) and wakes their groups.
+// runReplies waits for the entries in the order they were sent, to keep
+// the window of entries in flight. The groups' replies are handed out by
+// the state machine as it applies each entry (fsm.Apply), on this node
+// whether it still leads or not; here only an entry that may not apply is
+// settled: refused before it was logged (nothing happened), or logged and
+// then left uncommitted by a lost leadership (awaitOutcome).
 func (n *Node) runReplies(inflights <-chan inflight, window <-chan struct{}) {
 	defer n.wg.Done()
 	for e := range inflights {
 		err := e.fut.Error()
 		n.commitLatency.observe(time.Since(e.sent))
 		<-window
-		var res *applied
-		if err == nil {
-			switch r := e.fut.Response().(type) {
-			case *applied:
-				res = r
-			case error:
-				err = r
-			default:
-				err = fmt.Errorf("cluster: entry applied with no result (%T)", r)
-			}
-		}
 		switch {
 		case err == nil:
+			// Applied, so handed out; a proposal still waiting would be a
+			// bug in that hand-off: it must not wait forever.
+			n.settle(e.prop, fmt.Errorf("%w: entry applied without its replies", ErrUnknownOutcome))
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
 			// Refused before it was logged: nothing happened.
-			err = n.notLeader()
-		case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrAbortedByRestore):
-			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+			n.settle(e.prop, n.notLeader())
+		case errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			n.settle(e.prop, ErrTransferring)
+		case errors.Is(err, raft.ErrRaftShutdown):
+			n.settle(e.prop, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
+		default:
+			// Logged here, perhaps committed by the next leader: its apply
+			// will tell, or another entry taking its index will.
+			n.wg.Add(1)
+			go n.awaitOutcome(e.prop, e.fut.Index(), err)
 		}
-		for _, g := range e.groups {
-			g.res = res
-			if err != nil {
-				g.fail(err)
-				continue
-			}
-			close(g.done)
+	}
+}
+
+// settle fails the groups of prop with err unless the state machine has
+// handed them their replies.
+func (n *Node) settle(prop Proposal, err error) {
+	for _, g := range n.props.take(prop) {
+		g.fail(err)
+	}
+}
+
+// awaitOutcome settles an entry this node logged at index whose leadership
+// was lost (cause) before it committed: it applies here later, handing
+// out its replies (committed by the next leader), or another entry takes
+// its index and it never applies (ErrNotApplied: a retry is safe). Past
+// the apply timeout, or if a snapshot restore skips over it, the outcome
+// is unknown.
+func (n *Node) awaitOutcome(prop Proposal, index uint64, cause error) {
+	defer n.wg.Done()
+	restores := n.fsm.restores.Load()
+	deadline := time.NewTimer(n.cfg.ApplyTimeout)
+	defer deadline.Stop()
+	for {
+		next, done := n.props.watch()
+		if !n.props.waits(prop.Seq) {
+			done()
+			return // applied: replies handed out
+		}
+		switch {
+		case n.fsm.restores.Load() != restores:
+			done()
+			n.settle(prop, fmt.Errorf("%w: %w", ErrUnknownOutcome, cause))
+			return
+		case index == 0 || n.fsm.lastIndex.Load() >= index:
+			// Its index applied without it (the state machine takes a
+			// proposal before it records the index).
+			done()
+			n.settle(prop, ErrNotApplied)
+			return
+		}
+		select {
+		case <-next:
+			done()
+		case <-deadline.C:
+			done()
+			n.settle(prop, fmt.Errorf("%w: %w", ErrUnknownOutcome, cause))
+			return
+		case <-n.stop:
+			done()
+			n.settle(prop, fmt.Errorf("%w: %w", ErrUnknownOutcome, raft.ErrRaftShutdown))
+			return
 		}
 	}
 }

@@ -7,30 +7,56 @@ import (
 )
 
 // A raft log entry carries a batch: the commands of many connections (whole
-// pipelines) that the leader appended at once, and the stamp they apply
-// at. Its encoding:
+// pipelines) that the leader appended at once, the stamp they apply at,
+// and who proposed it. Its encoding:
 //
-//	version   1 byte (BatchVersion)
+//	version   1 byte (BatchVersion, or 1: the same without the proposal)
 //	stamp     8 bytes, little-endian int64 (Unix ns, from LeaderClock)
+//	proposal  (version 2) proposer 8 bytes, little-endian uint64 (random per
+//	          process; 0: none), then uvarint seq (the proposer's counter)
 //	commands  uvarint count, then per command:
 //	          uvarint argument count, then per argument: uvarint length | bytes
 //
 // A batch of no commands is valid: an idle tick that only moves time.
-// Varints must be minimal, so one batch has exactly one encoding.
+// Varints must be minimal, so one batch has exactly one encoding. The
+// proposal lets the node that logged an entry hand its replies to the
+// clients waiting for it whenever it applies — also after that node lost
+// the lead and another committed the entry — and know for certain that an
+// entry of its own did not apply when another took its index.
 
-// BatchVersion is the entry format this binary writes and reads.
-const BatchVersion = 1
+// BatchVersion is the entry format this binary writes; it reads version 1
+// too (logs written before proposals).
+const BatchVersion = 2
 
+// batchHeader is version 1's header: version and stamp.
 const batchHeader = 1 + 8
+
+// Proposal names an entry among those its proposer logged.
+type Proposal struct {
+	// Proposer is the proposing process's id (0: no proposal).
+	Proposer uint64
+	// Seq counts the proposer's entries.
+	Seq uint64
+}
 
 // ErrCorruptBatch: an entry that is not a well-formed batch. A state
 // machine must stop rather than skip it: the other replicas applied it.
 var ErrCorruptBatch = errors.New("cluster: corrupt batch entry")
 
-// AppendBatch appends the entry for cmds (each a command's arguments, the
-// name first) stamped at stamp.
+// AppendBatch appends a version 1 entry for cmds (each a command's
+// arguments, the name first) stamped at stamp, without a proposal.
 func AppendBatch(dst []byte, stamp int64, cmds [][][]byte) []byte {
-	size := batchHeader + binary.MaxVarintLen64
+	return appendBatch(dst, 1, Proposal{}, stamp, cmds)
+}
+
+// AppendProposal appends the entry for cmds stamped at stamp, proposed as
+// p.
+func AppendProposal(dst []byte, p Proposal, stamp int64, cmds [][][]byte) []byte {
+	return appendBatch(dst, BatchVersion, p, stamp, cmds)
+}
+
+func appendBatch(dst []byte, version byte, p Proposal, stamp int64, cmds [][][]byte) []byte {
+	size := batchHeader + 8 + 2*binary.MaxVarintLen64
 	for _, args := range cmds {
 		size += binary.MaxVarintLen64
 		for _, a := range args {
@@ -40,8 +66,12 @@ func AppendBatch(dst []byte, stamp int64, cmds [][][]byte) []byte {
 	if cap(dst)-len(dst) < size {
 		dst = append(make([]byte, 0, len(dst)+size), dst...)
 	}
-	dst = append(dst, BatchVersion)
+	dst = append(dst, version)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(stamp))
+	if version >= 2 {
+		dst = binary.LittleEndian.AppendUint64(dst, p.Proposer)
+		dst = binary.AppendUvarint(dst, p.Seq)
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(cmds)))
 	for _, args := range cmds {
 		dst = binary.AppendUvarint(dst, uint64(len(args)))
@@ -77,22 +107,24 @@ func (d *BatchDecoder) Decode(entry []byte, fn func(args [][]byte)) (stamp int64
 type CheckedBatch struct {
 	// Stamp is the instant the entry applies at.
 	Stamp int64
-	body  []byte
-	n     int
+	// Proposal is who proposed it (zero for version 1 entries).
+	Proposal Proposal
+	body     []byte
+	n        int
 }
 
 // Check checks the whole entry without calling anything, so a state
 // machine can reject a corrupt entry before it changes anything (its
 // clock included).
 func (d *BatchDecoder) Check(entry []byte) (CheckedBatch, error) {
-	stamp, n, body, err := batchHead(entry)
+	h, err := batchHead(entry)
 	if err != nil {
 		return CheckedBatch{}, err
 	}
-	if err := d.walk(body, n, nil); err != nil {
+	if err := d.walk(h.body, h.n, nil); err != nil {
 		return CheckedBatch{}, err
 	}
-	return CheckedBatch{Stamp: stamp, body: body, n: int(n)}, nil
+	return CheckedBatch{Stamp: h.stamp, Proposal: h.proposal, body: h.body, n: int(h.n)}, nil
 }
 
 // Walk calls fn for each command of an entry Check passed, in order.
@@ -103,30 +135,54 @@ func (d *BatchDecoder) Walk(b CheckedBatch, fn func(args [][]byte)) {
 // BatchStamp returns an entry's stamp (and checks its header), for a reader
 // that needs the time without the commands.
 func BatchStamp(entry []byte) (int64, error) {
-	stamp, _, _, err := batchHead(entry)
-	return stamp, err
+	h, err := batchHead(entry)
+	return h.stamp, err
 }
 
-// batchHead reads the version, stamp and command count.
-func batchHead(entry []byte) (stamp int64, n uint64, body []byte, err error) {
+// head is an entry's header as batchHead read it.
+type head struct {
+	stamp    int64
+	proposal Proposal
+	n        uint64
+	body     []byte
+}
+
+// batchHead reads the version, stamp, proposal and command count.
+func batchHead(entry []byte) (head, error) {
+	var h head
 	if len(entry) < batchHeader {
-		return 0, 0, nil, fmt.Errorf("%w: %d bytes, shorter than the header", ErrCorruptBatch, len(entry))
+		return h, fmt.Errorf("%w: %d bytes, shorter than the header", ErrCorruptBatch, len(entry))
 	}
-	if entry[0] != BatchVersion {
-		return 0, 0, nil, fmt.Errorf("%w: version %d, want %d", ErrCorruptBatch, entry[0], BatchVersion)
+	version := entry[0]
+	if version != 1 && version != BatchVersion {
+		return h, fmt.Errorf("%w: version %d, want 1 or %d", ErrCorruptBatch, entry[0], BatchVersion)
 	}
-	stamp = int64(binary.LittleEndian.Uint64(entry[1:batchHeader]))
-	n, k := minimalUvarint(entry[batchHeader:])
+	h.stamp = int64(binary.LittleEndian.Uint64(entry[1:batchHeader]))
+	rest := entry[batchHeader:]
+	if version >= 2 {
+		if len(rest) < 8 {
+			return h, fmt.Errorf("%w: no proposer", ErrCorruptBatch)
+		}
+		h.proposal.Proposer = binary.LittleEndian.Uint64(rest)
+		seq, k := minimalUvarint(rest[8:])
+		if k <= 0 {
+			return h, fmt.Errorf("%w: bad proposal sequence", ErrCorruptBatch)
+		}
+		h.proposal.Seq = seq
+		rest = rest[8+k:]
+	}
+	n, k := minimalUvarint(rest)
 	if k <= 0 {
-		return 0, 0, nil, fmt.Errorf("%w: bad command count", ErrCorruptBatch)
+		return h, fmt.Errorf("%w: bad command count", ErrCorruptBatch)
 	}
-	body = entry[batchHeader+k:]
+	h.body = rest[k:]
 	// Every command takes at least one byte, so a count above the bytes
 	// left is corrupt (and cannot make the walk loop for long).
-	if n > uint64(len(body)) {
-		return 0, 0, nil, fmt.Errorf("%w: %d commands in %d bytes", ErrCorruptBatch, n, len(body))
+	if n > uint64(len(h.body)) {
+		return h, fmt.Errorf("%w: %d commands in %d bytes", ErrCorruptBatch, n, len(h.body))
 	}
-	return stamp, n, body, nil
+	h.n = n
+	return h, nil
 }
 
 // walk reads n commands off b, calling fn (when not nil) with each.

@@ -92,19 +92,20 @@ func TestBatchRoundTrip(t *testing.T) {
 func TestBatchCorruptIsAnError(t *testing.T) {
 	good := AppendBatch(nil, 99, [][][]byte{cmd("A", "bb"), cmd("C")})
 	bad := map[string][]byte{
-		"empty":                   nil,
-		"header only in part":     good[:5],
-		"no command count":        good[:batchHeader],
-		"version":                 append([]byte{2}, good[1:]...),
-		"truncated argument":      good[:len(good)-1],
-		"trailing bytes":          append(bytes.Clone(good), 0),
-		"count above bytes":       append(bytes.Clone(good[:batchHeader]), 0x7f, 1),
-		"argc above bytes":        append(bytes.Clone(good[:batchHeader]), 1, 0x7f, 0),
-		"length above bytes":      append(bytes.Clone(good[:batchHeader]), 1, 1, 5, 'a'),
-		"non-minimal count":       append(bytes.Clone(good[:batchHeader]), 0x80, 0x00),
-		"non-minimal length":      append(bytes.Clone(good[:batchHeader]), 1, 1, 0x81, 0x00, 'a'),
-		"varint overflow":         append(bytes.Clone(good[:batchHeader]), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
-		"second command too long": append(bytes.Clone(good[:batchHeader]), 2, 1, 1, 'a', 1, 9, 'b'),
+		"empty":                      nil,
+		"header only in part":        good[:5],
+		"no command count":           good[:batchHeader],
+		"version":                    append([]byte{3}, good[1:]...),
+		"version 2 without proposal": append([]byte{2}, good[1:]...),
+		"truncated argument":         good[:len(good)-1],
+		"trailing bytes":             append(bytes.Clone(good), 0),
+		"count above bytes":          append(bytes.Clone(good[:batchHeader]), 0x7f, 1),
+		"argc above bytes":           append(bytes.Clone(good[:batchHeader]), 1, 0x7f, 0),
+		"length above bytes":         append(bytes.Clone(good[:batchHeader]), 1, 1, 5, 'a'),
+		"non-minimal count":          append(bytes.Clone(good[:batchHeader]), 0x80, 0x00),
+		"non-minimal length":         append(bytes.Clone(good[:batchHeader]), 1, 1, 0x81, 0x00, 'a'),
+		"varint overflow":            append(bytes.Clone(good[:batchHeader]), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
+		"second command too long":    append(bytes.Clone(good[:batchHeader]), 2, 1, 1, 'a', 1, 9, 'b'),
 	}
 	var d BatchDecoder
 	for name, b := range bad {
@@ -144,7 +145,7 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add(AppendBatch(nil, 0, nil))
 	f.Add(AppendBatch(nil, 1_795_000_000_000_000_000, [][][]byte{cmd("CL.THROTTLE", "k", "15", "30", "60")}))
 	f.Add(AppendBatch(nil, -1, [][][]byte{cmd("A"), {}, cmd("", "b")}))
-	f.Add([]byte{BatchVersion, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x00})
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x00})
 	var d BatchDecoder
 	f.Fuzz(func(t *testing.T, b []byte) {
 		stamp, cmds, err := decodeAll(t, &d, b)

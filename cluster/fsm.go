@@ -25,11 +25,18 @@ type fsm struct {
 	// entry applied here, so a node that becomes leader can continue the
 	// log's time from it (see stampBase). It never decides a reply.
 	mono func() int64
-	// leading reports whether this node leads now: only the leader hands
-	// replies to clients, so a follower throws each away as it is built
-	// (nil: always keep them).
-	leading func() bool
-	// discard is the follower's reply buffer, reused entry after entry.
+	// props are the entries this node proposed whose clients wait: an
+	// entry of one of them is applied keeping its replies, which go to
+	// those clients; any other entry's replies are thrown away as they are
+	// built (nil: keep every entry's, and hand none out — tests).
+	props *proposals
+	// lastIndex is the index of the last entry applied here.
+	lastIndex atomic.Uint64
+	// restores counts snapshot restores: entries they covered applied
+	// without passing through Apply here.
+	restores atomic.Int64
+	// discard is the reply buffer of entries no client here waits for,
+	// reused entry after entry.
 	discard resp.Writer
 	// log receives what snapshots left out; nil discards.
 	log *slog.Logger
@@ -53,26 +60,32 @@ type applied struct {
 
 // Apply applies one committed entry. A corrupt entry is rejected before
 // anything changes, the clock included: every replica decodes the same
-// bytes the same way, so it fails alike everywhere.
+// bytes the same way, so it fails alike everywhere. An entry this node
+// proposed hands its replies to the clients waiting for it, whichever node
+// leads now.
 func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
 	b, err := f.dec.Check(l.Data)
 	if err != nil {
+		f.applied(l.Index)
 		return fmt.Errorf("cluster: entry %d: %w", l.Index, err)
 	}
 	stamp := b.Stamp
 	f.m.Advance(stamp)
-	if f.leading != nil && !f.leading() {
-		// A follower: the same applies, no replies kept. (An entry a
-		// leader proposed and lost the lead over has no waiting client:
-		// Raft failed its future with ErrLeadershipLost.)
+	var groups []*Pending
+	if f.props != nil {
+		groups = f.props.take(b.Proposal)
+	}
+	if f.props != nil && groups == nil {
+		// Nobody here waits: the same applies, no replies kept.
 		f.dec.Walk(b, func(args [][]byte) {
 			f.discard.Buf = f.discard.Buf[:0]
 			f.m.ApplyArgs(stamp, args, &f.discard)
 		})
 		f.noteApplied(stamp)
+		f.applied(l.Index)
 		return nil
 	}
 	res := &applied{}
@@ -84,7 +97,21 @@ func (f *fsm) Apply(l *raft.Log) any {
 	})
 	res.replies = w.Buf
 	f.noteApplied(stamp)
+	for _, g := range groups {
+		g.res = res
+		close(g.done)
+	}
+	f.applied(l.Index)
 	return res
+}
+
+// applied records that the entry at index went through Apply (after its
+// proposal, if any, was taken) and wakes whoever waits for an outcome.
+func (f *fsm) applied(index uint64) {
+	f.lastIndex.Store(index)
+	if f.props != nil {
+		f.props.signal()
+	}
 }
 
 // noteApplied records the last stamp applied and when (see stampBase).
@@ -130,6 +157,10 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.lastStamp, f.lastMono = h.Applied, f.mono()
 	f.mu.Unlock()
+	f.restores.Add(1)
+	if f.props != nil {
+		f.props.signal()
+	}
 	return nil
 }
 

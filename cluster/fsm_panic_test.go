@@ -13,7 +13,7 @@ import (
 // after that, apply; replicas (leader and follower) end in one state.
 func TestFSMPanicInsideEntry(t *testing.T) {
 	leader, follower := newFSM(), newFSM()
-	follower.leading = func() bool { return false }
+	follower.props = newProposals() // waits for nothing: keeps no replies
 	entry := AppendBatch(nil, 5e18, [][][]byte{
 		words("CL.THROTTLE", "{x}a", "5", "10", "60"),
 		words("DEBUG", "APPLY-PANIC", "{x}p"),
@@ -56,7 +56,7 @@ func FuzzReplicatedApply(f *testing.F) {
 	f.Add([]byte("QUOTA.CHECK\x00q\x005\x00DAY\x00TZ\x00Europe/Berlin\x01QUOTA.REFUND\x00q\x001\x02CONC.ACQUIRE\x00c\x002\x0030\x00r\x01CONC.RENEW\x00c\x00r\x0060"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		leader, follower := newFSM(), newFSM()
-		follower.leading = func() bool { return false }
+		follower.props = newProposals() // waits for nothing: keeps no replies
 		stamp := int64(4102444800e9)
 		// Entries are separated by 0x02, commands by 0x01, arguments by 0x00.
 		for i, part := range bytes.Split(data, []byte{2}) {

@@ -27,6 +27,12 @@ var (
 	// ErrUnknownOutcome: the batch was sent to the log but this node cannot
 	// know whether it committed (leadership lost, timed out).
 	ErrUnknownOutcome = errors.New("cluster: the outcome is unknown")
+	// ErrNotApplied: the batch was logged here but another leader's entry
+	// took its place: it did not apply, and a retry is safe.
+	ErrNotApplied = errors.New("cluster: the entry was not applied (another leader's entry took its place)")
+	// ErrTransferring: leadership is being handed to another member; try
+	// again in a moment (nothing was logged).
+	ErrTransferring = errors.New("cluster: leadership transfer in progress")
 	// ErrConfig: the configuration does not validate.
 	ErrConfig = errors.New("cluster: bad configuration")
 )
@@ -178,6 +184,8 @@ type Node struct {
 	clientAddrs map[string]string
 	raftAddrs   map[string]string
 
+	// props are the entries this node logged whose clients wait.
+	props *proposals
 	// serving is set once this node is leader and has applied everything
 	// before its term (a barrier): only then does it stamp entries.
 	serving atomic.Bool
@@ -205,7 +213,9 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{cfg.Log}})
-	n := &Node{cfg: cfg, log: cfg.Log, fsm: &fsm{m: m, mono: cfg.Mono, log: cfg.Log}, clientAddrs: map[string]string{}, raftAddrs: map[string]string{},
+	props := newProposals()
+	n := &Node{cfg: cfg, log: cfg.Log, fsm: &fsm{m: m, mono: cfg.Mono, log: cfg.Log, props: props}, props: props,
+		clientAddrs: map[string]string{}, raftAddrs: map[string]string{},
 		batches: make(chan *Pending, 1024), stop: make(chan struct{})}
 	for _, p := range cfg.Peers {
 		n.clientAddrs[p.ID] = p.ClientAddr
@@ -259,20 +269,11 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 		n.closeTransport()
 		return nil, fmt.Errorf("cluster: read Raft state in %s: %w", cfg.Dir, err)
 	}
-	// The FSM asks whether this node leads (followers keep no replies);
-	// it may apply before NewRaft returns, so it reads Raft through an
-	// atomic pointer (no Raft yet: not leading).
-	var started atomic.Pointer[raft.Raft]
-	n.fsm.leading = func() bool {
-		r := started.Load()
-		return r != nil && r.State() == raft.Leader
-	}
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.trans)
 	if err != nil {
 		n.closeTransport()
 		return nil, fmt.Errorf("cluster: start Raft: %w", err)
 	}
-	started.Store(n.raft)
 	if !existing {
 		var servers []raft.Server
 		for _, p := range cfg.Peers {
@@ -308,6 +309,7 @@ func (n *Node) Close() error {
 	close(n.stop)
 	err := n.raft.Shutdown().Error()
 	n.wg.Wait()
+	n.props.failAll(fmt.Errorf("%w: %w", ErrUnknownOutcome, raft.ErrRaftShutdown))
 	n.trans.Close()
 	if cerr := n.stores.Close(); err == nil {
 		err = cerr

@@ -73,6 +73,10 @@ func (r Replicated) errorReply(err error, cmd *machine.Command, args [][]byte) s
 	switch {
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader):
 		return r.redirect(cmd, args)
+	case errors.Is(err, cluster.ErrTransferring):
+		return "TRYAGAIN leadership is moving to another member; nothing was applied"
+	case errors.Is(err, cluster.ErrNotApplied):
+		return "TRYAGAIN the leader changed before this applied; nothing was applied"
 	case errors.Is(err, cluster.ErrUnknownOutcome):
 		return "ERR the outcome is unknown: the change may or may not have applied (" + err.Error() + ")"
 	}
