@@ -240,7 +240,7 @@ func TestCheckMatchesApply(t *testing.T) {
 		{"RL.CHECKALL", "LIMIT", "a", "FIXED", "1", "60", "LIMIT", "b", "FIXED", "1", "60"},
 		{"RL.CHECKALL", "COST", "x", "LIMIT", "a", "FIXED", "1", "60"}, {"RL.CHECKALL", "LIMIT", "a", "QUOTA", "1", "day", "TZ"},
 		{"RL.RULES", "LOAD", "f.yaml"}, {"RL.RULES", "LOAD", "f.yaml", "domain: [", "g.yaml"}, {"RL.RULES", "LOAD", "f.yaml", "domain: ["},
-		{"RL.RULES", "CLEAR", "x"}, {"RL.RULES", "LIST", "a", "b"}, {"RL.RULES", "NOPE"},
+		{"RL.RULES", "CLEAR", "x", "y"}, {"RL.RULES", "LIST", "a", "b"}, {"RL.RULES", "NOPE"},
 		{"RL.OVERRIDE", "SET", "api", "0", "minute", "DESCRIPTOR", "u", "v"}, {"RL.OVERRIDE", "SET", "api", "1", "fortnight", "DESCRIPTOR", "u", "v"},
 		{"RL.OVERRIDE", "SET", "api", "1", "minute", "START", "5", "UNTIL", "4", "DESCRIPTOR", "u", "v"},
 		{"RL.OVERRIDE", "SET", "api", "1", "minute", "DESCRIPTOR", "u", "v", "DESCRIPTOR", "w", "x"},

@@ -2,7 +2,9 @@ package machine
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
@@ -19,13 +21,14 @@ func policyAdminCommands() []*Command {
 	return []*Command{{
 		Name: "rl.rules", Arity: -2, Flags: []string{"write", "admin", "noscript"},
 		Group: "sluice", Since: "1.1.0", Complexity: "O(N) where N is the size of the rules",
-		Summary: "LOAD <name> <yaml> [<name> <yaml> ...] replaces the rule set (all files or none); CLEAR drops it; LIST [domain] lists the rules.",
+		Summary: "LOAD <name> <yaml> [<name> <yaml> ...] loads a client's files, replacing the domains they define (all files or none); LOAD-FILES (the server's --rules files) replaces the server's files, keeping clients' other domains; CLEAR [domain] drops all rules or one domain's; LIST [domain] lists the rules.",
 		Args: []Arg{{Name: "subcommand", Type: "oneof", Sub: []Arg{
 			{Name: "load", Type: "pure-token", Token: "LOAD"},
+			{Name: "load-files", Type: "pure-token", Token: "LOAD-FILES"},
 			{Name: "clear", Type: "pure-token", Token: "CLEAR"},
 			{Name: "list", Type: "pure-token", Token: "LIST"},
 		}}, {Name: "arg", Type: "string", Optional: true, Multiple: true}},
-		run: runRules, check: checkRules, subcommands: []string{"load", "clear", "list"},
+		run: runRules, check: checkRules, subcommands: []string{"load", "load-files", "clear", "list"},
 	}, {
 		Name: "rl.override", Arity: -3, Flags: []string{"write", "denyoom"},
 		FirstKey: 2, LastKey: 2, Step: 1, Journaled: true,
@@ -65,66 +68,114 @@ const DefaultRecovery = 60 * 1_000_000_000
 // maxRecoverySeconds bounds RECOVER (a day).
 const maxRecoverySeconds = 86400
 
-// parseRulesLoad reads RL.RULES LOAD <name> <yaml> [<name> <yaml> …] and
-// parses the files: the rule set, or the error reply.
-func parseRulesLoad(args [][]byte) (*RulesState, string) {
+// parseRulesLoad reads RL.RULES LOAD|LOAD-FILES <name> <yaml> [<name>
+// <yaml> …] and parses the files on their own: the files, or the error
+// reply. client marks them a client's.
+func parseRulesLoad(args [][]byte, client bool) ([]RuleFile, *RulesState, string) {
 	if len(args) < 4 || len(args)%2 != 0 {
-		return nil, "ERR RL.RULES LOAD needs <name> <yaml> pairs"
+		return nil, nil, "ERR RL.RULES " + strings.ToUpper(resp.Lower(args[1])) + " needs <name> <yaml> pairs"
 	}
 	files := make([]RuleFile, 0, (len(args)-2)/2)
 	for i := 2; i < len(args); i += 2 {
-		files = append(files, RuleFile{Name: string(args[i]), Source: bytes.Clone(args[i+1])})
+		files = append(files, RuleFile{Name: string(args[i]), Source: bytes.Clone(args[i+1]), Client: client})
 	}
 	st, err := ParseRules(files)
 	if err != nil {
-		return nil, "ERR rules not loaded: " + oneLine(err.Error())
+		return nil, nil, "ERR rules not loaded: " + oneLine(err.Error())
 	}
-	return st, ""
+	return files, st, ""
 }
 
 // checkRules is RL.RULES without the state: the subcommand, its words,
-// and for LOAD the files themselves.
+// and for the loads the files themselves.
 func checkRules(_ *Machine, args [][]byte) string {
 	switch {
-	case resp.EqualFold(args[1], "load"):
-		_, bad := parseRulesLoad(args)
+	case resp.EqualFold(args[1], "load"), resp.EqualFold(args[1], "load-files"):
+		_, _, bad := parseRulesLoad(args, false)
 		return bad
-	case resp.EqualFold(args[1], "clear"):
-		if len(args) != 2 {
-			return resp.ErrSyntax
-		}
-	case resp.EqualFold(args[1], "list"):
+	case resp.EqualFold(args[1], "clear"), resp.EqualFold(args[1], "list"):
 		if len(args) > 3 {
 			return resp.ErrSyntax
 		}
 	default:
-		return "ERR unknown subcommand '" + resp.Clip(args[1], 64) + "'. Try LOAD, CLEAR, LIST."
+		return "ERR unknown subcommand '" + resp.Clip(args[1], 64) + "'. Try LOAD, LOAD-FILES, CLEAR, LIST."
 	}
 	return ""
 }
 
+// runRules is RL.RULES:
+//
+//   - LOAD <name> <yaml> …: a client's files, merged by domain: each
+//     replaces the domain it defines, whoever loaded it; other domains stay.
+//   - LOAD-FILES <name> <yaml> …: the server's --rules files (the server
+//     sends it at start, on SIGHUP and when a file changes): they replace
+//     every earlier server file; a client's domains they do not define stay.
+//   - CLEAR [domain]: drops every domain, or one; it stays so until the
+//     server's files change or are reloaded.
+//   - LIST [domain]: the rules in force.
 func runRules(x *exec, args [][]byte) {
-	if resp.EqualFold(args[1], "load") {
-		st, bad := parseRulesLoad(args)
-		if bad != "" {
-			x.w.Error(bad)
-			return
-		}
-		x.setRules(st)
-		x.w.OK()
-		return
-	}
 	if bad := checkRules(x.m, args); bad != "" {
 		x.w.Error(bad)
 		return
 	}
-	if resp.EqualFold(args[1], "clear") {
-		x.setRules(nil)
+	cur := x.m.ruleState.Load()
+	switch {
+	case resp.EqualFold(args[1], "load"), resp.EqualFold(args[1], "load-files"):
+		client := resp.EqualFold(args[1], "load")
+		files, loaded, _ := parseRulesLoad(args, client)
+		var digest [32]byte
+		if cur != nil {
+			digest = cur.FilesDigest
+		}
+		if !client {
+			digest = FilesDigestOf(files)
+		}
+		// Keep the current files the load does not replace: for a client
+		// load, those of other domains; for the server's, the clients'
+		// files of other domains.
+		var kept []RuleFile
+		if cur != nil {
+			for i, f := range cur.Files {
+				if slices.Contains(loaded.Domains, cur.Domains[i]) || (!client && !f.Client) {
+					continue
+				}
+				kept = append(kept, f)
+			}
+		}
+		st := loaded
+		if len(kept) > 0 {
+			var err error
+			if st, err = ParseRules(append(kept, files...)); err != nil {
+				x.w.Error("ERR rules not loaded: " + oneLine(err.Error()))
+				return
+			}
+		}
+		st.FilesDigest = digest
+		x.setRules(st)
 		x.w.OK()
-		return
+	case resp.EqualFold(args[1], "clear"):
+		var kept []RuleFile
+		if cur != nil && len(args) == 3 {
+			for i, f := range cur.Files {
+				if cur.Domains[i] != string(args[2]) {
+					kept = append(kept, f)
+				}
+			}
+		}
+		st, err := ParseRules(kept) // a subset of files that parsed together
+		if err != nil {
+			x.error(err)
+			return
+		}
+		if cur != nil {
+			st.FilesDigest = cur.FilesDigest
+		}
+		x.setRules(st)
+		x.w.OK()
+	default:
+		x.instant()
+		listRules(x, args[2:])
 	}
-	x.instant()
-	listRules(x, args[2:])
 }
 
 // oneLine keeps an error on one RESP line.

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -30,11 +31,15 @@ const RulesKey = "sluice:rules"
 // ErrCorruptPolicy is a rules, override or scale record that does not decode.
 var ErrCorruptPolicy = errors.New("machine: corrupt policy record")
 
-// RuleFile is one rule file as loaded: its name (for errors and listings)
-// and its bytes.
+// RuleFile is one rule file as loaded: its name (for errors and listings),
+// its bytes, and where it came from.
 type RuleFile struct {
 	Name   string
 	Source []byte
+	// Client marks a file a client loaded (RL.RULES LOAD), as opposed to
+	// the server's --rules files (RL.RULES LOAD-FILES): a reload of the
+	// server's files keeps client files whose domains it does not define.
+	Client bool
 }
 
 // RulesState is the value of RulesKey: the files, and the rule set parsed
@@ -43,6 +48,28 @@ type RuleFile struct {
 type RulesState struct {
 	Files []RuleFile
 	Set   *policy.Set
+	// Domains are the files' domains, in the same order.
+	Domains []string
+	// FilesDigest identifies the server's files as last loaded
+	// (FilesDigestOf), kept through RL.RULES CLEAR and client loads: a
+	// server re-applies its files only when they differ from it, so a
+	// CLEAR stays cleared until the files change or are reloaded.
+	FilesDigest [32]byte
+}
+
+// FilesDigestOf identifies a set of rule files by their names and bytes.
+func FilesDigestOf(files []RuleFile) [32]byte {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, f := range files {
+		h.Write(binary.AppendUvarint(n[:0], uint64(len(f.Name))))
+		h.Write([]byte(f.Name))
+		h.Write(binary.AppendUvarint(n[:0], uint64(len(f.Source))))
+		h.Write(f.Source)
+	}
+	var d [32]byte
+	h.Sum(d[:0])
+	return d
 }
 
 // ParseRules builds the rule set of files: every file must parse, and no
@@ -66,11 +93,21 @@ func ParseRules(files []RuleFile) (*RulesState, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &RulesState{Files: files, Set: set}, nil
+	names := make([]string, len(domains))
+	for i, d := range domains {
+		names[i] = d.Name
+	}
+	return &RulesState{Files: files, Set: set, Domains: names}, nil
 }
 
-// AppendBinary appends the files: a count, then each name and source
-// length-prefixed.
+// rulesTrailer starts what follows the files in the encoding since rules
+// carry their origin: one byte per file (1: a client's), then the files
+// digest. An encoding without it is older: every file the server's, and
+// the digest theirs.
+const rulesTrailer = 1
+
+// AppendBinary appends the files (a count, then each name and source
+// length-prefixed), then the trailer.
 func (r *RulesState) AppendBinary(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(r.Files)))
 	for _, f := range r.Files {
@@ -79,7 +116,15 @@ func (r *RulesState) AppendBinary(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(f.Source)))
 		dst = append(dst, f.Source...)
 	}
-	return dst
+	dst = append(dst, rulesTrailer)
+	for _, f := range r.Files {
+		if f.Client {
+			dst = append(dst, 1)
+		} else {
+			dst = append(dst, 0)
+		}
+	}
+	return append(dst, r.FilesDigest[:]...)
 }
 
 // Bytes is the memory the state holds, roughly (for used_memory_keyspace).
@@ -103,13 +148,32 @@ func decodeRules(b []byte) (*RulesState, error) {
 		}
 		files = append(files, RuleFile{Name: string(name), Source: append([]byte(nil), src...)})
 	}
-	if d.bad || len(d.b) != 0 {
+	if d.bad {
+		return nil, ErrCorruptPolicy
+	}
+	var digest [32]byte
+	switch {
+	case len(d.b) == 0: // before origins: every file the server's
+		digest = FilesDigestOf(files)
+	case d.b[0] == rulesTrailer && len(d.b) == 1+len(files)+32:
+		for i := range files {
+			switch d.b[1+i] {
+			case 0:
+			case 1:
+				files[i].Client = true
+			default:
+				return nil, ErrCorruptPolicy
+			}
+		}
+		copy(digest[:], d.b[1+len(files):])
+	default:
 		return nil, ErrCorruptPolicy
 	}
 	st, err := ParseRules(files)
 	if err != nil {
 		return nil, errors.Join(ErrCorruptPolicy, err)
 	}
+	st.FilesDigest = digest
 	return st, nil
 }
 

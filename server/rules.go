@@ -22,13 +22,17 @@ import (
 
 // Rule files (--rules) are configuration read from disk, but what RL.CHECK
 // enforces is state: the files' bytes go through the state machine as an
-// RL.RULES LOAD command, like any change, so a restart, a snapshot and
-// every replica see exactly the rules that were applied. The server reads
-// the files at start (a bad file stops startup), on SIGHUP and when a file
-// changes; a reload that does not parse is logged and counted and the old
-// rules stay. On a replicated node only the serving leader applies its
-// files, and it does so again whenever the applied rules differ from them
-// (after an election, say): keep the same files on every node.
+// RL.RULES LOAD-FILES command, like any change, so a restart, a snapshot
+// and every replica see exactly the rules that were applied. The server
+// reads the files at start (a bad file stops startup before the data
+// directory is touched), on SIGHUP and when a file changes; a reload that
+// does not parse is logged and counted and the old rules stay. A SIGHUP or
+// a changed file applies them; at start, and on a replicated leader every
+// second, they are applied only when they are not the files the applied
+// rules last loaded — so RL.RULES CLEAR and a client's RL.RULES LOAD stay
+// until the files change or are reloaded, alike on one node and on many.
+// On a replicated node only the serving leader applies its files: keep the
+// same files on every node.
 
 // ErrRules is a rule file that cannot be read or does not parse.
 var ErrRules = errors.New("server: rules")
@@ -113,18 +117,19 @@ func (r *rulesState) read() ([]machine.RuleFile, error) {
 	return files, nil
 }
 
-// loadArgs is the RL.RULES LOAD command for files.
+// loadArgs is the RL.RULES LOAD-FILES command for the server's files.
 func loadArgs(files []machine.RuleFile) [][]byte {
-	args := [][]byte{[]byte("RL.RULES"), []byte("LOAD")}
+	args := [][]byte{[]byte("RL.RULES"), []byte("LOAD-FILES")}
 	for _, f := range files {
 		args = append(args, []byte(f.Name), f.Source)
 	}
 	return args
 }
 
-// startRules reads the rule files at startup; a file that does not parse
-// stops the server, naming file, line and problem.
-func (s *Server) startRules() error {
+// readRulesAtStart reads the rule files before anything else is done at
+// startup: a file that does not parse stops the server, naming file, line
+// and problem, before the data directory is touched.
+func (s *Server) readRulesAtStart() error {
 	if len(s.cfg.Rules) == 0 {
 		return nil
 	}
@@ -134,10 +139,28 @@ func (s *Server) startRules() error {
 		return err
 	}
 	s.rules.files = files
-	if s.node == nil {
-		return s.applyRules(files)
+	return nil
+}
+
+// startRules applies the files read at start once the state is loaded,
+// unless the applied rules already came from these very files (a CLEAR or
+// a client's load made since stays); a replicated node leaves it to the
+// leader once it serves (syncRules).
+func (s *Server) startRules() error {
+	if s.rules == nil || s.node != nil || s.filesApplied() {
+		return nil
 	}
-	return nil // the leader applies them once it serves (syncRules)
+	return s.applyRules(s.rules.files)
+}
+
+// filesApplied reports whether the server's files, as last read, are the
+// ones the applied rules last loaded (by their digest).
+func (s *Server) filesApplied() bool {
+	st := s.env.Machine.Rules()
+	if st == nil {
+		return len(s.rules.files) == 0
+	}
+	return st.FilesDigest == machine.FilesDigestOf(s.rules.files)
 }
 
 // ReloadRules reads the rule files again and applies them; on error the
@@ -189,29 +212,22 @@ func (s *Server) applyRules(files []machine.RuleFile) error {
 	return nil
 }
 
-// syncRules, on a serving leader, applies this node's files when the
-// applied rules differ from them.
+// syncRules, on a serving leader, applies this node's files when they are
+// not the files the applied rules last loaded (after an election, or a
+// reload this node made while following). A CLEAR or a client's load does
+// not change which files were last loaded, so it stays.
 func (s *Server) syncRules() {
 	if s.rules == nil || s.node == nil || !s.node.Serving() {
 		return
 	}
 	s.rules.mu.Lock()
 	defer s.rules.mu.Unlock()
-	if sameFiles(s.env.Machine.Rules(), s.rules.files) {
+	if s.filesApplied() {
 		return
 	}
 	if err := s.applyRules(s.rules.files); err != nil {
 		s.log.Warn("rules not applied yet", "err", err)
 	}
-}
-
-func sameFiles(st *machine.RulesState, files []machine.RuleFile) bool {
-	if st == nil {
-		return len(files) == 0
-	}
-	return slices.EqualFunc(st.Files, files, func(a, b machine.RuleFile) bool {
-		return a.Name == b.Name && string(a.Source) == string(b.Source)
-	})
 }
 
 // watchRules reloads when a rule file changes. It watches the

@@ -74,6 +74,12 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 	if clk == nil {
 		clk = clock.New(nil)
 	}
+	s := &Server{cfg: cfg, log: log}
+	// Rule files are configuration: read and checked before the data
+	// directory is touched.
+	if err := s.readRulesAtStart(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: create data dir: %w", err)
 	}
@@ -86,9 +92,10 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 	}
 	m := machine.New(machine.Options{Log: log})
 	table := commands.NewTable(m)
-	s := &Server{
+	*s = Server{
 		cfg:   cfg,
 		log:   log,
+		rules: s.rules,
 		table: table,
 		stop:  make(chan struct{}),
 		born:  time.Now(),

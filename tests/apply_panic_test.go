@@ -150,7 +150,7 @@ var malformedCommands = [][]any{
 	{"QUOTA.GET", "q", "x"}, {"QUOTA.REFUND", "q", -1}, {"QUOTA.RESET"},
 	{"RL.CHECK", "api", "user", "u"}, {"RL.CHECK", "api", "DESCRIPTOR", "u"},
 	{"RL.CHECKALL", "LIMIT", "a", "NOPE", 1}, {"RL.CHECKALL", "LIMIT", "a", "FIXED", 1, 60, "LIMIT", "b", "FIXED", 1, 60},
-	{"RL.RULES", "LOAD", "f.yaml", "domain: ["}, {"RL.RULES", "CLEAR", "x"}, {"RL.RULES", "NOPE"},
+	{"RL.RULES", "LOAD", "f.yaml", "domain: ["}, {"RL.RULES", "CLEAR", "x", "y"}, {"RL.RULES", "NOPE"},
 	{"RL.OVERRIDE", "SET", "api", 0, "minute", "DESCRIPTOR", "u", "v"}, {"RL.OVERRIDE", "DEL", "api"},
 	{"RL.SCALE", "SET", "api", 2}, {"RL.SCALE", "GET", "api", "x"},
 	{"DEL"}, {"UNLINK"}, {"EXISTS"}, {"TTL"}, {"PTTL", "a", "b"}, {"TYPE"}, {"GET"}, {"DBSIZE", "x"},
