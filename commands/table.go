@@ -213,6 +213,10 @@ func (t *Table) Dispatch(c *Ctx, args [][]byte) {
 		c.apply(cmd, args)
 		return
 	}
+	// A replicated connection's machine commands wait in its batch; a
+	// surface command after them (KEYS, SCAN, INFO …) must see their
+	// effects, as on one node: replies and effects in the order sent.
+	c.Settle()
 	cmd.Run(c, args)
 }
 

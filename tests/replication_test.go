@@ -125,3 +125,22 @@ func TestClusterPipelineOrder(t *testing.T) {
 		t.Fatalf("inline pipeline answered %q", out)
 	}
 }
+
+// A pipeline mixing machine commands with surface ones (KEYS, SCAN, DBSIZE
+// …) answers byte for byte as one node does: each command sees the effects
+// of those sent before it.
+func TestClusterPipelineSameAsOneNode(t *testing.T) {
+	single := StartServer(t)
+	cl := StartCluster(t, 3, nil)
+	leader := cl.Leader()
+	const pipeline = "CL.THROTTLE {o}old 5 1 3600\r\nFLUSHALL\r\nCL.THROTTLE {o}new 5 1 3600\r\nKEYS *\r\nDBSIZE\r\n" +
+		"PING\r\nCL.THROTTLE {o}two 5 1 3600\r\nSCAN 0 COUNT 1000 MATCH {o}t*\r\nEXISTS {o}old {o}new {o}two\r\nDEL {o}new\r\nKEYS *\r\nECHO end\r\n"
+	want := rawExchange(t, single.Addr, pipeline, 12)
+	got := rawExchange(t, leader.Addr, pipeline, 12)
+	if got != want {
+		t.Fatalf("3-node leader:\n%q\none node:\n%q", got, want)
+	}
+	if !strings.Contains(want, "*1\r\n$6\r\n{o}new\r\n:1\r\n") {
+		t.Fatalf("one node's replies are not what the test expects: %q", want)
+	}
+}
