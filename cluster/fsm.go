@@ -148,7 +148,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 // Restore replaces the state with a snapshot's.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	f.m.Keys().FlushAll(nil)
+	f.m.Clear()
 	h, err := persist.LoadSnapshot(rc, f.m.Keys())
 	if err != nil {
 		return fmt.Errorf("cluster: restore snapshot: %w", err)

@@ -83,3 +83,15 @@ func (m *Machine) beforeWrite(i int, s *keyspace.Slot) {
 		f.take(i, s)
 	}
 }
+
+// Clear drops every key before a restore fills the machine from a
+// snapshot. An open point-in-time view keeps what it holds: every slot it
+// has not yet encoded is encoded first, so a snapshot being written while
+// a restore replaces the state never mixes the two.
+func (m *Machine) Clear() {
+	m.keys.FlushAll(func(slots func(i int) *keyspace.Slot) {
+		for i := range slot.Count {
+			m.beforeWrite(i, slots(i))
+		}
+	})
+}

@@ -6,11 +6,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
+	"github.com/sluice-rl/sluice/window"
 )
 
 // The commands that change what RL.CHECK enforces: the rule set (loaded
@@ -382,6 +384,12 @@ func parseOverrideSet(domain string, args [][]byte) (*OverrideState, []byte, str
 	if o.Until != 0 && o.Until <= o.Start {
 		return nil, nil, "ERR UNTIL must be after START"
 	}
+	// Whatever rule it overrides, the limit must be one RL.CHECK can
+	// apply: as a GCRA rate (the strictest reading) it must not pass one
+	// unit per nanosecond.
+	if err := (gcra.Limit{MaxBurst: max(o.Burst, 0), Count: o.Limit, Period: o.Window}).Validate(); err != nil {
+		return nil, nil, "ERR override not applicable: " + strings.TrimPrefix(ErrorReply(err), "ERR ")
+	}
 	for _, e := range req.entries {
 		o.Entries = append(o.Entries, policy.Entry{Key: string(e.Key), Value: string(e.Value)})
 	}
@@ -395,6 +403,16 @@ func overrideSet(x *exec, domain string, args [][]byte) {
 	if bad != "" {
 		x.w.Error(bad)
 		return
+	}
+	// The rule the descriptor matches now must take it too (a sliding log
+	// holds at most window.MaxLogLimit).
+	if d := x.m.rules().Domain(domain); d != nil {
+		entries := make([]policy.Entry, len(o.Entries))
+		copy(entries, o.Entries)
+		if r := d.Match(entries); r != nil && r.Algorithm == policy.SlidingExact && o.Limit > window.MaxLogLimit {
+			x.w.Error(ErrorReply(window.ErrLogLimit) + " (the rule " + r.ID() + " is an exact sliding window)")
+			return
+		}
 	}
 	s, now := x.lockKey(key)
 	defer x.unlock(s)

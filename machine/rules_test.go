@@ -99,3 +99,18 @@ func TestRulesEncoding(t *testing.T) {
 		t.Fatalf("legacy decode: %+v", back)
 	}
 }
+
+// An override RL.CHECK could not apply is refused when it is set.
+func TestOverrideMustBeApplicable(t *testing.T) {
+	m := loadRLS(t)
+	got := do(m, t0, "RL.OVERRIDE", "SET", "another", "2000000000", "second", "DESCRIPTOR", "key2", "x")
+	if !strings.HasPrefix(got, "-ERR override not applicable: ") {
+		t.Fatalf("an override of 2e9 a second: %q", got)
+	}
+	if got := do(m, t0, "RL.OVERRIDE", "SET", "another", "1000000000", "second", "DESCRIPTOR", "key2", "x"); got != "+OK\r\n" {
+		t.Fatalf("1e9 a second: %q", got)
+	}
+	if got := do(m, t0+1, "RL.CHECK", "another", "DESCRIPTOR", "key2", "x"); !strings.HasPrefix(got, "*7\r\n:0\r\n:1000000000\r\n") {
+		t.Fatalf("RL.CHECK under the override: %q", got)
+	}
+}
