@@ -124,7 +124,9 @@ func TestClusterAnswersAsOneNode(t *testing.T) {
 		func() string { return fmt.Sprintf("SW.CHECK %s 3 3600 EXACT", key()) },
 		func() string { return fmt.Sprintf("CONC.ACQUIRE %s 2 3600 r%d", key(), rng.IntN(3)) },
 		func() string { return fmt.Sprintf("CONC.RELEASE %s r%d", key(), rng.IntN(3)) },
-		func() string { return fmt.Sprintf("RL.CHECKALL LIMIT %s GCRA 2 1 3600 LIMIT %s SLIDING 3 3600", key(), key()) },
+		func() string {
+			return fmt.Sprintf("RL.CHECKALL LIMIT %s GCRA 2 1 3600 LIMIT %s SLIDING 3 3600", key(), key())
+		},
 		func() string { return "TYPE " + key() },
 		func() string { return "EXISTS " + key() + " " + key() },
 		func() string { return "DEL " + key() },
