@@ -138,7 +138,7 @@ func (f *fsm) stampBase() (base int64, zero bool) {
 // Snapshot opens a point-in-time view; Persist writes it while applies go
 // on (copy-on-write per slot).
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
-	v, err := f.m.Freeze(persist.EncodeSlot)
+	v, err := f.m.Freeze(persist.EncodeSlotUnordered, persist.OrderRecords)
 	if err != nil {
 		return nil, err
 	}

@@ -243,6 +243,20 @@ func (s *Slot) Keys(now int64, fn func(key []byte, e Entry) bool) {
 	}
 }
 
+// KeysUnordered calls fn for every key live at now, in the slot's own
+// order (which differs between replicas), until fn returns false: for a
+// reader that copies the records under the lock and orders them after it,
+// so a slot of many keys is not held for a sort. fn must not change the
+// slot and must copy key if it keeps it.
+func (s *Slot) KeysUnordered(now int64, fn func(key []byte, e Entry) bool) {
+	s.t.each(0, func(r ref, key []byte) bool {
+		if exp := s.t.wordAt(r.word); exp == 0 || exp > now {
+			return fn(key, Entry{r})
+		}
+		return true
+	})
+}
+
 // Bytes is the memory the slot's table holds.
 func (s *Slot) Bytes() int { return s.t.bytes() }
 

@@ -15,6 +15,12 @@ var ErrFrozen = errors.New("machine: a snapshot view is already open")
 // It runs under the slot's lock.
 type SlotEncoder func(dst []byte, s *keyspace.Slot, applied int64) ([]byte, int, error)
 
+// SlotOrder puts a slot's encoded records in their canonical order,
+// outside the slot's lock (nil: the encoder wrote them in order). An
+// encoder that only copies under the lock and leaves the sort to this
+// keeps a slot of many keys from stalling the apply that first writes it.
+type SlotOrder func(b []byte) ([]byte, error)
+
 // Frozen is a point-in-time view of the machine, read while applies go on:
 // copy-on-write per slot. Each slot is encoded by whoever locks it first
 // after the freeze — a write about to change it, or the reader — so the
@@ -25,6 +31,7 @@ type Frozen struct {
 	m       *Machine
 	applied int64
 	encode  SlotEncoder
+	order   SlotOrder
 	// Slot i's fields are guarded by slot i's lock.
 	slots [slot.Count]frozenSlot
 }
@@ -39,8 +46,8 @@ type frozenSlot struct {
 // Freeze opens a point-in-time view of the state as it is now. Call it
 // when no apply is running (a replicated state machine snapshots between
 // applies); Release it when done.
-func (m *Machine) Freeze(encode SlotEncoder) (*Frozen, error) {
-	f := &Frozen{m: m, applied: m.applied.Load(), encode: encode}
+func (m *Machine) Freeze(encode SlotEncoder, order SlotOrder) (*Frozen, error) {
+	f := &Frozen{m: m, applied: m.applied.Load(), encode: encode, order: order}
 	if !m.frozen.CompareAndSwap(nil, f) {
 		return nil, ErrFrozen
 	}
@@ -70,6 +77,13 @@ func (f *Frozen) Slot(i int) ([]byte, int, error) {
 	b, n, err := fs.b, fs.keys, fs.err
 	fs.b = nil
 	s.Unlock()
+	if f.order != nil && len(b) > 0 {
+		ordered, oerr := f.order(b)
+		if oerr != nil {
+			return nil, 0, oerr
+		}
+		b = ordered
+	}
 	return b, n, err
 }
 

@@ -25,7 +25,7 @@ func TestClearKeepsAnOpenView(t *testing.T) {
 	for i := range 200 {
 		do(m, t0, "CL.THROTTLE", "k"+itoa(int64(i)), "5", "1", "3600")
 	}
-	f, err := m.Freeze(encodeKeys)
+	f, err := m.Freeze(encodeKeys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -439,17 +439,29 @@ func overrideSet(x *exec, domain string, args [][]byte) {
 func overrideList(x *exec, domain string) {
 	prefix := policy.AppendDescriptorKey(nil, domain, nil)
 	s, now := x.lockKey(prefix)
-	var found []*OverrideState
-	s.Keys(now, func(key []byte, e keyspace.Entry) bool {
+	type listed struct {
+		key []byte
+		o   *OverrideState
+	}
+	// One pass in the slot's own order, keeping only the overrides (a
+	// domain's slot holds all its counters): no sort of the whole slot
+	// under its lock; the few found are sorted after it.
+	var all []listed
+	s.KeysUnordered(now, func(key []byte, e keyspace.Entry) bool {
 		if e.Kind() == keyspace.KindOverride && bytes.HasPrefix(key, prefix) &&
 			len(key) > len(prefix) && key[len(prefix)] == '/' {
 			if o, ok := s.Object(e).(*OverrideState); ok {
-				found = append(found, o)
+				all = append(all, listed{bytes.Clone(key), o})
 			}
 		}
 		return true
 	})
 	x.unlock(s)
+	slices.SortFunc(all, func(a, b listed) int { return bytes.Compare(a.key, b.key) })
+	found := make([]*OverrideState, len(all))
+	for i, l := range all {
+		found[i] = l.o
+	}
 	x.w.Array(len(found))
 	for _, o := range found {
 		x.w.Array(6)

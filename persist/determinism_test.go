@@ -373,11 +373,11 @@ func TestFrozenViewIsPointInTime(t *testing.T) {
 	}
 	want := slotsNow()
 	wantSnap, wantDigest := r.snapshot(t), r.digest(t)
-	f, err := r.m.Freeze(persist.EncodeSlot)
+	f, err := r.m.Freeze(persist.EncodeSlot, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.m.Freeze(persist.EncodeSlot); err == nil {
+	if _, err := r.m.Freeze(persist.EncodeSlot, nil); err == nil {
 		t.Fatal("a second view opened while one is open")
 	}
 	got := make([][]byte, slot.Count)
@@ -413,7 +413,7 @@ func TestFrozenViewIsPointInTime(t *testing.T) {
 	// to that instant's digest.
 	q := newReplica()
 	q.restoreFrom(t, wantSnap)
-	f2, err := q.m.Freeze(persist.EncodeSlot)
+	f2, err := q.m.Freeze(persist.EncodeSlot, nil)
 	if err != nil {
 		t.Fatalf("no view after Release: %v", err)
 	}
@@ -424,6 +424,20 @@ func TestFrozenViewIsPointInTime(t *testing.T) {
 	f2.Release()
 	if !bytes.Equal(buf.Bytes(), wantSnap) {
 		t.Fatal("WriteFrozen differs from WriteSnapshot of the same state")
+	}
+	// Copied unordered under the lock and ordered after it (as a replica
+	// snapshots), the bytes are the same.
+	f3, err := q.m.Freeze(persist.EncodeSlotUnordered, persist.OrderRecords)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	if _, err := persist.WriteFrozen(&buf, f3, persist.Header{Seq: 1, Created: 1}); err != nil {
+		t.Fatal(err)
+	}
+	f3.Release()
+	if !bytes.Equal(buf.Bytes(), wantSnap) {
+		t.Fatal("an unordered view, ordered after its lock, differs from WriteSnapshot")
 	}
 	if d := q.digest(t); d != wantDigest {
 		t.Fatalf("restored digest %s, want %s", d, wantDigest)

@@ -3,11 +3,13 @@ package persist
 import (
 	"bytes"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/quota"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // A key whose state cannot be encoded — of the wrong type, or one whose
@@ -57,3 +59,38 @@ func TestRestoreRecordPanicIsAnError(t *testing.T) {
 	// The slot's lock was released: the keyspace can be written.
 	put(t, ks, "k", keyspace.KindGCRA, t0+1e9, nil)
 }
+
+// Records copied in a slot's own order and ordered after its lock are
+// EncodeSlot's, byte for byte, on slots filled in random order.
+func TestOrderRecordsIsEncodeSlotOrder(t *testing.T) {
+	ks := keyspace.New()
+	fillEveryKind(t, ks, 300, t0)
+	for i := range 2000 {
+		put(t, ks, "{s}"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+itoa(i*7919%2000), keyspace.KindGCRA, t0+1e9, nil)
+	}
+	sorted := 0
+	for i := range slot.Count {
+		s := ks.Lock(i)
+		want, n1, err1 := EncodeSlot(nil, s, t0)
+		raw, n2, err2 := EncodeSlotUnordered(nil, s, t0)
+		s.Unlock()
+		if err1 != nil || err2 != nil || n1 != n2 {
+			t.Fatalf("slot %d: %v %v %d %d", i, err1, err2, n1, n2)
+		}
+		if !bytes.Equal(raw, want) {
+			sorted++
+		}
+		got, err := OrderRecords(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("slot %d: ordered records differ from EncodeSlot's", i)
+		}
+	}
+	if sorted == 0 {
+		t.Fatal("no slot needed ordering: the test tests nothing")
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,8 +1,11 @@
 package persist
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"io"
 	"time"
 
@@ -29,17 +32,26 @@ func WriteSnapshot(w io.Writer, ks *keyspace.Keyspace, h Header) (SaveInfo, erro
 	var buf []byte
 	return writeSlots(w, h, func(i int) ([]byte, int, error) {
 		s := ks.Lock(i)
-		defer s.Unlock()
 		var n int
 		var err error
-		buf, n, err = EncodeSlot(buf[:0], s, h.Applied)
-		return buf, n, err
+		buf, n, err = EncodeSlotUnordered(buf[:0], s, h.Applied)
+		s.Unlock()
+		var sk *SkippedKeysError
+		if err != nil && !errors.As(err, &sk) {
+			return nil, 0, err
+		}
+		ordered, oerr := OrderRecords(buf)
+		if oerr != nil {
+			return nil, 0, oerr
+		}
+		return ordered, n, err
 	})
 }
 
 // WriteFrozen writes a point-in-time view of a state machine to w in the
 // snapshot format, while applies go on (see machine.Frozen). h.Applied is
-// taken from the view. The view must have been frozen with EncodeSlot.
+// taken from the view. The view must have been frozen with EncodeSlot, or
+// EncodeSlotUnordered and OrderRecords.
 func WriteFrozen(w io.Writer, f *machine.Frozen, h Header) (SaveInfo, error) {
 	h.Applied = f.Applied()
 	return writeSlots(w, h, f.Slot)
@@ -52,10 +64,21 @@ func WriteFrozen(w io.Writer, f *machine.Frozen, h Header) (SaveInfo, error) {
 // *SkippedKeysError naming the keys, which a snapshot counts and logs
 // rather than failing on, so one bad record never stops every snapshot.
 func EncodeSlot(dst []byte, s *keyspace.Slot, applied int64) ([]byte, int, error) {
+	return encodeSlot(dst, s, applied, s.Keys)
+}
+
+// EncodeSlotUnordered is EncodeSlot in the slot's own order: a copy, no
+// sort, so the slot's lock is held briefly; OrderRecords then puts the
+// records in EncodeSlot's order outside the lock.
+func EncodeSlotUnordered(dst []byte, s *keyspace.Slot, applied int64) ([]byte, int, error) {
+	return encodeSlot(dst, s, applied, s.KeysUnordered)
+}
+
+func encodeSlot(dst []byte, s *keyspace.Slot, applied int64, walk func(int64, func([]byte, keyspace.Entry) bool)) ([]byte, int, error) {
 	var state []byte
 	var skipped *SkippedKeysError
 	n := 0
-	s.Keys(applied, func(key []byte, e keyspace.Entry) bool {
+	walk(applied, func(key []byte, e keyspace.Entry) bool {
 		var err error
 		state, err = appendStateSafe(state[:0], s, e)
 		if err != nil {
@@ -73,6 +96,40 @@ func EncodeSlot(dst []byte, s *keyspace.Slot, applied int64) ([]byte, int, error
 		return dst, n, skipped
 	}
 	return dst, n, nil
+}
+
+// OrderRecords sorts a slot's encoded records by key, the order every
+// replica writes them in; a machine.SlotOrder.
+func OrderRecords(b []byte) ([]byte, error) {
+	type rec struct{ start, end, keyStart, keyEnd int }
+	var recs []rec
+	for off := 0; off < len(b); {
+		r := rec{start: off}
+		off++ // kind
+		klen, k := binary.Uvarint(b[off:])
+		if k <= 0 || uint64(len(b)-off-k) < klen {
+			return nil, fmt.Errorf("%w: a record the encoder wrote does not decode", ErrCorruptSnapshot)
+		}
+		off += k
+		r.keyStart, r.keyEnd = off, off+int(klen)
+		off = r.keyEnd + 8 // word
+		slen, k := binary.Uvarint(b[min(off, len(b)):])
+		if off > len(b) || k <= 0 || uint64(len(b)-off-k) < slen {
+			return nil, fmt.Errorf("%w: a record the encoder wrote does not decode", ErrCorruptSnapshot)
+		}
+		off += k + int(slen)
+		r.end = off
+		recs = append(recs, r)
+	}
+	if slices.IsSortedFunc(recs, func(x, y rec) int { return bytes.Compare(b[x.keyStart:x.keyEnd], b[y.keyStart:y.keyEnd]) }) {
+		return b, nil
+	}
+	slices.SortFunc(recs, func(x, y rec) int { return bytes.Compare(b[x.keyStart:x.keyEnd], b[y.keyStart:y.keyEnd]) })
+	out := make([]byte, 0, len(b))
+	for _, r := range recs {
+		out = append(out, b[r.start:r.end]...)
+	}
+	return out, nil
 }
 
 // appendStateSafe is machine.AppendState with a panic turned into an
