@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
