@@ -186,6 +186,8 @@ type Node struct {
 
 	// props are the entries this node logged whose clients wait.
 	props *proposals
+	// health is what this node, leading, last heard from each member.
+	health peerHealth
 	// serving is set once this node is leader and has applied everything
 	// before its term (a barrier): only then does it stamp entries.
 	serving atomic.Bool
@@ -269,7 +271,7 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 		n.closeTransport()
 		return nil, fmt.Errorf("cluster: read Raft state in %s: %w", cfg.Dir, err)
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, &trackingTransport{NetworkTransport: n.trans, health: &n.health})
 	if err != nil {
 		n.closeTransport()
 		return nil, fmt.Errorf("cluster: start Raft: %w", err)

@@ -51,9 +51,9 @@ func openWALStores(dir string, log *slog.Logger) (raft.LogStore, raft.StableStor
 		return nil, nil, nil, err
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft-wal", Level: hclog.Warn, Output: slogWriter{log}})
-	// The metadata store is ours to close: WAL.Close leaves it open (and
-	// its file locked), so the directory could not be opened again in this
-	// process.
+	// The metadata store is closed here too: raft-wal before v0.4.1 left
+	// it open and its file locked, so the directory could not be opened
+	// again in this process (closing twice is harmless).
 	meta := &metadb.BoltMetaDB{}
 	w, err := wal.Open(dir, wal.WithLogger(hlog), wal.WithMetaStore(meta))
 	if err != nil {

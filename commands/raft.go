@@ -39,7 +39,7 @@ func runRaftInfo(c *Ctx, _ [][]byte) {
 		return
 	}
 	st := n.Status()
-	members, err := n.Members()
+	members, err := n.Peers()
 	if err != nil {
 		c.W.Error(errorReply(err))
 		return
@@ -74,7 +74,16 @@ func runRaftInfo(c *Ctx, _ [][]byte) {
 		case !m.Voter:
 			role = "nonvoter"
 		}
-		c.W.BulkString(m.ID + " " + m.ClientAddr + " " + m.RaftAddr + " " + role)
+		health := "online"
+		if !m.Online {
+			health = "offline"
+		}
+		contact := "-1"
+		if m.LastContact >= 0 {
+			contact = strconv.FormatInt(m.LastContact.Milliseconds(), 10)
+		}
+		c.W.BulkString(m.ID + " " + m.ClientAddr + " " + m.RaftAddr + " " + role + " " + health +
+			" last_contact_ms=" + contact + " match_index=" + strconv.FormatUint(m.MatchIndex, 10))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/slot"
@@ -19,6 +20,12 @@ type topoNode struct {
 	port   int
 	master bool
 	self   bool
+	// online: heard from within the heartbeat timeout (always on a single
+	// node); contact is how long ago (-1: never), match the highest log
+	// index it is known to hold (see cluster.Node.Peers).
+	online  bool
+	contact time.Duration
+	match   uint64
 }
 
 // topology lists the nodes, the master first; ok is false when a
@@ -27,9 +34,9 @@ func (c *Ctx) topology() (nodes []topoNode, ok bool) {
 	n := c.Env.Cluster
 	if n == nil {
 		host, port := c.announceAddr()
-		return []topoNode{{id: c.Env.NodeID, host: host, port: port, master: true, self: true}}, true
+		return []topoNode{{id: c.Env.NodeID, host: host, port: port, master: true, self: true, online: true}}, true
 	}
-	members, err := n.Members()
+	members, err := n.Peers()
 	if err != nil {
 		return nil, false
 	}
@@ -39,7 +46,8 @@ func (c *Ctx) topology() (nodes []topoNode, ok bool) {
 		if m.Self && c.Env.Options.AdvertiseAddr != "" {
 			host, port = c.announceAddr()
 		}
-		t := topoNode{id: cluster.MemberNodeID(m.ID), host: host, port: port, master: m.Leader, self: m.Self}
+		t := topoNode{id: cluster.MemberNodeID(m.ID), host: host, port: port, master: m.Leader, self: m.Self,
+			online: m.Online, contact: m.LastContact, match: m.MatchIndex}
 		if t.master {
 			nodes = append([]topoNode{t}, nodes...)
 			ok = true
@@ -87,6 +95,7 @@ func runClusterNodes(c *Ctx, _ [][]byte) {
 	if ok {
 		masterID = nodes[0].id
 	}
+	now := time.Now()
 	for _, n := range nodes {
 		flags := "slave"
 		if n.master {
@@ -95,11 +104,26 @@ func runClusterNodes(c *Ctx, _ [][]byte) {
 		if n.self {
 			flags = "myself," + flags
 		}
+		// A member not heard from is suspected (fail?), and failed once
+		// it stays silent ten heartbeat timeouts or was never heard; only
+		// what this node knows: a follower knows the leader alone.
+		link, pong := "connected", "0"
+		if n.contact >= 0 && !n.self {
+			pong = strconv.FormatInt(now.Add(-n.contact).UnixMilli(), 10)
+		}
+		if !n.online {
+			link = "disconnected"
+			if n.contact < 0 || n.contact > 10*c.heartbeatTimeout() {
+				flags += ",fail"
+			} else {
+				flags += ",fail?"
+			}
+		}
 		b.WriteString(n.id + " " + n.host + ":" + strconv.Itoa(n.port) + "@" + strconv.Itoa(busPort(n.port)) + " " + flags + " ")
 		if n.master {
-			b.WriteString("- 0 0 1 connected 0-" + strconv.Itoa(slot.Count-1) + "\n")
+			b.WriteString("- 0 " + pong + " 1 " + link + " 0-" + strconv.Itoa(slot.Count-1) + "\n")
 		} else {
-			b.WriteString(masterID + " 0 0 1 connected\n")
+			b.WriteString(masterID + " 0 " + pong + " 1 " + link + "\n")
 		}
 	}
 	c.W.Verbatim(b.String())
@@ -162,9 +186,13 @@ func runClusterShards(c *Ctx, _ [][]byte) {
 		w.BulkString("role")
 		w.BulkString(role)
 		w.BulkString("replication-offset")
-		w.Int(0)
+		w.Int(int64(n.match))
 		w.BulkString("health")
-		w.BulkString("online")
+		if n.online {
+			w.BulkString("online")
+		} else {
+			w.BulkString("fail")
+		}
 	}
 }
 
@@ -185,15 +213,23 @@ func runRole(c *Ctx, _ [][]byte) {
 		offset = int64(n.Status().AppliedIdx)
 	}
 	if c.role() == "master" {
+		// Only replicas heard from, each with the log index it holds, as
+		// Redis lists its connected replicas and their offsets.
+		var live []topoNode
+		for _, n := range nodes[1:] {
+			if n.online {
+				live = append(live, n)
+			}
+		}
 		c.W.Array(3)
 		c.W.BulkString("master")
 		c.W.Int(offset)
-		c.W.Array(len(nodes) - 1)
-		for _, n := range nodes[1:] {
+		c.W.Array(len(live))
+		for _, n := range live {
 			c.W.Array(3)
 			c.W.BulkString(n.host)
 			c.W.BulkString(strconv.Itoa(n.port))
-			c.W.BulkString(strconv.FormatInt(offset, 10))
+			c.W.BulkString(strconv.FormatUint(n.match, 10))
 		}
 		return
 	}
@@ -222,19 +258,45 @@ func (c *Ctx) replicationInfo() [][2]string {
 		{"master_repl_offset", offset}, {"second_repl_offset", "-1"}, {"repl_backlog_active", "0"},
 		{"repl_backlog_size", "0"}, {"repl_backlog_first_byte_offset", "0"}, {"repl_backlog_histlen", "0"}}
 	if c.role() == "master" {
-		out := [][2]string{{"role", "master"}, {"connected_slaves", strconv.Itoa(len(nodes) - 1)}}
+		connected := 0
+		var slaves [][2]string
 		for i, n := range nodes[1:] {
-			out = append(out, [2]string{"slave" + strconv.Itoa(i), "ip=" + n.host + ",port=" + strconv.Itoa(n.port) + ",state=online,offset=" + offset + ",lag=0"})
+			state, lag := "offline", "-1"
+			if n.online {
+				state = "online"
+				connected++
+			}
+			if n.contact >= 0 {
+				lag = strconv.FormatInt(int64(n.contact/time.Second), 10)
+			}
+			slaves = append(slaves, [2]string{"slave" + strconv.Itoa(i), "ip=" + n.host + ",port=" + strconv.Itoa(n.port) +
+				",state=" + state + ",offset=" + strconv.FormatUint(n.match, 10) + ",lag=" + lag})
 		}
+		out := append([][2]string{{"role", "master"}, {"connected_slaves", strconv.Itoa(connected)}}, slaves...)
 		return append(out, tail...)
 	}
-	host, port, link := "", "0", "down"
+	host, port, link, io := "", "0", "down", "-1"
 	if ok {
-		host, port, link = nodes[0].host, strconv.Itoa(nodes[0].port), "up"
+		host, port = nodes[0].host, strconv.Itoa(nodes[0].port)
+		if nodes[0].online {
+			link = "up"
+		}
+		if nodes[0].contact >= 0 {
+			io = strconv.FormatInt(int64(nodes[0].contact/time.Second), 10)
+		}
 	}
 	out := [][2]string{{"role", "slave"}, {"master_host", host}, {"master_port", port}, {"master_link_status", link},
-		{"master_last_io_seconds_ago", "0"}, {"master_sync_in_progress", "0"}, {"slave_read_repl_offset", offset},
+		{"master_last_io_seconds_ago", io}, {"master_sync_in_progress", "0"}, {"slave_read_repl_offset", offset},
 		{"slave_repl_offset", offset}, {"slave_priority", "100"}, {"slave_read_only", "1"}, {"replica_announced", "1"},
 		{"connected_slaves", "0"}}
 	return append(out, tail...)
+}
+
+// heartbeatTimeout is the cluster's failure-detection time (a second on a
+// single node, where nothing fails).
+func (c *Ctx) heartbeatTimeout() time.Duration {
+	if n := c.Env.Cluster; n != nil {
+		return n.HeartbeatTimeout()
+	}
+	return time.Second
 }

@@ -53,6 +53,9 @@ var metricDescs = []struct {
 	{"sluice_raft_commit_index", "Commit index.", nil},
 	{"sluice_raft_applied_index", "Applied index.", nil},
 	{"sluice_raft_leader_changes_total", "Leadership changes this node has seen.", nil},
+	{"sluice_raft_peer_last_contact_seconds", "Seconds since this node last heard from a member (a leader hears from every follower; a follower knows the leader; -1: never).", []string{"peer"}},
+	{"sluice_raft_peer_match_index", "The highest log index a member is known to hold (on the leader).", []string{"peer"}},
+	{"sluice_raft_peer_online", "1 while a member was heard from within the heartbeat timeout, as this node knows it.", []string{"peer"}},
 	{"sluice_raft_commit_duration_seconds", "Time from handing an entry to Raft to its apply on this (leader) node.", nil},
 	{"sluice_raft_batch_commands", "Commands per log entry this node proposed.", nil},
 }
@@ -155,6 +158,20 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- histogram(m.d["sluice_raft_commit_duration_seconds"], buckets, nanos)
 		ch <- sizeHistogram(m.d["sluice_raft_batch_commands"], n.BatchSizes())
 		counter("sluice_snapshot_skipped_keys_total", float64(n.SnapshotSkippedKeys()))
+		if peers, err := n.Peers(); err == nil {
+			for _, p := range peers {
+				if p.Self {
+					continue
+				}
+				contact := -1.0
+				if p.LastContact >= 0 {
+					contact = p.LastContact.Seconds()
+				}
+				gauge("sluice_raft_peer_last_contact_seconds", contact, p.ID)
+				gauge("sluice_raft_peer_match_index", float64(p.MatchIndex), p.ID)
+				gauge("sluice_raft_peer_online", flag(p.Online), p.ID)
+			}
+		}
 	}
 }
 
