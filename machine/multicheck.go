@@ -367,7 +367,9 @@ func (x *exec) noteBinding(checks []limitCheck, binding int, refused bool) [5]in
 	}
 	r := c.res
 	if c.shadow {
-		r.Limited = false
+		// A shadow refusal allows: no wait to report (it goes to metrics
+		// and events instead).
+		r.Limited, r.RetryAfter = false, limiter.Never
 	}
 	five := r.Reply()
 	if refused {

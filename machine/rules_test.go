@@ -114,3 +114,23 @@ func TestOverrideMustBeApplicable(t *testing.T) {
 		t.Fatalf("RL.CHECK under the override: %q", got)
 	}
 }
+
+// TZ names UTC in any case, as every other option word.
+func TestQuotaZoneUTCAnyCase(t *testing.T) {
+	m := New(Options{})
+	for _, z := range []string{"UTC", "utc", "Utc"} {
+		if got := do(m, t0, "QUOTA.CHECK", "q"+z, "5", "day", "tz", z); !strings.HasPrefix(got, "*5\r\n:0\r\n") {
+			t.Errorf("TZ %s: %q", z, got)
+		}
+	}
+}
+
+// A shadow rule past its limit allows, with retry_after -1 as every allow.
+func TestShadowAllowHasNoWait(t *testing.T) {
+	m := loadRLS(t)
+	do(m, t0, "RL.CHECK", "another", "DESCRIPTOR", "shadow", "s")
+	got := do(m, t0+1, "RL.CHECK", "another", "DESCRIPTOR", "shadow", "s")
+	if !strings.HasPrefix(got, "*7\r\n:0\r\n:1\r\n:0\r\n:-1\r\n") {
+		t.Fatalf("a shadow allow past the limit: %q", got)
+	}
+}

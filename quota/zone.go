@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -49,7 +50,7 @@ var tzfiles = func() map[string][]byte {
 // and "UTC" are UTC). "Local" is refused: it means whatever the host is set
 // to, which replicas may not share.
 func LoadZone(name string) (*time.Location, error) {
-	if name == "" || name == "UTC" {
+	if name == "" || strings.EqualFold(name, "UTC") {
 		return time.UTC, nil
 	}
 	if data, ok := tzfiles[name]; ok {
