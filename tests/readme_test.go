@@ -1,0 +1,122 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// readmeBlock is a console block of the README and how to run it.
+type readmeBlock struct {
+	line  int
+	clock string
+	rules string
+	skip  bool
+	lines []string
+}
+
+var readmeDirective = regexp.MustCompile(`^<!-- readme-test: (.*) -->$`)
+
+// readmeBlocks finds the README's console blocks; each must follow a
+// readme-test directive: clock=<unix ns> [rules=<path>], or skip.
+func readmeBlocks(t *testing.T) []readmeBlock {
+	src, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(src), "\n")
+	var out []readmeBlock
+	for i := 0; i < len(lines); i++ {
+		if lines[i] != "```console" {
+			continue
+		}
+		b := readmeBlock{line: i + 1}
+		m := []string(nil)
+		if i > 0 {
+			m = readmeDirective.FindStringSubmatch(lines[i-1])
+		}
+		if m == nil {
+			t.Errorf("README.md:%d: a console block without a readme-test directive before it", i+1)
+		} else {
+			for _, f := range strings.Fields(m[1]) {
+				switch {
+				case f == "skip":
+					b.skip = true
+				case strings.HasPrefix(f, "clock="):
+					b.clock = strings.TrimPrefix(f, "clock=")
+				case strings.HasPrefix(f, "rules="):
+					b.rules = strings.TrimPrefix(f, "rules=")
+				}
+			}
+		}
+		for i++; i < len(lines) && lines[i] != "```"; i++ {
+			b.lines = append(b.lines, lines[i])
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// The README's console blocks are what a server answers: each runs its
+// redis-cli lines against a fresh server at the block's clock and
+// compares the output, so the examples cannot drift from the code.
+func TestReadmeConsoleBlocks(t *testing.T) {
+	blocks := readmeBlocks(t)
+	ran := 0
+	for _, b := range blocks {
+		if b.skip {
+			continue
+		}
+		var extra []string
+		if b.rules != "" {
+			extra = append(extra, "--rules", "../"+b.rules)
+		}
+		s := StartServer(t, extra...)
+		if b.clock != "" {
+			if err := s.Client().Do(ctx(t), "DEBUG", "CLOCK", "SET", b.clock).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, port, _ := strings.Cut(s.Addr, ":")
+		for i := 0; i < len(b.lines); {
+			cmdLine, ok := strings.CutPrefix(b.lines[i], "$ redis-cli ")
+			if !ok {
+				t.Fatalf("README.md:%d: %q is not a redis-cli command", b.line+1+i, b.lines[i])
+			}
+			cmdLine, _, _ = strings.Cut(cmdLine, "#")
+			var want []string
+			for i++; i < len(b.lines) && !strings.HasPrefix(b.lines[i], "$ "); i++ {
+				want = append(want, b.lines[i])
+			}
+			out, err := exec.Command("redis-cli", append([]string{"--no-raw", "-p", port}, strings.Fields(cmdLine)...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("redis-cli %s: %v\n%s", cmdLine, err, out)
+			}
+			if got := strings.TrimRight(string(out), "\n"); got != strings.Join(want, "\n") {
+				t.Errorf("README.md:%d: redis-cli %s answered\n%s\nthe README shows\n%s", b.line, strings.TrimSpace(cmdLine), got, strings.Join(want, "\n"))
+			}
+			ran++
+		}
+		s.Kill()
+	}
+	if ran < 5 {
+		t.Fatalf("only %d README commands ran", ran)
+	}
+}
+
+// The README's rule file is the one the examples load.
+func TestReadmeRulesFileIsTheExample(t *testing.T) {
+	src, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile("../examples/rules/messaging.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(src), "```yaml\n"+string(file)+"```") {
+		t.Fatal("README.md's messaging.yaml block differs from examples/rules/messaging.yaml")
+	}
+}
