@@ -3,6 +3,7 @@ GO      ?= go
 BIN     ?= bin/sluice
 ADDR    ?= 127.0.0.1:6379
 DATA    ?= ./data
+PORT    ?= 7001
 
 .DEFAULT_GOAL := help
 .PHONY: help build run cluster cluster-stop test test-go test-node bench fmt lint
@@ -16,8 +17,8 @@ build: ## build bin/sluice
 run: build ## run one node on $(ADDR) with data in $(DATA)
 	./$(BIN) --addr $(ADDR) --data-dir $(DATA)
 
-cluster: build ## run a local three-node replicated cluster on 127.0.0.1:7001-7003 (data in $(DATA)/cluster)
-	./scripts/cluster.sh start $(BIN) 7001 $(DATA)/cluster
+cluster: build ## run a local three-node cluster on 127.0.0.1:$(PORT) and the next two ports (data in $(DATA)/cluster)
+	./scripts/cluster.sh start $(BIN) $(PORT) $(DATA)/cluster
 
 cluster-stop: ## stop the cluster make cluster started
 	./scripts/cluster.sh stop $(DATA)/cluster

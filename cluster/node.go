@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/machine"
@@ -214,7 +213,7 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{cfg.Log}})
+	hlog := newHCLog("raft", cfg.Log)
 	props := newProposals()
 	n := &Node{cfg: cfg, log: cfg.Log, fsm: &fsm{m: m, mono: cfg.Mono, log: cfg.Log, props: props}, props: props,
 		clientAddrs: map[string]string{}, raftAddrs: map[string]string{},
@@ -336,17 +335,3 @@ func (d dialVia) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 	return raft.ServerAddress(a), nil
 }
 
-// slogWriter sends hclog's lines to slog.
-type slogWriter struct{ l *slog.Logger }
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	w.l.Warn(string(trimNewline(p)))
-	return len(p), nil
-}
-
-func trimNewline(p []byte) []byte {
-	for len(p) > 0 && (p[len(p)-1] == '\n' || p[len(p)-1] == '\r') {
-		p = p[:len(p)-1]
-	}
-	return p
-}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
@@ -50,7 +49,7 @@ func openWALStores(dir string, log *slog.Logger) (raft.LogStore, raft.StableStor
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, nil, err
 	}
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft-wal", Level: hclog.Warn, Output: slogWriter{log}})
+	hlog := newHCLog("raft-wal", log)
 	// The metadata store is closed here too: raft-wal before v0.4.1 left
 	// it open and its file locked, so the directory could not be opened
 	// again in this process (closing twice is harmless).

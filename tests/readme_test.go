@@ -3,6 +3,7 @@ package tests
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -118,5 +119,35 @@ func TestReadmeRulesFileIsTheExample(t *testing.T) {
 	}
 	if !strings.Contains(string(src), "```yaml\n"+string(file)+"```") {
 		t.Fatal("README.md's messaging.yaml block differs from examples/rules/messaging.yaml")
+	}
+}
+
+// A bad flag value is one line naming it, not a usage dump.
+func TestBadFlagIsOneLine(t *testing.T) {
+	out, err := startMustFail(t, "--addr", freeAddr(t), "--data-dir", t.TempDir(), "--quota-fsync", "bogus")
+	if err == nil {
+		t.Fatal("started with --quota-fsync bogus")
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "quota-fsync") {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+// A missing or broken rule file stops startup before the data directory
+// is made.
+func TestBadRulesTouchNothing(t *testing.T) {
+	for _, rules := range []string{filepath.Join(t.TempDir(), "missing.yaml"), writeRules(t, "bad.yaml", "domain: [")} {
+		dir := filepath.Join(t.TempDir(), "data")
+		out, err := startMustFail(t, "--addr", freeAddr(t), "--data-dir", dir, "--rules", rules)
+		if err == nil {
+			t.Fatal("started")
+		}
+		if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
+			t.Fatalf("--rules %s: the data directory was made before the error:\n%s", rules, out)
+		}
+		if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 1 {
+			t.Fatalf("--rules %s:\n%s", rules, out)
+		}
 	}
 }

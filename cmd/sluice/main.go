@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -30,6 +31,9 @@ func main() {
 func run(args []string) error {
 	cfg := server.DefaultConfig()
 	fs := flag.NewFlagSet("sluice", flag.ContinueOnError)
+	// A bad value is one line on stderr (main prints it); the flag list
+	// only when asked for with -h.
+	fs.SetOutput(io.Discard)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "host:port to serve the Redis protocol on")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for persistent state (created if missing)")
 	fs.TextVar(&cfg.QuotaFsync, "quota-fsync", cfg.QuotaFsync, "when quota changes reach the disk: always (before the reply), everysec or no")
@@ -77,6 +81,9 @@ func run(args []string) error {
 	dialVia := fs.String("raft-dial-via", "", "dial these members' Raft at other addresses: id=host:port,… (tunnels, NAT, test proxies)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(os.Stdout)
+			fmt.Println("usage: sluice [flags]")
+			fs.PrintDefaults()
 			return nil
 		}
 		return err
