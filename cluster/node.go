@@ -334,4 +334,3 @@ func (d dialVia) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 	}
 	return raft.ServerAddress(a), nil
 }
-
