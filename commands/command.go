@@ -244,6 +244,10 @@ func (cmd *Command) keyFlags() []string {
 // key specs rather than first/last/step.
 func (c *Ctx) keySpecs(cmd *Command) {
 	w := c.W
+	if cmd.KeysOf != nil {
+		c.movableKeySpec(cmd)
+		return
+	}
 	if cmd.FirstKey == 0 {
 		w.Array(0)
 		return
@@ -279,6 +283,43 @@ func (c *Ctx) keySpecs(cmd *Command) {
 	w.Int(last)
 	w.BulkString("keystep")
 	w.Int(int64(cmd.Step))
+	w.BulkString("limit")
+	w.Int(0)
+}
+
+// movableKeySpec describes the keys of a movablekeys command as Redis
+// does where a key spec cannot list them all: the first, found after the
+// keyword LIMIT, marked INCOMPLETE, so clients ask COMMAND GETKEYS.
+func (c *Ctx) movableKeySpec(cmd *Command) {
+	w := c.W
+	flags := slices.Concat(cmd.keyFlags(), []string{"INCOMPLETE"})
+	w.Array(1)
+	w.Map(3)
+	w.BulkString("flags")
+	w.Set(len(flags))
+	for _, f := range flags {
+		w.Simple(f)
+	}
+	w.BulkString("begin_search")
+	w.Map(2)
+	w.BulkString("type")
+	w.BulkString("keyword")
+	w.BulkString("spec")
+	w.Map(2)
+	w.BulkString("keyword")
+	w.BulkString("LIMIT")
+	w.BulkString("startfrom")
+	w.Int(1)
+	w.BulkString("find_keys")
+	w.Map(2)
+	w.BulkString("type")
+	w.BulkString("range")
+	w.BulkString("spec")
+	w.Map(3)
+	w.BulkString("lastkey")
+	w.Int(0)
+	w.BulkString("keystep")
+	w.Int(1)
 	w.BulkString("limit")
 	w.Int(0)
 }
@@ -328,7 +369,7 @@ func (c *Ctx) commandGetKeys(args [][]byte, withFlags bool) {
 	case cmd == nil:
 		c.W.Error("ERR Invalid command specified")
 		return
-	case cmd.FirstKey == 0:
+	case cmd.FirstKey == 0 && cmd.KeysOf == nil:
 		c.W.Error("ERR The command has no key arguments")
 		return
 	case !cmd.arityOK(len(full)):
@@ -336,6 +377,13 @@ func (c *Ctx) commandGetKeys(args [][]byte, withFlags bool) {
 		return
 	}
 	keys := cmd.keyPositions(len(full))
+	if cmd.KeysOf != nil {
+		keys = cmd.KeysOf(full)
+		if len(keys) == 0 {
+			c.W.Error("ERR Invalid arguments specified for command")
+			return
+		}
+	}
 	flags := cmd.keyFlags()
 	c.W.Array(len(keys))
 	for _, i := range keys {

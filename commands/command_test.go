@@ -196,6 +196,30 @@ func TestCommandGetKeys(t *testing.T) {
 	if v := run(t, c, "COMMAND", "GETKEYS", "CL.THROTTLE", "k", "1", "2", "3"); len(v.elems) != 1 || v.elems[0].str != "k" {
 		t.Fatalf("GETKEYS CL.THROTTLE = %+v", v)
 	}
+	// Every command with keys names them, movable ones included.
+	for _, tc := range []struct {
+		args []string
+		keys string
+	}{
+		{[]string{"RL.CHECKALL", "LIMIT", "ka", "GCRA", "1", "1", "1"}, "ka"},
+		{[]string{"RL.CHECKALL", "COST", "2", "LIMIT", "ka", "GCRA", "1", "1", "1", "LIMIT", "kb", "FIXED", "1", "1"}, "ka kb"},
+		{[]string{"RL.CHECK", "api", "DESCRIPTOR", "u", "v"}, "api"},
+		{[]string{"RL.SHOULDRATELIMIT", "api", "1", "1", "-", "-", "-", "u", "v"}, "api"},
+		{[]string{"RL.OVERRIDE", "LIST", "api"}, "api"},
+		{[]string{"RL.SCALE", "GET", "api"}, "api"},
+		{[]string{"SW.CHECK", "s", "1", "1"}, "s"}, {[]string{"FW.CHECK", "f", "1", "1"}, "f"},
+		{[]string{"CONC.ACQUIRE", "c", "1", "1", "r"}, "c"}, {[]string{"QUOTA.CHECK", "q", "1", "DAY"}, "q"},
+		{[]string{"EXISTS", "a", "b"}, "a b"},
+	} {
+		v := run(t, c, append([]string{"COMMAND", "GETKEYS"}, tc.args...)...)
+		var got []string
+		for _, e := range v.elems {
+			got = append(got, e.str)
+		}
+		if strings.Join(got, " ") != tc.keys {
+			t.Errorf("GETKEYS %v = %+v, want %s", tc.args, v, tc.keys)
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		err  string

@@ -44,6 +44,9 @@ type Command struct {
 	// Machine is set on the state machine's commands: Run is unused, and
 	// Dispatch hands them to the Env's Applier.
 	Machine *machine.Command
+	// KeysOf finds the keys of a command whose keys move (movablekeys):
+	// their indexes in args.
+	KeysOf func(args [][]byte) []int
 
 	parent  *Command
 	subs    map[string]*Command
@@ -270,6 +273,9 @@ func machineCommands(m *machine.Machine) []*Command {
 			Args: mc.Args, KeyFlags: mc.KeyFlags, Tips: mc.Tips, ACLCategories: mc.ACLCategories,
 			Machine: mc,
 		})
+		if mc.MovableKeys() {
+			cmds[len(cmds)-1].KeysOf = mc.KeysOf
+		}
 	}
 	return cmds
 }

@@ -26,7 +26,7 @@ func checkAllCommands() []*Command {
 				{Name: "param", Type: "string", Multiple: true},
 			}},
 		},
-		run: runCheckAll,
+		run: runCheckAll, keys: checkAllKeys,
 		check: func(m *Machine, args [][]byte) string {
 			var buf [4]limitCheck
 			_, _, bad := m.parseCheckAll(args, buf[:0])
@@ -180,4 +180,20 @@ func (m *Machine) parseLimit(args [][]byte, i int) (limitCheck, int, string) {
 		return c, end, "ERR unknown algorithm '" + resp.Clip(alg, 32) + "' (want GCRA, FIXED, SLIDING, SLIDING-EXACT or QUOTA)"
 	}
 	return c, end, ""
+}
+
+// checkAllKeys finds RL.CHECKALL's keys: the word after each LIMIT.
+func checkAllKeys(args [][]byte) []int {
+	var keys []int
+	i := 1
+	if i+1 < len(args) && resp.EqualFold(args[i], "cost") {
+		i += 2
+	}
+	for ; i+1 < len(args); i++ {
+		if resp.EqualFold(args[i], "limit") {
+			keys = append(keys, i+1)
+			i++
+		}
+	}
+	return keys
 }

@@ -41,6 +41,9 @@ type Command struct {
 	// malformed command gets, or "": what can be known without the state.
 	// nil: nothing to check beyond the arity.
 	check func(m *Machine, args [][]byte) string
+	// keys, for a command whose keys are not at fixed positions
+	// (movablekeys), finds their indexes in args (COMMAND GETKEYS).
+	keys func(args [][]byte) []int
 	// subcommands are the lower-case subcommand words, when the command
 	// has them (they name it in an internal error: "rl.rules|list").
 	subcommands []string
@@ -109,3 +112,16 @@ func (c *Command) Check(m *Machine, args [][]byte) (bad string) {
 	}()
 	return c.check(m, args)
 }
+
+// KeysOf returns the indexes of the keys in a call of a command whose keys
+// move (movablekeys); nil for the others, whose keys FirstKey, LastKey and
+// Step give.
+func (c *Command) KeysOf(args [][]byte) []int {
+	if c.keys == nil {
+		return nil
+	}
+	return c.keys(args)
+}
+
+// MovableKeys reports whether the command finds its keys with KeysOf.
+func (c *Command) MovableKeys() bool { return c.keys != nil }
