@@ -239,6 +239,7 @@ func runReset(c *Ctx, _ [][]byte) {
 	c.Conn.setName("")
 	c.Conn.setFlag(FlagReadOnly|FlagNoEvict|FlagNoTouch, false)
 	c.Conn.Authenticated = c.Env.Options.RequirePass == ""
+	c.Conn.tx.reset()
 	c.W.Simple("RESET")
 }
 

@@ -126,6 +126,8 @@ type Conn struct {
 	// durable is the latest change whose reply must wait until it is on
 	// disk (see AwaitDurable).
 	durable Ticket
+	// tx is the connection's transaction (MULTI … EXEC) and watched keys.
+	tx txState
 	// Close asks the server to close the connection once the reply is out.
 	Close bool
 	// Sink is where this connection's pub/sub messages go (set by the

@@ -113,8 +113,9 @@ type Table struct {
 	byName map[string]*Command
 	sorted []*Command
 	// applyPanic is the machine's internal DEBUG APPLY-PANIC, which the
-	// surface's DEBUG hands to the Applier.
-	applyPanic *Command
+	// surface's DEBUG hands to the Applier; txExec its transaction, which
+	// EXEC hands it.
+	applyPanic, txExec *Command
 }
 
 // NewTable builds the table of every command sluice knows: the server
@@ -132,6 +133,7 @@ func NewTable(m *machine.Machine) *Table {
 		scanCommands(),
 		persistCommands(),
 		replicationCommands(),
+		txCommands(),
 		machineCommands(m),
 	} {
 		for _, c := range group {
@@ -141,6 +143,9 @@ func NewTable(m *machine.Machine) *Table {
 	sort.Slice(t.sorted, func(i, j int) bool { return t.sorted[i].Name < t.sorted[j].Name })
 	if mc := m.Lookup([]byte("debug")); mc != nil && mc.Internal() {
 		t.applyPanic = &Command{Name: "apply-panic", Arity: mc.Arity, Flags: mc.Flags, Machine: mc}
+	}
+	if mc := m.Lookup([]byte("exec")); mc != nil && mc.Internal() {
+		t.txExec = &Command{Name: "exec", Arity: mc.Arity, Flags: mc.Flags, Machine: mc}
 	}
 	return t
 }
@@ -183,27 +188,36 @@ func (t *Table) Lookup(name []byte) *Command {
 func (t *Table) Dispatch(c *Ctx, args [][]byte) {
 	cmd := t.Lookup(args[0])
 	if cmd == nil {
+		c.txRefused()
 		c.W.Error(errUnknownCommand(args))
 		return
 	}
 	if !cmd.arityOK(len(args)) {
+		c.txRefused()
 		c.W.Error(errArity(cmd.Name))
 		return
 	}
 	if cmd.subs != nil && len(args) >= 2 {
 		sub := cmd.subs[lower(args[1])]
 		if sub == nil {
+			c.txRefused()
 			c.W.Error(errUnknownSubcommand(cmd.Name, args[1]))
 			return
 		}
 		if !sub.arityOK(len(args)) {
+			c.txRefused()
 			c.W.Error(errArity(sub.FullName()))
 			return
 		}
 		cmd = sub
 	}
 	if !c.Conn.Authenticated && !cmd.NoAuth && (cmd.parent == nil || !cmd.parent.NoAuth) {
+		c.txRefused()
 		c.W.Error(errNoAuth)
+		return
+	}
+	if c.Conn.tx.active && !runsInMulti(cmd.Name) {
+		c.queue(cmd, args)
 		return
 	}
 	if c.W.Proto == 2 && c.Conn.Subscribed() && !subscribedModeAllows(cmd.Name) {

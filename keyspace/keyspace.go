@@ -306,6 +306,18 @@ func (ks *Keyspace) CountInSlot(i int, now int64) int {
 	return s.Live(now)
 }
 
+// LiveLocked is Live for a caller that holds every slot's lock already.
+func (ks *Keyspace) LiveLocked(now int64) int {
+	n := 0
+	for i := range ks.slots {
+		n += ks.slots[i].Live(now)
+	}
+	return n
+}
+
+// Slot returns slot i, whose lock the caller holds.
+func (ks *Keyspace) Slot(i int) *Slot { return &ks.slots[i] }
+
 // Live is the number of keys live at now, every slot walked: exact, where
 // Stats counts expired keys not yet swept.
 func (ks *Keyspace) Live(now int64) int {

@@ -20,6 +20,12 @@ func (ks *Keyspace) FlushAll(before func(slots func(i int) *Slot)) {
 			ks.slots[i].mu.Unlock()
 		}
 	}()
+	ks.FlushAllLocked(before)
+}
+
+// FlushAllLocked is FlushAll for a caller that holds every slot's lock
+// already (a transaction that locked them all).
+func (ks *Keyspace) FlushAllLocked(before func(slots func(i int) *Slot)) {
 	if before != nil {
 		before(func(i int) *Slot { return &ks.slots[i] })
 	}

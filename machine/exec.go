@@ -20,6 +20,10 @@ type exec struct {
 	// Every slot lock a command takes goes through lockKey and unlock.
 	held  [maxHeld]*keyspace.Slot
 	nheld int
+	// group, in a transaction, holds the locks of every slot the
+	// transaction touches: lockKey takes nothing, unlock releases nothing
+	// (tx.go).
+	group *txLocks
 }
 
 // maxHeld is the most slot locks one apply holds at once (commands lock one
@@ -31,6 +35,13 @@ const maxHeld = 2
 // the two (a read moves nothing). Release it with unlock.
 func (x *exec) lockKey(key []byte) (*keyspace.Slot, int64) {
 	i := slot.Of(key)
+	if x.group != nil {
+		s := x.group.slot(i)
+		if x.write {
+			x.m.beforeWrite(i, s)
+		}
+		return s, x.instant()
+	}
 	s := x.m.keys.Lock(i)
 	if x.nheld == maxHeld {
 		s.Unlock()
@@ -46,6 +57,9 @@ func (x *exec) lockKey(key []byte) (*keyspace.Slot, int64) {
 
 // unlock releases a slot lockKey took.
 func (x *exec) unlock(s *keyspace.Slot) {
+	if x.group != nil {
+		return // the transaction releases its slots at its end
+	}
 	for i := x.nheld - 1; i >= 0; i-- {
 		if x.held[i] == s {
 			x.nheld--

@@ -43,6 +43,7 @@ var examples = map[string][]string{
 	"flushall":           {"FLUSHALL", "SYNC"},
 	"flushdb":            {"FLUSHDB"},
 	"debug":              {"DEBUG", "APPLY-PANIC", "k"},
+	"exec":               {"EXEC", "1", "w", "-", "5", "CL.THROTTLE", "k", "1", "1", "1", "3", "DEL", "w", "k"},
 }
 
 func TestExamplesCoverEveryCommand(t *testing.T) {

@@ -148,6 +148,10 @@ var flushArgs = []Arg{{Name: "flush-type", Type: "oneof", Optional: true, Sub: [
 // runDBSize counts the keys live at the read instant: exact, so replicas
 // answer alike whatever each has swept.
 func runDBSize(x *exec, _ [][]byte) {
+	if x.group != nil {
+		x.w.Int(int64(x.m.keys.LiveLocked(x.m.ReadInstant(x.now))))
+		return
+	}
 	x.w.Int(int64(x.m.keys.Live(x.m.ReadInstant(x.now))))
 }
 
@@ -178,7 +182,7 @@ func (x *exec) flushAll() {
 		}
 	}()
 	var t Ticket
-	x.m.keys.FlushAll(func(slots func(i int) *keyspace.Slot) {
+	before := func(slots func(i int) *keyspace.Slot) {
 		for i := range slot.Count {
 			x.m.beforeWrite(i, slots(i))
 		}
@@ -186,7 +190,12 @@ func (x *exec) flushAll() {
 		if x.m.durable != nil {
 			t = x.m.durable.Flushed()
 		}
-	})
+	}
+	if x.group != nil {
+		x.m.keys.FlushAllLocked(before) // the transaction holds every slot
+	} else {
+		x.m.keys.FlushAll(before)
+	}
 	x.journaled(t)
 }
 

@@ -69,7 +69,7 @@ func New(opts Options) *Machine {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Machine{keys: keyspace.New(), durable: opts.Durable, log: log, byName: map[string]*Command{}}
-	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), keyCommands(), serverKeyCommands(), debugCommands()} {
+	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), keyCommands(), serverKeyCommands(), debugCommands(), txCommands()} {
 		for _, c := range group {
 			if _, dup := m.byName[c.Name]; dup {
 				panic("machine: duplicate command " + c.Name)
@@ -195,8 +195,14 @@ type Scratch struct{ x exec }
 // used by two applies at once. A panic inside the command is recovered
 // here (recover.go): the command answers an internal error and the machine
 // goes on.
-func (m *Machine) ApplyScratch(sc *Scratch, now int64, cmd *Command, args [][]byte, w *resp.Writer) (out Outcome) {
-	sc.x = exec{m: m, now: now, write: cmd.write, w: w}
+func (m *Machine) ApplyScratch(sc *Scratch, now int64, cmd *Command, args [][]byte, w *resp.Writer) Outcome {
+	return m.applyScratch(sc, now, cmd, args, w, nil)
+}
+
+// applyScratch is ApplyScratch inside a transaction holding group's slots
+// (nil: none).
+func (m *Machine) applyScratch(sc *Scratch, now int64, cmd *Command, args [][]byte, w *resp.Writer, group *txLocks) (out Outcome) {
+	sc.x = exec{m: m, now: now, write: cmd.write, w: w, group: group}
 	if cmd.write {
 		m.changes.Add(1)
 	}

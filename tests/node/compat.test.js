@@ -1,4 +1,4 @@
-// ioredis against the built sluice binary: a plain client with ioredis'
+// ioredis (and node-redis for transactions) against the built sluice binary: a plain client with ioredis'
 // default handshake (HELLO 3 in ioredis 6) and with RESP2, then ioredis
 // Cluster against sluice's single-node cluster emulation. `make test-node`
 // builds bin/sluice and runs this with SLUICE_BIN pointing at it.
@@ -138,5 +138,42 @@ test("ioredis Cluster routes keys of different slots", { timeout: 20000 }, async
     assert.equal(await node.dbsize(), 8);
   } finally {
     cluster.disconnect();
+  }
+});
+
+test("ioredis multi() is a transaction", { timeout: 20000 }, async () => {
+  await withClient({}, async (client) => {
+    const res = await client
+      .multi()
+      .call("CL.THROTTLE", "node:tx", 1, 1, 60)
+      .call("CL.THROTTLE", "node:tx", 1, 1, 60)
+      .call("EXISTS", "node:tx")
+      .exec();
+    assert.deepEqual(res.map(([err, r]) => (err ? err.message : Array.isArray(r) ? r[2] : r)), [1, 0, 1]);
+    // WATCH, a change by another connection, then EXEC: nothing runs.
+    await withClient({}, async (other) => {
+      await client.watch("node:w");
+      await other.call("QUOTA.CHECK", "node:w", 10, "DAY");
+      const aborted = await client.multi().call("QUOTA.CHECK", "node:w", 10, "DAY").exec();
+      assert.equal(aborted, null);
+      assert.equal((await client.call("QUOTA.GET", "node:w"))[0], 1);
+    });
+  });
+});
+
+test("node-redis multi() is a transaction", { timeout: 20000 }, async () => {
+  const { createClient } = require("redis");
+  const client = createClient({ socket: { host: "127.0.0.1", port } });
+  await client.connect();
+  try {
+    const res = await client
+      .multi()
+      .addCommand(["CL.THROTTLE", "node-redis:tx", "1", "1", "60"])
+      .addCommand(["CL.THROTTLE", "node-redis:tx", "1", "1", "60"])
+      .addCommand(["EXISTS", "node-redis:tx"])
+      .exec();
+    assert.deepEqual(res.map((r) => (Array.isArray(r) ? r[2] : r)), [1, 0, 1]);
+  } finally {
+    await client.quit();
   }
 });

@@ -1,0 +1,308 @@
+package commands
+
+import (
+	"strconv"
+
+	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/resp"
+)
+
+// Transactions, as Redis has them: MULTI queues the connection's commands
+// (a command that does not exist or has the wrong arity, or would be
+// redirected, is refused at once and makes EXEC answer EXECABORT), EXEC
+// runs them and answers the array of their replies, DISCARD drops them;
+// WATCH makes EXEC answer nil, running nothing, when a watched key has
+// changed since.
+//
+// EXEC sends the queued limiter and key commands to the machine as one
+// internal command (machine/tx.go): one log entry when replicated, applied
+// with every slot it touches locked, so no other client's command comes
+// between them, on one node or many. The watched keys' versions go with
+// it and are compared in that same apply. A queued command its own check
+// refuses (CL.THROTTLE k x 1 1) answers its error in its place, as a
+// runtime error does in Redis, and the others run. Surface commands queued
+// in a transaction (PING, INFO, KEYS …) run after its limiter and key
+// commands, their replies in place.
+
+// txState is a connection's transaction: what MULTI queued and what WATCH
+// watches.
+type txState struct {
+	active bool
+	// dirty: a command was refused while queuing; EXEC aborts.
+	dirty bool
+	// queued are copies of the commands' arguments, cmds their commands.
+	queued [][][]byte
+	cmds   []*Command
+	// watched are keys with the versions WATCH read (Machine.KeyVersion).
+	watched [][2][]byte
+}
+
+// reset ends the transaction and forgets the watched keys.
+func (t *txState) reset() { *t = txState{} }
+
+func txCommands() []*Command {
+	return []*Command{
+		{Name: "multi", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, Group: "transactions",
+			Since: "1.2.0", Complexity: "O(1)", Summary: "Starts a transaction.", Run: runMulti},
+		{Name: "exec", Arity: 1, Flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, Group: "transactions",
+			Since: "1.2.0", Complexity: "Depends on commands in the transaction", Summary: "Executes all commands in a transaction.", Run: runExec},
+		{Name: "discard", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, Group: "transactions",
+			Since: "2.0.0", Complexity: "O(N), when N is the number of queued commands", Summary: "Discards a transaction.", Run: runDiscard},
+		{Name: "watch", Arity: -2, Flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, Group: "transactions",
+			FirstKey: 1, LastKey: -1, Step: 1, KeyFlags: []string{"RO"},
+			Since: "2.2.0", Complexity: "O(1) for every key.", Summary: "Monitors changes to keys to determine the execution of a transaction.",
+			Args: []Arg{{Name: "key", Type: "key", Multiple: true}}, Run: runWatch},
+		{Name: "unwatch", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, Group: "transactions",
+			Since: "2.2.0", Complexity: "O(1)", Summary: "Forgets about watched keys of a transaction.", Run: runUnwatch},
+	}
+}
+
+// runsInMulti reports the commands that act at once inside MULTI rather
+// than being queued, as in Redis.
+func runsInMulti(name string) bool {
+	switch name {
+	case "exec", "discard", "multi", "watch", "quit", "reset":
+		return true
+	}
+	return false
+}
+
+// queue adds a command to the transaction and answers QUEUED; a command
+// this node would redirect is refused (and the transaction with it), as a
+// cluster node refuses a key it does not serve.
+func (c *Ctx) queue(cmd *Command, args [][]byte) {
+	tx := &c.Conn.tx
+	if cmd.Machine != nil {
+		if b, ok := c.Env.Applier.(Batcher); ok {
+			if msg := b.Redirect(cmd.Machine, args); msg != "" {
+				tx.dirty = true
+				c.W.Error(msg)
+				return
+			}
+		}
+	}
+	cp := make([][]byte, len(args))
+	for i, a := range args {
+		cp[i] = append([]byte(nil), a...)
+	}
+	tx.queued = append(tx.queued, cp)
+	tx.cmds = append(tx.cmds, cmd)
+	c.W.Simple("QUEUED")
+}
+
+// txRefused marks the transaction, if one is open, as refused: the
+// command being queued failed its checks.
+func (c *Ctx) txRefused() {
+	if c.Conn.tx.active {
+		c.Conn.tx.dirty = true
+	}
+}
+
+func runMulti(c *Ctx, _ [][]byte) {
+	if c.Conn.tx.active {
+		c.W.Error("ERR MULTI calls can not be nested")
+		return
+	}
+	c.Conn.tx.active = true
+	c.W.OK()
+}
+
+func runDiscard(c *Ctx, _ [][]byte) {
+	if !c.Conn.tx.active {
+		c.W.Error("ERR DISCARD without MULTI")
+		return
+	}
+	c.Conn.tx.reset()
+	c.W.OK()
+}
+
+func runUnwatch(c *Ctx, _ [][]byte) {
+	c.Conn.tx.watched = nil
+	c.W.OK()
+}
+
+// runWatch records the keys' versions now; on a replicated node only the
+// leader's are the truth, so a follower redirects.
+func runWatch(c *Ctx, args [][]byte) {
+	if c.Conn.tx.active {
+		c.W.Error("ERR WATCH inside MULTI is not allowed")
+		return
+	}
+	if b, ok := c.Env.Applier.(Batcher); ok {
+		if msg := b.Redirect(nil, args); msg != "" {
+			c.W.Error(msg)
+			return
+		}
+	}
+	for _, k := range args[1:] {
+		v := c.Env.Machine.KeyVersion(k, c.Now())
+		c.Conn.tx.watched = append(c.Conn.tx.watched, [2][]byte{append([]byte(nil), k...), []byte(v)})
+	}
+	c.W.OK()
+}
+
+// runExec runs the transaction (see above).
+func runExec(c *Ctx, _ [][]byte) {
+	tx := c.Conn.tx
+	c.Conn.tx.reset()
+	switch {
+	case !tx.active:
+		c.W.Error("ERR EXEC without MULTI")
+		return
+	case tx.dirty:
+		c.W.Error("EXECABORT Transaction discarded because of previous errors.")
+		return
+	}
+	// The machine's commands, checked, go as one group; each queued
+	// command is answered from it, by its own check's error, or (a
+	// surface command) by running it after the group.
+	const (
+		inGroup = iota
+		refused
+		surface
+	)
+	kinds := make([]int, len(tx.queued))
+	errs := make([]string, len(tx.queued))
+	group := [][]byte{[]byte("EXEC"), strconv.AppendInt(nil, int64(len(tx.watched)), 10)}
+	for _, w := range tx.watched {
+		group = append(group, w[0], w[1])
+	}
+	members := 0
+	for i, cmd := range tx.cmds {
+		args := tx.queued[i]
+		switch {
+		case cmd.Machine == nil:
+			kinds[i] = surface
+			continue
+		case cmd.Machine.Journaled && c.Env.durableErr() != "":
+			kinds[i], errs[i] = refused, c.Env.durableErr()
+			continue
+		}
+		if bad := cmd.Machine.Check(c.Env.Machine, args); bad != "" {
+			kinds[i], errs[i] = refused, bad
+			continue
+		}
+		group = append(group, strconv.AppendInt(nil, int64(len(args)), 10))
+		group = append(group, args...)
+		members++
+		cmd.calls.Add(1)
+	}
+	var replies [][]byte
+	if members > 0 || len(tx.watched) > 0 {
+		reply, errReply := c.applyTx(group)
+		if errReply != "" {
+			c.W.Error(errReply)
+			return
+		}
+		if string(reply) == "*-1\r\n" {
+			c.W.NullArray() // a watched key changed: nothing ran
+			return
+		}
+		replies = splitArray(reply)
+	}
+	c.W.Array(len(tx.queued))
+	k := 0
+	for i, cmd := range tx.cmds {
+		switch kinds[i] {
+		case inGroup:
+			if k < len(replies) {
+				c.W.Buf = appendMachineReply(c.W.Buf, c.W.Proto, replies[k])
+			} else {
+				c.W.Error("ERR internal error in exec: a reply is missing")
+			}
+			k++
+		case refused:
+			c.W.Error(errs[i])
+		case surface:
+			cmd.calls.Add(1)
+			cmd.Run(c, tx.queued[i])
+		}
+	}
+}
+
+// applyTx applies a transaction's group and returns its reply (RESP2), or
+// the one error reply the whole EXEC gets (a redirect, a failed log).
+func (c *Ctx) applyTx(group [][]byte) ([]byte, string) {
+	execCmd := c.Env.Table.txExec.Machine
+	if b, ok := c.Env.Applier.(Batcher); ok {
+		if msg := b.Redirect(execCmd, group); msg != "" {
+			return nil, msg
+		}
+		reply, errReply := b.ApplyAll([][][]byte{group})
+		if errReply != "" {
+			return nil, errReply
+		}
+		r, _ := reply(0)
+		return r, ""
+	}
+	w := resp.Writer{Proto: 2}
+	var out machine.Outcome
+	if c.Env.Applier != nil {
+		out = c.Env.Applier.Apply(c.Now(), execCmd, group, &w)
+	} else {
+		out = c.Env.Machine.ApplyScratch(&c.scratch, c.Now(), execCmd, group, &w)
+	}
+	c.journaled(out.Ticket)
+	return w.Buf, ""
+}
+
+// splitArray returns the elements of a RESP2 array reply, each as its own
+// bytes (nil when reply is not an array).
+func splitArray(reply []byte) [][]byte {
+	if len(reply) == 0 || reply[0] != '*' {
+		return nil
+	}
+	end := indexCRLF(reply, 0)
+	n, err := strconv.Atoi(string(reply[1:end]))
+	if err != nil || n < 0 {
+		return nil
+	}
+	out := make([][]byte, 0, n)
+	at := end + 2
+	for range n {
+		next := respEnd(reply, at)
+		if next < 0 {
+			return out
+		}
+		out = append(out, reply[at:next])
+		at = next
+	}
+	return out
+}
+
+// respEnd is where the RESP2 value starting at b[at] ends (-1: malformed).
+func respEnd(b []byte, at int) int {
+	if at >= len(b) {
+		return -1
+	}
+	end := indexCRLF(b, at)
+	if end < 0 {
+		return -1
+	}
+	switch b[at] {
+	case '+', '-', ':':
+		return end + 2
+	case '$':
+		n, err := strconv.Atoi(string(b[at+1 : end]))
+		if err != nil {
+			return -1
+		}
+		if n < 0 {
+			return end + 2
+		}
+		return end + 2 + n + 2
+	case '*':
+		n, err := strconv.Atoi(string(b[at+1 : end]))
+		if err != nil {
+			return -1
+		}
+		next := end + 2
+		for range max(n, 0) {
+			if next = respEnd(b, next); next < 0 {
+				return -1
+			}
+		}
+		return next
+	}
+	return -1
+}

@@ -1,0 +1,221 @@
+package machine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strconv"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/slot"
+)
+
+// A transaction (MULTI … EXEC at the server surface) reaches the machine as
+// one internal command, so it applies as one step — through one log entry
+// when replicated — and no other apply sees it half done:
+//
+//	EXEC <watched> [<key> <version>]… [<argc> <arg>…]…
+//
+// It locks every slot its commands and watched keys touch, in slot order
+// (every slot when one of them works on all: FLUSHALL, FLUSHDB, DBSIZE),
+// then checks that each watched key still has the version WATCH saw
+// (KeyVersion) — a nil reply, and nothing applied, when one changed — and
+// applies the commands in order, replying with the array of their replies.
+// A panic in one command is its own internal error, as anywhere.
+
+func txCommands() []*Command {
+	return []*Command{{
+		Name: "exec", Arity: -2, Flags: []string{"write", "denyoom"},
+		Group: "transactions", Since: "1.2.0", Complexity: "O(N) in the commands and watched keys",
+		Summary:  "A transaction as the machine applies it: <watched> [<key> <version>]... then <argc> <args>... per command.",
+		internal: true,
+		run:      runTx,
+		check:    func(_ *Machine, args [][]byte) string { _, bad := parseTx(args); return bad },
+	}}
+}
+
+// txRequest is a parsed EXEC: the watched keys with their versions, and
+// the commands (slices of the arguments).
+type txRequest struct {
+	watched  [][2][]byte
+	commands [][][]byte
+}
+
+// maxTxCommands bounds the commands of one transaction.
+const maxTxCommands = 100_000
+
+func parseTx(args [][]byte) (txRequest, string) {
+	var req txRequest
+	n, ok := resp.ParseInt(args[1])
+	if !ok || n < 0 || 2*n > int64(len(args)-2) {
+		return req, "ERR syntax error: EXEC <watched> [<key> <version>]... [<argc> <arg>...]..."
+	}
+	i := 2
+	for range n {
+		req.watched = append(req.watched, [2][]byte{args[i], args[i+1]})
+		i += 2
+	}
+	for i < len(args) {
+		argc, ok := resp.ParseInt(args[i])
+		if !ok || argc < 1 || argc > int64(len(args)-i-1) {
+			return req, "ERR syntax error: a transaction's command is <argc> <arg>..."
+		}
+		if len(req.commands) == maxTxCommands {
+			return req, "ERR too many commands in one transaction (at most 100000)"
+		}
+		req.commands = append(req.commands, args[i+1:i+1+int(argc)])
+		i += 1 + int(argc)
+	}
+	return req, ""
+}
+
+// txLocks are the slots a transaction holds.
+type txLocks struct {
+	ks *keyspace.Keyspace
+	// all is set when every slot is held; else slots lists them, sorted.
+	all   bool
+	slots []int
+}
+
+// slot returns held slot i; a slot the transaction did not lock is a bug
+// in the key positions (the apply boundary turns the panic into an error).
+func (l *txLocks) slot(i int) *keyspace.Slot {
+	if !l.all {
+		if _, ok := slices.BinarySearch(l.slots, i); !ok {
+			panic("machine: a transaction's command touched slot " + strconv.Itoa(i) + ", which it did not lock")
+		}
+	}
+	return l.ks.Slot(i)
+}
+
+func (l *txLocks) lock() {
+	if l.all {
+		for i := range slot.Count {
+			l.ks.Lock(i)
+		}
+		return
+	}
+	for _, i := range l.slots {
+		l.ks.Lock(i)
+	}
+}
+
+func (l *txLocks) unlock() {
+	if l.all {
+		for i := range slot.Count {
+			l.ks.Slot(i).Unlock()
+		}
+		return
+	}
+	for _, i := range l.slots {
+		l.ks.Slot(i).Unlock()
+	}
+}
+
+// slotsOf adds to l the slots a command touches.
+func (m *Machine) slotsOf(l *txLocks, cmd *Command, args [][]byte) {
+	switch cmd.Name {
+	case "flushall", "flushdb", "dbsize":
+		l.all = true
+		return
+	case "rl.rules":
+		l.slots = append(l.slots, slot.Of([]byte(RulesKey)))
+		return
+	}
+	if cmd.keys != nil {
+		for _, k := range cmd.keys(args) {
+			l.slots = append(l.slots, slot.Of(args[k]))
+		}
+		return
+	}
+	if cmd.FirstKey <= 0 || cmd.Step <= 0 {
+		return
+	}
+	last := cmd.LastKey
+	if last < 0 {
+		last += len(args)
+	}
+	for i := cmd.FirstKey; i <= last && i < len(args); i += cmd.Step {
+		l.slots = append(l.slots, slot.Of(args[i]))
+	}
+}
+
+// runTx is EXEC (see above).
+func runTx(x *exec, args [][]byte) {
+	req, bad := parseTx(args)
+	if bad != "" {
+		x.w.Error(bad)
+		return
+	}
+	l := &txLocks{ks: x.m.keys}
+	for _, w := range req.watched {
+		l.slots = append(l.slots, slot.Of(w[0]))
+	}
+	for _, c := range req.commands {
+		if cmd := x.m.Lookup(c[0]); cmd != nil && cmd.ArityOK(len(c)) {
+			x.m.slotsOf(l, cmd, c)
+		}
+	}
+	slices.Sort(l.slots)
+	l.slots = slices.Compact(l.slots)
+	l.lock()
+	defer l.unlock()
+	now := x.instant()
+	for _, w := range req.watched {
+		if string(keyVersion(l.slot(slot.Of(w[0])), w[0], now)) != string(w[1]) {
+			x.w.NullArray() // a watched key changed: nothing applies
+			return
+		}
+	}
+	x.w.Array(len(req.commands))
+	var sc Scratch
+	for _, c := range req.commands {
+		out := x.m.applyInTx(&sc, l, x.now, c, x.w)
+		if out.Limited {
+			x.out.Limited = true
+		}
+		x.journaled(out.Ticket)
+	}
+}
+
+// applyInTx is ApplyArgs for one command of a transaction holding l.
+func (m *Machine) applyInTx(sc *Scratch, l *txLocks, now int64, args [][]byte, w *resp.Writer) Outcome {
+	cmd := m.Lookup(args[0])
+	switch {
+	case cmd == nil:
+		w.Error("ERR unknown command '" + resp.Clip(args[0], 128) + "'")
+		return Outcome{}
+	case !cmd.ArityOK(len(args)):
+		w.Error(resp.ErrArity(cmd.Name))
+		return Outcome{}
+	case cmd.Name == "exec":
+		w.Error("ERR EXEC inside a transaction")
+		return Outcome{}
+	}
+	return m.applyScratch(sc, now, cmd, args, w, l)
+}
+
+// KeyVersion identifies the state of key at now as WATCH sees it: "-" when
+// it is absent (or expired), else a hash of its kind, word and state. A
+// transaction applies only if every watched key has the same version then.
+func (m *Machine) KeyVersion(key []byte, now int64) string {
+	s := m.keys.LockKey(key)
+	defer s.Unlock()
+	return string(keyVersion(s, key, m.ReadInstant(now)))
+}
+
+func keyVersion(s *keyspace.Slot, key []byte, now int64) []byte {
+	e, ok := s.Get(key, now)
+	if !ok {
+		return []byte("-")
+	}
+	b := []byte{byte(e.Kind())}
+	b = strconv.AppendInt(b, s.Word(e), 10)
+	b, err := AppendState(b, s, e)
+	if err != nil {
+		b = append(b, err.Error()...)
+	}
+	sum := sha256.Sum256(b)
+	return []byte(hex.EncodeToString(sum[:12]))
+}

@@ -1,0 +1,28 @@
+package tests
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// pythonWithRedisPy is Debian's python3 with its python3-redis (redis-py),
+// which .ci/run installs.
+const pythonWithRedisPy = "/usr/bin/python3"
+
+// redis-py, the most common Python client: its default pipeline
+// (MULTI … EXEC), WATCH, and RedisCluster routing every command with keys.
+func TestRedisPy(t *testing.T) {
+	if out, err := exec.Command(pythonWithRedisPy, "-c", "import redis.cluster").CombinedOutput(); err != nil {
+		t.Fatalf("redis-py is not installed for %s (.ci/run installs python3-redis): %v\n%s", pythonWithRedisPy, err, out)
+	}
+	single := StartServer(t)
+	cl := StartCluster(t, 3, nil)
+	leader := cl.Leader()
+	_, sp, _ := strings.Cut(single.Addr, ":")
+	_, cp, _ := strings.Cut(leader.Addr, ":")
+	out, err := exec.Command(pythonWithRedisPy, "python/clients.py", sp, cp).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok") {
+		t.Fatalf("redis-py: %v\n%s", err, out)
+	}
+}
