@@ -64,6 +64,18 @@ func (n *Node) LiveLeader() bool {
 	return time.Since(n.raft.LastContact()) < n.cfg.HeartbeatTimeout
 }
 
+// readyLag is how many entries a ready member may have committed but not
+// yet applied: entries in flight, not a log being replayed.
+const readyLag = 64
+
+// Ready reports whether this node can serve decisions now: it follows or
+// is a live leader (LiveLeader) and has applied what it knows committed,
+// within the entries in flight (a restarted node replaying its log is not
+// ready).
+func (n *Node) Ready() bool {
+	return n.LiveLeader() && n.raft.AppliedIndex()+readyLag >= n.raft.CommitIndex()
+}
+
 // Leader is the current leader's id and Redis-protocol address, as this
 // node knows it.
 func (n *Node) Leader() (id, clientAddr string, ok bool) {

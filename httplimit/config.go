@@ -64,6 +64,15 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Logger logs breaker state changes when set.
 	Logger *slog.Logger
+	// LegacyHeaders and DraftHeaders switch off the header families, both
+	// sent by default: the legacy X-RateLimit-Limit, X-RateLimit-Remaining
+	// and X-RateLimit-Reset (most clients still read them; the source
+	// documents ask for both during the transition), and draft-10's
+	// RateLimit-Policy and RateLimit.
+	NoLegacyHeaders, NoDraftHeaders bool
+	// Now is the clock X-RateLimit-Reset is reckoned from (Unix seconds).
+	// Default time.Now.
+	Now func() time.Time
 	// OnError, when set, is called for each request sluice did not decide,
 	// before it fails open or closed; err wraps ErrTimeout, ErrBreakerOpen,
 	// ErrClientGone, ErrBadReply or the client's error. Per request: keep
@@ -118,6 +127,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Breaker.Probes == 0 {
 		c.Breaker.Probes = DefaultBreakerProbes
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }

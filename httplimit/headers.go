@@ -2,15 +2,21 @@ package httplimit
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/sluice-rl/sluice/internal/sfield"
 )
 
-// Header names of draft-ietf-httpapi-ratelimit-headers-10 and RFC 9110.
+// Header names of draft-ietf-httpapi-ratelimit-headers-10 and RFC 9110,
+// and the legacy X-RateLimit-* family.
 const (
 	HeaderPolicy     = "RateLimit-Policy"
 	HeaderRateLimit  = "RateLimit"
 	HeaderRetryAfter = "Retry-After"
+
+	HeaderLegacyLimit     = "X-RateLimit-Limit"
+	HeaderLegacyRemaining = "X-RateLimit-Remaining"
+	HeaderLegacyReset     = "X-RateLimit-Reset"
 )
 
 // errName is a policy name that is not a Structured Fields string.
@@ -52,16 +58,27 @@ func resetSeconds(d Decision) int64 {
 	return max(d.ResetAfter, 0)
 }
 
-// setRateLimitHeaders writes both draft fields for one decision.
-// A decision with a negative limit (RL.CHECK matching no rule) limited
-// nothing and carries none.
-func setRateLimitHeaders(h http.Header, name string, d Decision) {
+// setRateLimitHeaders writes the header families cfg asks for, for one
+// decision. A decision with a negative limit (RL.CHECK matching no rule)
+// limited nothing and carries none.
+func setRateLimitHeaders(h http.Header, cfg Config, d Decision) {
 	if d.Limit < 0 {
 		return
 	}
+	name := cfg.Name
 	if d.Policy.Name != "" && validName(d.Policy.Name) == nil {
 		name = d.Policy.Name
 	}
-	h.Set(HeaderPolicy, policyField(name, d.Policy))
-	h.Set(HeaderRateLimit, rateLimitField(name, d.Remaining, resetSeconds(d)))
+	reset := resetSeconds(d)
+	if !cfg.NoDraftHeaders {
+		h.Set(HeaderPolicy, policyField(name, d.Policy))
+		h.Set(HeaderRateLimit, rateLimitField(name, d.Remaining, reset))
+	}
+	if !cfg.NoLegacyHeaders {
+		// The policy's quota, the units left, and the Unix second by when
+		// the draft's t has passed (as the documents' clients read it).
+		h.Set(HeaderLegacyLimit, strconv.FormatInt(max(d.Policy.Quota, 0), 10))
+		h.Set(HeaderLegacyRemaining, strconv.FormatInt(max(d.Remaining, 0), 10))
+		h.Set(HeaderLegacyReset, strconv.FormatInt(cfg.Now().Unix()+reset, 10))
+	}
 }

@@ -76,7 +76,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			m.fail(w, r, next, err)
 			return
 		}
-		setRateLimitHeaders(w.Header(), m.cfg.Name, d)
+		setRateLimitHeaders(w.Header(), m.cfg, d)
 		if d.Limited {
 			m.metrics.decided("limited")
 			m.refuse(w, d)

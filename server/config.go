@@ -52,6 +52,9 @@ type Config struct {
 	// (envoy.service.ratelimit.v3.RateLimitService), with gRPC health and
 	// reflection; empty disables it.
 	GRPCAddr string
+	// PProf serves Go's profiler under /debug/pprof/ on the HTTP listener
+	// (off by default: anyone reaching the port could profile the process).
+	PProf bool
 	// RLSResponseHeaders fills the rate limit service's
 	// response_headers_to_add (RateLimit-Limit/-Remaining/-Reset as
 	// envoyproxy/ratelimit, and the draft-10 RateLimit/RateLimit-Policy).

@@ -74,13 +74,31 @@ func (s *Server) listenFrontDoors() error {
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.Handle("/json", s.rls.JSONHandler())
 		mux.Handle("/healthcheck", s.rls.HealthHandler())
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+		mux.HandleFunc("GET /readyz", s.readyz)
+		if s.cfg.PProf {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go s.http.Serve(hln)
 		s.log.Info("http endpoint", "addr", hln.Addr().String())
 	}
 	return nil
+}
+
+// readyz answers 200 while this node can decide — a single node, or a
+// member that hears from a leader and has applied what is committed — and
+// 503 otherwise; it says nothing more, for probes reach it unauthenticated.
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.node != nil && !s.node.Ready() {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ready\n"))
 }
 
 // forwardTLS is how a follower dials the leader's RESP port when it speaks

@@ -201,6 +201,38 @@ func TestHTTPLimitHeaders(t *testing.T) {
 	}
 }
 
+// The legacy X-RateLimit-* family is sent beside the draft pair by
+// default, its reset a Unix second; either family can be switched off.
+func TestHTTPLimitLegacyHeaders(t *testing.T) {
+	s := StartServer(t)
+	setClock(t, s.Client(), future)
+	wall := time.Unix(1_900_000_000, 0)
+	srv, _ := limitedServer(t, s, httplimit.Config{
+		Key: keyByUser, Limit: httplimit.FixedWindow{Limit: 5, Window: time.Minute},
+		Now: func() time.Time { return wall },
+	})
+	r := httpGet(t, srv.URL, "X-User", "leg")
+	_, _, reset := rateLimit(t, r.header)
+	if r.header.Get("X-RateLimit-Limit") != "5" || r.header.Get("X-RateLimit-Remaining") != "4" ||
+		r.header.Get("X-RateLimit-Reset") != strconv.FormatInt(wall.Unix()+reset, 10) {
+		t.Fatalf("legacy headers: %v", r.header)
+	}
+	for _, tc := range []struct {
+		cfg           httplimit.Config
+		legacy, draft bool
+	}{
+		{httplimit.Config{NoLegacyHeaders: true}, false, true},
+		{httplimit.Config{NoDraftHeaders: true}, true, false},
+	} {
+		tc.cfg.Key, tc.cfg.Limit = keyByUser, httplimit.FixedWindow{Limit: 5, Window: time.Minute}
+		srv, _ := limitedServer(t, s, tc.cfg)
+		r := httpGet(t, srv.URL, "X-User", "fam")
+		if (r.header.Get("X-RateLimit-Limit") != "") != tc.legacy || (r.header.Get("RateLimit") != "") != tc.draft {
+			t.Fatalf("%+v: headers %v", tc.cfg, r.header)
+		}
+	}
+}
+
 // A refusal whose reply says retry_after 0 (the wait is under a
 // millisecond) still gets Retry-After 1; jitter only ever adds.
 func TestHTTPLimitRetryAfterAtLeastOne(t *testing.T) {

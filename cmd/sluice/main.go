@@ -54,6 +54,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.IdleTimeout, "timeout", cfg.IdleTimeout, "close connections idle this long (0: never)")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "host:port for HTTP: Prometheus /metrics, the rate limit service's POST /json and GET /healthcheck (empty: off)")
 	fs.StringVar(&cfg.HTTPAddr, "metrics-addr", cfg.HTTPAddr, "the older name of --http-addr")
+	fs.BoolVar(&cfg.PProf, "pprof", cfg.PProf, "serve Go's profiler under /debug/pprof/ on --http-addr")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "host:port for Envoy's rate limit service over gRPC (ShouldRateLimit, health, reflection; empty: off)")
 	fs.BoolVar(&cfg.RLSResponseHeaders, "rls-response-headers", cfg.RLSResponseHeaders, "add RateLimit-Limit/-Remaining/-Reset and RateLimit/RateLimit-Policy to rate limit service responses")
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "host:port cluster topology replies announce (empty: the listen address, or the address each client reached when listening on 0.0.0.0)")
