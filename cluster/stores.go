@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
 
 	"github.com/sluice-rl/sluice/raftlog"
 )
@@ -33,19 +35,28 @@ const (
 	pebbleDir = "log"
 )
 
-// openStores opens the node's Raft log and stable store in dir (the node
-// directory): the Pebble store if dir already holds one, else raft-wal.
-func openStores(dir string, log *slog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error) {
-	if _, err := os.Stat(filepath.Join(dir, pebbleDir)); err == nil {
-		return openPebbleStores(filepath.Join(dir, pebbleDir), log)
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil, err
+// storesSyncing opens the node's Raft log and stable store in dir (the
+// node directory): the Pebble store if dir already holds one, else
+// raft-wal, syncing each append, or every syncEvery when it is positive
+// (syncfs.go; the Pebble store always syncs).
+func storesSyncing(syncEvery time.Duration) func(dir string, log *slog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error) {
+	return func(dir string, log *slog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error) {
+		if _, err := os.Stat(filepath.Join(dir, pebbleDir)); err == nil {
+			return openPebbleStores(filepath.Join(dir, pebbleDir), log)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, nil, err
+		}
+		return openWALStores(filepath.Join(dir, walDir), log, syncEvery)
 	}
-	return openWALStores(filepath.Join(dir, walDir), log)
+}
+
+// openStores is storesSyncing(0): every append synced.
+func openStores(dir string, log *slog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error) {
+	return storesSyncing(0)(dir, log)
 }
 
 // openWALStores opens hashicorp/raft-wal in dir, creating it.
-func openWALStores(dir string, log *slog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error) {
+func openWALStores(dir string, log *slog.Logger, syncEvery time.Duration) (raft.LogStore, raft.StableStore, io.Closer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, nil, err
 	}
@@ -54,20 +65,38 @@ func openWALStores(dir string, log *slog.Logger) (raft.LogStore, raft.StableStor
 	// it open and its file locked, so the directory could not be opened
 	// again in this process (closing twice is harmless).
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(dir, wal.WithLogger(hlog), wal.WithMetaStore(meta))
+	var deferred *intervalFS
+	var w *wal.WAL
+	var err error
+	if syncEvery > 0 {
+		deferred = newIntervalFS(syncEvery, log)
+		w, err = wal.Open(dir, wal.WithLogger(hlog), wal.WithMetaStore(meta), wal.WithSegmentFiler(segment.NewFiler(dir, deferred)))
+	} else {
+		w, err = wal.Open(dir, wal.WithLogger(hlog), wal.WithMetaStore(meta))
+	}
 	if err != nil {
 		meta.Close()
+		if deferred != nil {
+			deferred.Close()
+		}
 		return nil, nil, nil, fmt.Errorf("raft-wal: %w", err)
 	}
-	return w, w, walCloser{w, meta}, nil
+	return w, w, walCloser{w, meta, deferred}, nil
 }
 
 type walCloser struct {
-	w    *wal.WAL
-	meta *metadb.BoltMetaDB
+	w        *wal.WAL
+	meta     *metadb.BoltMetaDB
+	deferred *intervalFS // nil when every append syncs
 }
 
-func (c walCloser) Close() error { return errors.Join(c.w.Close(), c.meta.Close()) }
+func (c walCloser) Close() error {
+	err := errors.Join(c.w.Close(), c.meta.Close())
+	if c.deferred != nil {
+		err = errors.Join(err, c.deferred.Close())
+	}
+	return err
+}
 
 // openPebbleStores opens the Raft log and stable store in dir: one Pebble
 // database, every write synced before it returns.

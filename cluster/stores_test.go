@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -120,5 +121,13 @@ func TestPebbleStoresKeptForOldDirectories(t *testing.T) {
 	other := filepath.Join(t.TempDir(), pebbleDir)
 	exerciseStores(t, func() (raft.LogStore, raft.StableStore, io.Closer, error) {
 		return openPebbleStores(other, quietLog())
+	})
+}
+
+// The log with syncs on a timer keeps the store contract, reopened too.
+func TestWALStoresSyncingOnATimer(t *testing.T) {
+	dir := t.TempDir()
+	exerciseStores(t, func() (raft.LogStore, raft.StableStore, io.Closer, error) {
+		return storesSyncing(20*time.Millisecond)(dir, quietLog())
 	})
 }

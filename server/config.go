@@ -119,6 +119,9 @@ type Replication struct {
 	// TickInterval is how often an idle leader logs an empty entry so time
 	// moves on every replica (0: cluster's default, 1 s).
 	TickInterval time.Duration
+	// LogSyncInterval syncs the Raft log on a timer instead of every append
+	// (0: every append; see cluster.Config).
+	LogSyncInterval time.Duration
 	// DialVia maps member ids to addresses to dial them at instead of
 	// their Raft address.
 	DialVia map[string]string
@@ -242,7 +245,7 @@ func (r Replication) clusterConfig(dataDir string) cluster.Config {
 		HeartbeatTimeout: r.HeartbeatTimeout, ElectionTimeout: r.ElectionTimeout, LeaderLeaseTimeout: r.LeaderLeaseTimeout,
 		CommitTimeout: r.CommitTimeout, ApplyTimeout: r.ApplyTimeout,
 		SnapshotInterval: r.SnapshotInterval, SnapshotThreshold: r.SnapshotThreshold, DialVia: r.DialVia,
-		TickInterval: r.TickInterval,
+		TickInterval: r.TickInterval, LogSyncInterval: r.LogSyncInterval,
 	}
 }
 

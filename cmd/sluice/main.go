@@ -79,6 +79,21 @@ func run(args []string) error {
 	fs.DurationVar(&rep.SnapshotInterval, "raft-snapshot-interval", 30*time.Second, "how often Raft checks whether to snapshot")
 	fs.Uint64Var(&rep.SnapshotThreshold, "raft-snapshot-threshold", 16384, "entries logged since the last snapshot before Raft takes another")
 	fs.DurationVar(&rep.TickInterval, "raft-tick-interval", time.Second, "how often an idle leader logs an empty entry so time moves on every replica and expired keys go")
+	fs.Func("raft-log-sync", "when the Raft log reaches the disk: always (every append, before it counts) or interval:<duration> (on a timer; an append counts once a majority holds it in memory)", func(v string) error {
+		switch {
+		case v == "always":
+			rep.LogSyncInterval = 0
+		case strings.HasPrefix(v, "interval:"):
+			d, err := time.ParseDuration(strings.TrimPrefix(v, "interval:"))
+			if err != nil || d <= 0 {
+				return fmt.Errorf("want interval:<positive duration>, e.g. interval:200ms")
+			}
+			rep.LogSyncInterval = d
+		default:
+			return fmt.Errorf("want always or interval:<duration>")
+		}
+		return nil
+	})
 	dialVia := fs.String("raft-dial-via", "", "dial these members' Raft at other addresses: id=host:port,… (tunnels, NAT, test proxies)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
