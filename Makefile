@@ -6,7 +6,7 @@ DATA    ?= ./data
 PORT    ?= 7001
 
 .DEFAULT_GOAL := help
-.PHONY: help build run cluster cluster-stop test test-go test-node bench fmt lint
+.PHONY: help build run cluster cluster-stop test test-go test-node check-dashboards check-rls bench fmt lint
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -31,6 +31,12 @@ test-go:
 test-node: build ## ioredis against bin/sluice (needs Node.js >= 20 and npm)
 	@test -d tests/node/node_modules || npm ci --prefix tests/node --no-audit --no-fund
 	cd tests/node && SLUICE_BIN=$(CURDIR)/$(BIN) node --test
+
+check-dashboards: ## the Grafana dashboard and alert rules against a real Prometheus (needs Debian's prometheus, root)
+	./scripts/check_dashboards.sh
+
+check-rls: ## the rate limit service against envoyproxy/ratelimit built from its module (needs redis-server)
+	./scripts/check_rls_reference.sh
 
 bench: build ## Go benchmarks, then redis-benchmark against sluice and redis-server
 	$(GO) test -run '^$$' -bench . -benchmem ./...

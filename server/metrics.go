@@ -1,6 +1,8 @@
 package server
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-rl/sluice/commands"
@@ -31,6 +33,7 @@ var metricDescs = []struct {
 	{"sluice_rule_decisions_total", "RL.CHECK decisions by the rule the reply names, and outcome (on the node that applied them; a replicated leader counts by command only).", []string{"domain", "rule", "outcome"}},
 	{"sluice_rule_shadow_refusals_total", "Requests a shadow-mode rule would have refused.", []string{"domain", "rule"}},
 	{"sluice_apply_panics_total", "Applies that panicked and answered an internal error instead (a bug: the log line has its stack), by command.", []string{"command"}},
+	{"sluice_throttled_top_refusals", "Refusals of the most-refused keys (THROTTLED.TOP) in the recent window, by rank 1-10 — the keys themselves are on the status page and THROTTLED.TOP, never labels.", []string{"rank"}},
 	{"sluice_connected_clients", "Open client connections.", nil},
 	{"sluice_connections_received_total", "Connections accepted.", nil},
 	{"sluice_connections_rejected_total", "Connections refused at max clients.", nil},
@@ -118,6 +121,16 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter("sluice_rule_decisions_total", float64(r.Limited), r.Domain, r.Rule, "limited")
 		if r.ShadowRefused > 0 {
 			counter("sluice_rule_shadow_refusals_total", float64(r.ShadowRefused), r.Domain, r.Rule)
+		}
+	}
+	if h := m.env.Hot; h != nil {
+		top := h.Sketch.Top(10, h.Now())
+		for rank := 1; rank <= 10; rank++ {
+			v := 0.0
+			if rank <= len(top) {
+				v = float64(top[rank-1].Count)
+			}
+			gauge("sluice_throttled_top_refusals", v, strconv.Itoa(rank))
 		}
 	}
 	for _, p := range m.env.Machine.PanicCounts() {
