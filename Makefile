@@ -4,6 +4,7 @@ BIN     ?= bin/sluice
 ADDR    ?= 127.0.0.1:6379
 DATA    ?= ./data
 PORT    ?= 7001
+HTTP    ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help build run cluster cluster-stop test test-go test-node check-dashboards check-rls bench fmt lint
@@ -14,8 +15,8 @@ help: ## list the targets
 build: ## build bin/sluice
 	$(GO) build -o $(BIN) ./cmd/sluice
 
-run: build ## run one node on $(ADDR) with data in $(DATA)
-	./$(BIN) --addr $(ADDR) --data-dir $(DATA)
+run: build ## run one node on $(ADDR) with data in $(DATA) (HTTP=host:port: status page and metrics there)
+	./$(BIN) --addr $(ADDR) --data-dir $(DATA) $(if $(HTTP),--http-addr $(HTTP))
 
 cluster: build ## run a local three-node cluster on 127.0.0.1:$(PORT) and the next two ports (data in $(DATA)/cluster)
 	./scripts/cluster.sh start $(BIN) $(PORT) $(DATA)/cluster

@@ -439,29 +439,8 @@ func overrideSet(x *exec, domain string, args [][]byte) {
 func overrideList(x *exec, domain string) {
 	prefix := policy.AppendDescriptorKey(nil, domain, nil)
 	s, now := x.lockKey(prefix)
-	type listed struct {
-		key []byte
-		o   *OverrideState
-	}
-	// One pass in the slot's own order, keeping only the overrides (a
-	// domain's slot holds all its counters): no sort of the whole slot
-	// under its lock; the few found are sorted after it.
-	var all []listed
-	s.KeysUnordered(now, func(key []byte, e keyspace.Entry) bool {
-		if e.Kind() == keyspace.KindOverride && bytes.HasPrefix(key, prefix) &&
-			len(key) > len(prefix) && key[len(prefix)] == '/' {
-			if o, ok := s.Object(e).(*OverrideState); ok {
-				all = append(all, listed{bytes.Clone(key), o})
-			}
-		}
-		return true
-	})
+	found := overridesIn(s, prefix, now)
 	x.unlock(s)
-	slices.SortFunc(all, func(a, b listed) int { return bytes.Compare(a.key, b.key) })
-	found := make([]*OverrideState, len(all))
-	for i, l := range all {
-		found[i] = l.o
-	}
 	x.w.Array(len(found))
 	for _, o := range found {
 		x.w.Array(6)
@@ -588,3 +567,58 @@ func formatFactor(v int64) string {
 	frac := strconv.FormatInt(ScaleUnit+v%ScaleUnit, 10)[1:]
 	return strconv.FormatInt(v/ScaleUnit, 10) + "." + frac
 }
+
+// DomainOverrides lists the overrides of a domain live at now, in key
+// order, for a read that is not a command (the status page); the states
+// must not be changed.
+func (m *Machine) DomainOverrides(domain string, now int64) []*OverrideState {
+	prefix := policy.AppendDescriptorKey(nil, domain, nil)
+	s := m.keys.LockKey(prefix)
+	defer s.Unlock()
+	return overridesIn(s, prefix, m.ReadInstant(now))
+}
+
+// overridesIn finds the overrides under prefix (a domain's) in slot s
+// (locked), in key order: one pass in the slot's own order keeping only
+// the overrides — a domain's slot holds all its counters — and a sort of
+// the few found, not of the slot.
+func overridesIn(s *keyspace.Slot, prefix []byte, now int64) []*OverrideState {
+	type listed struct {
+		key []byte
+		o   *OverrideState
+	}
+	var all []listed
+	s.KeysUnordered(now, func(key []byte, e keyspace.Entry) bool {
+		if e.Kind() == keyspace.KindOverride && bytes.HasPrefix(key, prefix) && len(key) > len(prefix) && key[len(prefix)] == '/' {
+			if o, ok := s.Object(e).(*OverrideState); ok {
+				all = append(all, listed{bytes.Clone(key), o})
+			}
+		}
+		return true
+	})
+	slices.SortFunc(all, func(a, b listed) int { return bytes.Compare(a.key, b.key) })
+	out := make([]*OverrideState, len(all))
+	for i, l := range all {
+		out[i] = l.o
+	}
+	return out
+}
+
+// DomainScale is a domain's scale factor at now and the factor it moves
+// to (millionths; ScaleUnit when none is set), for a read that is not a
+// command.
+func (m *Machine) DomainScale(domain string, now int64) (factor, target int64) {
+	key := append(policy.AppendDescriptorKey(nil, domain, nil), scaleSuffix...)
+	s := m.keys.LockKey(key)
+	defer s.Unlock()
+	now = m.ReadInstant(now)
+	if e, ok := s.Get(key, now); ok && e.Kind() == keyspace.KindScale {
+		if st, _ := s.Object(e).(*ScaleState); st != nil {
+			return st.At(now), st.To
+		}
+	}
+	return ScaleUnit, ScaleUnit
+}
+
+// FormatFactor writes a scale factor in millionths as a decimal.
+func FormatFactor(v int64) string { return formatFactor(v) }

@@ -74,6 +74,8 @@ func (s *Server) listenFrontDoors() error {
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.Handle("/json", s.rls.JSONHandler())
 		mux.Handle("/healthcheck", s.rls.HealthHandler())
+		mux.HandleFunc("GET /{$}", s.statusHTML)
+		mux.HandleFunc("GET /status.json", s.statusJSONHandler)
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 		mux.HandleFunc("GET /readyz", s.readyz)
 		if s.cfg.PProf {

@@ -47,7 +47,10 @@ type Server struct {
 	rls     *rls.Service
 	decider *rls.NodeDecider
 	// cert is the --tls-cert-file certificate (nil: plain TCP).
-	cert    *tls.Certificate
+	cert *tls.Certificate
+	// status keeps the last minute of decision counters for the status
+	// page (status.go).
+	status  statusSampler
 	nextID  atomic.Int64
 	clients clientRegistry
 	// conns counts the connection goroutines, which Shutdown waits for.
@@ -222,6 +225,10 @@ func (s *Server) Serve() error {
 	go s.clients.tick(s.stop, s.bg.Done)
 	s.bg.Add(1)
 	go s.sweep()
+	if s.http != nil {
+		s.bg.Add(1)
+		go s.runStatusSampler()
+	}
 	if s.rules != nil {
 		s.bg.Add(1)
 		go s.watchRules()

@@ -1,0 +1,292 @@
+package server
+
+import (
+	"crypto/subtle"
+	_ "embed"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-rl/sluice/commands"
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/machine"
+)
+
+// The status page: / on the HTTP listener is one HTML file (no build step,
+// no CDN) that polls /status.json every second. Both are read-only, and
+// behind the password when --requirepass is set (HTTP Basic, any user
+// name); /healthz and /readyz stay open for probes.
+
+//go:embed status.html
+var statusPage []byte
+
+// statusWindow is how far back the page's rates and p99 look.
+const statusWindow = time.Minute
+
+// statusSample is the decision counters at one instant.
+type statusSample struct {
+	at               time.Time
+	allowed, limited int64
+	buckets          [commands.LatencyBuckets]int64
+}
+
+// statusSampler keeps a minute of samples, one a second.
+type statusSampler struct {
+	mu      sync.Mutex
+	samples []statusSample
+}
+
+func (s *Server) sampleStatus() statusSample {
+	sm := statusSample{at: time.Now()}
+	for _, c := range s.table.Commands() {
+		if c.Machine == nil || !c.Machine.Decides {
+			continue
+		}
+		sm.allowed += c.Allowed()
+		sm.limited += c.Limited()
+		_, b := c.Latency()
+		for i := range b {
+			sm.buckets[i] += b[i]
+		}
+	}
+	return sm
+}
+
+// runStatusSampler records a sample a second while the server runs.
+func (s *Server) runStatusSampler() {
+	defer s.bg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		s.status.add(s.sampleStatus())
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (st *statusSampler) add(sm statusSample) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.samples = append(st.samples, sm)
+	for len(st.samples) > 1 && sm.at.Sub(st.samples[0].at) > statusWindow {
+		st.samples = st.samples[1:]
+	}
+}
+
+// window is the oldest sample of the last minute (the zero sample if none).
+func (st *statusSampler) window() statusSample {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.samples) == 0 {
+		return statusSample{}
+	}
+	return st.samples[0]
+}
+
+// statusAuthorized checks HTTP Basic (any user) or Bearer against the
+// password; with none set, everyone may read.
+func (s *Server) statusAuthorized(w http.ResponseWriter, r *http.Request) bool {
+	pw := s.cfg.RequirePass
+	if pw == "" {
+		return true
+	}
+	got := ""
+	if _, p, ok := r.BasicAuth(); ok {
+		got = p
+	} else if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		got = b
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(pw)) == 1 {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
+	http.Error(w, "the status page needs sluice's password (--requirepass)", http.StatusUnauthorized)
+	return false
+}
+
+func (s *Server) statusHTML(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/" {
+		http.NotFound(w, r)
+		return
+	}
+	if !s.statusAuthorized(w, r) {
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'")
+	w.Write(statusPage)
+}
+
+// statusJSON is what the page shows.
+type statusJSON struct {
+	Version   string          `json:"version"`
+	Node      string          `json:"node"`
+	Role      string          `json:"role"`
+	Leader    string          `json:"leader"`
+	Term      uint64          `json:"term"`
+	Members   []statusMember  `json:"members"`
+	Window    float64         `json:"window_seconds"`
+	Decisions float64         `json:"decisions_per_second"`
+	Refusals  float64         `json:"refusals_per_second"`
+	P99ms     float64         `json:"p99_ms"`
+	Allowed   int64           `json:"allowed_total"`
+	Limited   int64           `json:"limited_total"`
+	Keys      int             `json:"keys"`
+	TopKeys   []statusTopKey  `json:"top_refused_keys"`
+	Rules     []statusRule    `json:"rules"`
+	Overrides []statusOverr   `json:"overrides"`
+	Scales    []statusScale   `json:"scales"`
+	Persist   [][2]string     `json:"persistence"`
+	Indexes   map[string]uint `json:"raft_indexes,omitempty"`
+}
+
+type statusMember struct {
+	ID            string  `json:"id"`
+	Addr          string  `json:"addr"`
+	Role          string  `json:"role"`
+	Online        bool    `json:"online"`
+	LastContactMS int64   `json:"last_contact_ms"`
+	MatchIndex    uint64  `json:"match_index"`
+	Behind        *uint64 `json:"entries_behind,omitempty"`
+}
+
+type statusTopKey struct {
+	Key      string `json:"key"`
+	Refusals int64  `json:"refusals"`
+}
+
+type statusRule struct {
+	Domain    string `json:"domain"`
+	Rule      string `json:"rule"`
+	Path      string `json:"path"`
+	Algorithm string `json:"algorithm"`
+	Limit     int64  `json:"limit"`
+	Window    int64  `json:"window_seconds"`
+	Shadow    bool   `json:"shadow"`
+	Source    string `json:"source"`
+}
+
+type statusOverr struct {
+	Domain     string `json:"domain"`
+	Descriptor string `json:"descriptor"`
+	Limit      int64  `json:"limit"`
+	Window     int64  `json:"window_seconds"`
+	Until      int64  `json:"until"`
+}
+
+type statusScale struct {
+	Domain string `json:"domain"`
+	Factor string `json:"factor"`
+	Target string `json:"target"`
+}
+
+func (s *Server) statusData() statusJSON {
+	e := s.env
+	now := s.sampleStatus()
+	old := s.status.window()
+	out := statusJSON{Version: s.cfg.Version, Node: e.NodeID, Role: "single node", Allowed: now.allowed, Limited: now.limited,
+		Keys: e.Machine.Keys().Live(e.Machine.ReadInstant(e.Clock.Now()))}
+	if secs := now.at.Sub(old.at).Seconds(); !old.at.IsZero() && secs > 0 {
+		out.Window = secs
+		out.Decisions = float64(now.allowed+now.limited-old.allowed-old.limited) / secs
+		out.Refusals = float64(now.limited-old.limited) / secs
+		var diff [commands.LatencyBuckets]int64
+		var total int64
+		for i := range diff {
+			diff[i] = now.buckets[i] - old.buckets[i]
+			total += diff[i]
+		}
+		if total > 0 {
+			rank, seen := (total*99+99)/100, int64(0)
+			for i, n := range diff {
+				if seen += n; seen >= rank {
+					out.P99ms = float64(commands.BucketUpperMicros(i)) / 1000
+					break
+				}
+			}
+		}
+	}
+	if n := s.node; n != nil {
+		st := n.Status()
+		out.Role, out.Term = strings.ToLower(st.State), st.Term
+		out.Node = n.Self()
+		if id, addr, ok := n.Leader(); ok {
+			out.Leader = id + " " + addr
+		}
+		out.Indexes = map[string]uint{"last": uint(st.LastIndex), "commit": uint(st.CommitIndex), "applied": uint(st.AppliedIdx)}
+		if peers, err := n.Peers(); err == nil {
+			for _, p := range peers {
+				role := "follower"
+				if p.Leader {
+					role = "leader"
+				}
+				m := statusMember{ID: p.ID, Addr: p.ClientAddr, Role: role, Online: p.Online, LastContactMS: -1, MatchIndex: p.MatchIndex}
+				if p.LastContact >= 0 {
+					m.LastContactMS = p.LastContact.Milliseconds()
+				}
+				if n.Serving() && !p.Self && p.MatchIndex <= st.LastIndex {
+					b := st.LastIndex - p.MatchIndex
+					m.Behind = &b
+				}
+				out.Members = append(out.Members, m)
+			}
+		}
+	}
+	if h := e.Hot; h != nil {
+		for _, c := range h.Sketch.Top(10, h.Now()) {
+			out.TopKeys = append(out.TopKeys, statusTopKey{Key: c.Key, Refusals: c.Count})
+		}
+	}
+	if rs := e.Machine.Rules(); rs != nil && rs.Set != nil {
+		clock := e.Clock.Now()
+		for _, d := range rs.Set.Domains() {
+			for _, r := range rs.Set.Domain(d).Rules {
+				out.Rules = append(out.Rules, statusRule{Domain: r.Domain, Rule: r.ID(), Path: r.Path, Algorithm: r.Algorithm.String(),
+					Limit: r.Limit, Window: limiter.Seconds(r.Window), Shadow: r.ShadowMode, Source: r.File + ":" + strconv.Itoa(r.Line)})
+			}
+			for _, o := range e.Machine.DomainOverrides(d, clock) {
+				var desc []string
+				for _, en := range o.Entries {
+					desc = append(desc, en.Key+"="+en.Value)
+				}
+				out.Overrides = append(out.Overrides, statusOverr{Domain: d, Descriptor: strings.Join(desc, ","),
+					Limit: o.Limit, Window: o.Window / 1e9, Until: o.Until / 1e9})
+			}
+			if f, to := e.Machine.DomainScale(d, clock); f != machine.ScaleUnit || to != machine.ScaleUnit {
+				out.Scales = append(out.Scales, statusScale{Domain: d, Factor: machine.FormatFactor(f), Target: machine.FormatFactor(to)})
+			}
+		}
+	}
+	if e.Snapshots != nil {
+		for _, kv := range e.Snapshots.Info() {
+			if statusPersistFields[kv[0]] {
+				out.Persist = append(out.Persist, kv)
+			}
+		}
+	}
+	return out
+}
+
+// statusPersistFields are the INFO persistence fields the page shows (the
+// rest stay in INFO).
+var statusPersistFields = map[string]bool{
+	"rdb_changes_since_last_save": true, "rdb_last_save_time": true, "rdb_last_bgsave_status": true,
+	"sluice_snapshot_keys": true, "sluice_snapshot_bytes": true, "sluice_quota_fsync": true,
+	"sluice_quota_status": true, "sluice_quota_synced_seq": true,
+}
+
+func (s *Server) statusJSONHandler(w http.ResponseWriter, r *http.Request) {
+	if !s.statusAuthorized(w, r) {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(s.statusData())
+}
