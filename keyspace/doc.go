@@ -8,9 +8,10 @@
 // A slot's table keeps its records in one pointer-free byte arena (kind, key,
 // a 64-bit word) indexed by an open-addressing array of offsets. A GCRA key
 // costs its key bytes plus about 20 bytes, updates in place never allocate,
-// and the garbage collector never scans the arena. Kinds whose state is more
-// than one word (windows, leases, quotas) keep a pointer to it beside the
-// arena.
+// and the garbage collector never scans the arena. A state of a few bytes
+// (window counters, quotas) can live in the record itself (InsertState);
+// kinds whose state varies in size (sliding logs, leases) keep a pointer to
+// it beside the arena.
 //
 // Time is a parameter: callers lock a slot at an instant, and the slot never
 // lets its instants go backwards, so state changes are a deterministic

@@ -3,6 +3,7 @@ package machine
 import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -24,6 +25,9 @@ type exec struct {
 	// transaction touches: lockKey takes nothing, unlock releases nothing
 	// (tx.go).
 	group *txLocks
+	// quota is a quota command's new state: the journal takes a pointer
+	// to it, which would move a local to the heap on every call.
+	quota quota.State
 }
 
 // maxHeld is the most slot locks one apply holds at once (commands lock one

@@ -16,8 +16,10 @@ import (
 const maxInlineWindow = 4 * 10
 
 // inlineKind reports whether keys of kind keep their state inline.
+// Quotas do too (machine/quota.go), their zone as its name in the bytes,
+// looked up in the machine's zone table.
 func inlineKind(kind keyspace.Kind) bool {
-	return kind == keyspace.KindSlidingCounter || kind == keyspace.KindFixedWindow
+	return kind == keyspace.KindSlidingCounter || kind == keyspace.KindFixedWindow || kind == keyspace.KindQuota
 }
 
 // AppendState appends the encoding of e's state, as EncodeState writes

@@ -120,7 +120,7 @@ func storedLater(checks []limitCheck, i int) bool {
 // evaluate works out what checking c at now would do, starting from the
 // stored state, or from prev's next state (an earlier check of the same
 // request on the same key that admitted). It stores nothing.
-func (c *limitCheck) evaluate(s *keyspace.Slot, now, cost int64, prev *limitCheck) error {
+func (c *limitCheck) evaluate(m *Machine, s *keyspace.Slot, now, cost int64, prev *limitCheck) error {
 	if c.deny {
 		// A limit of 0 refuses every unit; a request of none (a peek) asks
 		// for nothing and passes, as Envoy counts 0 hits against 0.
@@ -174,11 +174,9 @@ func (c *limitCheck) evaluate(s *keyspace.Slot, now, cost int64, prev *limitChec
 		c.fixed, c.store, c.word, c.res, err = c.fixed.Check(c.found, now, c.win, cost)
 	case keyspace.KindQuota:
 		if prev == nil && c.found {
-			st, ok := obj.(*quota.State)
-			if !ok || st == nil {
-				return quota.ErrCorrupt
+			if c.quota, err = m.quotaAt(s, c.entry); err != nil {
+				return err
 			}
-			c.quota = *st
 		}
 		c.quota, c.store, c.res, err = quota.Check(c.quota, c.found, now, c.quotaLimit, c.sched, cost)
 		c.word = c.quota.ExpireAt()
@@ -225,22 +223,10 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid b
 	case keyspace.KindFixedWindow:
 		return storeInline(s, c.key, c.kind, e, found, c.word, &c.fixed)
 	case keyspace.KindQuota:
-		var st *quota.State
-		if found {
-			var ok bool
-			if st, ok = s.Object(e).(*quota.State); !ok || st == nil {
-				return quota.ErrCorrupt
-			}
-			*st = c.quota
-			s.SetWord(e, c.word)
-		} else {
-			st = new(quota.State)
-			*st = c.quota
-			if _, err := s.Insert(c.key, c.kind, c.word, st); err != nil {
-				return err
-			}
+		if err := storeQuota(s, c.key, e, found, &c.quota); err != nil {
+			return err
 		}
-		x.journaled(x.m.quotaChanged(c.key, st))
+		x.journaled(x.m.quotaChanged(c.key, &c.quota))
 		return nil
 	}
 	_, err := s.Insert(c.key, c.kind, c.word, obj)
@@ -257,7 +243,7 @@ func multiCheck(x *exec, s *keyspace.Slot, now, cost int64, checks []limitCheck)
 		if c.hasCost {
 			own = c.cost
 		}
-		if err := c.evaluate(s, now, own, lastStoring(checks, i)); err != nil {
+		if err := c.evaluate(x.m, s, now, own, lastStoring(checks, i)); err != nil {
 			return -1, false, err
 		}
 	}

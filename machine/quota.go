@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
 )
@@ -111,28 +112,22 @@ func runQuotaCheck(x *exec, args [][]byte) {
 		x.error(err)
 		return
 	}
-	var stored *quota.State
 	var old quota.State
 	if found {
-		if stored, err = quotaAt(s, e); err != nil {
+		if old, err = x.m.quotaAt(s, e); err != nil {
 			x.unlock(s)
 			x.error(err)
 			return
 		}
-		old = *stored
 	}
-	next, store, res, err := quota.Check(old, found, now, limit, sch, cost)
+	next := &x.quota
+	var store bool
+	var res limiter.Result
+	*next, store, res, err = quota.Check(old, found, now, limit, sch, cost)
 	var t Ticket
 	if err == nil && store {
-		if found {
-			*stored = next
-			s.SetWord(e, next.ExpireAt())
-		} else {
-			stored = &next
-			_, err = s.Insert(key, keyspace.KindQuota, next.ExpireAt(), stored)
-		}
-		if err == nil {
-			t = x.m.quotaChanged(key, stored)
+		if err = storeQuota(s, key, e, found, next); err == nil {
+			t = x.m.quotaChanged(key, next)
 		}
 	}
 	x.unlock(s)
@@ -166,11 +161,10 @@ func (m *Machine) quotaSchedule(periodArg, anchorArg, zoneArg []byte) (quota.Sch
 			return quota.Schedule{}, "ERR ANCHOR is out of range (at most " + strconv.FormatInt(quota.MaxInstant/1e9, 10) + ")"
 		}
 	}
-	zone := "UTC"
-	if zoneArg != nil {
-		zone = string(zoneArg)
+	if zoneArg == nil {
+		zoneArg = utcName
 	}
-	loc, err := m.zones.load(zone)
+	loc, err := m.zones.loadBytes(zoneArg)
 	if err != nil {
 		return quota.Schedule{}, ErrorReply(err)
 	}
@@ -192,10 +186,7 @@ func runQuotaGet(x *exec, args [][]byte) {
 	e, found, err := s.GetKind(key, keyspace.KindQuota, now)
 	var st quota.State
 	if found {
-		var stored *quota.State
-		if stored, err = quotaAt(s, e); err == nil {
-			st = *stored
-		}
+		st, err = x.m.quotaAt(s, e)
 	}
 	x.unlock(s)
 	if err != nil || !found {
@@ -244,19 +235,18 @@ func changeQuota(x *exec, key []byte, change quotaChange) {
 		replyUsage(x, quota.Usage{}, false, err)
 		return
 	}
-	stored, err := quotaAt(s, e)
-	if err != nil {
+	next := &x.quota
+	if *next, err = x.m.quotaAt(s, e); err != nil {
 		x.unlock(s)
 		x.error(err)
 		return
 	}
-	next := *stored
-	u, err := change(&next, now)
+	u, err := change(next, now)
 	var t Ticket
 	if err == nil {
-		*stored = next
-		s.SetWord(e, next.ExpireAt())
-		t = x.m.quotaChanged(key, stored)
+		if err = storeQuota(s, key, e, true, next); err == nil {
+			t = x.m.quotaChanged(key, next)
+		}
 	}
 	x.unlock(s)
 	x.journaled(t)
@@ -269,13 +259,41 @@ func quotaError(err error) string {
 	return strings.Replace(ErrorReply(err), "ERR quota: ", "ERR ", 1)
 }
 
-// quotaAt is the state of quota key e (under its slot lock).
-func quotaAt(s *keyspace.Slot, e keyspace.Entry) (*quota.State, error) {
-	st, ok := s.Object(e).(*quota.State)
-	if !ok || st == nil {
-		return nil, quota.ErrCorrupt
+// utcName is the zone of a QUOTA.CHECK without TZ.
+var utcName = []byte("UTC")
+
+// quotaAt decodes the state of quota key e (under its slot lock) from its
+// record, without allocating.
+func (m *Machine) quotaAt(s *keyspace.Slot, e keyspace.Entry) (quota.State, error) {
+	if !e.Inline() {
+		return quota.State{}, quota.ErrCorrupt
 	}
-	return st, nil
+	return quota.DecodeStateIn(s.State(e), m.zones.loadBytes)
+}
+
+// maxInlineQuota bounds a quota's encoding: a flag byte, a zone name of
+// at most 64 bytes with its length, and five varints.
+const maxInlineQuota = 2 + 64 + 5*10
+
+// storeQuota writes quota key's state into its record: in place when e
+// (found) is its record, else as a new record. Entries of the slot other
+// than e stay valid.
+func storeQuota(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, st *quota.State) error {
+	var buf [maxInlineQuota]byte
+	enc := st.AppendBinary(buf[:0])
+	if !found {
+		_, err := s.InsertState(key, keyspace.KindQuota, st.ExpireAt(), enc)
+		return err
+	}
+	if !e.Inline() {
+		return quota.ErrCorrupt
+	}
+	e, err := s.SetState(e, enc)
+	if err != nil {
+		return err
+	}
+	s.SetWord(e, st.ExpireAt())
+	return nil
 }
 
 // replyUsage answers QUOTA.GET, REFUND and RESET: [used, period_start,

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rl/sluice/quota"
@@ -12,16 +13,39 @@ import (
 // zones are cached, so its size is bounded by the database. Zones come from
 // the database compiled into the binary (quota.LoadZone), so every replica
 // reads the same rules whatever its host has installed.
-type zoneCache struct{ m sync.Map }
+//
+// Every quota apply decodes its key's zone name from the record, so reads
+// are one atomic load and a map lookup by the name's bytes (no copy, no
+// lock); the rare new zone copies the map.
+type zoneCache struct {
+	mu sync.Mutex // serializes additions
+	m  atomic.Pointer[map[string]*time.Location]
+}
 
 func (z *zoneCache) load(name string) (*time.Location, error) {
-	if loc, ok := z.m.Load(name); ok {
-		return loc.(*time.Location), nil
+	return z.loadBytes([]byte(name))
+}
+
+// loadBytes is load for a name in a record or an argument; it allocates
+// only the first time a zone is seen.
+func (z *zoneCache) loadBytes(name []byte) (*time.Location, error) {
+	if m := z.m.Load(); m != nil {
+		if loc, ok := (*m)[string(name)]; ok {
+			return loc, nil
+		}
 	}
-	loc, err := quota.LoadZone(name)
+	loc, err := quota.LoadZone(string(name))
 	if err != nil {
 		return nil, err
 	}
-	z.m.Store(name, loc)
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	next := map[string]*time.Location{string(name): loc}
+	if m := z.m.Load(); m != nil {
+		for k, v := range *m {
+			next[k] = v
+		}
+	}
+	z.m.Store(&next)
 	return loc, nil
 }

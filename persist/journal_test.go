@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/quota"
 )
 
@@ -119,20 +120,14 @@ func runModel(t *testing.T, seed uint64, crash bool) {
 			}
 			var old quota.State
 			if found {
-				old = *s.Object(e).(*quota.State)
+				old, err = quota.DecodeState(s.State(e))
+				mustOK(t, err)
 			}
 			next, store, _, err := quota.Check(old, found, at, 50, sch, int64(1+rng.IntN(5)))
 			mustOK(t, err)
 			if store {
-				p := &next
-				if found {
-					p = s.Object(e).(*quota.State)
-					*p = next
-					s.SetWord(e, next.ExpireAt())
-				} else if _, err := s.Insert(key, keyspace.KindQuota, next.ExpireAt(), p); err != nil {
-					t.Fatal(err)
-				}
-				seq = st.QuotaChanged(key, p)
+				mustOK(t, machine.StoreState(s, key, keyspace.KindQuota, next.ExpireAt(), &next))
+				seq = st.QuotaChanged(key, &next)
 			}
 			s.Unlock()
 		case r < 85: // DEL

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/slot"
+	"github.com/sluice-rl/sluice/window"
 )
 
 // A key whose state cannot be encoded — of the wrong type, or one whose
@@ -18,8 +19,8 @@ import (
 func TestSnapshotSkipsUnencodableKeys(t *testing.T) {
 	ks := keyspace.New()
 	put(t, ks, "good", keyspace.KindGCRA, t0+1e9, nil)
-	put(t, ks, "wrong-type", keyspace.KindQuota, t0+1e9, "not a quota")
-	put(t, ks, "nil-state", keyspace.KindQuota, t0+1e9, (*quota.State)(nil))
+	put(t, ks, "wrong-type", keyspace.KindLeases, t0+1e9, "not leases")
+	put(t, ks, "nil-state", keyspace.KindSlidingLog, t0+1e9, (*window.LogState)(nil))
 	var buf bytes.Buffer
 	info, err := WriteSnapshot(&buf, ks, Header{Seq: 1, Created: t0, Applied: t0})
 	mustOK(t, err)

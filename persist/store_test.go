@@ -29,7 +29,11 @@ func journalQuotas(t testing.TB, st *Store, ks *keyspace.Keyspace, now int64) ui
 		if !ok {
 			t.Fatalf("quota %q vanished", k)
 		}
-		if seq := st.QuotaChanged([]byte(k), s.Object(e).(*quota.State)); seq > last {
+		q, err := quota.DecodeState(s.State(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seq := st.QuotaChanged([]byte(k), &q); seq > last {
 			last = seq
 		}
 		s.Unlock()

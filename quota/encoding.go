@@ -42,10 +42,18 @@ func DecodeState(b []byte) (State, error) { return DecodeStateWith(b, LoadZone) 
 // DecodeStateWith is DecodeState with a caller's zone loader (e.g. a cache
 // around LoadZone, when restoring many keys).
 func DecodeStateWith(b []byte, load func(name string) (*time.Location, error)) (State, error) {
+	return DecodeStateIn(b, func(name []byte) (*time.Location, error) { return load(string(name)) })
+}
+
+// DecodeStateIn is DecodeStateWith with a loader given the zone's name as
+// the encoding's bytes, so that a cache can look it up without copying it:
+// a state decoded this way allocates nothing (its Zone is the location's
+// own name).
+func DecodeStateIn(b []byte, load func(name []byte) (*time.Location, error)) (State, error) {
 	d := decoder{b: b}
 	flags := d.byte()
 	zoneLen := d.uvarint(maxZoneName)
-	zone := string(d.bytes(int(zoneLen)))
+	zone := d.bytes(int(zoneLen))
 	var anchor int64
 	hasAnchor := flags&hasAnchorBit != 0
 	if hasAnchor {

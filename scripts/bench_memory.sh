@@ -7,7 +7,8 @@
 # --pipe, waits a moment and reads /proc/PID/statm: no forced GC, no help.
 #
 # Environment: SLUICE (binary, default bin/sluice, built if missing),
-# KEYS_MEM (default 1000000; 0 skips), MEM_PORT (default 7471).
+# KEYS_MEM (default 1000000; 0 skips), MEM_PORT (default 7471), KINDS (the
+# kinds to measure, space-separated; default all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SLUICE=${SLUICE:-bin/sluice}
@@ -91,6 +92,7 @@ lua=("scripts/gcra.lua|100 1 86400 1" "scripts/lua/sliding_counter.lua|100 3600"
 echo "RSS growth per key, $KEYS_MEM live keys, fresh process each (target: sluice <= 0.5x Redis+Lua):"
 printf "%-16s %14s %16s %8s\n" "kind" "sluice B/key" "Redis+Lua B/key" "ratio"
 for i in "${!kinds[@]}"; do
+	case " ${KINDS:-${kinds[*]}} " in *" ${kinds[$i]} "*) ;; *) continue ;; esac
 	s=$(measure sluice "" "${sluice_cmd[$i]%%|*}" "${sluice_cmd[$i]#*|}")
 	r=$(measure redis "${lua[$i]%%|*}" "" "${lua[$i]#*|}")
 	awk -v k="${kinds[$i]}" -v s="$s" -v r="$r" 'BEGIN { printf "%-16s %14d %16d %7.2fx\n", k, s, r, (r > 0 ? s / r : 0) }'
