@@ -7,7 +7,9 @@ import (
 	"github.com/sluice-rl/sluice/resp"
 )
 
-// The CONC.* commands keep one *conc.Leases per key, mutated in place. The
+// The CONC.* commands keep a key's leases in its record while they fit
+// (decoded into the apply's scratch, changed, encoded back), else as one
+// *conc.Leases, mutated in place. The
 // key's expiry word is always the end of its latest lease, so the key
 // disappears (on access or by the sweep) exactly when it holds no live
 // lease, and PTTL answers how long that is.
@@ -78,24 +80,67 @@ func checkRequestID(id []byte) string {
 	return ""
 }
 
-// storeLeases records what a mutation left: the key's expiry becomes the end
-// of its latest lease, or the key goes when none is live.
-func storeLeases(s *keyspace.Slot, e keyspace.Entry, l *conc.Leases, now int64) {
-	if l.Empty(now) {
-		s.Delete(e)
-		return
-	}
-	s.SetWord(e, l.ExpireAt())
-}
-
 // leasesAt finds key's leases under the slot lock: nil when the key is
-// missing (or held no live lease, which the keyspace treats alike).
-func leasesAt(s *keyspace.Slot, key []byte, now int64) (keyspace.Entry, *conc.Leases, error) {
+// missing (or held no live lease, which the keyspace treats alike). Leases
+// kept in the key's record are decoded into x's scratch, their ids
+// borrowed from the record: change them and store them with storeLeases
+// before anything else writes to the slot.
+func (x *exec) leasesAt(s *keyspace.Slot, key []byte, now int64) (keyspace.Entry, *conc.Leases, error) {
 	e, found, err := s.GetKind(key, keyspace.KindLeases, now)
 	if err != nil || !found {
 		return e, nil, err
 	}
-	return e, s.Object(e).(*conc.Leases), nil
+	if e.Inline() {
+		if err := x.bufs.leases.DecodeBorrowed(s.State(e)); err != nil {
+			return e, nil, err
+		}
+		return e, &x.bufs.leases, nil
+	}
+	l, ok := s.Object(e).(*conc.Leases)
+	if !ok || l == nil {
+		return e, nil, conc.ErrCorrupt
+	}
+	return e, l, nil
+}
+
+// storeLeases records what a mutation left: the key's expiry becomes the
+// end of its latest lease, or the key goes when none is live. Leases whose
+// encoding fits a record live there (most keys hold a few leases: a record
+// costs their bytes, an object several times that); more become an object
+// that owns its ids, and stay one (no churn for a key around the size).
+func (x *exec) storeLeases(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, l *conc.Leases, now int64) error {
+	if l.Empty(now) {
+		if found {
+			s.Delete(e)
+		}
+		return nil
+	}
+	if found && !e.Inline() {
+		s.SetWord(e, l.ExpireAt())
+		return nil
+	}
+	x.bufs.enc = l.AppendBinary(x.bufs.enc[:0])
+	if len(x.bufs.enc) <= keyspace.MaxInlineState {
+		if !found {
+			_, err := s.InsertState(key, keyspace.KindLeases, l.ExpireAt(), x.bufs.enc)
+			return err
+		}
+		e, err := s.SetState(e, x.bufs.enc)
+		if err != nil {
+			return err
+		}
+		s.SetWord(e, l.ExpireAt())
+		return nil
+	}
+	own, err := conc.DecodeLeases(x.bufs.enc)
+	if err != nil {
+		return err
+	}
+	if found {
+		s.Delete(e)
+	}
+	_, err = s.Insert(key, keyspace.KindLeases, own.ExpireAt(), &own)
+	return err
 }
 
 // acquireRequest is a parsed CONC.ACQUIRE.
@@ -146,26 +191,22 @@ func runConcAcquire(x *exec, args [][]byte) {
 	limit, lease := req.limit, req.lease
 	key, id := args[1], args[4]
 	s, now := x.lockKey(key)
-	e, l, err := leasesAt(s, key, now)
+	e, l, err := x.leasesAt(s, key, now)
 	if err != nil {
 		x.unlock(s)
 		x.error(err)
 		return
 	}
-	var res limiter.Result
-	if l != nil {
-		res, err = l.Acquire(now, limit, lease, id)
-		if err == nil {
-			storeLeases(s, e, l, now)
-		}
-	} else {
-		// A fresh key always has a free slot, so the only refusal here is an
-		// error, and then nothing is created.
-		l = new(conc.Leases)
-		res, err = l.Acquire(now, limit, lease, id)
-		if err == nil && !l.Empty(now) {
-			_, err = s.Insert(key, keyspace.KindLeases, l.ExpireAt(), l)
-		}
+	// A fresh key always has a free slot, so the only refusal there is an
+	// error, and then nothing is created.
+	found := l != nil
+	if !found {
+		x.bufs.leases.Reset()
+		l = &x.bufs.leases
+	}
+	res, err := l.Acquire(now, limit, lease, id)
+	if err == nil {
+		err = x.storeLeases(s, key, e, found, l, now)
 	}
 	x.unlock(s)
 	if err != nil {
@@ -183,11 +224,11 @@ func runConcRelease(x *exec, args [][]byte) {
 		return
 	}
 	s, now := x.lockKey(key)
-	e, l, err := leasesAt(s, key, now)
+	e, l, err := x.leasesAt(s, key, now)
 	released := false
 	if l != nil {
 		released = l.Release(now, id)
-		storeLeases(s, e, l, now)
+		err = x.storeLeases(s, key, e, true, l, now)
 	}
 	x.unlock(s)
 	if err != nil {
@@ -206,12 +247,12 @@ func runConcRenew(x *exec, args [][]byte) {
 		return
 	}
 	s, now := x.lockKey(key)
-	e, l, err := leasesAt(s, key, now)
+	e, l, err := x.leasesAt(s, key, now)
 	renewed := false
 	if l != nil {
 		renewed, err = l.Renew(now, id, lease)
 		if err == nil {
-			storeLeases(s, e, l, now)
+			err = x.storeLeases(s, key, e, true, l, now)
 		}
 	}
 	x.unlock(s)
@@ -228,7 +269,7 @@ func runConcRenew(x *exec, args [][]byte) {
 func runConcGet(x *exec, args [][]byte) {
 	key := args[1]
 	s, now := x.lockKey(key)
-	_, l, err := leasesAt(s, key, now)
+	_, l, err := x.leasesAt(s, key, now)
 	var live int
 	var untilNext, untilLast int64
 	if l != nil {

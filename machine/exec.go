@@ -28,6 +28,8 @@ type exec struct {
 	// quota is a quota command's new state: the journal takes a pointer
 	// to it, which would move a local to the heap on every call.
 	quota quota.State
+	// bufs are the scratch's reused buffers.
+	bufs *scratchBufs
 }
 
 // maxHeld is the most slot locks one apply holds at once (commands lock one

@@ -19,7 +19,8 @@ const maxInlineWindow = 4 * 10
 // Quotas do too (machine/quota.go), their zone as its name in the bytes,
 // looked up in the machine's zone table.
 func inlineKind(kind keyspace.Kind) bool {
-	return kind == keyspace.KindSlidingCounter || kind == keyspace.KindFixedWindow || kind == keyspace.KindQuota
+	return kind == keyspace.KindSlidingCounter || kind == keyspace.KindFixedWindow || kind == keyspace.KindQuota ||
+		kind == keyspace.KindLeases
 }
 
 // AppendState appends the encoding of e's state, as EncodeState writes
@@ -42,6 +43,12 @@ func StoreState(s *keyspace.Slot, key []byte, kind keyspace.Kind, word int64, ob
 	}
 	state, err := EncodeState(nil, kind, obj)
 	if err != nil {
+		return err
+	}
+	if len(state) > keyspace.MaxInlineState {
+		// Only leases grow past a record (machine/conc.go keeps them as
+		// an object then); the other inline kinds are a few bytes.
+		_, err = s.Insert(key, kind, word, obj)
 		return err
 	}
 	_, err = s.InsertState(key, kind, word, state)

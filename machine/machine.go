@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"github.com/sluice-rl/sluice/conc"
 	"log/slog"
 	"strings"
 	"sync"
@@ -189,7 +190,20 @@ func (m *Machine) Apply(now int64, cmd *Command, args [][]byte, w *resp.Writer) 
 // passes it to ApplyScratch, so an apply allocates nothing (the state
 // escapes through the command's function value, so a local one would be
 // allocated on every call).
-type Scratch struct{ x exec }
+type Scratch struct {
+	x exec
+	// bufs outlive each apply (x is cleared after one), so the buffers in
+	// them are reused.
+	bufs scratchBufs
+}
+
+// scratchBufs are buffers an apply reuses from the last one.
+type scratchBufs struct {
+	// leases and enc are a CONC command's leases decoded from their record
+	// and their encoding on the way back (machine/conc.go).
+	leases conc.Leases
+	enc    []byte
+}
 
 // ApplyScratch is Apply using sc for its working state; sc must not be
 // used by two applies at once. A panic inside the command is recovered
@@ -202,7 +216,7 @@ func (m *Machine) ApplyScratch(sc *Scratch, now int64, cmd *Command, args [][]by
 // applyScratch is ApplyScratch inside a transaction holding group's slots
 // (nil: none).
 func (m *Machine) applyScratch(sc *Scratch, now int64, cmd *Command, args [][]byte, w *resp.Writer, group *txLocks) (out Outcome) {
-	sc.x = exec{m: m, now: now, write: cmd.write, w: w, group: group}
+	sc.x = exec{m: m, now: now, write: cmd.write, w: w, group: group, bufs: &sc.bufs}
 	if cmd.write {
 		m.changes.Add(1)
 	}

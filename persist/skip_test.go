@@ -19,7 +19,7 @@ import (
 func TestSnapshotSkipsUnencodableKeys(t *testing.T) {
 	ks := keyspace.New()
 	put(t, ks, "good", keyspace.KindGCRA, t0+1e9, nil)
-	put(t, ks, "wrong-type", keyspace.KindLeases, t0+1e9, "not leases")
+	put(t, ks, "wrong-type", keyspace.KindSlidingLog, t0+1e9, "not a log")
 	put(t, ks, "nil-state", keyspace.KindSlidingLog, t0+1e9, (*window.LogState)(nil))
 	var buf bytes.Buffer
 	info, err := WriteSnapshot(&buf, ks, Header{Seq: 1, Created: t0, Applied: t0})
