@@ -9,9 +9,9 @@
 // a 64-bit word) indexed by an open-addressing array of offsets. A GCRA key
 // costs its key bytes plus about 20 bytes, updates in place never allocate,
 // and the garbage collector never scans the arena. A state of a few bytes
-// (window counters, quotas, a few leases) can live in the record itself
-// (InsertState); larger states (sliding logs, many leases) are objects
-// kept by pointer beside the arena.
+// (window counters, quotas, a few leases, a short sliding log) can live in
+// the record itself (InsertState); larger states (long logs, many leases)
+// are objects kept by pointer beside the arena.
 //
 // Time is a parameter: callers lock a slot at an instant, and the slot never
 // lets its instants go backwards, so state changes are a deterministic

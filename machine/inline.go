@@ -20,7 +20,7 @@ const maxInlineWindow = 4 * 10
 // looked up in the machine's zone table.
 func inlineKind(kind keyspace.Kind) bool {
 	return kind == keyspace.KindSlidingCounter || kind == keyspace.KindFixedWindow || kind == keyspace.KindQuota ||
-		kind == keyspace.KindLeases
+		kind == keyspace.KindLeases || kind == keyspace.KindSlidingLog
 }
 
 // AppendState appends the encoding of e's state, as EncodeState writes
@@ -46,8 +46,8 @@ func StoreState(s *keyspace.Slot, key []byte, kind keyspace.Kind, word int64, ob
 		return err
 	}
 	if len(state) > keyspace.MaxInlineState {
-		// Only leases grow past a record (machine/conc.go keeps them as
-		// an object then); the other inline kinds are a few bytes.
+		// Only leases and sliding logs grow past a record (they are
+		// objects then); the other inline kinds are a few bytes.
 		_, err = s.Insert(key, kind, word, obj)
 		return err
 	}

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"github.com/sluice-rl/sluice/conc"
+	"github.com/sluice-rl/sluice/window"
 	"log/slog"
 	"strings"
 	"sync"
@@ -203,6 +204,8 @@ type scratchBufs struct {
 	// and their encoding on the way back (machine/conc.go).
 	leases conc.Leases
 	enc    []byte
+	// log is a sliding log decoded from its record (machine/window.go).
+	log window.LogState
 }
 
 // ApplyScratch is Apply using sc for its working state; sc must not be

@@ -158,13 +158,24 @@ func (c *limitCheck) evaluate(m *Machine, s *keyspace.Slot, now, cost int64, pre
 		c.counter, c.store, c.word, c.res, err = c.counter.Check(c.found, now, c.win, cost)
 	case keyspace.KindSlidingLog:
 		if prev == nil && c.found {
-			st, ok := obj.(*window.LogState)
-			if !ok || st == nil {
-				return window.ErrCorrupt
+			if c.entry.Inline() {
+				if c.log, err = window.DecodeLog(s.State(c.entry)); err != nil {
+					return err
+				}
+			} else {
+				st, ok := obj.(*window.LogState)
+				if !ok || st == nil {
+					return window.ErrCorrupt
+				}
+				c.log = *st
 			}
-			c.log = *st
 		}
 		c.log, c.store, c.word, c.res, err = c.log.Check(c.found, now, c.win, cost)
+		if err == nil && c.store && c.inSlot && c.entry.Inline() && !logFitsRecord(&c.log) {
+			// It outgrows its record and becomes an object: an insert,
+			// committed after the in-place updates (commit looks it up).
+			c.inSlot = false
+		}
 	case keyspace.KindFixedWindow:
 		if prev == nil && c.found {
 			if c.fixed, err = windowStateOf[window.FixedState](s, c.entry); err != nil {
@@ -210,16 +221,9 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid b
 	case keyspace.KindSlidingCounter:
 		return storeInline(s, c.key, c.kind, e, found, c.word, &c.counter)
 	case keyspace.KindSlidingLog:
-		if found {
-			if st, ok := s.Object(e).(*window.LogState); ok && st != nil {
-				*st = c.log
-				s.SetWord(e, c.word)
-				return nil
-			}
-			return window.ErrCorrupt
-		}
-		st := c.log
-		obj = &st
+		var buf [keyspace.MaxInlineState]byte
+		enc := buf[:0]
+		return storeLog(s, c.key, e, found, &c.log, c.word, &enc)
 	case keyspace.KindFixedWindow:
 		return storeInline(s, c.key, c.kind, e, found, c.word, &c.fixed)
 	case keyspace.KindQuota:

@@ -104,7 +104,7 @@ func runSlidingCheck(x *exec, args [][]byte) {
 		return
 	}
 	if req.exact {
-		replyWindow(x, req, keyspace.KindSlidingLog, checkWindow[window.LogState])
+		replyWindow(x, req, keyspace.KindSlidingLog, checkLog)
 		return
 	}
 	replyWindow(x, req, keyspace.KindSlidingCounter, checkWindow[window.CounterState])
@@ -180,4 +180,86 @@ func checkWindow[S windowState[S]](x *exec, req windowRequest, kind keyspace.Kin
 		return limiter.Result{}, err
 	}
 	return res, nil
+}
+
+// Sliding logs live in their record while their encoding fits one (a log
+// of a few admissions: most keys of a small limit), decoded into the
+// apply's scratch and written back; a log that outgrows its record becomes
+// an object and stays one (no churn for a key around the size).
+
+// checkLog is checkWindow for sliding logs.
+func checkLog(x *exec, req windowRequest, kind keyspace.Kind) (limiter.Result, error) {
+	s, now := x.lockKey(req.key)
+	defer x.unlock(s)
+	e, found, err := s.GetKind(req.key, kind, now)
+	if err != nil {
+		return limiter.Result{}, err
+	}
+	var old window.LogState
+	switch {
+	case found && e.Inline():
+		if err := x.bufs.log.DecodeReusing(s.State(e)); err != nil {
+			return limiter.Result{}, err
+		}
+		old = x.bufs.log
+	case found:
+		stored, ok := s.Object(e).(*window.LogState)
+		if !ok || stored == nil {
+			return limiter.Result{}, window.ErrCorrupt
+		}
+		old = *stored
+	}
+	next, store, expireAt, res, err := old.Check(found, now, req.params, req.cost)
+	if err != nil || !store {
+		return res, err
+	}
+	if err := storeLog(s, req.key, e, found, &next, expireAt, &x.bufs.enc); err != nil {
+		return limiter.Result{}, err
+	}
+	if found && e.Inline() {
+		// next's arrays are the scratch's, or larger ones it grew: keep
+		// them for the next decode (the record holds its own copy).
+		x.bufs.log = next
+	}
+	return res, nil
+}
+
+// logFitsRecord reports whether st's encoding fits a record.
+func logFitsRecord(st *window.LogState) bool {
+	var buf [keyspace.MaxInlineState + 1]byte
+	return len(st.AppendBinary(buf[:0])) <= keyspace.MaxInlineState
+}
+
+// storeLog writes a sliding log's new state: in place into its object,
+// into its record when it fits one (enc is the encoding's buffer), else as
+// a new object that shares no memory with next.
+func storeLog(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, next *window.LogState, expireAt int64, enc *[]byte) error {
+	if found && !e.Inline() {
+		stored, ok := s.Object(e).(*window.LogState)
+		if !ok || stored == nil {
+			return window.ErrCorrupt
+		}
+		*stored = *next
+		s.SetWord(e, expireAt)
+		return nil
+	}
+	*enc = next.AppendBinary((*enc)[:0])
+	if len(*enc) <= keyspace.MaxInlineState {
+		if !found {
+			_, err := s.InsertState(key, keyspace.KindSlidingLog, expireAt, *enc)
+			return err
+		}
+		e, err := s.SetState(e, *enc)
+		if err != nil {
+			return err
+		}
+		s.SetWord(e, expireAt)
+		return nil
+	}
+	obj := next.Clone()
+	if found {
+		s.Delete(e)
+	}
+	_, err := s.Insert(key, keyspace.KindSlidingLog, expireAt, &obj)
+	return err
 }

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/slot"
-	"github.com/sluice-rl/sluice/window"
 )
 
 // A key whose state cannot be encoded — of the wrong type, or one whose
@@ -19,8 +19,8 @@ import (
 func TestSnapshotSkipsUnencodableKeys(t *testing.T) {
 	ks := keyspace.New()
 	put(t, ks, "good", keyspace.KindGCRA, t0+1e9, nil)
-	put(t, ks, "wrong-type", keyspace.KindSlidingLog, t0+1e9, "not a log")
-	put(t, ks, "nil-state", keyspace.KindSlidingLog, t0+1e9, (*window.LogState)(nil))
+	put(t, ks, "wrong-type", keyspace.KindOverride, t0+1e9, "not an override")
+	put(t, ks, "nil-state", keyspace.KindScale, t0+1e9, (*machine.ScaleState)(nil))
 	var buf bytes.Buffer
 	info, err := WriteSnapshot(&buf, ks, Header{Seq: 1, Created: t0, Applied: t0})
 	mustOK(t, err)

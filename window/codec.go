@@ -70,29 +70,54 @@ func (s LogState) AppendBinary(dst []byte) []byte {
 // for anything else: times out of order or outside [0, MaxTime], more than
 // MaxLogLimit units, trailing bytes.
 func DecodeLog(b []byte) (LogState, error) {
+	var s LogState
+	if err := s.decode(b, false); err != nil {
+		return LogState{}, err
+	}
+	return s, nil
+}
+
+// DecodeReusing decodes b into s as DecodeLog does, in s's arrays when
+// they are large enough: a caller that keeps one LogState as scratch
+// decodes records without allocating. s shares nothing with b.
+func (s *LogState) DecodeReusing(b []byte) error {
+	if err := s.decode(b, true); err != nil {
+		*s = LogState{}
+		return err
+	}
+	return nil
+}
+
+func (s *LogState) decode(b []byte, reuse bool) error {
+	times, cum := s.times[:0], s.cum[:0]
+	*s = LogState{}
+	if reuse {
+		s.times, s.cum = times, cum
+	}
 	d := decoder{b: b}
 	n := d.int64()
 	// Each entry takes at least two bytes, which bounds the allocation
 	// whatever the count claims.
 	if d.bad || n < 0 || n > MaxLogLimit || n > int64(len(d.b)/2) {
-		return LogState{}, ErrCorrupt
+		return ErrCorrupt
 	}
 	if n == 0 {
 		if !d.done() {
-			return LogState{}, ErrCorrupt
+			return ErrCorrupt
 		}
-		return LogState{}, nil
+		return nil
 	}
-	var s LogState
 	if n > 1 {
-		s.times = make([]int64, 0, n-1)
-		s.cum = make([]uint32, 0, n-1)
+		if !reuse || int64(cap(times)) < n-1 || int64(cap(cum)) < n-1 {
+			times, cum = make([]int64, 0, n-1), make([]uint32, 0, n-1)
+		}
+		s.times, s.cum = times, cum
 	}
 	t, total := int64(0), int64(0)
 	for j := int64(0); j < n; j++ {
 		delta, units := d.int64(), d.int64()
 		if d.bad || (j > 0 && delta == 0) || delta > MaxTime-t || units >= MaxLogLimit-total {
-			return LogState{}, ErrCorrupt
+			return ErrCorrupt
 		}
 		t += delta
 		total += units + 1
@@ -104,9 +129,9 @@ func DecodeLog(b []byte) (LogState, error) {
 		}
 	}
 	if !d.done() {
-		return LogState{}, ErrCorrupt
+		return ErrCorrupt
 	}
-	return s, nil
+	return nil
 }
 
 // decoder reads unsigned varints that must fit in an int64, remembering the
