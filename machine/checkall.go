@@ -83,7 +83,10 @@ func runCheckAll(x *exec, args [][]byte) {
 		return
 	}
 	s, now := x.lockKey(checks[0].key)
-	binding, refused, err := multiCheck(x, s, now, cost, checks)
+	for i := range checks {
+		checks[i].slot = s
+	}
+	binding, refused, err := multiCheck(x, now, cost, checks)
 	x.unlock(s)
 	if err != nil {
 		x.error(err)

@@ -6,6 +6,7 @@ import (
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
+	"slices"
 )
 
 // exec is one command's apply: the machine, the instant it was given, and
@@ -59,6 +60,31 @@ func (x *exec) lockKey(key []byte) (*keyspace.Slot, int64) {
 		x.m.beforeWrite(i, s)
 	}
 	return s, x.instant()
+}
+
+// holdGroup locks the slots l lists, in slot order, for one decision over
+// several slots (RL.CHECK's counters spread over the slots, the domain's
+// overrides and scale in its own): until releaseGroup, lockKey returns
+// them and unlock releases nothing. Inside a transaction, which already
+// holds them, it takes nothing and reports false. Defer releaseGroup, so
+// a panic releases them too.
+func (x *exec) holdGroup(l *txLocks) bool {
+	if x.group != nil {
+		return false
+	}
+	slices.Sort(l.slots)
+	l.slots = slices.Compact(l.slots)
+	l.lock()
+	x.group = l
+	return true
+}
+
+// releaseGroup releases what holdGroup took.
+func (x *exec) releaseGroup(l *txLocks, took bool) {
+	if took {
+		x.group = nil
+		l.unlock()
+	}
 }
 
 // unlock releases a slot lockKey took.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/window"
 )
@@ -106,8 +107,7 @@ func TestLogRecordsAgainstObjects(t *testing.T) {
 		}
 		// RL.CHECK with both rules: all or nothing over two logs.
 		user, ip := strconv.Itoa(rng.IntN(2)), strconv.Itoa(rng.IntN(2))
-		userKey := "rl:{logs}/4:user=1:" + user + "#sliding-exact"
-		ipKey := "rl:{logs}/2:ip=1:" + ip + "#sliding-exact"
+		userKey, ipKey := counterKey(m, "logs", "user", user), counterKey(m, "logs", "ip", ip)
 		pUser, _ := window.NewParams(60, 60)
 		pIP, _ := window.NewParams(3, 1)
 		oldU, existsU := ref.at(userKey, now)
@@ -141,4 +141,10 @@ func TestLogRecordsAgainstObjects(t *testing.T) {
 		t.Fatalf("logs seen in their record %d times, as objects %d: the trace missed one form", inline, objects)
 	}
 	t.Logf("logs in their record %d times, objects %d times", inline, objects)
+}
+
+// counterKey is the counter key of the rule domain's descriptor k=v matches.
+func counterKey(m *Machine, domain, k, v string) string {
+	entries := []policy.Entry{{Key: k, Value: v}}
+	return string(m.rules().Domain(domain).Match(entries).AppendKey(nil, entries))
 }

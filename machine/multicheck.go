@@ -53,6 +53,8 @@ type limitCheck struct {
 	res   limiter.Result
 	store bool
 	found bool
+	// slot is the key's slot, locked by the caller.
+	slot *keyspace.Slot
 	// entry is the key's record when inSlot (the key existed before this
 	// check): valid until something is inserted into the slot.
 	entry   keyspace.Entry
@@ -237,17 +239,17 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid b
 	return err
 }
 
-// multiCheck checks every limit at now under s (locked) and charges all
-// or none. It returns the index of the binding limit (-1 when there are
-// none) and whether the request was refused.
-func multiCheck(x *exec, s *keyspace.Slot, now, cost int64, checks []limitCheck) (binding int, refused bool, err error) {
+// multiCheck checks every limit at now, each under its slot (locked), and
+// charges all or none. It returns the index of the binding limit (-1 when
+// there are none) and whether the request was refused.
+func multiCheck(x *exec, now, cost int64, checks []limitCheck) (binding int, refused bool, err error) {
 	for i := range checks {
 		c := &checks[i]
 		own := cost
 		if c.hasCost {
 			own = c.cost
 		}
-		if err := c.evaluate(x.m, s, now, own, lastStoring(checks, i)); err != nil {
+		if err := c.evaluate(x.m, c.slot, now, own, lastStoring(checks, i)); err != nil {
 			return -1, false, err
 		}
 	}
@@ -261,7 +263,7 @@ func multiCheck(x *exec, s *keyspace.Slot, now, cost int64, checks []limitCheck)
 				if !c.store || c.inSlot == inserts || storedLater(checks, i) {
 					continue
 				}
-				if err := c.commit(x, s, now, !inserts); err != nil {
+				if err := c.commit(x, c.slot, now, !inserts); err != nil {
 					return -1, false, err
 				}
 			}

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"github.com/sluice-rl/sluice/slot"
 	"unsafe"
 
 	"github.com/sluice-rl/sluice/keyspace"
@@ -127,6 +128,8 @@ type checkScratch struct {
 	keys    []byte
 	checks  []limitCheck
 	spans   [][2]int
+	// locks are the slots the check holds: its counters' and its domain's.
+	locks txLocks
 }
 
 func (m *Machine) scratch() *checkScratch {
@@ -182,11 +185,11 @@ func runRLCheck(x *exec, args [][]byte) {
 	}
 	policy.ApplyReplaces(sc.matched)
 
-	// Every key one check touches is in the domain's slot ({domain} is
-	// the hash tag): counters, the descriptors' overrides, the scale. The
-	// keys go back to back in sc.keys: a counter key, then its override
-	// key, for each limit, then the scale key (those two only when such
-	// records may exist).
+	// The counters spread over the slots (policy.Rule.AppendKey); the
+	// descriptors' overrides and the domain's scale are in the domain's
+	// slot ({domain} is their hash tag). The keys go back to back in
+	// sc.keys: a counter key, then its override key, for each limit, then
+	// the scale key (those two only when such records may exist).
 	lookups := x.m.policyRecords.Load()
 	from = 0
 	for i, r := range sc.matched {
@@ -218,8 +221,22 @@ func runRLCheck(x *exec, args [][]byte) {
 	}
 
 	checks := sc.checks
-	s, now := x.lockKey(checks[0].key)
+	locks := &sc.locks
+	locks.reset(x.m.keys)
+	for i := range checks {
+		locks.slots = append(locks.slots, slot.Of(checks[i].key))
+	}
 	if lookups {
+		locks.slots = append(locks.slots, slot.Of(scaleKey))
+	}
+	took := x.holdGroup(locks)
+	defer x.releaseGroup(locks, took)
+	var now int64
+	for i := range checks {
+		checks[i].slot, now = x.lockKey(checks[i].key)
+	}
+	if lookups {
+		s, _ := x.lockKey(scaleKey)
 		factor := scaleAt(s, scaleKey, now)
 		for i := range checks {
 			overrideEnd := scaleStart
@@ -232,8 +249,7 @@ func runRLCheck(x *exec, args [][]byte) {
 			checks[i].scale(factor)
 		}
 	}
-	binding, refused, err := multiCheck(x, s, now, req.cost, checks)
-	x.unlock(s)
+	binding, refused, err := multiCheck(x, now, req.cost, checks)
 	if err != nil {
 		x.error(err)
 		return

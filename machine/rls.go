@@ -5,6 +5,7 @@ import (
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/slot"
 	"github.com/sluice-rl/sluice/window"
 )
 
@@ -269,8 +270,22 @@ func runShouldRateLimit(x *exec, args [][]byte) {
 	for i := range checks {
 		checks[i].key = sc.keys[spans[i].counter[0]:spans[i].counter[1]]
 	}
-	s, now := x.lockKey(checks[0].key)
+	locks := &sc.locks
+	locks.reset(x.m.keys)
+	for i := range checks {
+		locks.slots = append(locks.slots, slot.Of(checks[i].key))
+	}
 	if lookups {
+		locks.slots = append(locks.slots, slot.Of(scaleKey))
+	}
+	took := x.holdGroup(locks)
+	defer x.releaseGroup(locks, took)
+	var now int64
+	for i := range checks {
+		checks[i].slot, now = x.lockKey(checks[i].key)
+	}
+	if lookups {
+		s, _ := x.lockKey(scaleKey)
 		factor := scaleAt(s, scaleKey, now)
 		for i := range checks {
 			if spans[i].override[0] < 0 {
@@ -282,8 +297,7 @@ func runShouldRateLimit(x *exec, args [][]byte) {
 			checks[i].scale(factor)
 		}
 	}
-	binding, refused, err := multiCheck(x, s, now, 1, checks)
-	x.unlock(s)
+	binding, refused, err := multiCheck(x, now, 1, checks)
 	if err != nil {
 		x.error(err)
 		return

@@ -89,6 +89,11 @@ func (l *txLocks) slot(i int) *keyspace.Slot {
 	return l.ks.Slot(i)
 }
 
+// reset empties l for a new set of slots of ks.
+func (l *txLocks) reset(ks *keyspace.Keyspace) {
+	l.ks, l.all, l.slots = ks, false, l.slots[:0]
+}
+
 func (l *txLocks) lock() {
 	if l.all {
 		for i := range slot.Count {
@@ -121,6 +126,11 @@ func (m *Machine) slotsOf(l *txLocks, cmd *Command, args [][]byte) {
 		return
 	case "rl.rules":
 		l.slots = append(l.slots, slot.Of([]byte(RulesKey)))
+		return
+	case "rl.check", "rl.shouldratelimit":
+		// Their counters' slots come from the rules matched at apply
+		// time: hold every slot (rare inside a transaction).
+		l.all = true
 		return
 	}
 	if cmd.keys != nil {

@@ -11,21 +11,21 @@ import (
 //
 // The key is
 //
-//	rl:{<domain>}/<len>:<key>=<len>:<value>/…#<algorithm>
+//	rl:{<hash>}<len>:<domain>/<len>:<key>=<len>:<value>/…#<algorithm>
 //
-// Every key and value is length-prefixed, so no byte in them can make two
-// descriptors share a key. A level matched through a share_threshold
+// Every name, key and value is length-prefixed, so no byte in them can make
+// two descriptors share a key. A level matched through a share_threshold
 // wildcard writes the pattern instead of the value, marked with '*' instead
 // of ':' after its length ("=7*files/*"), so every value it matches counts
 // against one counter, as in envoy.
 //
-// The hash tag is the domain: every counter one RL.CHECK touches (one
-// domain, any number of descriptors) is in one slot, so checking them all
-// at one instant and charging all or none is a single-slot apply, on one
-// node of a cluster. The price is that a domain's traffic is served by one
-// slot; split hot traffic over several domains. A domain containing '{' or
-// '}' would break the tag, so such a domain is written as a tag of the
-// FNV-1a hash of its name followed by the length-prefixed name.
+// The hash tag is the 64-bit FNV-1a hash (16 hex digits) of the rest of the
+// key: counters spread over the slots, so one busy domain is neither one
+// lock nor one slot for a snapshot to copy. RL.CHECK locks every slot its
+// counters (and the domain's overrides and scale, kept in the domain's own
+// slot, see AppendDescriptorKey) are in, in slot order, and decides at one
+// instant. CLUSTER KEYSLOT of a counter key is what any Redis client
+// computes for it.
 //
 // The rule itself is not in the key, only its algorithm: after a reload a
 // rule whose descriptor path and algorithm are unchanged keeps counting on
@@ -34,13 +34,19 @@ import (
 // key instead of hitting a key of another type. Envoy's keys likewise carry
 // the descriptor, not the limit.
 func (r *Rule) AppendKey(dst []byte, entries []Entry) []byte {
+	dst = append(dst, "rl:{0123456789abcdef}"...)
+	tag := len(dst) - 17
+	body := len(dst)
 	if r.prefix != "" {
-		dst = appendEntries(append(dst, r.prefix...), entries, r.shared)
+		dst = append(dst, r.prefix...)
 	} else {
-		dst = appendDescriptor(dst, r.Domain, entries, r.shared)
+		dst = appendLenPrefixed(dst, r.Domain, ':')
 	}
+	dst = appendEntries(dst, entries, r.shared)
 	dst = append(dst, '#')
-	return append(dst, r.Algorithm.String()...)
+	dst = append(dst, r.Algorithm.String()...)
+	appendHex16(dst[tag:tag], fnv64aBytes(dst[body:]))
+	return dst
 }
 
 // AppendDescriptorKey appends the canonical bytes of a descriptor of a
@@ -95,6 +101,17 @@ func appendHex16(dst []byte, v uint64) []byte {
 		dst = append(dst, digits[(v>>uint(shift))&0xf])
 	}
 	return dst
+}
+
+// fnv64aBytes is fnv64a of b.
+func fnv64aBytes(b []byte) uint64 {
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= prime
+	}
+	return h
 }
 
 // fnv64a is the 64-bit FNV-1a hash, written out so it allocates nothing.

@@ -139,8 +139,8 @@ type Rule struct {
 	// request's own value goes into the counter key.
 	shared   []string
 	schedule quota.Schedule
-	// prefix is the domain's part of every counter key (see AppendKey),
-	// worked out once.
+	// prefix is the domain's part of every counter key after its hash
+	// tag (see AppendKey), worked out once.
 	prefix string
 }
 

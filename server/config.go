@@ -141,7 +141,7 @@ func DefaultConfig() Config {
 		MaxClients:    10000,
 		SweepInterval: 100 * time.Millisecond,
 		SweepBudget:   2000,
-		Version:       "0.1.0",
+		Version:       "0.2.0",
 		Protocol:      guard.DefaultLimits(),
 		ProtectedMode: true,
 		// Redis leaves normal clients unlimited; a bound keeps one client

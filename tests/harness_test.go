@@ -56,13 +56,23 @@ type Server struct {
 
 // freeAddr returns a loopback address with a port nobody listens on.
 func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		// The kernel may give a port it gave before, not yet taken by the
+		// server it was meant for: never hand one out twice.
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
+
+// handedOut are the addresses freeAddr gave in this test process.
+var handedOut sync.Map
 
 // StartServer runs sluice with the debug command on, a fresh data dir, a
 // free port, and extra flags; it is stopped when the test ends.

@@ -1,0 +1,70 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/slot"
+)
+
+const keyRules = `domain: "api{x}"
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: path
+    value: "/a"
+    rate_limit: {unit: second, requests_per_unit: 5}
+`
+
+// A counter key is rl:{<16 hex digits>} then the length-prefixed domain,
+// entries and algorithm; the tag is the FNV-1a hash of the rest, so a
+// domain's counters spread over the slots, whatever bytes the domain and
+// values hold (braces included), and the overrides stay in the domain's
+// own slot.
+func TestCounterKeysSpreadOverSlots(t *testing.T) {
+	d, err := Parse("keys.yaml", []byte(keyRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := map[int]bool{}
+	seen := map[string]bool{}
+	for i := range 1000 {
+		entries := []Entry{{Key: "user", Value: fmt.Sprintf("u{%d}", i)}}
+		key := string(d.Match(entries).AppendKey(nil, entries))
+		rest, ok := strings.CutPrefix(key, "rl:{")
+		if !ok || len(rest) < 17 || rest[16] != '}' {
+			t.Fatalf("key %q has no 16-digit hash tag", key)
+		}
+		if want := fmt.Sprintf("%016x", fnv64a(rest[17:])); rest[:16] != want {
+			t.Fatalf("key %q: tag %s, want %s", key, rest[:16], want)
+		}
+		if want := fmt.Sprintf("6:api{x}/4:user=%d:u{%d}#fixed", len(entries[0].Value), i); rest[17:] != want {
+			t.Fatalf("key %q: body %q, want %q", key, rest[17:], want)
+		}
+		if seen[key] {
+			t.Fatalf("two descriptors share key %q", key)
+		}
+		seen[key] = true
+		slots[slot.Of([]byte(key))] = true
+		if again := string(d.Match(entries).AppendKey(nil, entries)); again != key {
+			t.Fatalf("key %q, then %q", key, again)
+		}
+	}
+	if len(slots) < 900 {
+		t.Fatalf("1000 counters of one domain in %d slots", len(slots))
+	}
+	// Overrides of every descriptor share the domain's slot.
+	a := AppendDescriptorKey(nil, "api{x}", []Entry{{Key: "user", Value: "1"}})
+	b := AppendDescriptorKey(nil, "api{x}", []Entry{{Key: "path", Value: "/a"}})
+	if slot.Of(a) != slot.Of(b) {
+		t.Fatalf("override keys %q and %q in different slots", a, b)
+	}
+	// A reused buffer: no allocation.
+	entries := []Entry{{Key: "path", Value: "/a"}}
+	r := d.Match(entries)
+	buf := make([]byte, 0, 256)
+	if n := testing.AllocsPerRun(100, func() { buf = r.AppendKey(buf[:0], entries) }); n != 0 {
+		t.Fatalf("AppendKey: %.0f allocations", n)
+	}
+}
