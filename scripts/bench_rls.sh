@@ -53,6 +53,11 @@ done
 # envoyproxy/ratelimit over redis-server
 redis-server --bind 127.0.0.1 --port $((base + 50)) --save "" --appendonly no >/dev/null &
 pids+=($!)
+# The reference exits if Redis does not answer at its start.
+for _ in $(seq 100); do
+	redis-cli -p $((base + 50)) ping >/dev/null 2>&1 && break
+	sleep 0.05
+done
 RUNTIME_ROOT="$work/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false REDIS_SOCKET_TYPE=tcp \
 	REDIS_URL=127.0.0.1:$((base + 50)) USE_STATSD=false LOG_LEVEL=warn HOST=127.0.0.1 GRPC_HOST=127.0.0.1 DEBUG_HOST=127.0.0.1 \
 	GRPC_PORT=$((base + 150)) PORT=$((base + 151)) DEBUG_PORT=$((base + 152)) "$REF_DIR/service_cmd" 2>"$work/ref.log" &
