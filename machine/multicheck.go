@@ -2,6 +2,7 @@ package machine
 
 import (
 	"bytes"
+	"github.com/sluice-rl/sluice/slot"
 
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
@@ -237,6 +238,28 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid b
 	}
 	_, err := s.Insert(c.key, c.kind, c.word, obj)
 	return err
+}
+
+// checkSlots lists in l the slots of checks' counters and, with domain
+// records (overrides, scale) to read, the slot of domainKey, for holdGroup.
+func checkSlots(l *txLocks, ks *keyspace.Keyspace, checks []limitCheck, domainKey []byte, domainRecords bool) *txLocks {
+	l.reset(ks)
+	for i := range checks {
+		l.slots = append(l.slots, slot.Of(checks[i].key))
+	}
+	if domainRecords {
+		l.slots = append(l.slots, slot.Of(domainKey))
+	}
+	return l
+}
+
+// lockChecks sets each check's slot from the held group and returns the
+// instant to decide at.
+func (x *exec) lockChecks(checks []limitCheck) (now int64) {
+	for i := range checks {
+		checks[i].slot, now = x.lockKey(checks[i].key)
+	}
+	return now
 }
 
 // multiCheck checks every limit at now, each under its slot (locked), and

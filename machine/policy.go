@@ -1,7 +1,6 @@
 package machine
 
 import (
-	"github.com/sluice-rl/sluice/slot"
 	"unsafe"
 
 	"github.com/sluice-rl/sluice/keyspace"
@@ -221,20 +220,9 @@ func runRLCheck(x *exec, args [][]byte) {
 	}
 
 	checks := sc.checks
-	locks := &sc.locks
-	locks.reset(x.m.keys)
-	for i := range checks {
-		locks.slots = append(locks.slots, slot.Of(checks[i].key))
-	}
-	if lookups {
-		locks.slots = append(locks.slots, slot.Of(scaleKey))
-	}
-	took := x.holdGroup(locks)
-	defer x.releaseGroup(locks, took)
-	var now int64
-	for i := range checks {
-		checks[i].slot, now = x.lockKey(checks[i].key)
-	}
+	took := x.holdGroup(checkSlots(&sc.locks, x.m.keys, checks, scaleKey, lookups))
+	defer x.releaseGroup(&sc.locks, took)
+	now := x.lockChecks(checks)
 	if lookups {
 		s, _ := x.lockKey(scaleKey)
 		factor := scaleAt(s, scaleKey, now)

@@ -5,7 +5,6 @@ import (
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
-	"github.com/sluice-rl/sluice/slot"
 	"github.com/sluice-rl/sluice/window"
 )
 
@@ -270,20 +269,9 @@ func runShouldRateLimit(x *exec, args [][]byte) {
 	for i := range checks {
 		checks[i].key = sc.keys[spans[i].counter[0]:spans[i].counter[1]]
 	}
-	locks := &sc.locks
-	locks.reset(x.m.keys)
-	for i := range checks {
-		locks.slots = append(locks.slots, slot.Of(checks[i].key))
-	}
-	if lookups {
-		locks.slots = append(locks.slots, slot.Of(scaleKey))
-	}
-	took := x.holdGroup(locks)
-	defer x.releaseGroup(locks, took)
-	var now int64
-	for i := range checks {
-		checks[i].slot, now = x.lockKey(checks[i].key)
-	}
+	took := x.holdGroup(checkSlots(&sc.locks, x.m.keys, checks, scaleKey, lookups))
+	defer x.releaseGroup(&sc.locks, took)
+	now := x.lockChecks(checks)
 	if lookups {
 		s, _ := x.lockKey(scaleKey)
 		factor := scaleAt(s, scaleKey, now)
