@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Starts (or stops) a local three-node replicated sluice cluster:
-#   scripts/cluster.sh start [bin] [base-port] [data-dir]
+#   scripts/cluster.sh start [bin] [ports] [data-dir]
+# ports: the first of three consecutive ports ("7001"), or all three
+# ("7001 7005 7009" or "7001,7005,7009"); each node's Raft port is its
+# port + 10000.
 #   scripts/cluster.sh stop  [data-dir]
 set -euo pipefail
 cmd=${1:-start}
@@ -15,16 +18,28 @@ if [ "$cmd" = stop ]; then
 	exit 0
 fi
 bin=${2:-bin/sluice}
-base=${3:-7001}
+read -r -a ports <<<"${3:-7001}"
+[ ${#ports[@]} -eq 1 ] && IFS=, read -r -a ports <<<"${ports[0]}"
+if [ ${#ports[@]} -eq 1 ]; then
+	ports=("${ports[0]}" $((ports[0] + 1)) $((ports[0] + 2)))
+fi
+if [ ${#ports[@]} -ne 3 ]; then
+	echo "cluster.sh: want one port or three, got '${3:-}'" >&2
+	exit 2
+fi
+for p in "${ports[@]}"; do
+	case $p in '' | *[!0-9]*) echo "cluster.sh: '$p' is not a port" >&2; exit 2 ;; esac
+done
+base=${ports[0]}
 dir=${4:-./data/cluster}
 mkdir -p "$dir"
 peers=""
 for i in 1 2 3; do
-	p=$((base + i - 1))
+	p=${ports[$((i - 1))]}
 	peers="${peers:+$peers,}n$i=127.0.0.1:$p@127.0.0.1:$((p + 10000))"
 done
 for i in 1 2 3; do
-	p=$((base + i - 1))
+	p=${ports[$((i - 1))]}
 	if [ -e "$dir/n$i.pid" ] && kill -0 "$(cat "$dir/n$i.pid")" 2>/dev/null; then
 		echo "n$i is already running (pid $(cat "$dir/n$i.pid"))"
 		continue
@@ -35,9 +50,9 @@ done
 # Wait for a leader.
 for _ in $(seq 1 100); do
 	for i in 1 2 3; do
-		if [ "$(redis-cli -p $((base + i - 1)) ROLE 2>/dev/null | head -1)" = master ]; then
+		if [ "$(redis-cli -p "${ports[$((i - 1))]}" ROLE 2>/dev/null | head -1)" = master ]; then
 			cat <<MSG
-a three-node sluice cluster runs on 127.0.0.1:$base-$((base + 2)); the leader is n$i (127.0.0.1:$((base + i - 1)))
+a three-node sluice cluster runs on 127.0.0.1 ports ${ports[*]}; the leader is n$i (127.0.0.1:${ports[$((i - 1))]})
   use it:   redis-cli -c -p $base CL.THROTTLE user123 15 30 60
             redis-cli -p $base RAFT INFO
   logs:     $dir/n1.log … n3.log
