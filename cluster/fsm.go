@@ -38,6 +38,9 @@ type fsm struct {
 	// discard is the reply buffer of entries no client here waits for,
 	// reused entry after entry.
 	discard resp.Writer
+	// scratch is every apply's working state: Raft applies one entry at a
+	// time, so one serves them all, and an apply allocates none.
+	scratch machine.Scratch
 	// log receives what snapshots left out; nil discards.
 	log *slog.Logger
 	// skipped counts keys snapshots left out (persist.SaveInfo.Skipped).
@@ -82,7 +85,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		// Nobody here waits: the same applies, no replies kept.
 		f.dec.Walk(b, func(args [][]byte) {
 			f.discard.Buf = f.discard.Buf[:0]
-			f.m.ApplyArgs(stamp, args, &f.discard)
+			f.m.ApplyArgsScratch(&f.scratch, stamp, args, &f.discard)
 		})
 		f.noteApplied(stamp)
 		f.applied(l.Index)
@@ -91,7 +94,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	res := &applied{}
 	w := resp.Writer{Proto: 2}
 	f.dec.Walk(b, func(args [][]byte) {
-		out := f.m.ApplyArgs(stamp, args, &w)
+		out := f.m.ApplyArgsScratch(&f.scratch, stamp, args, &w)
 		res.ends = append(res.ends, len(w.Buf))
 		res.limited = append(res.limited, out.Limited)
 	})

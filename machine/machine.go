@@ -242,6 +242,13 @@ func (m *Machine) applyScratch(sc *Scratch, now int64, cmd *Command, args [][]by
 // replication log carries it: an unknown command or a wrong number of
 // arguments is an error reply, and changes nothing.
 func (m *Machine) ApplyArgs(now int64, args [][]byte, w *resp.Writer) Outcome {
+	var sc Scratch
+	return m.ApplyArgsScratch(&sc, now, args, w)
+}
+
+// ApplyArgsScratch is ApplyArgs using sc for its working state, as
+// ApplyScratch does.
+func (m *Machine) ApplyArgsScratch(sc *Scratch, now int64, args [][]byte, w *resp.Writer) Outcome {
 	if len(args) == 0 {
 		w.Error("ERR empty command")
 		return Outcome{}
@@ -255,7 +262,7 @@ func (m *Machine) ApplyArgs(now int64, args [][]byte, w *resp.Writer) Outcome {
 		w.Error(resp.ErrArity(cmd.Name))
 		return Outcome{}
 	}
-	return m.Apply(now, cmd, args, w)
+	return m.ApplyScratch(sc, now, cmd, args, w)
 }
 
 // Check parses a command known only by its arguments as its apply would,
