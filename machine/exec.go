@@ -41,7 +41,11 @@ const maxHeld = 2
 // for a write the applied instant raised to now, for a read the later of
 // the two (a read moves nothing). Release it with unlock.
 func (x *exec) lockKey(key []byte) (*keyspace.Slot, int64) {
-	i := slot.Of(key)
+	return x.lockSlot(slot.Of(key))
+}
+
+// lockSlot is lockKey for a key in slot i.
+func (x *exec) lockSlot(i int) (*keyspace.Slot, int64) {
 	if x.group != nil {
 		s := x.group.slot(i)
 		if x.write {

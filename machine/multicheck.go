@@ -54,8 +54,9 @@ type limitCheck struct {
 	res   limiter.Result
 	store bool
 	found bool
-	// slot is the key's slot, locked by the caller.
-	slot *keyspace.Slot
+	// slot is the key's slot, locked by the caller; slotIndex its number.
+	slot      *keyspace.Slot
+	slotIndex int
 	// entry is the key's record when inSlot (the key existed before this
 	// check): valid until something is inserted into the slot.
 	entry   keyspace.Entry
@@ -242,22 +243,26 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid b
 
 // checkSlots lists in l the slots of checks' counters and, with domain
 // records (overrides, scale) to read, the slot of domainKey, for holdGroup.
-func checkSlots(l *txLocks, ks *keyspace.Keyspace, checks []limitCheck, domainKey []byte, domainRecords bool) *txLocks {
+// It returns l and the domain's slot number (-1 without domain records).
+func checkSlots(l *txLocks, ks *keyspace.Keyspace, checks []limitCheck, domainKey []byte, domainRecords bool) (*txLocks, int) {
 	l.reset(ks)
 	for i := range checks {
-		l.slots = append(l.slots, slot.Of(checks[i].key))
+		checks[i].slotIndex = slot.Of(checks[i].key)
+		l.slots = append(l.slots, checks[i].slotIndex)
 	}
+	domain := -1
 	if domainRecords {
-		l.slots = append(l.slots, slot.Of(domainKey))
+		domain = slot.Of(domainKey)
+		l.slots = append(l.slots, domain)
 	}
-	return l
+	return l, domain
 }
 
 // lockChecks sets each check's slot from the held group and returns the
 // instant to decide at.
 func (x *exec) lockChecks(checks []limitCheck) (now int64) {
 	for i := range checks {
-		checks[i].slot, now = x.lockKey(checks[i].key)
+		checks[i].slot, now = x.lockSlot(checks[i].slotIndex)
 	}
 	return now
 }

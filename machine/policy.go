@@ -220,11 +220,12 @@ func runRLCheck(x *exec, args [][]byte) {
 	}
 
 	checks := sc.checks
-	took := x.holdGroup(checkSlots(&sc.locks, x.m.keys, checks, scaleKey, lookups))
-	defer x.releaseGroup(&sc.locks, took)
+	locks, domainSlot := checkSlots(&sc.locks, x.m.keys, checks, scaleKey, lookups)
+	took := x.holdGroup(locks)
+	defer x.releaseGroup(locks, took)
 	now := x.lockChecks(checks)
 	if lookups {
-		s, _ := x.lockKey(scaleKey)
+		s, _ := x.lockSlot(domainSlot)
 		factor := scaleAt(s, scaleKey, now)
 		for i := range checks {
 			overrideEnd := scaleStart

@@ -27,10 +27,11 @@ func BenchmarkRLCheckTwoDescriptors(b *testing.B) {
 	}
 	cmd := m.Lookup([]byte("rl.check"))
 	var w resp.Writer
+	var sc Scratch
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		w.Buf = w.Buf[:0]
-		m.Apply(t0+int64(i), cmd, args[i%len(args)], &w)
+		m.ApplyScratch(&sc, t0+int64(i), cmd, args[i%len(args)], &w)
 	}
 }
 
@@ -42,9 +43,10 @@ func BenchmarkThrottle(b *testing.B) {
 	}
 	cmd := m.Lookup([]byte("cl.throttle"))
 	var w resp.Writer
+	var sc Scratch
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		w.Buf = w.Buf[:0]
-		m.Apply(t0+int64(i), cmd, args[i%len(args)], &w)
+		m.ApplyScratch(&sc, t0+int64(i), cmd, args[i%len(args)], &w)
 	}
 }

@@ -269,11 +269,12 @@ func runShouldRateLimit(x *exec, args [][]byte) {
 	for i := range checks {
 		checks[i].key = sc.keys[spans[i].counter[0]:spans[i].counter[1]]
 	}
-	took := x.holdGroup(checkSlots(&sc.locks, x.m.keys, checks, scaleKey, lookups))
-	defer x.releaseGroup(&sc.locks, took)
+	locks, domainSlot := checkSlots(&sc.locks, x.m.keys, checks, scaleKey, lookups)
+	took := x.holdGroup(locks)
+	defer x.releaseGroup(locks, took)
 	now := x.lockChecks(checks)
 	if lookups {
-		s, _ := x.lockKey(scaleKey)
+		s, _ := x.lockSlot(domainSlot)
 		factor := scaleAt(s, scaleKey, now)
 		for i := range checks {
 			if spans[i].override[0] < 0 {
