@@ -52,11 +52,5 @@ func BenchmarkQuotaCheck(b *testing.B) {
 	m := New(Options{})
 	cmd := m.Lookup([]byte("quota.check"))
 	args := quotaArgs(1024)
-	var w resp.Writer
-	var sc Scratch
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		w.Buf = w.Buf[:0]
-		m.ApplyScratch(&sc, t0+int64(i), cmd, args[i%len(args)], &w)
-	}
+	benchApply(b, m, cmd, args)
 }
