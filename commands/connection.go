@@ -1,9 +1,9 @@
 package commands
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"strconv"
+
+	"github.com/sluice-rl/sluice/internal/secret"
 )
 
 func connectionCommands() []*Command {
@@ -84,22 +84,14 @@ func runSelect(c *Ctx, args [][]byte) {
 	}
 }
 
-// checkPassword compares in constant time: hashing first makes the time
-// independent of the length too.
-func checkPassword(want, got []byte) bool {
-	w := sha256.Sum256(want)
-	g := sha256.Sum256(got)
-	return subtle.ConstantTimeCompare(w[:], g[:]) == 1
-}
-
 // authenticate checks a user and password against the default user.
 func (c *Ctx) authenticate(user, pass []byte) bool {
 	if user != nil && string(user) != "default" {
 		// Still spend the comparison, so a wrong user name is not faster.
-		checkPassword([]byte(c.Env.Options.RequirePass), pass)
+		secret.Equal(c.Env.Options.RequirePass, string(pass))
 		return false
 	}
-	return checkPassword([]byte(c.Env.Options.RequirePass), pass)
+	return secret.Equal(c.Env.Options.RequirePass, string(pass))
 }
 
 func runAuth(c *Ctx, args [][]byte) {

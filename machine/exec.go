@@ -1,12 +1,13 @@
 package machine
 
 import (
+	"slices"
+
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
-	"slices"
 )
 
 // exec is one command's apply: the machine, the instant it was given, and

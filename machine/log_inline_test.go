@@ -148,3 +148,59 @@ func counterKey(m *Machine, domain, k, v string) string {
 	entries := []policy.Entry{{Key: k, Value: v}}
 	return string(m.rules().Domain(domain).Match(entries).AppendKey(nil, entries))
 }
+
+// RL.CHECK over two sliding logs that live in their records, each holding
+// several admissions, allocates nothing: each check decodes into scratch
+// arrays the apply keeps.
+func TestRLCheckOfLogsAllocatesNothing(t *testing.T) {
+	m := New(Options{})
+	if r := do(m, t0, "RL.RULES", "LOAD", "logs.yaml", exactRules); r != "+OK\r\n" {
+		t.Fatalf("RL.RULES LOAD: %q", r)
+	}
+	cmd := m.Lookup([]byte("rl.check"))
+	args := [][]byte{[]byte("RL.CHECK"), []byte("logs"), []byte("DESCRIPTOR"), []byte("user"), []byte("a"),
+		[]byte("DESCRIPTOR"), []byte("ip"), []byte("b")}
+	var w resp.Writer
+	var sc Scratch
+	now := t0
+	for range 5 {
+		now += 1e9 / 4 // three a second fit the ip rule
+		m.ApplyScratch(&sc, now, cmd, args, &w)
+	}
+	for _, key := range []string{counterKey(m, "logs", "user", "a"), counterKey(m, "logs", "ip", "b")} {
+		s := m.Keys().LockKey([]byte(key))
+		e, found, _ := s.GetKind([]byte(key), keyspace.KindSlidingLog, now)
+		s.Unlock()
+		if !found || !e.Inline() {
+			t.Fatalf("%s: found %v, in its record %v", key, found, found && e.Inline())
+		}
+	}
+	if a := testing.AllocsPerRun(200, func() {
+		now += 1e9 / 4
+		w.Buf = w.Buf[:0]
+		m.ApplyScratch(&sc, now, cmd, args, &w)
+	}); a != 0 {
+		t.Errorf("RL.CHECK over two logs: %.1f allocations", a)
+	}
+}
+
+// SW.CHECK … EXACT on a log in its record allocates nothing either.
+func TestSlidingLogCheckAllocatesNothing(t *testing.T) {
+	m := New(Options{})
+	cmd := m.Lookup([]byte("sw.check"))
+	args := [][]byte{[]byte("SW.CHECK"), []byte("k"), []byte("40"), []byte("10"), []byte("EXACT")}
+	var w resp.Writer
+	var sc Scratch
+	now := t0
+	for range 5 {
+		now += 1e9
+		m.ApplyScratch(&sc, now, cmd, args, &w)
+	}
+	if a := testing.AllocsPerRun(200, func() {
+		now += 1e9
+		w.Buf = w.Buf[:0]
+		m.ApplyScratch(&sc, now, cmd, args, &w)
+	}); a != 0 {
+		t.Errorf("SW.CHECK EXACT: %.1f allocations", a)
+	}
+}

@@ -1,16 +1,16 @@
 package machine
 
 import (
-	"github.com/sluice-rl/sluice/conc"
-	"github.com/sluice-rl/sluice/window"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/sluice-rl/sluice/conc"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/window"
 )
 
 // Options configure a Machine.
@@ -204,8 +204,18 @@ type scratchBufs struct {
 	// and their encoding on the way back (machine/conc.go).
 	leases conc.Leases
 	enc    []byte
-	// log is a sliding log decoded from its record (machine/window.go).
-	log window.LogState
+	// log is a sliding log decoded from its record (machine/window.go);
+	// logs are one per limit of a multi-limit check (machine/multicheck.go).
+	log  window.LogState
+	logs []window.LogState
+}
+
+// logScratch is the i-th limit's sliding-log scratch.
+func (b *scratchBufs) logScratch(i int) *window.LogState {
+	for len(b.logs) <= i {
+		b.logs = append(b.logs, window.LogState{})
+	}
+	return &b.logs[i]
 }
 
 // ApplyScratch is Apply using sc for its working state; sc must not be

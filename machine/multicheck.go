@@ -2,13 +2,13 @@ package machine
 
 import (
 	"bytes"
-	"github.com/sluice-rl/sluice/slot"
 
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/quota"
+	"github.com/sluice-rl/sluice/slot"
 	"github.com/sluice-rl/sluice/window"
 )
 
@@ -124,7 +124,9 @@ func storedLater(checks []limitCheck, i int) bool {
 // evaluate works out what checking c at now would do, starting from the
 // stored state, or from prev's next state (an earlier check of the same
 // request on the same key that admitted). It stores nothing.
-func (c *limitCheck) evaluate(m *Machine, s *keyspace.Slot, now, cost int64, prev *limitCheck) error {
+//
+// logBuf holds the arrays a sliding log in its record is decoded into.
+func (c *limitCheck) evaluate(m *Machine, s *keyspace.Slot, now, cost int64, prev *limitCheck, logBuf *window.LogState) error {
 	if c.deny {
 		// A limit of 0 refuses every unit; a request of none (a peek) asks
 		// for nothing and passes, as Envoy counts 0 hits against 0.
@@ -163,9 +165,10 @@ func (c *limitCheck) evaluate(m *Machine, s *keyspace.Slot, now, cost int64, pre
 	case keyspace.KindSlidingLog:
 		if prev == nil && c.found {
 			if c.entry.Inline() {
-				if c.log, err = window.DecodeLog(s.State(c.entry)); err != nil {
+				if err = logBuf.DecodeReusing(s.State(c.entry)); err != nil {
 					return err
 				}
+				c.log = *logBuf
 			} else {
 				st, ok := obj.(*window.LogState)
 				if !ok || st == nil {
@@ -225,9 +228,7 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid b
 	case keyspace.KindSlidingCounter:
 		return storeInline(s, c.key, c.kind, e, found, c.word, &c.counter)
 	case keyspace.KindSlidingLog:
-		var buf [keyspace.MaxInlineState]byte
-		enc := buf[:0]
-		return storeLog(s, c.key, e, found, &c.log, c.word, &enc)
+		return storeLog(s, c.key, e, found, &c.log, c.word, &x.bufs.enc)
 	case keyspace.KindFixedWindow:
 		return storeInline(s, c.key, c.kind, e, found, c.word, &c.fixed)
 	case keyspace.KindQuota:
@@ -277,7 +278,7 @@ func multiCheck(x *exec, now, cost int64, checks []limitCheck) (binding int, ref
 		if c.hasCost {
 			own = c.cost
 		}
-		if err := c.evaluate(x.m, c.slot, now, own, lastStoring(checks, i)); err != nil {
+		if err := c.evaluate(x.m, c.slot, now, own, lastStoring(checks, i), x.bufs.logScratch(i)); err != nil {
 			return -1, false, err
 		}
 	}

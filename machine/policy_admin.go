@@ -580,8 +580,8 @@ func (m *Machine) DomainOverrides(domain string, now int64) []*OverrideState {
 
 // overridesIn finds the overrides under prefix (a domain's) in slot s
 // (locked), in key order: one pass in the slot's own order keeping only
-// the overrides — a domain's slot holds all its counters — and a sort of
-// the few found, not of the slot.
+// the overrides — the domain's slot holds its scale and whatever clients
+// put there too — and a sort of the few found.
 func overridesIn(s *keyspace.Slot, prefix []byte, now int64) []*OverrideState {
 	type listed struct {
 		key []byte

@@ -162,7 +162,7 @@ func (m *Machine) quotaSchedule(periodArg, anchorArg, zoneArg []byte) (quota.Sch
 		}
 	}
 	if zoneArg == nil {
-		zoneArg = utcName
+		zoneArg = []byte(defaultZone)
 	}
 	loc, err := m.zones.loadBytes(zoneArg)
 	if err != nil {
@@ -259,8 +259,8 @@ func quotaError(err error) string {
 	return strings.Replace(ErrorReply(err), "ERR quota: ", "ERR ", 1)
 }
 
-// utcName is the zone of a QUOTA.CHECK without TZ.
-var utcName = []byte("UTC")
+// defaultZone is the zone of a QUOTA.CHECK without TZ.
+const defaultZone = "UTC"
 
 // quotaAt decodes the state of quota key e (under its slot lock) from its
 // record, without allocating.

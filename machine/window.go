@@ -137,9 +137,11 @@ type windowState[S any] interface {
 	Check(exists bool, now int64, p window.Params, cost int64) (S, bool, int64, limiter.Result, error)
 }
 
-// checkWindow runs one check on key under its slot lock: the key's state (a
-// *S) is replaced in place and its expiry moved when units are admitted,
-// created only then, and left untouched otherwise.
+// checkWindow runs one check on key under its slot lock for the window
+// kinds whose state always fits their record (sliding counter, fixed
+// window): the record's state is replaced and its expiry moved when units
+// are admitted, created only then, and left untouched otherwise. Sliding
+// logs, which can outgrow a record, go through checkLog.
 func checkWindow[S windowState[S]](x *exec, req windowRequest, kind keyspace.Kind) (limiter.Result, error) {
 	s, now := x.lockKey(req.key)
 	defer x.unlock(s)
@@ -148,38 +150,16 @@ func checkWindow[S windowState[S]](x *exec, req windowRequest, kind keyspace.Kin
 		return limiter.Result{}, err
 	}
 	var old S
-	var stored *S
-	inline := inlineKind(kind)
-	switch {
-	case found && inline:
+	if found {
 		if old, err = windowStateOf[S](s, e); err != nil {
 			return limiter.Result{}, err
 		}
-	case found:
-		var ok bool
-		if stored, ok = s.Object(e).(*S); !ok || stored == nil {
-			return limiter.Result{}, window.ErrCorrupt
-		}
-		old = *stored
 	}
 	next, store, expireAt, res, err := old.Check(found, now, req.params, req.cost)
 	if err != nil || !store {
 		return res, err
 	}
-	if inline {
-		return res, storeInline(s, req.key, kind, e, found, expireAt, &next)
-	}
-	if found {
-		*stored = next
-		s.SetWord(e, expireAt)
-		return res, nil
-	}
-	obj := new(S) // a fresh object, so next stays on the stack on the hot path
-	*obj = next
-	if _, err := s.Insert(req.key, kind, expireAt, obj); err != nil {
-		return limiter.Result{}, err
-	}
-	return res, nil
+	return res, storeInline(s, req.key, kind, e, found, expireAt, &next)
 }
 
 // Sliding logs live in their record while their encoding fits one (a log

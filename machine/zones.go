@@ -22,12 +22,8 @@ type zoneCache struct {
 	m  atomic.Pointer[map[string]*time.Location]
 }
 
-func (z *zoneCache) load(name string) (*time.Location, error) {
-	return z.loadBytes([]byte(name))
-}
-
-// loadBytes is load for a name in a record or an argument; it allocates
-// only the first time a zone is seen.
+// loadBytes loads the zone named in a record or an argument; it
+// allocates only the first time a zone is seen.
 func (z *zoneCache) loadBytes(name []byte) (*time.Location, error) {
 	if m := z.m.Load(); m != nil {
 		if loc, ok := (*m)[string(name)]; ok {

@@ -2,7 +2,6 @@ package rls
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rl/sluice/commands"
+	"github.com/sluice-rl/sluice/internal/secret"
 )
 
 // ServiceName is the gRPC service Envoy calls (and the name its health
@@ -132,7 +132,7 @@ func bearer(ctx context.Context) string {
 // authorized checks an authorization value against the password.
 func (s *Service) authorized(auth string) bool {
 	pw, ok := strings.CutPrefix(auth, "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(pw), []byte(s.cfg.Password)) == 1
+	return ok && secret.Equal(s.cfg.Password, pw)
 }
 
 // decide checks, decides and counts one request; errors are gRPC statuses.

@@ -108,8 +108,13 @@ func (s *LogState) decode(b []byte, reuse bool) error {
 		return nil
 	}
 	if n > 1 {
-		if !reuse || int64(cap(times)) < n-1 || int64(cap(cum)) < n-1 {
+		switch {
+		case !reuse:
 			times, cum = make([]int64, 0, n-1), make([]uint32, 0, n-1)
+		case int64(cap(times)) < n || int64(cap(cum)) < n:
+			// Room for the admission a check appends, and then some: a
+			// scratch that is decoded into again and again settles.
+			times, cum = make([]int64, 0, 2*n), make([]uint32, 0, 2*n)
 		}
 		s.times, s.cum = times, cum
 	}
