@@ -70,6 +70,33 @@ func (d *deferredBatch) queued() [][][]byte {
 	return d.cmds
 }
 
+// WouldWait reports whether dispatching cmd may block: a command that
+// waits by nature (Command.Waits), EXEC on a replicated node (its group
+// goes through the log), or a surface command on a replicated node after
+// machine commands of the same batch (Dispatch settles them first). The
+// server's event loop runs such a command, and the rest of its batch, off
+// the loop. Machine commands never wait here: they queue until Settle.
+// cmd is Table.Lookup(args[0]).
+func (c *Ctx) WouldWait(cmd *Command) bool {
+	switch {
+	case cmd == nil:
+		return false
+	case cmd.Waits:
+		return true
+	}
+	if _, replicated := c.Env.Applier.(Batcher); !replicated {
+		return false
+	}
+	if c.Conn.tx.active && !runsInMulti(cmd.Name) {
+		return false // queued
+	}
+	return cmd.Name == "exec" || (cmd.Machine == nil && c.Unsettled())
+}
+
+// Unsettled reports whether the batch holds machine commands that Settle
+// has yet to apply (and wait for).
+func (c *Ctx) Unsettled() bool { return len(c.batch.nargs) > 0 }
+
 // Settle applies the machine commands the connection's batch queued, and
 // puts each reply where its command stood among the others'. The server
 // calls it once per read batch, before the replies are sent; it does

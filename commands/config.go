@@ -15,10 +15,6 @@ type Tunables struct {
 	MaxClients atomic.Int64
 	// IdleTimeoutSeconds closes connections idle this long (0 = never).
 	IdleTimeoutSeconds atomic.Int64
-	// OnIdleTimeout, if set, applies a new idle timeout; the server sets it
-	// before serving. Connections accepted before the change keep the
-	// timeout they started with.
-	OnIdleTimeout func(seconds int64)
 }
 
 // configParam is one CONFIG GET/SET parameter. get is read under no lock:
@@ -67,12 +63,7 @@ var configParams = []configParam{
 	{name: "maxclients", get: func(e *Env) string { return itoa(e.Tunables.MaxClients.Load()) },
 		set: intSetter(1, 4294967295, func(e *Env, n int64) { e.Tunables.MaxClients.Store(n) })},
 	{name: "timeout", get: func(e *Env) string { return itoa(e.Tunables.IdleTimeoutSeconds.Load()) },
-		set: intSetter(0, 2147483647, func(e *Env, n int64) {
-			e.Tunables.IdleTimeoutSeconds.Store(n)
-			if e.Tunables.OnIdleTimeout != nil {
-				e.Tunables.OnIdleTimeout(n)
-			}
-		})},
+		set: intSetter(0, 2147483647, func(e *Env, n int64) { e.Tunables.IdleTimeoutSeconds.Store(n) })},
 	{name: "advertise-addr", get: func(e *Env) string { return e.Options.AdvertiseAddr }},
 	{name: "protected-mode", get: func(e *Env) string { return yesNo(e.Options.ProtectedMode) }},
 	{name: "proto-max-bulk-len", get: func(e *Env) string { return itoa(e.Options.ProtoMaxBulkLen) }},

@@ -67,7 +67,7 @@ func (e *Env) durableErr() string {
 
 func persistCommands() []*Command {
 	return []*Command{
-		{Name: "save", Arity: 1, Flags: []string{"admin", "noscript", "no_async_loading", "no_multi"}, Group: "server",
+		{Name: "save", Arity: 1, Waits: true, Flags: []string{"admin", "noscript", "no_async_loading", "no_multi"}, Group: "server",
 			Since: "1.0.0", Complexity: "O(N) where N is the total number of keys",
 			Summary: "Writes a snapshot of every key to the data directory before replying.",
 			Tips:    []string{"request_policy:all_nodes", "response_policy:all_succeeded"}, Run: runSave},

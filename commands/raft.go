@@ -14,7 +14,7 @@ func replicationCommands() []*Command {
 	return []*Command{
 		{Name: "role", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast"}, Group: "server", Since: "2.8.12",
 			Summary: "Returns the replication role: master (the leader, or a single node) or slave.", Complexity: "O(1)", Run: runRole},
-		{Name: "raft", Arity: -2, Group: "server", Since: "1.0.0",
+		{Name: "raft", Arity: -2, Waits: true, Group: "server", Since: "1.0.0",
 			Summary: "Replication admin: members, leader, term and indexes; add and remove voters; transfer leadership; snapshot.", Complexity: "Depends on subcommand.",
 			Subs: []*Command{
 				sub("info", 2, "Returns this node's Raft state, term, indexes and every member with its role.", runRaftInfo),

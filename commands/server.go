@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"time"
 )
 
 func serverCommands() []*Command {
@@ -17,8 +18,10 @@ func serverCommands() []*Command {
 		{Name: "time", Arity: 1, Flags: []string{"loading", "stale", "fast"}, Group: "server", Since: "2.6.0",
 			Summary: "Returns the server time (the test clock when it is set).", Complexity: "O(1)", Run: runTime,
 			Tips: []string{"nondeterministic_output"}},
-		{Name: "debug", Arity: -2, Flags: []string{"admin", "noscript", "loading", "stale"}, Group: "server",
-			Since: "1.0.0", Summary: "DEBUG DIGEST; test hooks: DEBUG CLOCK SET <unix-ns> | ADVANCE <ns> | GET | REAL, DEBUG GC, DEBUG APPLY-PANIC <key>. Needs --enable-debug-command.",
+		// Waits: DIGEST walks every key, GC stops the world, SLEEP sleeps;
+		// none of that may hold up the event loop's other clients.
+		{Name: "debug", Arity: -2, Waits: true, Flags: []string{"admin", "noscript", "loading", "stale"}, Group: "server",
+			Since: "1.0.0", Summary: "DEBUG DIGEST; test hooks: DEBUG CLOCK SET <unix-ns> | ADVANCE <ns> | GET | REAL, DEBUG GC, DEBUG SLEEP <seconds>, DEBUG APPLY-PANIC <key>. Needs --enable-debug-command.",
 			Complexity: "O(1)", Run: runDebug, Args: []Arg{{Name: "subcommand", Type: "string"},
 				{Name: "arg", Type: "string", Optional: true, Multiple: true}}},
 		commandCommand(),
@@ -67,8 +70,12 @@ func runDebug(c *Ctx, args [][]byte) {
 		c.W.OK()
 		return
 	}
+	if equalFold(args[1], "sleep") && len(args) == 3 {
+		debugSleep(c, args[2])
+		return
+	}
 	if !equalFold(args[1], "clock") || len(args) < 3 {
-		c.W.Error("ERR DEBUG supports only DIGEST | GC | APPLY-PANIC <key> | CLOCK SET <unix-ns> | CLOCK ADVANCE <ns> | CLOCK REAL | CLOCK GET")
+		c.W.Error("ERR DEBUG supports only DIGEST | GC | SLEEP <seconds> | APPLY-PANIC <key> | CLOCK SET <unix-ns> | CLOCK ADVANCE <ns> | CLOCK REAL | CLOCK GET")
 		return
 	}
 	clk := c.Env.Clock
@@ -104,6 +111,24 @@ func runDebug(c *Ctx, args [][]byte) {
 	default:
 		c.W.Error(errSyntax)
 	}
+}
+
+// maxDebugSleep bounds DEBUG SLEEP.
+const maxDebugSleep = time.Hour
+
+// debugSleep is DEBUG SLEEP <seconds> (decimals allowed, as in Redis). In
+// Redis it stops the whole server; here it holds only the connection that
+// sent it (the command Waits, so the event loop runs it aside), which is
+// what tests use it for: a command that takes long must not hold up other
+// clients.
+func debugSleep(c *Ctx, arg []byte) {
+	secs, err := strconv.ParseFloat(string(arg), 64)
+	if err != nil || secs < 0 || secs > maxDebugSleep.Seconds() {
+		c.W.Error("ERR DEBUG SLEEP takes seconds between 0 and " + strconv.Itoa(int(maxDebugSleep.Seconds())))
+		return
+	}
+	time.Sleep(time.Duration(secs * float64(time.Second)))
+	c.W.OK()
 }
 
 func (t *Table) limitedTotal() int64 {

@@ -37,6 +37,10 @@ type Command struct {
 	ACLCategories []string
 	// NoAuth lets an unauthenticated connection run the command.
 	NoAuth bool
+	// Waits says the command may block its caller on a disk write or a
+	// Raft round trip (SAVE, RAFT …): an event loop runs it off the loop
+	// (see Ctx.WouldWait).
+	Waits bool
 	// Run runs the command; args[0] is the name as the client sent it.
 	Run func(c *Ctx, args [][]byte)
 	// Subs are the subcommands of a container command (CLIENT, CLUSTER).
@@ -186,7 +190,12 @@ func (t *Table) Lookup(name []byte) *Command {
 // Dispatch runs one command and writes its one reply, checking what Redis
 // checks first: the command exists, its arity, then authentication.
 func (t *Table) Dispatch(c *Ctx, args [][]byte) {
-	cmd := t.Lookup(args[0])
+	t.DispatchCommand(c, t.Lookup(args[0]), args)
+}
+
+// DispatchCommand is Dispatch for a caller that has looked the command up
+// already (Lookup(args[0]), nil when unknown).
+func (t *Table) DispatchCommand(c *Ctx, cmd *Command, args [][]byte) {
 	if cmd == nil {
 		c.txRefused()
 		c.W.Error(errUnknownCommand(args))

@@ -17,8 +17,8 @@ const (
 	acceptLogInterval = 10 * time.Second
 )
 
-// acceptLoop accepts connections until the listener closes, serving each
-// on a goroutine of its own.
+// acceptLoop accepts connections until the listener closes, handing them
+// to the event loops in turn.
 func (s *Server) acceptLoop() error {
 	defer s.conns.Done()
 	reserve := openReserveFD()
@@ -28,12 +28,14 @@ func (s *Server) acceptLoop() error {
 		failures int
 		lastLog  time.Time
 	)
+	next := 0
 	for {
 		nc, err := s.ln.Accept()
 		if err == nil {
 			delay = 0
 			s.conns.Add(1)
-			go s.serveConn(nc)
+			s.admit(nc, s.loops[next%len(s.loops)])
+			next++
 			continue
 		}
 		if errors.Is(err, net.ErrClosed) || s.stopping() {

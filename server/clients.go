@@ -26,7 +26,8 @@ type clientRegistry struct {
 }
 
 // connReg is what the registry reads of a connection from other
-// goroutines. The connection's goroutine writes it after each command,
+// goroutines. The connection's loop (or the goroutine it handed the
+// connection to) writes it after each command,
 // touching the atomics only when a value changed, so a pipeline of one
 // command costs no atomic store at all.
 type connReg struct {
@@ -50,8 +51,9 @@ func (r *clientRegistry) init() {
 	r.unix.Store(time.Now().Unix())
 }
 
-// tick refreshes the coarse clock until stop closes.
-func (r *clientRegistry) tick(stop <-chan struct{}, done func()) {
+// tick refreshes the coarse clock, and calls each (the idle sweep), until
+// stop closes.
+func (r *clientRegistry) tick(stop <-chan struct{}, done func(), each func()) {
 	defer done()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -61,6 +63,7 @@ func (r *clientRegistry) tick(stop <-chan struct{}, done func()) {
 			return
 		case now := <-t.C:
 			r.unix.Store(now.Unix())
+			each()
 		}
 	}
 }
@@ -82,23 +85,8 @@ func (r *clientRegistry) add(cs *connState, nc net.Conn) bool {
 	return true
 }
 
-// setReadDeadlines applies a new idle timeout to every connection's
-// pending read (none for 0); each connection's goroutine sets its own
-// deadline before every later read.
-func (r *clientRegistry) setReadDeadlines(timeout time.Duration) {
-	var at time.Time
-	if timeout > 0 {
-		at = time.Now().Add(timeout)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, cs := range r.conns {
-		cs.reg.nc.SetReadDeadline(at)
-	}
-}
-
 // closeAll closes every connection's socket, for shutdown; each
-// connection's goroutine then fails its read and cleans up.
+// connection's loop then sees it end and cleans up.
 func (r *clientRegistry) closeAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -114,7 +102,8 @@ func (r *clientRegistry) remove(cs *connState) {
 	r.mu.Unlock()
 }
 
-// touch records a command the connection ran; only its goroutine calls it.
+// touch records a command the connection ran; only whoever runs the
+// connection's commands calls it.
 func (r *clientRegistry) touch(cs *connState) {
 	reg := &cs.reg
 	if cmd := cs.ctx.Command(); cmd != nil && cmd != reg.seenCmd {
@@ -163,7 +152,7 @@ func (r *clientRegistry) List() []commands.ClientInfo {
 }
 
 // Kill implements commands.Clients. Closing the socket is safe from any
-// goroutine; the connection's goroutine then fails its read and cleans up.
+// goroutine; the connection's loop then sees it end and cleans up.
 func (r *clientRegistry) Kill(match func(*commands.ClientInfo) bool) int {
 	n := 0
 	for _, cs := range r.snapshot() {

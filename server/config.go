@@ -70,6 +70,10 @@ type Config struct {
 	// inline line length, and tighter limits before AUTH); a violation
 	// closes that connection after "-ERR Protocol error: …".
 	Protocol guard.Limits
+	// IOThreads is how many event loops serve client connections; 0
+	// means half the CPUs, at least one (see loopCount). Redis' io-threads
+	// is the closest setting.
+	IOThreads int
 	// ProtectedMode refuses clients from non-loopback addresses while no
 	// password is set, as Redis' protected-mode does.
 	ProtectedMode bool
@@ -162,6 +166,9 @@ var (
 	ErrConfig = errors.New("server: invalid configuration")
 )
 
+// maxIOThreads bounds --io-threads (Redis caps io-threads at 128).
+const maxIOThreads = 128
+
 // Validate reports the first setting that cannot work.
 func (c Config) Validate() error {
 	if err := checkHostPort(c.Addr); err != nil {
@@ -217,6 +224,9 @@ func (c Config) Validate() error {
 	}
 	if c.OutputBufferLimit < 0 {
 		return fmt.Errorf("%w: output buffer limit %d < 0", ErrConfig, c.OutputBufferLimit)
+	}
+	if c.IOThreads < 0 || c.IOThreads > maxIOThreads {
+		return fmt.Errorf("%w: io-threads %d is not between 0 and %d", ErrConfig, c.IOThreads, maxIOThreads)
 	}
 	if c.SweepInterval <= 0 || c.SweepBudget < 1 {
 		return fmt.Errorf("%w: sweep interval and budget must be positive", ErrConfig)

@@ -1,7 +1,7 @@
 package server
 
 import (
-	"errors"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -13,9 +13,9 @@ import (
 	"github.com/sluice-rl/sluice/server/guard"
 )
 
-// connState is what the server keeps per connection. Only the
-// connection's goroutine touches it, except reg (see connReg) and out's
-// writer goroutine (see output).
+// connState is what the server keeps per connection. Only its event loop
+// touches it, or the goroutine it handed the connection to, except reg
+// (see connReg), out's writer goroutine (see output), busy and lastIO.
 type connState struct {
 	ctx    commands.Ctx
 	conn   commands.Conn
@@ -31,8 +31,6 @@ type connState struct {
 	// inBytes counts bytes read since they were last added to the shared
 	// input counter.
 	inBytes int
-	// hadDeadline says a read deadline is set on nc.
-	hadDeadline bool
 	// reg is what CLIENT LIST and CLIENT KILL read from other connections.
 	reg connReg
 	// batchCommands counts the commands of the batch being answered.
@@ -42,42 +40,20 @@ type connState struct {
 	// mark is when the command about to run started (monotonic ns since
 	// the server started): the read that ends one command starts the next.
 	mark int64
-}
 
-// emptyReadLimit is how many empty reads in a row a connection tolerates
-// before giving up, the bound bufio uses.
-const emptyReadLimit = 100
-
-// serveConn answers one connection until it closes. Every request is
-// parsed once, by the guard's Framer, whose argument slices point into
-// the connection's read buffer; the replies of all the requests one read
-// brought in are appended to one buffer and sent with one write.
-func (s *Server) serveConn(nc net.Conn) {
-	defer s.conns.Done()
-	st := s.env.Stats
-	st.ConnectionsReceived.Add(1)
-	if reply := s.refusal(nc); reply != "" {
-		st.ConnectionsRejected.Add(1)
-		refuse(nc, reply)
-		return
-	}
-	defer st.ConnectedClients.Add(-1)
-	cs := s.newConn(nc)
-	if !s.clients.add(cs, nc) {
-		nc.Close()
-		return
-	}
-	defer s.closeConn(cs)
-	for !cs.closing {
-		if err := s.fill(cs); err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				s.log.Debug("connection closed", "addr", cs.conn.Addr, "err", err)
-			}
-			return
-		}
-		s.runBatch(cs)
-		s.flush(cs)
-	}
+	// The event loop's (loop_linux.go): fc is the socket and fd its
+	// descriptor; rd is what requests are read from (fc, or TLS over
+	// it, then tls is set); loop is the connection's loop, away says a
+	// goroutine has the connection (handOff), busy the same for the idle
+	// sweep; lastIO is when bytes last came in (monotonic ns).
+	fc     *fdConn
+	fd     int
+	rd     io.Reader
+	tls    *tls.Conn
+	loop   *eventLoop
+	away   bool
+	busy   atomic.Bool
+	lastIO atomic.Int64
 }
 
 // refusal is the reply that turns a new connection away, or "": protected
@@ -165,105 +141,49 @@ func (s *Server) closeConn(cs *connState) {
 	s.countInput(cs)
 }
 
-// fill reads what the client sent next. With an idle timeout, a read that
-// waits that long fails unless replies were being sent meanwhile: idle
-// means no byte in either direction.
-func (s *Server) fill(cs *connState) error {
-	empty := 0
-	for {
-		timeout := time.Duration(s.env.Tunables.IdleTimeoutSeconds.Load()) * time.Second
-		if timeout > 0 {
-			cs.nc.SetReadDeadline(time.Now().Add(timeout))
-		} else if cs.hadDeadline {
-			cs.nc.SetReadDeadline(time.Time{})
-		}
-		cs.hadDeadline = timeout > 0
-		n, err := cs.framer.Fill(cs.nc)
-		if n > 0 {
-			cs.inBytes += n
-			return nil
-		}
-		switch {
-		case err == nil:
-			if empty++; empty == emptyReadLimit {
-				return io.ErrNoProgress
-			}
-		case isTimeout(err):
-			// The timeout may have changed (CONFIG SET) while waiting.
-			now := time.Duration(s.env.Tunables.IdleTimeoutSeconds.Load()) * time.Second
-			if now == 0 || cs.out.sentWithin(now) {
-				continue
-			}
-			// A deadline can fire while bytes wait unread (the process
-			// was starved of CPU): those bytes mean the client is not idle.
-			n, perr := s.readPending(cs)
-			if n > 0 {
-				return nil
-			}
-			if perr != nil {
-				return perr
-			}
-			return err
-		default:
-			return err
-		}
-	}
-}
-
-// readPending reads what the socket holds without waiting, after a read
-// deadline fired; 0 bytes means the client really was idle.
-func (s *Server) readPending(cs *connState) (int, error) {
-	if !cs.out.nb.ok() {
-		return 0, nil
-	}
-	cs.nc.SetReadDeadline(time.Time{})
-	cs.hadDeadline = false
-	n, err := cs.framer.Fill(readerFunc(cs.out.nb.readNow))
-	cs.inBytes += n
-	return n, err
-}
-
-// readerFunc adapts a read function to io.Reader.
-type readerFunc func([]byte) (int, error)
-
-func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
 // runBatch runs every complete request the buffer holds, appending the
-// replies to cs.writer.Buf.
-func (s *Server) runBatch(cs *connState) {
+// replies to cs.writer.Buf. With onLoop it stops before a request that
+// would block (Ctx.WouldWait) and returns it, not yet run.
+func (s *Server) runBatch(cs *connState, onLoop bool) (pending [][]byte) {
 	cs.mark = s.monotonic()
 	for !cs.closing {
 		args, err := cs.framer.Next()
 		if err != nil {
 			s.protocolError(cs, err)
-			return
+			return nil
 		}
 		if args == nil {
-			return
+			return nil
 		}
 		if cs.reg.killed.Load() {
 			cs.closing = true
-			return
+			return nil
 		}
-		s.run(cs, args)
-		if cs.conn.Authenticated != cs.authed {
-			cs.authed = cs.conn.Authenticated
-			cs.framer.SetAuthenticated(cs.authed)
+		cmd := s.table.Lookup(args[0])
+		if onLoop && cs.ctx.WouldWait(cmd) {
+			return args
 		}
-		if cs.conn.Close {
-			cs.closing = true
-		} else if s.overOutputLimit(cs) {
-			s.log.Warn("closing client over the output buffer limit", "addr", cs.conn.Addr,
-				"queued", cs.out.queuedBytes()+len(cs.writer.Buf))
-			cs.closing = true
-			cs.writer.Buf = cs.writer.Buf[:0]
-			cs.out.abandon()
-		}
+		s.runOne(cs, cmd, args)
+	}
+	return nil
+}
+
+// runOne runs one request (cmd is its command, nil when unknown) and
+// applies what it changed of the connection.
+func (s *Server) runOne(cs *connState, cmd *commands.Command, args [][]byte) {
+	s.run(cs, cmd, args)
+	if cs.conn.Authenticated != cs.authed {
+		cs.authed = cs.conn.Authenticated
+		cs.framer.SetAuthenticated(cs.authed)
+	}
+	if cs.conn.Close {
+		cs.closing = true
+	} else if s.overOutputLimit(cs) {
+		s.log.Warn("closing client over the output buffer limit", "addr", cs.conn.Addr,
+			"queued", cs.out.queuedBytes()+len(cs.writer.Buf))
+		cs.closing = true
+		cs.writer.Buf = cs.writer.Buf[:0]
+		cs.out.abandon()
 	}
 }
 
@@ -276,12 +196,12 @@ func (s *Server) overOutputLimit(cs *connState) bool {
 }
 
 // run dispatches one command.
-func (s *Server) run(cs *connState, args [][]byte) {
+func (s *Server) run(cs *connState, cmd *commands.Command, args [][]byte) {
 	cs.batchCommands++
 	defer s.recoverCommand(cs, args)
 	cs.ctx.Reset()
 	start := len(cs.writer.Buf)
-	s.table.Dispatch(&cs.ctx, args)
+	s.table.DispatchCommand(&cs.ctx, cmd, args)
 	end := s.monotonic()
 	if cmd := cs.ctx.Command(); cmd != nil {
 		cmd.Observe(end-cs.mark, len(cs.writer.Buf) > start && cs.writer.Buf[start] == '-')

@@ -18,10 +18,10 @@ const writeChunk = 64 * 1024
 var errAbandoned = errors.New("server: replies abandoned")
 
 // output sends a connection's replies. While the socket takes them, each
-// batch is written at once from the connection's goroutine, without
-// blocking (see writeNow). What the socket does not take is queued for a
-// writer goroutine, started for the backlog and gone once it is sent, while
-// the connection goroutine goes on reading: so a client that pipelines
+// batch is written at once by whoever runs the connection (its event
+// loop), without blocking (see writeNow). What the socket does not take is
+// queued for a writer goroutine, started for the backlog and gone once it
+// is sent, while the loop goes on reading: so a client that pipelines
 // without reading its replies sees its queue grow until it passes the
 // output buffer limit, as in Redis, instead of stalling both sides.
 // Connections without non-blocking writes (TLS) always use the writer.

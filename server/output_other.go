@@ -13,5 +13,3 @@ func (w *nonblocking) init(net.Conn) {}
 func (w *nonblocking) ok() bool { return false }
 
 func (w *nonblocking) writeNow([]byte) (int, error) { return 0, nil }
-
-func (w *nonblocking) readNow([]byte) (int, error) { return 0, nil }

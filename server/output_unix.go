@@ -46,31 +46,6 @@ func (w *nonblocking) writeNow(b []byte) (int, error) {
 	return n, err
 }
 
-// readNow reads what the socket holds now, without waiting: 0 and no
-// error when it holds nothing. The conn's read deadline must not have
-// passed.
-func (w *nonblocking) readNow(p []byte) (n int, err error) {
-	rerr := w.raw.Read(func(fd uintptr) bool {
-		for {
-			n, err = syscall.Read(int(fd), p)
-			if err != syscall.EINTR {
-				break
-			}
-		}
-		if err == syscall.EAGAIN {
-			n, err = 0, nil
-		} else if n == 0 && err == nil {
-			err = io.EOF
-		}
-		n = max(n, 0)
-		return true
-	})
-	if rerr != nil {
-		return 0, rerr
-	}
-	return n, err
-}
-
 // writeSome is the RawConn callback: it returns true always, so the
 // runtime never parks the goroutine waiting for room.
 func (w *nonblocking) writeSome(fd uintptr) bool {

@@ -46,8 +46,13 @@ type Server struct {
 	grpc    *grpc.Server
 	rls     *rls.Service
 	decider *rls.NodeDecider
-	// cert is the --tls-cert-file certificate (nil: plain TCP).
-	cert *tls.Certificate
+	// cert is the --tls-cert-file certificate (nil: plain TCP), and
+	// tlsConfig what client connections shake hands with.
+	cert      *tls.Certificate
+	tlsConfig *tls.Config
+	// loops serve the client connections (loop_linux.go).
+	loops     []*eventLoop
+	loopsDone sync.WaitGroup
 	// status keeps the last minute of decision counters for the status
 	// page (status.go).
 	status  statusSampler
@@ -197,9 +202,9 @@ func (s *Server) ListenOn(raw net.Listener) error {
 			raw.Close()
 			return fmt.Errorf("server: TLS certificate %s / key %s: %w", s.cfg.TLSCertFile, s.cfg.TLSKeyFile, err)
 		}
-		// The handshake runs on the connection's first read, in its own
-		// goroutine, so a slow client never holds up Accept.
-		raw = tls.NewListener(raw, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		// The handshake runs on a goroutine of its own (admitTLS), so a
+		// slow client never holds up Accept.
+		s.tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		s.cert = &cert
 	}
 	ln := raw
@@ -218,11 +223,11 @@ func (s *Server) Serve() error {
 	if s.ln == nil {
 		return errors.New("server: Serve before Listen")
 	}
-	// A new timeout reaches connections waiting in a read at once, not
-	// only from their next read.
-	s.env.Tunables.OnIdleTimeout = func(seconds int64) { s.clients.setReadDeadlines(time.Duration(seconds) * time.Second) }
+	if err := s.startLoops(); err != nil {
+		return fmt.Errorf("server: event loops: %w", err)
+	}
 	s.bg.Add(1)
-	go s.clients.tick(s.stop, s.bg.Done)
+	go s.clients.tick(s.stop, s.bg.Done, s.closeIdle)
 	s.bg.Add(1)
 	go s.sweep()
 	if s.http != nil {
@@ -253,7 +258,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// command it runs and exits; the final snapshot comes after them.
 	s.clients.closeAll()
 	done := make(chan struct{})
-	go func() { s.conns.Wait(); s.bg.Wait(); close(done) }()
+	go func() { s.conns.Wait(); s.stopLoops(); s.bg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():

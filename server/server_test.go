@@ -29,6 +29,9 @@ type remoteConn struct {
 
 func (c remoteConn) RemoteAddr() net.Addr { return c.addr }
 
+// NetConn is the socket beneath, which the server takes over.
+func (c remoteConn) NetConn() net.Conn { return c.Conn }
+
 func serveFrom(t *testing.T, cfg Config, from net.Addr) string {
 	t.Helper()
 	cfg.DataDir = t.TempDir()

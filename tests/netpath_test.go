@@ -127,7 +127,7 @@ func TestDescriptorLimitRefusesExcessClients(t *testing.T) {
 // Issue 11 row 8: --timeout closes idle connections only: one sending a
 // request a byte at a time, or a large bulk slowly, is served.
 func TestIdleTimeoutSparesSlowSenders(t *testing.T) {
-	s := StartServer(t, "--timeout", "1s")
+	s := StartServer(t, "--timeout", "1s", "--log-level", "debug")
 	c, err := net.Dial("tcp", s.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestIdleTimeoutSparesSlowSenders(t *testing.T) {
 		t.Fatalf("40 MB bulk sent at 20 MB/s: %q %v", line, err)
 	}
 	if n, err := io.CopyN(io.Discard, rd, size+2); err != nil {
-		t.Fatalf("echo cut after %d bytes: %v", n, err)
+		t.Fatalf("echo cut after %d bytes: %v; server log:\n%s", n, err, s.Logs())
 	}
 	// An idle connection is still closed.
 	idle, err := net.Dial("tcp", s.Addr)
