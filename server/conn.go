@@ -15,7 +15,7 @@ import (
 
 // connState is what the server keeps per connection. Only its event loop
 // touches it, or the goroutine it handed the connection to, except reg
-// (see connReg), out's writer goroutine (see output), busy and lastIO.
+// (see connReg), out's writer goroutine (see output) and lastIO.
 type connState struct {
 	ctx    commands.Ctx
 	conn   commands.Conn
@@ -44,15 +44,14 @@ type connState struct {
 	// The event loop's (loop_linux.go): fc is the socket and fd its
 	// descriptor; rd is what requests are read from (fc, or TLS over
 	// it, then tls is set); loop is the connection's loop, away says a
-	// goroutine has the connection (handOff), busy the same for the idle
-	// sweep; lastIO is when bytes last came in (monotonic ns).
+	// goroutine has the connection (handOff); lastIO is when bytes last
+	// came in, or a handed-off batch ended (monotonic ns).
 	fc     *fdConn
 	fd     int
 	rd     io.Reader
 	tls    *tls.Conn
 	loop   *eventLoop
 	away   bool
-	busy   atomic.Bool
 	lastIO atomic.Int64
 }
 

@@ -32,6 +32,9 @@ type eventLoop struct {
 	mu    sync.Mutex
 	inbox []*connState // new connections, and handed-off ones coming back
 	quit  bool
+	// idleCheck asks the loop to close its idle connections (see
+	// closeIdle) between two wake-ups' work.
+	idleCheck bool
 }
 
 // loopCount is how many event loops serve clients: --io-threads, or half
@@ -93,14 +96,18 @@ func (l *eventLoop) run() {
 		for _, ev := range events {
 			if ev.Fd == wakeTag {
 				l.p.drainWake()
-				var quit bool
+				var quit, idleCheck bool
 				l.mu.Lock()
 				arrived, l.inbox = l.inbox, arrived[:0]
-				quit = l.quit
+				quit, idleCheck = l.quit, l.idleCheck
+				l.idleCheck = false
 				l.mu.Unlock()
 				for i, cs := range arrived {
 					l.arrive(cs)
 					arrived[i] = nil
+				}
+				if idleCheck {
+					l.closeIdle()
 				}
 				if quit && l.live == 0 {
 					return
@@ -187,7 +194,6 @@ func (l *eventLoop) handOff(cs *connState, pending [][]byte) {
 	s := l.s
 	l.p.unwatch(cs.fd)
 	cs.away = true
-	cs.busy.Store(true)
 	go func() {
 		if pending != nil {
 			s.runOne(cs, s.table.Lookup(pending[0]), pending)
@@ -197,7 +203,6 @@ func (l *eventLoop) handOff(cs *connState, pending [][]byte) {
 		}
 		s.flush(cs)
 		cs.lastIO.Store(s.monotonic())
-		cs.busy.Store(false)
 		l.hand(cs)
 	}()
 }
@@ -298,19 +303,36 @@ func (s *Server) enter(fc *fdConn, nc net.Conn, l *eventLoop) {
 	l.hand(cs)
 }
 
-// closeIdle closes the connections idle longer than the timeout (CONFIG
-// SET timeout): no byte in either direction, and no batch in progress.
-// Bytes waiting unread in the socket mean the loop has yet to come to
-// them (it was starved of CPU), not that the client is idle. It
-// runs every tick (100 ms), as Redis' clientsCron does.
+// closeIdle asks every loop to close its idle connections. It runs every
+// tick (100 ms), as Redis' clientsCron does; each loop does the check
+// itself, between two wake-ups' work, so a connection whose batch the
+// loop is running (a 40 MB ECHO can take over a second under load) is
+// never taken for idle in the middle of it.
 func (s *Server) closeIdle() {
+	if s.env.Tunables.IdleTimeoutSeconds.Load() <= 0 {
+		return
+	}
+	for _, l := range s.loops {
+		l.mu.Lock()
+		l.idleCheck = true
+		l.mu.Unlock()
+		l.p.wake()
+	}
+}
+
+// closeIdle closes the loop's connections idle longer than the timeout
+// (CONFIG SET timeout): no byte in either direction, and no batch running
+// aside. Bytes waiting unread in the socket mean the loop has yet to come
+// to them (it was starved of CPU), not that the client is idle.
+func (l *eventLoop) closeIdle() {
+	s := l.s
 	timeout := time.Duration(s.env.Tunables.IdleTimeoutSeconds.Load()) * time.Second
 	if timeout <= 0 {
 		return
 	}
 	now := s.monotonic()
-	for _, cs := range s.clients.snapshot() {
-		if cs.busy.Load() || now-cs.lastIO.Load() < int64(timeout) || cs.out.sentWithin(timeout) || cs.fc.unread() {
+	for _, cs := range l.conns {
+		if cs == nil || cs.away || now-cs.lastIO.Load() < int64(timeout) || cs.out.sentWithin(timeout) || cs.fc.unread() {
 			continue
 		}
 		s.log.Debug("closing idle client", "addr", cs.conn.Addr, "idle_ms", (now-cs.lastIO.Load())/1e6)

@@ -33,10 +33,16 @@ func (w *nonblocking) init(nc net.Conn) {
 
 func (w *nonblocking) ok() bool { return w.raw != nil }
 
-// writeNow writes as much of b as the socket takes now and returns how
-// much that was.
+// maxWriteNow is the most writeNow sends of one batch; a larger reply's
+// rest goes to the writer goroutine, so one client taking a big reply as
+// fast as it reads (the socket never full) cannot hold its event loop and
+// the other clients on it (Redis caps a write per event the same way).
+const maxWriteNow = 256 << 10
+
+// writeNow writes as much of b as the socket takes now, at most
+// maxWriteNow bytes, and returns how much that was.
 func (w *nonblocking) writeNow(b []byte) (int, error) {
-	w.pend, w.wrote, w.err = b, 0, nil
+	w.pend, w.wrote, w.err = b[:min(len(b), maxWriteNow)], 0, nil
 	err := w.raw.Write(w.fn)
 	n := w.wrote
 	if err == nil {

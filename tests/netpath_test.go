@@ -159,7 +159,7 @@ func TestIdleTimeoutSparesSlowSenders(t *testing.T) {
 		c.Write([]byte("\r\n"))
 	}()
 	if line, err := rd.ReadString('\n'); line != fmt.Sprintf("$%d\r\n", size) {
-		t.Fatalf("40 MB bulk sent at 20 MB/s: %q %v", line, err)
+		t.Fatalf("40 MB bulk sent at 20 MB/s: %q %v; server log:\n%s", line, err, s.Logs())
 	}
 	if n, err := io.CopyN(io.Discard, rd, size+2); err != nil {
 		t.Fatalf("echo cut after %d bytes: %v; server log:\n%s", n, err, s.Logs())
