@@ -1,10 +1,12 @@
 package persist
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -51,6 +53,53 @@ func TestJournalGroupCommit(t *testing.T) {
 	}
 	if commits := st.j.commits.Load(); commits > 3 {
 		t.Fatalf("%d commits", commits)
+	}
+}
+
+// Under everysec the writer lingers after a change for more to share its
+// commit; a queue past lingerBytes, a snapshot's sync or closing ends the
+// linger at once (a linger of an hour here, so only those can end it).
+func TestJournalLingerEndsAtBytesAndClose(t *testing.T) {
+	st := openStore(t, vfs.NewMem(), FsyncEverySec, keyspace.New(), newClock(t0))
+	defer st.Close()
+	st.j.delay = time.Hour
+	q := quotaState(t, t0, 100, 1, "UTC")
+	// Exactly enough changes to pass lingerBytes: a queue's bytes are each
+	// change's key, expiry and state.
+	key := make([]byte, 1024)
+	per := len(key) + 8 + len(q.AppendBinary(nil))
+	for i := range (lingerBytes + per - 1) / per {
+		binary.BigEndian.PutUint64(key, uint64(i))
+		st.QuotaChanged(key, q)
+	}
+	last := st.j.lastSeq()
+	committed := func() uint64 {
+		st.j.mu.Lock()
+		defer st.j.mu.Unlock()
+		return st.j.committed
+	}
+	waitFor(t, func() bool { return committed() == last })
+	// A snapshot needs every change so far on disk: it hurries the writer.
+	st.QuotaChanged([]byte("before a snapshot"), q)
+	synced := make(chan error, 1)
+	go func() { synced <- st.j.syncThrough(st.j.lastSeq()) }()
+	select {
+	case err := <-synced:
+		mustOK(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a snapshot's sync waited out the linger")
+	}
+	st.QuotaChanged([]byte("one more"), q)
+	closed := make(chan error, 1)
+	go func() { closed <- st.j.close() }()
+	select {
+	case err := <-closed:
+		mustOK(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing waited out the linger")
+	}
+	if got, want := committed(), st.j.lastSeq(); got != want {
+		t.Fatalf("closed with change %d committed, want %d", got, want)
 	}
 }
 

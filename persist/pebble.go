@@ -58,6 +58,12 @@ func splitQuotaKey(k []byte) ([]byte, bool) {
 	return key, int(k[1])<<8|int(k[2]) == slot.Of(key)
 }
 
+// Quota store memory (see openDB).
+const (
+	memTableSize   = 8 << 20
+	blockCacheSize = 1 << 20
+)
+
 // openDB opens the quota store at dir. A directory holding anything is
 // opened with ErrorIfNotExists, so files that lost their database (a
 // deleted CURRENT or MANIFEST) are an error rather than a new, empty
@@ -81,9 +87,17 @@ func openDB(fs vfs.FS, dir string, log *slog.Logger) (db *pebble.DB, fresh bool,
 		// being taken for the torn tail of a crash (everything after it
 		// silently dropped).
 		FormatMajorVersion: pebble.FormatWALSyncChunks,
-		// A larger memtable absorbs rewrites of hot quota keys before they
-		// reach an sstable.
-		MemTableSize: 32 << 20,
+		// Pebble keeps two memtables (the one filling, one recycled or
+		// flushing), each touched whole once full: 32 MiB made a quota key
+		// cost ~150 B of RSS at 1M keys, 8 MiB ~100 B
+		// (scripts/bench_memory.sh), for the same QUOTA.CHECK throughput.
+		// A flush keeps only a key's last version, so hot keys still
+		// reach an sstable once per memtable.
+		MemTableSize: memTableSize,
+		// The store is read at startup and by the expired-record sweep
+		// only; Pebble's 8 MiB default would cache blocks nobody reads
+		// again.
+		CacheSize: blockCacheSize,
 		// Pebble's default exits the process on a checksum failure; the
 		// read that met it returns an error too, which is how sluice
 		// reports it (startup refuses, naming the file).
