@@ -7,7 +7,7 @@
 #
 # Environment: SLUICE (binary, default bin/sluice), N (requests, default
 # 1000000), KEYS_MEM (keys for the memory test, default 1000000; read by
-# scripts/bench_memory.sh).
+# scripts/bench_memory.sh), EXTRAS (0: stop after the throughput table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SLUICE=${SLUICE:-bin/sluice}
@@ -75,6 +75,7 @@ echo "sluice PING / redis PING: -P 1 $(ratio "${rps[sping,1]}" "${rps[ping,1]}")
 echo
 # Memory per key (RSS, every kind against its Lua counterpart) is
 # scripts/bench_memory.sh, run below with the other limiters' scripts.
+[ "${EXTRAS:-1}" = 0 ] && exit 0
 for extra in scripts/bench_*.sh; do
 	[ -x "$extra" ] || continue
 	echo
