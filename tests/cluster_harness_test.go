@@ -49,6 +49,15 @@ func StartCluster(t testing.TB, n int, perNode func(i int, raftAddrs []string) [
 	return c
 }
 
+// Logs is every node's log so far, for a failure's message.
+func (c *Cluster) Logs() string {
+	var b strings.Builder
+	for i, s := range c.Nodes {
+		fmt.Fprintf(&b, "== n%d (%s) ==\n%s\n", i+1, s.Addr, s.Logs())
+	}
+	return b.String()
+}
+
 // role asks a node its ROLE; "" when it does not answer.
 func role(t testing.TB, s *Server) string {
 	if s.cmd == nil {

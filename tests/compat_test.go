@@ -189,20 +189,27 @@ func readLine(t *testing.T, r *bufio.Reader) string {
 	return line
 }
 
-func TestClientListAndKill(t *testing.T) {
-	s := StartServer(t)
-	victim, err := net.Dial("tcp", s.Addr)
+// namedVictim connects a raw client named "victim" (closed when the test
+// ends) and returns it, its reader and its CLIENT ID.
+func namedVictim(t *testing.T, addr string) (net.Conn, *bufio.Reader, string) {
+	t.Helper()
+	victim, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer victim.Close()
+	t.Cleanup(func() { victim.Close() })
 	victim.SetDeadline(time.Now().Add(20 * time.Second))
 	vr := bufio.NewReader(victim)
 	victim.Write([]byte("CLIENT SETNAME victim\r\nCLIENT ID\r\n"))
 	if l := readLine(t, vr); l != "+OK\r\n" {
 		t.Fatalf("SETNAME: %q", l)
 	}
-	id := strings.TrimSpace(strings.TrimPrefix(readLine(t, vr), ":"))
+	return victim, vr, strings.TrimSpace(strings.TrimPrefix(readLine(t, vr), ":"))
+}
+
+func TestClientListAndKill(t *testing.T) {
+	s := StartServer(t)
+	_, vr, id := namedVictim(t, s.Addr)
 
 	c := s.Client()
 	c.Do(ctx(t), "CLIENT", "SETNAME", "killer")

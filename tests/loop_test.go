@@ -1,12 +1,10 @@
 package tests
 
 import (
-	"bufio"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,18 +76,7 @@ func TestSlowCommandDoesNotHoldUpTheLoop(t *testing.T) {
 // connection go once the command ends.
 func TestKillWhileACommandRunsAside(t *testing.T) {
 	s := StartServer(t, "--io-threads", "1")
-	victim, err := net.Dial("tcp", s.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer victim.Close()
-	victim.SetDeadline(time.Now().Add(20 * time.Second))
-	vr := bufio.NewReader(victim)
-	victim.Write([]byte("CLIENT SETNAME victim\r\nCLIENT ID\r\n"))
-	if l := readLine(t, vr); l != "+OK\r\n" {
-		t.Fatalf("SETNAME: %q", l)
-	}
-	id := strings.TrimSpace(strings.TrimPrefix(readLine(t, vr), ":"))
+	victim, vr, id := namedVictim(t, s.Addr)
 	victim.Write([]byte("DEBUG SLEEP 2\r\n"))
 	c := s.Client()
 	commandStarted(t, c, "debug")
