@@ -323,7 +323,9 @@ func (s *Server) closeIdle() {
 // closeIdle closes the loop's connections idle longer than the timeout
 // (CONFIG SET timeout): no byte in either direction, and no batch running
 // aside. Bytes waiting unread in the socket mean the loop has yet to come
-// to them (it was starved of CPU), not that the client is idle.
+// to them (it was starved of CPU), not that the client is idle. A
+// subscriber is never idle: it waits for messages, which may be rare
+// (Redis exempts Pub/Sub clients the same way).
 func (l *eventLoop) closeIdle() {
 	s := l.s
 	timeout := time.Duration(s.env.Tunables.IdleTimeoutSeconds.Load()) * time.Second
@@ -332,7 +334,7 @@ func (l *eventLoop) closeIdle() {
 	}
 	now := s.monotonic()
 	for _, cs := range l.conns {
-		if cs == nil || cs.away || now-cs.lastIO.Load() < int64(timeout) || cs.out.sentWithin(timeout) || cs.fc.unread() {
+		if cs == nil || cs.away || cs.conn.Subscribed() || now-cs.lastIO.Load() < int64(timeout) || cs.out.sentWithin(timeout) || cs.fc.unread() {
 			continue
 		}
 		s.log.Debug("closing idle client", "addr", cs.conn.Addr, "idle_ms", (now-cs.lastIO.Load())/1e6)

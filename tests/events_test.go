@@ -203,6 +203,38 @@ func TestSubscribedMode(t *testing.T) {
 	}
 }
 
+// With an idle timeout, a subscriber that hears nothing for longer stays
+// connected, as in Redis (which exempts Pub/Sub clients), while a plain
+// client idle as long is closed: a subscription may wait hours for a
+// message.
+func TestIdleTimeoutSparesSubscribers(t *testing.T) {
+	s := StartServer(t, "--timeout", "1s")
+	c := s.Client()
+	sub := c.Subscribe(ctx(t), "news")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx(t)); err != nil {
+		t.Fatalf("SUBSCRIBE: %v", err)
+	}
+	// A plain client connected after the subscription: once the timeout
+	// has closed it, the subscriber has been idle longer still.
+	idle, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	idle.SetDeadline(time.Now().Add(20 * time.Second))
+	if n, err := idle.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("idle plain client: read %d bytes, %v; want it closed", n, err)
+	}
+	if n, err := c.Publish(ctx(t), "news", "still here").Result(); err != nil || n != 1 {
+		t.Fatalf("PUBLISH = %d, %v; want the subscriber still connected", n, err)
+	}
+	msg, err := sub.ReceiveMessage(ctx(t))
+	if err != nil || msg.Payload != "still here" {
+		t.Fatalf("message after the idle timeout: %v, %v", msg, err)
+	}
+}
+
 // THROTTLED.TOP reports the most-refused keys with their counts.
 func TestThrottledTop(t *testing.T) {
 	s := StartServer(t)
