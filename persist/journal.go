@@ -154,10 +154,7 @@ func (j *journal) appendEntry(o op, keyStart, keyEnd int) uint64 {
 	wake := len(j.q.entries) == 0 || (keyStart < lingerBytes && len(j.q.arena) >= lingerBytes)
 	j.q.entries = append(j.q.entries, entry{seq: j.seq, op: o, keyStart: keyStart, keyEnd: keyEnd, valEnd: len(j.q.arena)})
 	if wake {
-		select {
-		case j.wake <- struct{}{}:
-		default:
-		}
+		j.wakeWriter()
 	}
 	if j.policy == FsyncAlways || len(j.q.arena) > maxBacklog {
 		return j.seq
@@ -287,9 +284,9 @@ func (j *journal) run() {
 }
 
 // linger waits j.delay for more changes to queue, less when the queue
-// passes lingerBytes, a snapshot needs the changes (hurry) or the journal
-// closes (j.stop stays closed, so the
-// writer's loop sees it next).
+// passes lingerBytes, a snapshot needs the changes (syncThrough wakes it)
+// or the journal closes (j.stop stays closed, so the writer's loop sees
+// it next).
 func (j *journal) linger(t *time.Timer) {
 	j.mu.Lock()
 	full := len(j.q.arena) >= lingerBytes // its wake may have met the first's
@@ -307,8 +304,9 @@ func (j *journal) linger(t *time.Timer) {
 	}
 }
 
-// hurry ends the writer's linger, if it lingers.
-func (j *journal) hurry() {
+// wakeWriter wakes the writer, or ends its linger; a wake already pending
+// is enough.
+func (j *journal) wakeWriter() {
 	select {
 	case j.wake <- struct{}{}:
 	default:
@@ -413,7 +411,7 @@ func (j *journal) syncWAL() {
 // disk, every quota change a snapshot holds (a crash right after a SAVE
 // under --quota-fsync no loses nothing the snapshot has).
 func (j *journal) syncThrough(seq uint64) error {
-	j.hurry()
+	j.wakeWriter()
 	j.mu.Lock()
 	for j.committed < seq && j.err == nil && !j.stopped {
 		if err := j.health.Err(); err != nil {

@@ -15,7 +15,7 @@ import (
 
 // connState is what the server keeps per connection. Only its event loop
 // touches it, or the goroutine it handed the connection to, except reg
-// (see connReg), out's writer goroutine (see output) and lastIO.
+// (see connReg) and out's writer goroutine (see output).
 type connState struct {
 	ctx    commands.Ctx
 	conn   commands.Conn
@@ -52,7 +52,7 @@ type connState struct {
 	tls    *tls.Conn
 	loop   *eventLoop
 	away   bool
-	lastIO atomic.Int64
+	lastIO int64
 }
 
 // refusal is the reply that turns a new connection away, or "": protected

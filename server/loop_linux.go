@@ -157,7 +157,7 @@ func (l *eventLoop) serve(cs *connState) {
 		n, err := cs.framer.Fill(cs.rd)
 		if n > 0 {
 			cs.inBytes += n
-			cs.lastIO.Store(s.monotonic())
+			cs.lastIO = s.monotonic()
 			pending := s.runBatch(cs, true)
 			if pending != nil || cs.closing || cs.ctx.Unsettled() || cs.conn.DurablePending() {
 				l.handOff(cs, pending)
@@ -202,7 +202,7 @@ func (l *eventLoop) handOff(cs *connState, pending [][]byte) {
 			}
 		}
 		s.flush(cs)
-		cs.lastIO.Store(s.monotonic())
+		cs.lastIO = s.monotonic()
 		l.hand(cs)
 	}()
 }
@@ -292,7 +292,7 @@ func (s *Server) enter(fc *fdConn, nc net.Conn, l *eventLoop) {
 	if tc, ok := nc.(*tls.Conn); ok {
 		cs.tls = tc
 	}
-	cs.lastIO.Store(s.monotonic())
+	cs.lastIO = s.monotonic()
 	if !s.clients.add(cs, nc) {
 		fc.Close()
 		fc.release()
@@ -334,10 +334,10 @@ func (l *eventLoop) closeIdle() {
 	}
 	now := s.monotonic()
 	for _, cs := range l.conns {
-		if cs == nil || cs.away || cs.conn.Subscribed() || now-cs.lastIO.Load() < int64(timeout) || cs.out.sentWithin(timeout) || cs.fc.unread() {
+		if cs == nil || cs.away || cs.conn.Subscribed() || now-cs.lastIO < int64(timeout) || cs.out.sentWithin(timeout) || cs.fc.unread() {
 			continue
 		}
-		s.log.Debug("closing idle client", "addr", cs.conn.Addr, "idle_ms", (now-cs.lastIO.Load())/1e6)
+		s.log.Debug("closing idle client", "addr", cs.conn.Addr, "idle_ms", (now-cs.lastIO)/1e6)
 		cs.reg.nc.Close()
 	}
 }

@@ -1,9 +1,9 @@
 package tests
 
 import (
+	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 // Every command with keys routes through go-redis' ClusterClient to the
@@ -14,19 +14,13 @@ func TestEveryCommandThroughClusterClient(t *testing.T) {
 	cl := StartCluster(t, 3, nil, "--rules", path)
 	cc := cl.Client()
 	// The leader applies the rule files through the log once it serves
-	// (it checks every second); the client asks any node. A failure says
-	// what the last answer was, and what the nodes logged.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// (it checks every second); the client asks any node.
+	var last string
+	eventuallyExplained(t, "rules applied", func() bool {
 		v, err := cc.Do(ctx(t), "RL.RULES", "LIST").Slice()
-		if err == nil && len(v) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rules not applied in 20s: RL.RULES LIST = %v, %v\n%s", v, err, cl.Logs())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		last = fmt.Sprintf("RL.RULES LIST = %v, %v", v, err)
+		return err == nil && len(v) > 0
+	}, func() string { return last + "\n" + cl.Logs() })
 	for _, cmd := range [][]any{
 		{"CL.THROTTLE", "user123", 15, 30, 60}, {"SW.CHECK", "sw", 10, 60}, {"FW.CHECK", "fw", 10, 60, "COST", 2},
 		{"CONC.ACQUIRE", "c", 2, 30, "r1"}, {"CONC.RENEW", "c", "r1", 30}, {"CONC.GET", "c"}, {"CONC.RELEASE", "c", "r1"},

@@ -271,9 +271,19 @@ func infoField(t testing.TB, c *redis.Client, section, field string) string {
 // stands in for crossing a limit, which tests do with the debug clock.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
+	eventuallyExplained(t, what, cond, nil)
+}
+
+// eventuallyExplained is eventually whose failure also says what explain
+// returns (the last answer seen, the servers' logs).
+func eventuallyExplained(t testing.TB, what string, cond func() bool, explain func() string) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
+			if explain != nil {
+				t.Fatalf("%s: not reached in 20s; %s", what, explain())
+			}
 			t.Fatalf("%s: not reached in 20s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
