@@ -20,9 +20,14 @@ import (
 // length (1 byte) and the state (room bytes); for any other, the index of
 // its object in objs (4 bytes LE).
 //
-// index is an open-addressing (linear probing) array of record offsets + 1,
-// sized to a power of two; 0 marks an empty position and tombstone a deleted
-// one. Deleted records stay in the arena until more than half of it is
+// index is an open-addressing (linear probing) array of record offsets + 1;
+// 0 marks an empty position and tombstone a deleted one. A key's probe
+// starts at its hash scaled to the index's length (any length, so the
+// index is sized to its allocator's class, not to a power of two). While
+// the arena is under tagLimit bytes, an entry's top 8 bits hold a tag
+// from the key's hash, so a probe passes other keys' entries without
+// reading their records: a record read is a cache miss, a tag is not.
+// Deleted records stay in the arena until more than half of it is
 // garbage, then the table is rebuilt in record order.
 //
 // index and arena are blocks of the keyspace's off-heap memory (package
@@ -43,7 +48,9 @@ type table struct {
 	live, used, dead int
 	// gen changes whenever records move (a rebuild or an emptying), so an
 	// arena offset kept from before (a sweep cursor) is known to be stale.
-	gen  uint32
+	gen uint32
+	// wide: the arena outgrew tagLimit, so entries are offsets + 1 alone.
+	wide bool
 	heap *offheap.Heap
 }
 
@@ -52,10 +59,18 @@ const (
 	minIndex  = 8
 	// maxArena keeps offsets + 1 below the tombstone value.
 	maxArena = 1<<32 - 2
+	// tagShift is where a tagged entry's tag starts; tagLimit is the most
+	// arena bytes a table keeps tagged entries for (offsets + 1 then fit
+	// below the tag and never equal the tombstone).
+	tagShift = 24
+	tagBits  = uint32(0xff) << tagShift
+	tagLimit = 1<<tagShift - 2
 	wordSize = 8
 	objSize  = 4
-	// The index grows when more than loadNum/loadDen of it is in use.
+	// The index grows when more than loadNum/loadDen of it is in use, to
+	// a length that puts its load at growNum/growDen.
 	loadNum, loadDen = 13, 16
+	growNum, growDen = 3, 5
 )
 
 // ref locates a live record: its index position, its offset, and the
@@ -148,24 +163,45 @@ func (t *table) objAt(word int) uint32 {
 	return binary.LittleEndian.Uint32(t.arena[word+wordSize:])
 }
 
+// tagMask is the part of an index entry that holds a tag: none once the
+// table is wide.
+func (t *table) tagMask() uint32 {
+	if t.wide {
+		return 0
+	}
+	return tagBits
+}
+
+// tagOf is the tag of hash h, before masking (the hash's top bits; its
+// low 32 bits choose the position).
+func tagOf(h uint64) uint32 { return uint32(h >> 32) }
+
+// home is the first position of hash h's probe sequence in an index of n
+// positions.
+func home(h uint64, n int) int { return int(uint64(uint32(h)) * uint64(n) >> 32) }
+
 // find returns the record holding key.
 func (t *table) find(h uint64, key []byte) (ref, bool) {
-	if len(t.index) == 0 {
+	n := len(t.index)
+	if n == 0 {
 		return ref{}, false
 	}
-	mask := len(t.index) - 1
-	for pos := int(h) & mask; ; pos = (pos + 1) & mask {
+	mask := t.tagMask()
+	want := tagOf(h) & mask
+	for pos := home(h, n); ; {
 		e := t.index[pos]
 		if e == 0 {
 			return ref{}, false
 		}
-		if e == tombstone {
-			continue
+		if e != tombstone && e&mask == want {
+			off := int(e&^mask - 1)
+			kind, k, word, _ := t.recordAt(off)
+			if bytes.Equal(k, key) {
+				return ref{pos: pos, off: off, word: word, kind: kind, inline: t.arena[off]&inlineBit != 0}, true
+			}
 		}
-		off := int(e - 1)
-		kind, k, word, _ := t.recordAt(off)
-		if bytes.Equal(k, key) {
-			return ref{pos: pos, off: off, word: word, kind: kind, inline: t.arena[off]&inlineBit != 0}, true
+		if pos++; pos == n {
+			pos = 0
 		}
 	}
 }
@@ -305,7 +341,8 @@ func (t *table) setState(r ref, state []byte) (ref, error) {
 	}
 	t.arena[r.off] |= deletedBit
 	t.dead += next - r.off
-	t.index[r.pos] = uint32(off + 1)
+	mask := t.tagMask() // after reserve, which may have widened the table
+	t.index[r.pos] = uint32(off+1) | t.index[r.pos]&mask
 	return ref{pos: r.pos, off: off, word: wordOff, kind: r.kind, inline: true}, nil
 }
 
@@ -314,6 +351,9 @@ func (t *table) setState(r ref, state []byte) (ref, error) {
 // so an arena's slack stays bounded.
 func (t *table) reserve(n int) error {
 	need := len(t.arena) + n
+	if !t.wide && need > tagLimit {
+		t.widen()
+	}
 	if need <= cap(t.arena) {
 		return nil
 	}
@@ -334,8 +374,22 @@ func (t *table) reserve(n int) error {
 	return nil
 }
 
-// allocIndex returns a zeroed index of size positions.
+// widen drops the tags from the index's entries, in place (a position
+// depends on the hash's low bits only), before the arena passes tagLimit.
+func (t *table) widen() {
+	mask := t.tagMask()
+	for i, e := range t.index {
+		if e != 0 && e != tombstone {
+			t.index[i] = e &^ mask
+		}
+	}
+	t.wide = true
+}
+
+// allocIndex returns a zeroed index of at least size positions: as many
+// as its block holds.
 func (t *table) allocIndex(size int) ([]uint32, error) {
+	size = t.heap.ClassSize(size*4) / 4
 	b, err := t.heap.Alloc(size * 4)
 	if err != nil {
 		return nil, errNoMemory(err)
@@ -359,15 +413,19 @@ func (t *table) release() {
 
 // place puts offset off at the first free position of h's probe sequence.
 func (t *table) place(h uint64, off int) int {
-	mask := len(t.index) - 1
-	for pos := int(h) & mask; ; pos = (pos + 1) & mask {
+	e := uint32(off+1) | tagOf(h)&t.tagMask()
+	n := len(t.index)
+	for pos := home(h, n); ; {
 		switch t.index[pos] {
 		case 0:
 			t.used++
 			fallthrough
 		case tombstone:
-			t.index[pos] = uint32(off + 1)
+			t.index[pos] = e
 			return pos
+		}
+		if pos++; pos == n {
+			pos = 0
 		}
 	}
 }
@@ -415,12 +473,10 @@ func (t *table) maybeCompact(seed maphash.Seed) bool {
 	return false
 }
 
+// indexSizeFor is the index length for n keys: their load at
+// growNum/growDen, so the index grows again after about a third more.
 func indexSizeFor(n int) int {
-	size := minIndex
-	for n*loadDen > size*loadNum {
-		size *= 2
-	}
-	return size
+	return max(minIndex, (n*growDen+growNum-1)/growNum)
 }
 
 // rebuild copies the live records, in order, into a fresh arena (with
@@ -446,6 +502,7 @@ func (t *table) rebuild(seed maphash.Seed, size, extra int) error {
 		objs = make([]any, 0, n)
 	}
 	t.index, t.used, t.free = index, 0, nil
+	t.wide = live > tagLimit
 	for off := 0; off < len(old); {
 		kind, key, word, next := recordIn(old, off)
 		if kind != KindNone {
