@@ -261,7 +261,7 @@ func (s *Server) admitTLS(nc net.Conn, l *eventLoop) {
 		return
 	}
 	fc.blocking = true
-	tc := tls.Server(fc, s.tlsConfig)
+	tc := tls.Server(&tlsWire{fdConn: fc}, s.tlsConfig)
 	if timeout := time.Duration(s.env.Tunables.IdleTimeoutSeconds.Load()) * time.Second; timeout > 0 {
 		fc.SetDeadline(time.Now().Add(timeout))
 	}
@@ -291,6 +291,11 @@ func (s *Server) enter(fc *fdConn, nc net.Conn, l *eventLoop) {
 	cs.fc, cs.fd, cs.rd = fc, fc.fd, nc
 	if tc, ok := nc.(*tls.Conn); ok {
 		cs.tls = tc
+		// Replies are sealed by TLS, whose records go out like a plain
+		// connection's replies (see tlsWire).
+		cs.out.init(fc)
+		cs.out.seal = tc
+		tc.NetConn().(*tlsWire).out = &cs.out
 	}
 	cs.lastIO = s.monotonic()
 	if !s.clients.add(cs, nc) {

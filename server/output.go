@@ -24,10 +24,13 @@ var errAbandoned = errors.New("server: replies abandoned")
 // is sent, while the loop goes on reading: so a client that pipelines
 // without reading its replies sees its queue grow until it passes the
 // output buffer limit, as in Redis, instead of stalling both sides.
-// Connections without non-blocking writes (TLS) always use the writer.
+// A TLS connection's replies are encrypted first (seal), and the records
+// come back here through its tlsWire.
 type output struct {
 	nc net.Conn
 	nb nonblocking
+	// seal is the connection's TLS layer, or nil: send writes through it.
+	seal interface{ Write([]byte) (int, error) }
 
 	mu     sync.Mutex
 	queued []byte
@@ -51,8 +54,18 @@ func (o *output) init(nc net.Conn) {
 //
 // It is safe for concurrent use (pub/sub messages are sent from the
 // publisher's goroutine): each call's bytes reach the socket whole and in
-// the order the calls took the lock.
+// the order the calls took the lock (TLS' own lock, then this one, for a
+// sealed output).
 func (o *output) send(b []byte) error {
+	if o.seal != nil {
+		_, err := o.seal.Write(b) // its records come back through sendRaw
+		return err
+	}
+	return o.sendRaw(b)
+}
+
+// sendRaw is send of bytes as they go on the wire.
+func (o *output) sendRaw(b []byte) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.err != nil {
