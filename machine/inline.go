@@ -9,8 +9,10 @@ import (
 // record (a few varint bytes, off the Go heap) instead of as a Go object:
 // a million of them then cost what their bytes cost, not an object, an
 // interface slot and the garbage collector's headroom for both. The bytes
-// are the kinds' AppendBinary encodings, the same a snapshot holds, so
-// snapshots and DEBUG DIGEST read them as they are.
+// are the kinds' record encodings (window.CounterState.AppendRecord),
+// shorter than the AppendBinary encodings snapshots and DEBUG DIGEST
+// hold: AppendState and StoreState convert. The other inline kinds hold
+// their AppendBinary encodings as they are.
 
 // maxInlineWindow bounds the encodings: four uvarints.
 const maxInlineWindow = 4 * 10
@@ -28,6 +30,20 @@ func inlineKind(kind keyspace.Kind) bool {
 // slot's lock.
 func AppendState(dst []byte, s *keyspace.Slot, e keyspace.Entry) ([]byte, error) {
 	if e.Inline() {
+		switch e.Kind() {
+		case keyspace.KindSlidingCounter:
+			st, err := window.DecodeCounterRecord(s.State(e))
+			if err != nil {
+				return dst, err
+			}
+			return st.AppendBinary(dst), nil
+		case keyspace.KindFixedWindow:
+			st, err := window.DecodeFixedRecord(s.State(e))
+			if err != nil {
+				return dst, err
+			}
+			return st.AppendBinary(dst), nil
+		}
 		return append(dst, s.State(e)...), nil
 	}
 	return EncodeState(dst, e.Kind(), s.Object(e))
@@ -41,9 +57,15 @@ func StoreState(s *keyspace.Slot, key []byte, kind keyspace.Kind, word int64, ob
 		_, err := s.Insert(key, kind, word, obj)
 		return err
 	}
-	state, err := EncodeState(nil, kind, obj)
+	state, err := EncodeState(nil, kind, obj) // also checks obj is kind's
 	if err != nil {
 		return err
+	}
+	switch st := obj.(type) {
+	case *window.CounterState:
+		state = st.AppendRecord(state[:0])
+	case *window.FixedState:
+		state = st.AppendRecord(state[:0])
 	}
 	if len(state) > keyspace.MaxInlineState {
 		// Only leases and sliding logs grow past a record (they are
@@ -64,9 +86,9 @@ func windowStateOf[S any](s *keyspace.Slot, e keyspace.Entry) (S, error) {
 	var err error
 	switch p := any(&st).(type) {
 	case *window.CounterState:
-		*p, err = window.DecodeCounter(s.State(e))
+		*p, err = window.DecodeCounterRecord(s.State(e))
 	case *window.FixedState:
-		*p, err = window.DecodeFixed(s.State(e))
+		*p, err = window.DecodeFixedRecord(s.State(e))
 	default:
 		err = window.ErrCorrupt
 	}
@@ -81,9 +103,9 @@ func storeInline[S any](s *keyspace.Slot, key []byte, kind keyspace.Kind, e keys
 	var enc []byte
 	switch p := any(st).(type) {
 	case *window.CounterState:
-		enc = p.AppendBinary(buf[:0])
+		enc = p.AppendRecord(buf[:0])
 	case *window.FixedState:
-		enc = p.AppendBinary(buf[:0])
+		enc = p.AppendRecord(buf[:0])
 	default:
 		return window.ErrCorrupt
 	}

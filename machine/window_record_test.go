@@ -1,0 +1,65 @@
+package machine
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/window"
+)
+
+// Window keys hold the short record encoding in memory, while snapshots
+// and DEBUG DIGEST see the snapshot encoding they always did (a replica
+// of an older version agrees); a state moved through AppendState and
+// StoreState, as a snapshot moves it, answers the same afterwards.
+func TestWindowRecordsKeepTheSnapshotEncoding(t *testing.T) {
+	hour := int64(time.Hour)
+	start := t0 - t0%hour
+	m := New(Options{})
+	do(m, t0, "SW.CHECK", "counter", "100", "3600")
+	do(m, t0, "SW.CHECK", "counter", "100", "3600")
+	do(m, t0, "FW.CHECK", "fixed", "100", "3600")
+	want := map[string][]byte{
+		"counter": window.CounterState{Window: hour, Start: start, Curr: 2}.AppendBinary(nil),
+		"fixed":   window.FixedState{Window: hour, Start: start, Count: 1}.AppendBinary(nil),
+	}
+	restored := New(Options{})
+	for key, snap := range want {
+		s := m.Keys().LockKey([]byte(key))
+		e, ok := s.Get([]byte(key), t0)
+		if !ok {
+			t.Fatalf("%s: not found", key)
+		}
+		got, err := AppendState(nil, s, e)
+		if err != nil || !bytes.Equal(got, snap) {
+			t.Errorf("%s: AppendState = %x, %v; want the snapshot encoding %x", key, got, err, snap)
+		}
+		if len(s.State(e)) >= len(snap) {
+			t.Errorf("%s: record holds %d bytes, no fewer than the snapshot's %d", key, len(s.State(e)), len(snap))
+		}
+		kind, word := e.Kind(), s.Word(e)
+		s.Unlock()
+
+		obj, err := DecodeState(kind, got, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := restored.Keys().LockKey([]byte(key))
+		if err := StoreState(r, []byte(key), kind, word, obj); err != nil {
+			t.Fatal(err)
+		}
+		r.Unlock()
+	}
+	restored.Restore(m.Applied())
+	d1, err1 := m.Digest()
+	d2, err2 := restored.Digest()
+	if err1 != nil || err2 != nil || d1 != d2 {
+		t.Fatalf("digests %s (%v) and restored %s (%v)", d1, err1, d2, err2)
+	}
+	later := t0 + int64(time.Minute)
+	for _, args := range [][]string{{"SW.CHECK", "counter", "100", "3600"}, {"FW.CHECK", "fixed", "100", "3600"}} {
+		if a, b := do(m, later, args...), do(restored, later, args...); a != b {
+			t.Errorf("%v: %q, restored %q", args, a, b)
+		}
+	}
+}
