@@ -2,6 +2,7 @@ package machine
 
 import (
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/window"
 )
 
@@ -9,10 +10,11 @@ import (
 // record (a few varint bytes, off the Go heap) instead of as a Go object:
 // a million of them then cost what their bytes cost, not an object, an
 // interface slot and the garbage collector's headroom for both. The bytes
-// are the kinds' record encodings (window.CounterState.AppendRecord),
-// shorter than the AppendBinary encodings snapshots and DEBUG DIGEST
-// hold: AppendState and StoreState convert. The other inline kinds hold
-// their AppendBinary encodings as they are.
+// are the kinds' record encodings (window.CounterState.AppendRecord;
+// quotas' quota.State.AppendRecord), shorter than the AppendBinary
+// encodings snapshots, the quota journal and DEBUG DIGEST hold:
+// AppendState and StoreState convert. The other inline kinds hold their
+// AppendBinary encodings as they are.
 
 // maxInlineWindow bounds the encodings: four uvarints.
 const maxInlineWindow = 4 * 10
@@ -43,6 +45,8 @@ func AppendState(dst []byte, s *keyspace.Slot, e keyspace.Entry) ([]byte, error)
 				return dst, err
 			}
 			return st.AppendBinary(dst), nil
+		case keyspace.KindQuota:
+			return quota.RecordToBinary(dst, s.State(e))
 		}
 		return append(dst, s.State(e)...), nil
 	}
@@ -66,6 +70,10 @@ func StoreState(s *keyspace.Slot, key []byte, kind keyspace.Kind, word int64, ob
 		state = st.AppendRecord(state[:0])
 	case *window.FixedState:
 		state = st.AppendRecord(state[:0])
+	case *quota.State:
+		if state, err = st.AppendRecord(state[:0]); err != nil {
+			return err
+		}
 	}
 	if len(state) > keyspace.MaxInlineState {
 		// Only leases and sliding logs grow past a record (they are

@@ -268,19 +268,22 @@ func (m *Machine) quotaAt(s *keyspace.Slot, e keyspace.Entry) (quota.State, erro
 	if !e.Inline() {
 		return quota.State{}, quota.ErrCorrupt
 	}
-	return quota.DecodeStateIn(s.State(e), m.zones.loadBytes)
+	return quota.DecodeRecord(s.State(e), m.zones.load)
 }
 
-// maxInlineQuota bounds a quota's encoding: a flag byte, a zone name of
-// at most 64 bytes with its length, and five varints.
-const maxInlineQuota = 2 + 64 + 5*10
+// maxInlineQuota bounds a quota's record encoding: a flag byte and six
+// varints.
+const maxInlineQuota = 1 + 6*10
 
 // storeQuota writes quota key's state into its record: in place when e
 // (found) is its record, else as a new record. Entries of the slot other
 // than e stay valid.
 func storeQuota(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, st *quota.State) error {
 	var buf [maxInlineQuota]byte
-	enc := st.AppendBinary(buf[:0])
+	enc, err := st.AppendRecord(buf[:0])
+	if err != nil {
+		return err
+	}
 	if !found {
 		_, err := s.InsertState(key, keyspace.KindQuota, st.ExpireAt(), enc)
 		return err
@@ -288,7 +291,7 @@ func storeQuota(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, st *
 	if !e.Inline() {
 		return quota.ErrCorrupt
 	}
-	e, err := s.SetState(e, enc)
+	e, err = s.SetState(e, enc)
 	if err != nil {
 		return err
 	}

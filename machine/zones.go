@@ -22,21 +22,36 @@ type zoneCache struct {
 	m  atomic.Pointer[map[string]*time.Location]
 }
 
-// loadBytes loads the zone named in a record or an argument; it
-// allocates only the first time a zone is seen.
+// load loads the zone a record names; it allocates only the first time
+// a zone is seen.
+func (z *zoneCache) load(name string) (*time.Location, error) {
+	if m := z.m.Load(); m != nil {
+		if loc, ok := (*m)[name]; ok {
+			return loc, nil
+		}
+	}
+	return z.add(name)
+}
+
+// loadBytes is load of a name in an argument, without copying it.
 func (z *zoneCache) loadBytes(name []byte) (*time.Location, error) {
 	if m := z.m.Load(); m != nil {
 		if loc, ok := (*m)[string(name)]; ok {
 			return loc, nil
 		}
 	}
-	loc, err := quota.LoadZone(string(name))
+	return z.add(string(name))
+}
+
+// add loads a zone not yet cached and caches it.
+func (z *zoneCache) add(name string) (*time.Location, error) {
+	loc, err := quota.LoadZone(name)
 	if err != nil {
 		return nil, err
 	}
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	next := map[string]*time.Location{string(name): loc}
+	next := map[string]*time.Location{name: loc}
 	if m := z.m.Load(); m != nil {
 		for k, v := range *m {
 			next[k] = v

@@ -169,7 +169,7 @@ func runModel(t *testing.T, seed uint64, crash bool) {
 			}
 			var old quota.State
 			if found {
-				old, err = quota.DecodeState(s.State(e))
+				old, err = quota.DecodeRecord(s.State(e), quota.LoadZone)
 				mustOK(t, err)
 			}
 			next, store, _, err := quota.Check(old, found, at, 50, sch, int64(1+rng.IntN(5)))

@@ -29,7 +29,7 @@ func journalQuotas(t testing.TB, st *Store, ks *keyspace.Keyspace, now int64) ui
 		if !ok {
 			t.Fatalf("quota %q vanished", k)
 		}
-		q, err := quota.DecodeState(s.State(e))
+		q, err := quota.DecodeRecord(s.State(e), quota.LoadZone)
 		if err != nil {
 			t.Fatal(err)
 		}

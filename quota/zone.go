@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -44,6 +45,25 @@ var tzfiles = func() map[string][]byte {
 		}
 	}
 	return m
+}()
+
+// zoneNames numbers the zones of the compiled-in database for quota
+// records (State.AppendRecord): "UTC" is 0, the others follow in name
+// order. Built once, only read afterwards; the numbers never leave the
+// process (snapshots and the journal carry names).
+var zoneNames, zoneIndex = func() ([]string, map[string]uint64) {
+	names := []string{"UTC"}
+	for name := range tzfiles {
+		if name != "UTC" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names[1:])
+	index := make(map[string]uint64, len(names))
+	for i, name := range names {
+		index[name] = uint64(i)
+	}
+	return names, index
 }()
 
 // LoadZone loads an IANA zone by name from the compiled-in tz database (""

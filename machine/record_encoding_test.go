@@ -2,26 +2,33 @@ package machine
 
 import (
 	"bytes"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/window"
 )
 
-// Window keys hold the short record encoding in memory, while snapshots
-// and DEBUG DIGEST see the snapshot encoding they always did (a replica
-// of an older version agrees); a state moved through AppendState and
-// StoreState, as a snapshot moves it, answers the same afterwards.
-func TestWindowRecordsKeepTheSnapshotEncoding(t *testing.T) {
+// Window and quota keys hold the short record encodings in memory, while
+// snapshots and DEBUG DIGEST see the snapshot encoding they always did (a
+// replica of an older version agrees); a state moved through AppendState
+// and StoreState, as a snapshot moves it, answers the same afterwards.
+func TestRecordsKeepTheSnapshotEncoding(t *testing.T) {
 	hour := int64(time.Hour)
 	start := t0 - t0%hour
 	m := New(Options{})
 	do(m, t0, "SW.CHECK", "counter", "100", "3600")
 	do(m, t0, "SW.CHECK", "counter", "100", "3600")
 	do(m, t0, "FW.CHECK", "fixed", "100", "3600")
+	do(m, t0, "QUOTA.CHECK", "quota", "100", "MONTH")
+	anchor := strconv.FormatInt((t0-40*int64(24*time.Hour)+int64(13*time.Hour))/1e9, 10)
+	do(m, t0, "QUOTA.CHECK", "billing", "1000", "MONTH", "ANCHOR", anchor, "TZ", "America/New_York", "COST", "7")
 	want := map[string][]byte{
 		"counter": window.CounterState{Window: hour, Start: start, Curr: 2}.AppendBinary(nil),
 		"fixed":   window.FixedState{Window: hour, Start: start, Count: 1}.AppendBinary(nil),
+		"quota":   quotaSnapshot(t, m, "quota", t0),
+		"billing": quotaSnapshot(t, m, "billing", t0),
 	}
 	restored := New(Options{})
 	for key, snap := range want {
@@ -40,7 +47,7 @@ func TestWindowRecordsKeepTheSnapshotEncoding(t *testing.T) {
 		kind, word := e.Kind(), s.Word(e)
 		s.Unlock()
 
-		obj, err := DecodeState(kind, got, nil)
+		obj, err := DecodeState(kind, got, quota.LoadZone)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,9 +64,30 @@ func TestWindowRecordsKeepTheSnapshotEncoding(t *testing.T) {
 		t.Fatalf("digests %s (%v) and restored %s (%v)", d1, err1, d2, err2)
 	}
 	later := t0 + int64(time.Minute)
-	for _, args := range [][]string{{"SW.CHECK", "counter", "100", "3600"}, {"FW.CHECK", "fixed", "100", "3600"}} {
+	for _, args := range [][]string{{"SW.CHECK", "counter", "100", "3600"}, {"FW.CHECK", "fixed", "100", "3600"},
+		{"QUOTA.GET", "quota"}, {"QUOTA.CHECK", "billing", "1000", "MONTH", "ANCHOR", anchor, "TZ", "America/New_York"}} {
 		if a, b := do(m, later, args...), do(restored, later, args...); a != b {
 			t.Errorf("%v: %q, restored %q", args, a, b)
 		}
 	}
+}
+
+// quotaSnapshot is the snapshot encoding of the state QUOTA.GET reports
+// for key, built from the reply and the schedule it was created with.
+func quotaSnapshot(t *testing.T, m *Machine, key string, now int64) []byte {
+	t.Helper()
+	s := m.Keys().LockKey([]byte(key))
+	defer s.Unlock()
+	e, ok := s.Get([]byte(key), now)
+	if !ok {
+		t.Fatalf("%s: not found", key)
+	}
+	st, err := m.quotaAt(s, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Used == 0 || st.Schedule.Zone == "" {
+		t.Fatalf("%s: decoded %+v", key, st)
+	}
+	return st.AppendBinary(nil)
 }
