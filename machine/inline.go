@@ -20,8 +20,8 @@ import (
 const maxInlineWindow = 4 * 10
 
 // inlineKind reports whether keys of kind keep their state inline.
-// Quotas do too (machine/quota.go), their zone as its name in the bytes,
-// looked up in the machine's zone table.
+// Quotas do too (machine/quota.go), their zone as its number in the
+// compiled-in tz database, loaded through the machine's zone cache.
 func inlineKind(kind keyspace.Kind) bool {
 	return kind == keyspace.KindSlidingCounter || kind == keyspace.KindFixedWindow || kind == keyspace.KindQuota ||
 		kind == keyspace.KindLeases || kind == keyspace.KindSlidingLog
