@@ -23,6 +23,9 @@ type clientRegistry struct {
 	closed bool
 	// unix is the wall clock in seconds, refreshed by tick.
 	unix atomic.Int64
+	// connected is INFO's connected_clients, which every registered
+	// connection counts in until it is killed or dropped (uncount).
+	connected *atomic.Int64
 }
 
 // connReg is what the registry reads of a connection from other
@@ -41,12 +44,15 @@ type connReg struct {
 	// killed is set by CLIENT KILL from another connection: the socket is
 	// closed and no further command of this connection runs.
 	killed atomic.Bool
+	// uncounted: the connection left connected_clients (see uncount).
+	uncounted atomic.Bool
 
 	seenCmd *commands.Command
 	seenAt  int64
 }
 
-func (r *clientRegistry) init() {
+func (r *clientRegistry) init(connected *atomic.Int64) {
+	r.connected = connected
 	r.conns = map[int64]*connState{}
 	r.unix.Store(time.Now().Unix())
 }
@@ -93,6 +99,14 @@ func (r *clientRegistry) closeAll() {
 	r.closed = true
 	for _, cs := range r.conns {
 		cs.reg.nc.Close()
+	}
+}
+
+// uncount takes a registered connection out of connected_clients, once:
+// when it is killed or when its loop drops it, whichever comes first.
+func (r *clientRegistry) uncount(cs *connState) {
+	if cs.reg.uncounted.CompareAndSwap(false, true) {
+		r.connected.Add(-1)
 	}
 }
 
@@ -165,6 +179,9 @@ func (r *clientRegistry) Kill(match func(*commands.ClientInfo) bool) int {
 		}
 		if cs.reg.killed.CompareAndSwap(false, true) {
 			cs.reg.nc.Close()
+			// Gone from CLIENT LIST, so from connected_clients too, even
+			// while a command it started still runs aside.
+			r.uncount(cs)
 			n++
 		}
 	}

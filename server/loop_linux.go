@@ -216,7 +216,7 @@ func (l *eventLoop) drop(cs *connState) {
 	l.conns[cs.fd] = nil
 	l.live--
 	cs.fc.Close() // first, so a TLS goodbye cannot wait on a full socket
-	s.env.Stats.ConnectedClients.Add(-1)
+	s.clients.uncount(cs)
 	s.closeConn(cs)
 	cs.fc.release()
 	s.conns.Done()

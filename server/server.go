@@ -131,7 +131,7 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 			RunID:   randomHex(20),
 		},
 	}
-	s.clients.init()
+	s.clients.init(&s.env.Stats.ConnectedClients)
 	s.env.Clients = &s.clients
 	s.env.PubSub = pubsub.New()
 	sketch, err := hot.New(hot.Config{Capacity: cfg.ThrottledTopCapacity, Window: int64(cfg.ThrottledTopWindow)})
