@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-rl/sluice/conc"
 	"github.com/sluice-rl/sluice/keyspace"
@@ -137,12 +138,14 @@ func (m *Machine) advance(now int64) int64 {
 	}
 }
 
-// Sweep removes up to budget records that have expired at the applied
-// instant, from cursor on (see keyspace.Sweep). Those keys already read as
-// absent, so a sweep changes no reply, Digest or snapshot: any node may
-// sweep whenever it likes without a log entry.
-func (m *Machine) Sweep(cursor *keyspace.SweepCursor, budget int) (examined, removed int) {
-	return m.keys.Sweep(m.applied.Load(), cursor, budget)
+// Sweep removes up to budget records that had expired grace before the
+// applied instant, from cursor on (see keyspace.Sweep). Those keys already
+// read as absent, so a sweep changes no reply, Digest or snapshot: any node
+// may sweep whenever it likes without a log entry. A grace keeps the record
+// of a key that comes back soon (a limiter between bursts) for Insert to
+// overwrite in place, instead of removing it and appending a new one.
+func (m *Machine) Sweep(cursor *keyspace.SweepCursor, budget int, grace time.Duration) (examined, removed int) {
+	return m.keys.Sweep(m.applied.Load()-int64(grace), cursor, budget)
 }
 
 // Outcome is what an apply tells its caller besides the reply.

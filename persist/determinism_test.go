@@ -255,10 +255,10 @@ func TestReplicasConverge(t *testing.T) {
 			}
 			// Each replica sweeps on its own schedule.
 			if rng.IntN(7) == 0 {
-				a.m.Sweep(&a.sweep, 1+rng.IntN(50))
+				a.m.Sweep(&a.sweep, 1+rng.IntN(50), 0)
 			}
 			if rng.IntN(11) == 0 {
-				b.m.Sweep(&b.sweep, 1+rng.IntN(500))
+				b.m.Sweep(&b.sweep, 1+rng.IntN(500), 0)
 			}
 			switch step {
 			case steps / 4:
@@ -304,7 +304,7 @@ func TestSweepDoesNotMoveTime(t *testing.T) {
 	// applied instant.
 	var cur keyspace.SweepCursor
 	for range 20 {
-		a.m.Sweep(&cur, 1<<20)
+		a.m.Sweep(&cur, 1<<20, 0)
 	}
 	ra := string(a.apply(t0+1e9, words("CL.THROTTLE", "k", "0", "1", "10")))
 	rb := string(b.apply(t0+1e9, words("CL.THROTTLE", "k", "0", "1", "10")))

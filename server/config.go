@@ -64,6 +64,13 @@ type Config struct {
 	// SweepBudget is the most records one sweep round examines, which
 	// bounds the time any slot lock is held by the sweeper.
 	SweepBudget int
+	// SweepGrace is how long an expired key's record stays before the
+	// sweep removes it. A key that comes back within it — a limiter's key
+	// between two bursts, a short window renewed — is written over in place
+	// instead of removed and appended again (garbage, index churn,
+	// compactions); an expired key reads as absent either way. It costs
+	// memory: keys that never come back stay that much longer.
+	SweepGrace time.Duration
 	// Version is reported by INFO as sluice_version.
 	Version string
 	// Protocol bounds what a client may send (bulk length, arguments,
@@ -145,6 +152,7 @@ func DefaultConfig() Config {
 		MaxClients:    10000,
 		SweepInterval: 100 * time.Millisecond,
 		SweepBudget:   2000,
+		SweepGrace:    time.Second,
 		Version:       "0.2.0",
 		Protocol:      guard.DefaultLimits(),
 		ProtectedMode: true,
@@ -230,6 +238,9 @@ func (c Config) Validate() error {
 	}
 	if c.SweepInterval <= 0 || c.SweepBudget < 1 {
 		return fmt.Errorf("%w: sweep interval and budget must be positive", ErrConfig)
+	}
+	if c.SweepGrace < 0 {
+		return fmt.Errorf("%w: sweep grace %v < 0", ErrConfig, c.SweepGrace)
 	}
 	if r := c.Replication; r.Enabled() || r.NodeID != "" {
 		if !r.Enabled() {

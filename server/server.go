@@ -323,7 +323,7 @@ func (s *Server) sweep() {
 			s.env.Machine.Advance(s.env.Clock.Now())
 		}
 		for range maxSweepRounds {
-			examined, removed := s.env.Machine.Sweep(&cursor, s.cfg.SweepBudget)
+			examined, removed := s.env.Machine.Sweep(&cursor, s.cfg.SweepBudget, s.cfg.SweepGrace)
 			s.env.Stats.ExpiredKeys.Add(int64(removed))
 			if removed*4 < examined || examined == 0 {
 				break
