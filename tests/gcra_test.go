@@ -103,7 +103,9 @@ func TestThrottleExpiryOnDebugClock(t *testing.T) {
 	}
 }
 
-// The background sweep removes expired keys nobody reads again.
+// The background sweep removes expired keys nobody reads again, once
+// their grace is past (machine.TestSweepGrace checks the grace itself at
+// fixed instants).
 func TestSweepRemovesUnreadKeys(t *testing.T) {
 	s := StartServer(t)
 	c := s.Client()
@@ -125,25 +127,6 @@ func TestSweepRemovesUnreadKeys(t *testing.T) {
 	// DBSIZE counts live keys; expired_keys counts what the sweep removed.
 	eventually(t, "the sweep removes every expired key", func() bool {
 		return infoField(t, c, "stats", "expired_keys") == "2000"
-	})
-}
-
-// The sweep removes expired keys once their grace (a second) is past,
-// and INFO counts them (machine.TestSweepGrace checks the grace itself at
-// fixed instants). Both keys share a slot.
-func TestSweepCountsExpiredKeys(t *testing.T) {
-	s := StartServer(t)
-	c := s.Client()
-	setClock(t, c, future)
-	c.Do(ctx(t), "CL.THROTTLE", "{g}a", 0, 1, 1) // expires 1 s from now
-	advance(t, c, 1900*time.Millisecond)
-	c.Do(ctx(t), "CL.THROTTLE", "{g}b", 0, 1, 1)
-	if n := c.DBSize(ctx(t)).Val(); n != 1 {
-		t.Fatalf("DBSIZE %d with one key expired, one live", n)
-	}
-	advance(t, c, 10*time.Second)
-	eventually(t, "the sweep removes both expired keys", func() bool {
-		return infoField(t, c, "stats", "expired_keys") == "2"
 	})
 }
 
