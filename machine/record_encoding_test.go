@@ -22,13 +22,14 @@ func TestRecordsKeepTheSnapshotEncoding(t *testing.T) {
 	do(m, t0, "SW.CHECK", "counter", "100", "3600")
 	do(m, t0, "FW.CHECK", "fixed", "100", "3600")
 	do(m, t0, "QUOTA.CHECK", "quota", "100", "MONTH")
-	anchor := strconv.FormatInt((t0-40*int64(24*time.Hour)+int64(13*time.Hour))/1e9, 10)
+	anchorSec := (t0 - 40*int64(24*time.Hour) + int64(13*time.Hour)) / 1e9
+	anchor := strconv.FormatInt(anchorSec, 10)
 	do(m, t0, "QUOTA.CHECK", "billing", "1000", "MONTH", "ANCHOR", anchor, "TZ", "America/New_York", "COST", "7")
 	want := map[string][]byte{
 		"counter": window.CounterState{Window: hour, Start: start, Curr: 2}.AppendBinary(nil),
 		"fixed":   window.FixedState{Window: hour, Start: start, Count: 1}.AppendBinary(nil),
-		"quota":   quotaSnapshot(t, m, "quota", t0),
-		"billing": quotaSnapshot(t, m, "billing", t0),
+		"quota":   quotaSnapshot(t, 100, 1, 0, false, "UTC"),
+		"billing": quotaSnapshot(t, 1000, 7, anchorSec*1e9, true, "America/New_York"),
 	}
 	restored := New(Options{})
 	for key, snap := range want {
@@ -72,22 +73,17 @@ func TestRecordsKeepTheSnapshotEncoding(t *testing.T) {
 	}
 }
 
-// quotaSnapshot is the snapshot encoding of the state QUOTA.GET reports
-// for key, built from the reply and the schedule it was created with.
-func quotaSnapshot(t *testing.T, m *Machine, key string, now int64) []byte {
+// quotaSnapshot is the snapshot encoding of a monthly quota at t0,
+// built from its parameters (not from the record it is checked against).
+func quotaSnapshot(t *testing.T, limit, used, anchor int64, anchored bool, zone string) []byte {
 	t.Helper()
-	s := m.Keys().LockKey([]byte(key))
-	defer s.Unlock()
-	e, ok := s.Get([]byte(key), now)
-	if !ok {
-		t.Fatalf("%s: not found", key)
-	}
-	st, err := m.quotaAt(s, e)
+	sch, err := quota.NewSchedule(quota.Month, anchor, anchored, zone)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Used == 0 || st.Schedule.Zone == "" {
-		t.Fatalf("%s: decoded %+v", key, st)
+	start, end, err := sch.Bounds(t0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return st.AppendBinary(nil)
+	return quota.State{Schedule: sch, Limit: limit, Used: used, Start: start, End: end}.AppendBinary(nil)
 }
