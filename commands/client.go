@@ -55,6 +55,9 @@ type ClientInfo struct {
 	// LastCmd is the full name of the last command run ("client|list"),
 	// "NULL" before the first.
 	LastCmd string
+	// OutputBytes is how much of the replies sent is not yet in the
+	// socket (CLIENT LIST's omem).
+	OutputBytes int64
 }
 
 // Clients is the server's registry of open connections.
@@ -114,7 +117,8 @@ func (c *Conn) setFlag(f ConnFlags, on bool) {
 }
 
 // appendClientLine writes one CLIENT LIST line in Redis 7.2's field order.
-// sluice keeps no per-client buffers Redis would count, so those fields are 0.
+// Of the per-client buffers Redis counts, sluice reports the unsent output
+// (omem, also counted in tot-mem); the others are 0.
 func appendClientLine(b []byte, ci *ClientInfo, closing bool) []byte {
 	b = append(b, "id="...)
 	b = strconv.AppendInt(b, ci.ID, 10)
@@ -133,7 +137,11 @@ func appendClientLine(b []byte, ci *ClientInfo, closing bool) []byte {
 	b = append(b, " flags="...)
 	b = append(b, ci.Flags.letters(closing)...)
 	b = append(b, " db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0"+
-		" rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd="...)
+		" rbs=0 rbp=0 obl=0 oll=0 omem="...)
+	b = strconv.AppendInt(b, ci.OutputBytes, 10)
+	b = append(b, " tot-mem="...)
+	b = strconv.AppendInt(b, ci.OutputBytes, 10)
+	b = append(b, " events=r cmd="...)
 	b = append(b, ci.LastCmd...)
 	b = append(b, " user=default redir=-1 resp="...)
 	b = strconv.AppendInt(b, int64(ci.Proto), 10)

@@ -147,6 +147,7 @@ func (r *clientRegistry) info(cs *connState) commands.ClientInfo {
 	ci.FD = cs.reg.fd
 	ci.Age = max(0, now-cs.reg.created)
 	ci.Idle = max(0, now-cs.reg.lastActive.Load())
+	ci.OutputBytes = int64(cs.out.queuedBytes())
 	if cmd := cs.reg.lastCmd.Load(); cmd != nil {
 		ci.LastCmd = cmd.FullName()
 	}

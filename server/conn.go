@@ -53,6 +53,8 @@ type connState struct {
 	loop   *eventLoop
 	away   bool
 	lastIO int64
+	// revisiting says the connection is on its loop's revisit list.
+	revisiting bool
 }
 
 // refusal is the reply that turns a new connection away, or "": protected

@@ -35,6 +35,10 @@ type eventLoop struct {
 	// idleCheck asks the loop to close its idle connections (see
 	// closeIdle) between two wake-ups' work.
 	idleCheck bool
+
+	// revisit are the TLS connections to read again after this wake-up's
+	// ready ones (see revisitLater); spare is its other buffer.
+	revisit, spare []*connState
 }
 
 // loopCount is how many event loops serve clients: --io-threads, or half
@@ -88,7 +92,7 @@ func (l *eventLoop) run() {
 	defer l.p.close()
 	var arrived []*connState
 	for {
-		events, err := l.p.wait()
+		events, err := l.p.wait(len(l.revisit) == 0)
 		if err != nil {
 			l.s.log.Error("event loop stopped", "err", err)
 			return
@@ -120,7 +124,40 @@ func (l *eventLoop) run() {
 				}
 			}
 		}
+		l.revisitTLS()
 	}
+}
+
+// revisitLater reads a TLS connection again once this wake-up's ready
+// connections are served. TLS may hold decrypted requests (the rest of a
+// record) that its socket no longer signals, so the loop cannot wait for
+// epoll to report it; reading it until it runs dry instead would let a
+// client that writes faster than the server answers hold the loop, and
+// every other client on it, for as long as it keeps writing. Redis keeps
+// such connections on a list the same way (tlsProcessPendingData).
+func (l *eventLoop) revisitLater(cs *connState) {
+	if !cs.revisiting {
+		cs.revisiting = true
+		l.revisit = append(l.revisit, cs)
+	}
+}
+
+// revisitTLS reads once more each connection revisitLater listed, unless
+// it has left the loop since (dropped, or handed off).
+func (l *eventLoop) revisitTLS() {
+	if len(l.revisit) == 0 {
+		return
+	}
+	batch := l.revisit
+	l.revisit = l.spare[:0]
+	for i, cs := range batch {
+		batch[i] = nil
+		cs.revisiting = false
+		if cs.fd < len(l.conns) && l.conns[cs.fd] == cs && !cs.away {
+			l.serve(cs)
+		}
+	}
+	l.spare = batch[:0]
 }
 
 // arrive takes a connection in: a new one, or one whose handed-off batch
@@ -146,46 +183,43 @@ func (l *eventLoop) arrive(cs *connState) {
 	}
 	if cs.tls != nil {
 		// TLS may hold decrypted bytes the socket no longer signals.
-		l.serve(cs)
+		l.revisitLater(cs)
 	}
 }
 
-// serve reads what a ready connection sent, runs it and answers.
+// serve reads what a ready connection sent, once, runs it and answers.
 func (l *eventLoop) serve(cs *connState) {
 	s := l.s
-	for {
-		n, err := cs.framer.Fill(cs.rd)
-		if n > 0 {
-			cs.inBytes += n
-			cs.lastIO = s.monotonic()
-			pending := s.runBatch(cs, true)
-			if pending != nil || cs.closing || cs.ctx.Unsettled() || cs.conn.DurablePending() {
-				l.handOff(cs, pending)
-				return
-			}
-			s.flush(cs)
-			if cs.closing {
-				l.drop(cs)
-				return
-			}
-			if cs.tls == nil {
-				return // level-triggered: unread bytes bring the loop back
-			}
-			continue
-		}
-		var ne net.Error
-		switch {
-		case errors.As(err, &ne) && ne.Timeout():
-			return // nothing to read now
-		case err == nil:
+	n, err := cs.framer.Fill(cs.rd)
+	if n > 0 {
+		cs.inBytes += n
+		cs.lastIO = s.monotonic()
+		pending := s.runBatch(cs, true)
+		if pending != nil || cs.closing || cs.ctx.Unsettled() || cs.conn.DurablePending() {
+			l.handOff(cs, pending)
 			return
 		}
-		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-			s.log.Debug("connection closed", "addr", cs.conn.Addr, "err", err)
+		s.flush(cs)
+		if cs.closing {
+			l.drop(cs)
+			return
 		}
-		l.drop(cs)
+		if cs.tls != nil {
+			l.revisitLater(cs)
+		}
+		return // level-triggered: unread bytes bring the loop back
+	}
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		return // nothing to read now
+	case err == nil:
 		return
 	}
+	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		s.log.Debug("connection closed", "addr", cs.conn.Addr, "err", err)
+	}
+	l.drop(cs)
 }
 
 // handOff finishes the batch on a goroutine of its own: pending is the

@@ -80,10 +80,18 @@ func (p *poller) unwatch(fd int) error {
 	return unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 }
 
-// wait parks until something is ready and returns the ready descriptors'
-// events (wakeTag for a wake-up). The slice is reused by the next wait.
-func (p *poller) wait() ([]unix.EpollEvent, error) {
+// wait returns the ready descriptors' events (wakeTag for a wake-up),
+// parking until something is ready if park is set. The slice is reused by
+// the next wait.
+func (p *poller) wait(park bool) ([]unix.EpollEvent, error) {
 	p.n, p.err = 0, nil
+	if !park {
+		n, err := unix.EpollWait(p.epfd, p.events, 0)
+		if errors.Is(err, unix.EINTR) {
+			return nil, nil
+		}
+		return p.events[:max(n, 0)], err
+	}
 	if err := p.raw.Read(p.collect); err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ func TestTLSStalledClientCannotStallTheLoop(t *testing.T) {
 	cfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
 	other := s.Client(func(o *redis.Options) {
 		o.TLSConfig = cfg
-		o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 5*time.Second, 5*time.Second, -1
+		o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 20*time.Second, 20*time.Second, -1
 	})
 	if err := other.Ping(ctx(t)).Err(); err != nil {
 		t.Fatal(err)
@@ -42,15 +42,22 @@ func TestTLSStalledClientCannotStallTheLoop(t *testing.T) {
 			if err := stalled.Handshake(); err != nil {
 				t.Fatal(err)
 			}
-			// Replies far larger than both sockets' buffers, never read.
+			// Replies far larger than both sockets' buffers, never read
+			// (ECHO: cheap to answer, so the loop is soon free again).
 			before, _ := strconv.ParseInt(infoField(t, other, "stats", "total_net_output_bytes"), 10, 64)
-			if _, err := stalled.Write([]byte(strings.Repeat("*1\r\n$7\r\nCOMMAND\r\n", 2000))); err != nil {
+			echo := "*2\r\n$4\r\nECHO\r\n$1048576\r\n" + strings.Repeat("x", 1<<20) + "\r\n"
+			if _, err := stalled.Write([]byte(strings.Repeat(echo, 32))); err != nil {
 				t.Fatal(err)
 			}
 			eventually(t, "the stalled client's replies produced", func() bool {
 				n, _ := strconv.ParseInt(infoField(t, other, "stats", "total_net_output_bytes"), 10, 64)
 				return n-before > 30<<20
 			})
+			// ... and waiting for the client, not sent: the writer goroutine
+			// is blocked on the full socket.
+			if omem := clientField(t, other, raw.LocalAddr().String(), "omem"); omem < 1<<20 {
+				t.Fatalf("the stalled client's unsent output is %d bytes: its socket is not full", omem)
+			}
 			switch how {
 			case "bad record":
 				// Application data the server cannot decrypt: it answers with
@@ -70,4 +77,30 @@ func TestTLSStalledClientCannotStallTheLoop(t *testing.T) {
 			}
 		})
 	}
+}
+
+// clientField is a numeric field of the CLIENT LIST line of the client at
+// addr.
+func clientField(t *testing.T, c *redis.Client, addr, field string) int64 {
+	t.Helper()
+	list, err := c.ClientList(ctx(t)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(list, "\n") {
+		if !strings.Contains(line, " addr="+addr+" ") {
+			continue
+		}
+		for _, kv := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(kv, field+"="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatalf("CLIENT LIST %s=%q", field, v)
+				}
+				return n
+			}
+		}
+	}
+	t.Fatalf("no CLIENT LIST line with addr=%s and %s:\n%s", addr, field, list)
+	return 0
 }
