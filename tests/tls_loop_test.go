@@ -1,10 +1,13 @@
 package tests
 
 import (
+	"bufio"
 	"crypto/tls"
+	"io"
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,28 +23,11 @@ import (
 // crypto/tls skipped close_notify while the writer goroutine's write was
 // in flight — now the kill's close_notify goes through the output.)
 func TestTLSStalledClientCannotStallTheLoop(t *testing.T) {
-	certFile, keyFile, pool := selfSigned(t)
-	s := StartServer(t, "--tls-cert-file", certFile, "--tls-key-file", keyFile, "--io-threads", "1")
-	cfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
-	other := s.Client(func(o *redis.Options) {
-		o.TLSConfig = cfg
-		o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 20*time.Second, 20*time.Second, -1
-	})
-	if err := other.Ping(ctx(t)).Err(); err != nil {
-		t.Fatal(err)
-	}
+	s, cfg, other := tlsOneLoop(t)
 
 	for _, how := range []string{"bad record", "client kill"} {
 		t.Run(how, func(t *testing.T) {
-			raw, err := net.Dial("tcp", s.Addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer raw.Close()
-			stalled := tls.Client(raw, cfg)
-			if err := stalled.Handshake(); err != nil {
-				t.Fatal(err)
-			}
+			raw, stalled := dialTLS(t, s.Addr, cfg)
 			// Replies far larger than both sockets' buffers, never read
 			// (ECHO: cheap to answer, so the loop is soon free again).
 			before, _ := strconv.ParseInt(infoField(t, other, "stats", "total_net_output_bytes"), 10, 64)
@@ -77,6 +63,97 @@ func TestTLSStalledClientCannotStallTheLoop(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A TLS client that never stops pipelining must not starve the other
+// clients of its event loop. The loop serves a plain connection one read
+// per wake-up; a TLS connection may hold decrypted requests its socket no
+// longer signals, so it is revisited — after the other ready connections,
+// not by reading it until it runs dry, which with a client that writes
+// faster than the server answers is never.
+func TestTLSPipelinerCannotStarveItsLoop(t *testing.T) {
+	s, cfg, other := tlsOneLoop(t)
+
+	_, flood := dialTLS(t, s.Addr, cfg)
+	// Replies are read (so the flood is never closed for its output) and
+	// counted, so the test knows the server is busy with the flood.
+	var answered atomic.Int64
+	go func() {
+		br := bufio.NewReader(flood)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if line == "+PONG\r\n" {
+				answered.Add(1)
+			}
+		}
+	}()
+	stop := make(chan struct{})
+	flooded := make(chan error, 1)
+	go func() {
+		chunk := []byte(strings.Repeat("*1\r\n$4\r\nPING\r\n", 4096))
+		for {
+			select {
+			case <-stop:
+				flooded <- nil
+				return
+			default:
+			}
+			if _, err := flood.Write(chunk); err != nil {
+				flooded <- err
+				return
+			}
+		}
+	}()
+
+	// The flood is under way once the server answered some of it.
+	eventually(t, "the flood answered", func() bool { return answered.Load() > 20_000 })
+	for range 3 {
+		start := time.Now()
+		if err := other.Ping(ctx(t)).Err(); err != nil {
+			t.Fatalf("another client on the loop, during the flood: %v (after %v)", err, time.Since(start))
+		}
+	}
+	close(stop)
+	if err := <-flooded; err != nil && err != io.EOF {
+		t.Fatalf("the flood ended with %v before the other client was answered", err)
+	}
+}
+
+// tlsOneLoop starts a TLS server with one event loop, and a client of it
+// ("other") that waits up to 20 s for a reply: long enough for a slow
+// -race build, far shorter than a loop held for as long as a client likes.
+func tlsOneLoop(t *testing.T) (*Server, *tls.Config, *redis.Client) {
+	t.Helper()
+	certFile, keyFile, pool := selfSigned(t)
+	s := StartServer(t, "--tls-cert-file", certFile, "--tls-key-file", keyFile, "--io-threads", "1")
+	cfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
+	other := s.Client(func(o *redis.Options) {
+		o.TLSConfig = cfg
+		o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 20*time.Second, 20*time.Second, -1
+	})
+	if err := other.Ping(ctx(t)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return s, cfg, other
+}
+
+// dialTLS connects to addr and shakes hands; raw is the socket under the
+// TLS connection. Both close when the test ends.
+func dialTLS(t *testing.T, addr string, cfg *tls.Config) (raw net.Conn, c *tls.Conn) {
+	t.Helper()
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	c = tls.Client(raw, cfg)
+	if err := c.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	return raw, c
 }
 
 // clientField is a numeric field of the CLIENT LIST line of the client at
