@@ -54,7 +54,7 @@ func loopCount(configured int) int {
 func (s *Server) startLoops() error {
 	n := loopCount(s.cfg.IOThreads)
 	for range n {
-		p, err := newPoller()
+		p, err := newPoller(s.cfg.LoopSpin)
 		if err != nil {
 			s.stopLoops()
 			return err

@@ -99,6 +99,8 @@ func TestConfigValidate(t *testing.T) {
 		"bulk len":       func(c *Config) { c.Protocol.MaxBulkLen = 0 },
 		"output buffer":  func(c *Config) { c.OutputBufferLimit = -1 },
 		"sweep interval": func(c *Config) { c.SweepInterval = 0 },
+		"negative spin":  func(c *Config) { c.LoopSpin = -time.Microsecond },
+		"long spin":      func(c *Config) { c.LoopSpin = 2 * time.Millisecond },
 	} {
 		c := DefaultConfig()
 		mutate(&c)

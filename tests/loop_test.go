@@ -143,9 +143,66 @@ func TestIOThreadsShareOneKeyspace(t *testing.T) {
 	}
 }
 
+// An event loop that polls before it parks (--loop-spin) serves clients as
+// one that parks at once: one client's round trips one after another (the
+// case polling is for) and a few concurrent ones, each decision exact; a
+// spin out of range is refused at start.
+func TestLoopSpin(t *testing.T) {
+	for _, spin := range []string{"0", "1ms"} {
+		t.Run(spin, func(t *testing.T) {
+			s := StartServer(t, "--io-threads", "1", "--loop-spin", spin)
+			setClock(t, s.Client(), future)
+			c := s.Client()
+			const limit = 100
+			admitted := 0
+			for range 300 {
+				v, err := c.Do(ctx(t), "CL.THROTTLE", "one", limit-1, 1, 3600).Int64Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v[0] == 0 {
+					admitted++
+				}
+			}
+			if admitted != limit {
+				t.Fatalf("one client: %d of 300 admitted, want %d", admitted, limit)
+			}
+			var wg sync.WaitGroup
+			var got atomic.Int64
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c := redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 1})
+					defer c.Close()
+					for range 50 {
+						v, err := c.Do(ctx(t), "CL.THROTTLE", "many", limit-1, 1, 3600).Int64Slice()
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if v[0] == 0 {
+							got.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if got.Load() != limit {
+				t.Fatalf("eight clients: %d of 400 admitted, want %d", got.Load(), limit)
+			}
+		})
+	}
+	for _, bad := range []string{"-1us", "2ms"} {
+		if _, err := startMustFail(t, "--loop-spin", bad, "--addr", freeAddr(t), "--data-dir", t.TempDir()); err == nil {
+			t.Fatalf("--loop-spin %s started", bad)
+		}
+	}
+}
+
 // A TLS client's pipeline larger than a TLS record and the server's read
-// buffer: the loop reads until TLS holds nothing more, so no request
-// waits in TLS' buffer for bytes that already arrived.
+// buffer: the loop comes back to the connection until TLS holds nothing
+// more, so no request waits in TLS' buffer for bytes that already arrived.
 func TestTLSPipelineThroughTheLoop(t *testing.T) {
 	certFile, keyFile, pool := selfSigned(t)
 	s := StartServer(t, "--tls-cert-file", certFile, "--tls-key-file", keyFile, "--io-threads", "1")

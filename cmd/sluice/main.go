@@ -49,6 +49,7 @@ func run(args []string) error {
 	fs.Int64Var(&cfg.Protocol.MaxArgs, "proto-max-args", cfg.Protocol.MaxArgs, "most arguments in one command")
 	fs.IntVar(&cfg.OutputBufferLimit, "client-output-buffer-limit", cfg.OutputBufferLimit, "close a client whose unsent replies pass this many bytes (0: no limit)")
 	fs.IntVar(&cfg.IOThreads, "io-threads", cfg.IOThreads, "event loops serving client connections (0: half the CPUs, at least one)")
+	fs.DurationVar(&cfg.LoopSpin, "loop-spin", cfg.LoopSpin, "how long an idle event loop polls before it parks (0 to 1ms)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.BoolVar(&cfg.EnableDebugCommand, "enable-debug-command", cfg.EnableDebugCommand, "allow DEBUG CLOCK (tests only)")
 	fs.IntVar(&cfg.MaxClients, "maxclients", cfg.MaxClients, "most client connections at once")
