@@ -193,12 +193,7 @@ func readLine(t *testing.T, r *bufio.Reader) string {
 // ends) and returns it, its reader and its CLIENT ID.
 func namedVictim(t *testing.T, addr string) (net.Conn, *bufio.Reader, string) {
 	t.Helper()
-	victim, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { victim.Close() })
-	victim.SetDeadline(time.Now().Add(20 * time.Second))
+	victim := dialRaw(t, addr)
 	vr := bufio.NewReader(victim)
 	victim.Write([]byte("CLIENT SETNAME victim\r\nCLIENT ID\r\n"))
 	if l := readLine(t, vr); l != "+OK\r\n" {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -301,12 +300,8 @@ func TestConcConcurrentHolders(t *testing.T) {
 // would.
 func concAcquireRaw(t *testing.T, addr, key string, limit, lease int, id string) string {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := dialRaw(t, addr)
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
 	args := []string{"CONC.ACQUIRE", key, fmt.Sprint(limit), fmt.Sprint(lease), id}
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))

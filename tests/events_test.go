@@ -217,12 +217,7 @@ func TestIdleTimeoutSparesSubscribers(t *testing.T) {
 	}
 	// A plain client connected after the subscription: once the timeout
 	// has closed it, the subscriber has been idle longer still.
-	idle, err := net.Dial("tcp", s.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Close()
-	idle.SetDeadline(time.Now().Add(20 * time.Second))
+	idle := dialRaw(t, s.Addr)
 	if n, err := idle.Read(make([]byte, 1)); n != 0 || err == nil {
 		t.Fatalf("idle plain client: read %d bytes, %v; want it closed", n, err)
 	}

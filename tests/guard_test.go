@@ -3,14 +3,12 @@ package tests
 import (
 	"bufio"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -19,12 +17,8 @@ import (
 // server answered before it closed the connection.
 func hostile(t *testing.T, addr string, payload []byte, closeAfter bool) string {
 	t.Helper()
-	cn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cn := dialRaw(t, addr)
 	defer cn.Close()
-	cn.SetDeadline(time.Now().Add(20 * time.Second))
 	if _, err := cn.Write(payload); err != nil {
 		return "write: " + err.Error()
 	}
@@ -98,12 +92,7 @@ func TestUnauthenticatedLimits(t *testing.T) {
 	if got := hostile(t, s.Addr, []byte(many), false); got != "-ERR Protocol error: unauthenticated multibulk length\r\n" {
 		t.Fatalf("11 arguments before AUTH: %q", got)
 	}
-	cn, err := net.Dial("tcp", s.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cn.Close()
-	cn.SetDeadline(time.Now().Add(20 * time.Second))
+	cn := dialRaw(t, s.Addr)
 	cn.Write([]byte("AUTH pw\r\n" + big))
 	r := bufio.NewReader(cn)
 	if line, _ := r.ReadString('\n'); line != "+OK\r\n" {

@@ -274,6 +274,20 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	eventuallyExplained(t, what, cond, nil)
 }
 
+// dialRaw connects a raw client to addr, for tests that speak RESP a byte
+// at a time: its reads and writes give up after 20 s rather than hang the
+// test, and it is closed when the test ends (if not before).
+func dialRaw(t testing.TB, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	return c
+}
+
 // eventuallyExplained is eventually whose failure also says what explain
 // returns (the last answer seen, the servers' logs).
 func eventuallyExplained(t testing.TB, what string, cond func() bool, explain func() string) {

@@ -165,12 +165,7 @@ func TestIdleTimeoutSparesSlowSenders(t *testing.T) {
 		t.Fatalf("echo cut after %d bytes: %v; server log:\n%s", n, err, s.Logs())
 	}
 	// An idle connection is still closed.
-	idle, err := net.Dial("tcp", s.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Close()
-	idle.SetDeadline(time.Now().Add(20 * time.Second))
+	idle := dialRaw(t, s.Addr)
 	if n, err := idle.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Fatalf("idle connection: read %d bytes, %v; want EOF", n, err)
 	}
@@ -187,12 +182,7 @@ func TestUnauthenticatedInlineLimits(t *testing.T) {
 		t.Fatalf("inline request of 20 KB before AUTH: %q", got)
 	}
 	// After AUTH, inline requests have the full limits.
-	c, err := net.Dial("tcp", s.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
+	c := dialRaw(t, s.Addr)
 	c.Write([]byte("AUTH pw\r\nECHO " + strings.Repeat("x", 20000) + "\r\n"))
 	rd := bufio.NewReader(c)
 	if line, _ := rd.ReadString('\n'); line != "+OK\r\n" {
@@ -242,12 +232,7 @@ func TestOutputBufferLimitCountsUnsentReplies(t *testing.T) {
 // in Redis, not only those that read again.
 func TestConfigSetTimeoutClosesWaitingIdleClients(t *testing.T) {
 	s := StartServer(t)
-	idle, err := net.Dial("tcp", s.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Close()
-	idle.SetDeadline(time.Now().Add(20 * time.Second))
+	idle := dialRaw(t, s.Addr)
 	idle.Write([]byte("PING\r\n"))
 	rd := bufio.NewReader(idle)
 	if line, err := rd.ReadString('\n'); line != "+PONG\r\n" {
