@@ -122,7 +122,8 @@ func (n *Node) runBatches() {
 		entry := AppendProposal(nil, prop, clk.Stamp(), cmds)
 		n.batchSizes.observe(len(cmds))
 		n.lastEntry.Store(n.cfg.Mono())
-		inflights <- inflight{fut: n.raft.Apply(entry, n.cfg.ApplyTimeout), prop: prop, sent: time.Now()}
+		fut := n.raft.ApplyLog(raft.Log{Data: entry, Extensions: n.noteIfDue()}, n.cfg.ApplyTimeout)
+		inflights <- inflight{fut: fut, prop: prop, sent: time.Now()}
 	}
 }
 

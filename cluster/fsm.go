@@ -43,6 +43,9 @@ type fsm struct {
 	scratch machine.Scratch
 	// log receives what snapshots left out; nil discards.
 	log *slog.Logger
+	// extensions, when set, is handed every entry that carries Extensions
+	// (the leader's peer notes); what it does never reaches the machine.
+	extensions func(*raft.Log)
 	// skipped counts keys snapshots left out (persist.SaveInfo.Skipped).
 	skipped atomic.Int64
 
@@ -69,6 +72,9 @@ type applied struct {
 func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
+	}
+	if f.extensions != nil && len(l.Extensions) > 0 {
+		f.extensions(l)
 	}
 	b, err := f.dec.Check(l.Data)
 	if err != nil {

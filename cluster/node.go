@@ -195,8 +195,10 @@ type Node struct {
 
 	// props are the entries this node logged whose clients wait.
 	props *proposals
-	// health is what this node, leading, last heard from each member.
+	// health is what this node, leading, last heard from each member;
+	// notes what the leader last said of them, following.
 	health peerHealth
+	notes  peerNotes
 	// serving is set once this node is leader and has applied everything
 	// before its term (a barrier): only then does it stamp entries.
 	serving atomic.Bool
@@ -228,6 +230,7 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Log, fsm: &fsm{m: m, mono: cfg.Mono, log: cfg.Log, props: props}, props: props,
 		clientAddrs: map[string]string{}, raftAddrs: map[string]string{},
 		batches: make(chan *Pending, 1024), stop: make(chan struct{})}
+	n.fsm.extensions = n.applyExtensions
 	for _, p := range cfg.Peers {
 		n.clientAddrs[p.ID] = p.ClientAddr
 		n.raftAddrs[p.ID] = p.RaftAddr
@@ -275,6 +278,10 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 	rc.BatchApplyCh = true
 	rc.Logger = hlog
 	rc.NoLegacyTelemetry = true
+	// Notes in entries already logged are history (peernote.go).
+	if last, err := logs.LastIndex(); err == nil {
+		n.notes.liveFrom = last
+	}
 	existing, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
 		n.closeTransport()

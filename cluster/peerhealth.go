@@ -119,9 +119,12 @@ func (p *trackingPipeline) Close() error {
 // PeerState is one member as this node sees it.
 type PeerState struct {
 	Member
+	// Known: this node knows the member's state — it leads, or the member
+	// is itself or the leader, or the leader's last note (peernote.go)
+	// is fresh. A member not known is neither online nor failed.
+	Known bool
 	// Online: the leader heard from it within the heartbeat timeout (the
-	// leader itself is always online; a follower knows only its own and
-	// the leader's state).
+	// leader itself is always online).
 	Online bool
 	// LastContact is how long ago it was last heard from (-1: never, or
 	// not known here); MatchIndex the highest log index it is known to
@@ -131,7 +134,8 @@ type PeerState struct {
 }
 
 // Peers describes every member: on the leader, what it last heard from
-// each; on a follower, itself and the leader it last heard from.
+// each; on a follower, itself, the leader it last heard from, and its
+// siblings as the leader's last note says.
 func (n *Node) Peers() ([]PeerState, error) {
 	members, err := n.Members()
 	if err != nil {
@@ -140,7 +144,7 @@ func (n *Node) Peers() ([]PeerState, error) {
 	leading := n.raft.State() == raft.Leader
 	out := make([]PeerState, len(members))
 	for i, m := range members {
-		p := PeerState{Member: m, LastContact: -1}
+		p := PeerState{Member: m, LastContact: -1, Known: true}
 		switch {
 		case m.Self:
 			p.Online, p.LastContact, p.MatchIndex = true, 0, n.raft.LastIndex()
@@ -154,6 +158,8 @@ func (n *Node) Peers() ([]PeerState, error) {
 				p.LastContact = time.Since(lc)
 				p.Online = p.LastContact < n.cfg.HeartbeatTimeout
 			}
+		default:
+			p = n.siblingState(m)
 		}
 		out[i] = p
 	}

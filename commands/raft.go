@@ -75,7 +75,10 @@ func runRaftInfo(c *Ctx, _ [][]byte) {
 			role = "nonvoter"
 		}
 		health := "online"
-		if !m.Online {
+		switch {
+		case !m.Known:
+			health = "unknown"
+		case !m.Online:
 			health = "offline"
 		}
 		contact := "-1"

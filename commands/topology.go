@@ -20,9 +20,12 @@ type topoNode struct {
 	port   int
 	master bool
 	self   bool
-	// online: heard from within the heartbeat timeout (always on a single
-	// node); contact is how long ago (-1: never), match the highest log
-	// index it is known to hold (see cluster.Node.Peers).
+	// known: this node knows the member's state (a follower learns its
+	// siblings' from the leader; see cluster.Node.Peers). online: heard
+	// from within the heartbeat timeout (always on a single node); contact
+	// is how long ago (-1: never), match the highest log index it is known
+	// to hold.
+	known   bool
 	online  bool
 	contact time.Duration
 	match   uint64
@@ -34,7 +37,7 @@ func (c *Ctx) topology() (nodes []topoNode, ok bool) {
 	n := c.Env.Cluster
 	if n == nil {
 		host, port := c.announceAddr()
-		return []topoNode{{id: c.Env.NodeID, host: host, port: port, master: true, self: true, online: true}}, true
+		return []topoNode{{id: c.Env.NodeID, host: host, port: port, master: true, self: true, known: true, online: true}}, true
 	}
 	members, err := n.Peers()
 	if err != nil {
@@ -47,7 +50,7 @@ func (c *Ctx) topology() (nodes []topoNode, ok bool) {
 			host, port = c.announceAddr()
 		}
 		t := topoNode{id: cluster.MemberNodeID(m.ID), host: host, port: port, master: m.Leader, self: m.Self,
-			online: m.Online, contact: m.LastContact, match: m.MatchIndex}
+			known: m.Known, online: m.Online, contact: m.LastContact, match: m.MatchIndex}
 		if t.master {
 			nodes = append([]topoNode{t}, nodes...)
 			ok = true
@@ -105,13 +108,17 @@ func runClusterNodes(c *Ctx, _ [][]byte) {
 			flags = "myself," + flags
 		}
 		// A member not heard from is suspected (fail?), and failed once
-		// it stays silent ten heartbeat timeouts or was never heard; only
-		// what this node knows: a follower knows the leader alone.
+		// it stays silent ten heartbeat timeouts or was never heard. A
+		// member whose state this node does not know (a follower with no
+		// fresh word from the leader) is not linked, and not failed.
 		link, pong := "connected", "0"
 		if n.contact >= 0 && !n.self {
 			pong = strconv.FormatInt(now.Add(-n.contact).UnixMilli(), 10)
 		}
-		if !n.online {
+		switch {
+		case !n.known:
+			link = "disconnected"
+		case !n.online:
 			link = "disconnected"
 			if n.contact < 0 || n.contact > 10*c.heartbeatTimeout() {
 				flags += ",fail"
@@ -131,13 +138,20 @@ func runClusterNodes(c *Ctx, _ [][]byte) {
 
 // runClusterSlots is [[0, 16383, master, replicas…]], each node [host,
 // port, id, {}] (the empty map is Redis 7's networking metadata); empty
-// when no leader is known.
+// when no leader is known. Failed replicas are left out, as Redis leaves
+// them out.
 func runClusterSlots(c *Ctx, _ [][]byte) {
-	nodes, ok := c.topology()
+	all, ok := c.topology()
 	w := c.W
 	if !ok {
 		w.Array(0)
 		return
+	}
+	nodes := all[:1]
+	for _, n := range all[1:] {
+		if !n.known || n.online {
+			nodes = append(nodes, n)
+		}
 	}
 	w.Array(1)
 	w.Array(2 + len(nodes))
@@ -188,10 +202,13 @@ func runClusterShards(c *Ctx, _ [][]byte) {
 		w.BulkString("replication-offset")
 		w.Int(int64(n.match))
 		w.BulkString("health")
-		if n.online {
+		switch {
+		case !n.known:
+			w.BulkString("unknown")
+		case n.online:
 			w.BulkString("online")
-		} else {
-			w.BulkString("fail")
+		default:
+			w.BulkString("failed")
 		}
 	}
 }
@@ -258,21 +275,21 @@ func (c *Ctx) replicationInfo() [][2]string {
 		{"master_repl_offset", offset}, {"second_repl_offset", "-1"}, {"repl_backlog_active", "0"},
 		{"repl_backlog_size", "0"}, {"repl_backlog_first_byte_offset", "0"}, {"repl_backlog_histlen", "0"}}
 	if c.role() == "master" {
-		connected := 0
+		// Connected replicas only, as Redis lists them: connected_slaves
+		// counts the slaveN lines.
 		var slaves [][2]string
-		for i, n := range nodes[1:] {
-			state, lag := "offline", "-1"
-			if n.online {
-				state = "online"
-				connected++
+		for _, n := range nodes[1:] {
+			if !n.online {
+				continue
 			}
+			lag := "-1"
 			if n.contact >= 0 {
 				lag = strconv.FormatInt(int64(n.contact/time.Second), 10)
 			}
-			slaves = append(slaves, [2]string{"slave" + strconv.Itoa(i), "ip=" + n.host + ",port=" + strconv.Itoa(n.port) +
-				",state=" + state + ",offset=" + strconv.FormatUint(n.match, 10) + ",lag=" + lag})
+			slaves = append(slaves, [2]string{"slave" + strconv.Itoa(len(slaves)), "ip=" + n.host + ",port=" + strconv.Itoa(n.port) +
+				",state=online,offset=" + strconv.FormatUint(n.match, 10) + ",lag=" + lag})
 		}
-		out := append([][2]string{{"role", "master"}, {"connected_slaves", strconv.Itoa(connected)}}, slaves...)
+		out := append([][2]string{{"role", "master"}, {"connected_slaves", strconv.Itoa(len(slaves))}}, slaves...)
 		return append(out, tail...)
 	}
 	host, port, link, io := "", "0", "down", "-1"

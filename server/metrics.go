@@ -182,7 +182,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 				}
 				gauge("sluice_raft_peer_last_contact_seconds", contact, p.ID)
 				gauge("sluice_raft_peer_match_index", float64(p.MatchIndex), p.ID)
-				gauge("sluice_raft_peer_online", flag(p.Online), p.ID)
+				// A member whose state this node does not know has no
+				// sample: its absence pages nobody.
+				if p.Known {
+					gauge("sluice_raft_peer_online", flag(p.Online), p.ID)
+				}
 			}
 		}
 	}

@@ -148,10 +148,13 @@ type statusJSON struct {
 }
 
 type statusMember struct {
-	ID            string  `json:"id"`
-	Addr          string  `json:"addr"`
-	Role          string  `json:"role"`
-	Online        bool    `json:"online"`
+	ID     string `json:"id"`
+	Addr   string `json:"addr"`
+	Role   string `json:"role"`
+	Online bool   `json:"online"`
+	// State is online, offline, or unknown (a follower with no fresh word
+	// from the leader about a sibling: not failed, not known live).
+	State         string  `json:"state"`
 	LastContactMS int64   `json:"last_contact_ms"`
 	MatchIndex    uint64  `json:"match_index"`
 	Behind        *uint64 `json:"entries_behind,omitempty"`
@@ -230,7 +233,14 @@ func (s *Server) statusData() statusJSON {
 				if p.Leader {
 					role = "leader"
 				}
-				m := statusMember{ID: p.ID, Addr: p.ClientAddr, Role: role, Online: p.Online, LastContactMS: -1, MatchIndex: p.MatchIndex}
+				m := statusMember{ID: p.ID, Addr: p.ClientAddr, Role: role, Online: p.Known && p.Online, State: "online",
+					LastContactMS: -1, MatchIndex: p.MatchIndex}
+				switch {
+				case !p.Known:
+					m.State = "unknown"
+				case !p.Online:
+					m.State = "offline"
+				}
 				if p.LastContact >= 0 {
 					m.LastContactMS = p.LastContact.Milliseconds()
 				}
