@@ -8,10 +8,11 @@ PORTS   ?=
 HTTP    ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help build run cluster cluster-stop test test-go test-node check-dashboards check-rls bench fmt lint
+.PHONY: help build run cluster cluster-stop provision test test-go test-node check-dashboards check-rls bench fmt lint
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -e 's|$$(ADDR)|$(ADDR)|g' -e 's|$$(DATA)|$(DATA)|g' -e 's|$$(PORT)|$(PORT)|g' \
+		| awk -F':.*## ' '{printf "  make %-17s %s\n", $$1, $$2}'
 
 build: ## build bin/sluice
 	$(GO) build -o $(BIN) ./cmd/sluice
@@ -22,10 +23,13 @@ run: build ## run one node on $(ADDR) with data in $(DATA) (HTTP=host:port: stat
 cluster: build ## run a local three-node cluster on 127.0.0.1:$(PORT) and the next two ports, or on PORTS="a b c" (data in $(DATA)/cluster)
 	./scripts/cluster.sh start $(BIN) "$(or $(PORTS),$(PORT))" $(DATA)/cluster
 
-cluster-stop: ## stop the cluster make cluster started
+cluster-stop: ## stop the cluster make cluster started (give the same DATA=)
 	./scripts/cluster.sh stop $(DATA)/cluster
 
-test: lint test-go test-node ## vet, then every test (unit, fuzz seeds, end-to-end, ioredis)
+provision: ## install what the tests need (redis-cli, redis-py, Node.js) unless present
+	./scripts/provision.sh
+
+test: provision lint test-go test-node ## install what is missing, vet, then every test (unit, fuzz seeds, end-to-end, ioredis)
 
 test-go:
 	$(GO) test -race -timeout 9m ./...

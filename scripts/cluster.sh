@@ -56,7 +56,7 @@ a three-node sluice cluster runs on 127.0.0.1 ports ${ports[*]}; the leader is n
   use it:   redis-cli -c -p $base CL.THROTTLE user123 15 30 60
             redis-cli -p $base RAFT INFO
   logs:     $dir/n1.log … n3.log
-  stop it:  make cluster-stop
+  stop it:  make cluster-stop DATA=${dir%/cluster}
 MSG
 			exit 0
 		fi
