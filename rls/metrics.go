@@ -30,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		shadow: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_rls_shadow_refusals_total",
 			Help: "Descriptors a shadow-mode rule would have refused, by domain."}, []string{"domain"}),
 		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_rls_forwarded_total",
-			Help: "Calls a follower forwarded to the leader, by result (answered, failed)."}, []string{"result"}),
+			Help: "Calls a follower forwarded to the leader, by result (answered; unsent: the dial failed, nothing reached the leader; failed: the outcome is unknown)."}, []string{"result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_rls_duration_seconds",
 			Help:    "Time to answer a ShouldRateLimit call, by transport.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16)}, []string{"transport"}),

@@ -190,6 +190,8 @@ func errorStatus(err error) *status.Status {
 	switch {
 	case errors.Is(err, ErrUnavailable):
 		return status.New(codes.Unavailable, "sluice: no leader can decide now")
+	case errors.Is(err, ErrOutcomeUnknown):
+		return status.New(codes.Unknown, "sluice: "+err.Error()+" (it may have been charged: do not retry it as unsent)")
 	case errors.Is(err, commands.ErrNotDurable):
 		return status.New(codes.Unavailable, "sluice: "+err.Error())
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
@@ -208,5 +210,7 @@ func errorStatus(err error) *status.Status {
 		}
 		return status.New(codes.Unavailable, "sluice: "+msg)
 	}
-	return status.New(codes.Unavailable, "sluice: "+err.Error())
+	// Anything else may have happened after the call was logged: only
+	// what is known to have done nothing is UNAVAILABLE.
+	return status.New(codes.Unknown, "sluice: "+err.Error())
 }

@@ -27,6 +27,16 @@ type Cluster struct {
 // node i, given every node's Raft address.
 func StartCluster(t testing.TB, n int, perNode func(i int, raftAddrs []string) []string, extra ...string) *Cluster {
 	t.Helper()
+	c := NewCluster(t, n)
+	c.Start(perNode, extra...)
+	return c
+}
+
+// NewCluster picks the addresses of n nodes (ids n1…) without starting
+// them: a test that needs them first (to put a proxy before one) starts
+// the cluster with Start.
+func NewCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
 	c := &Cluster{t: t}
 	var peers []string
 	for i := range n {
@@ -36,6 +46,13 @@ func StartCluster(t testing.TB, n int, perNode func(i int, raftAddrs []string) [
 		peers = append(peers, fmt.Sprintf("n%d=%s@%s", i+1, s.Addr, c.RaftAddrs[i]))
 	}
 	c.Peers = strings.Join(peers, ",")
+	return c
+}
+
+// Start starts the nodes NewCluster placed and waits until one leads.
+func (c *Cluster) Start(perNode func(i int, raftAddrs []string) []string, extra ...string) {
+	t := c.t
+	t.Helper()
 	for i, s := range c.Nodes {
 		s.Args = append([]string{"--enable-debug-command", "--data-dir", s.DataDir, "--node-id", fmt.Sprintf("n%d", i+1),
 			"--peers", c.Peers}, extra...)
@@ -46,7 +63,6 @@ func StartCluster(t testing.TB, n int, perNode func(i int, raftAddrs []string) [
 		t.Cleanup(s.Kill)
 	}
 	c.Leader()
-	return c
 }
 
 // Logs is every node's log so far, for a failure's message.

@@ -22,6 +22,9 @@ type Proxy struct {
 
 	mu          sync.Mutex
 	partitioned bool
+	// swallow: replies are not passed on; the first bytes of one close
+	// both sides (the request reached the target, its answer is lost).
+	swallow bool
 	closed      bool
 	conns       map[net.Conn]struct{} // every open connection, both sides
 	wg          sync.WaitGroup        // the accept loop and every forwarding goroutine
@@ -51,6 +54,29 @@ func (p *Proxy) Partition() {
 	defer p.mu.Unlock()
 	p.partitioned = true
 	p.dropLocked()
+}
+
+// SwallowReplies forwards requests as before, but no reply: the first
+// bytes of a reply on any connection close it, so the client saw its
+// request written and then the connection break, as when a peer dies
+// between doing a thing and answering it.
+func (p *Proxy) SwallowReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.swallow = true
+}
+
+// PassReplies undoes SwallowReplies for the connections made after it.
+func (p *Proxy) PassReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.swallow = false
+}
+
+func (p *Proxy) swallowing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.swallow
 }
 
 // Heal forwards new connections again.
@@ -137,8 +163,38 @@ func (p *Proxy) serve(client net.Conn) {
 	defer p.untrack(server)
 	var both sync.WaitGroup
 	both.Go(func() { pipe(server, client) })
-	pipe(client, server)
+	p.pipeReplies(client, server)
 	both.Wait()
+}
+
+// pipeReplies copies the target's replies to the client until the proxy
+// swallows them: then a reply's arrival closes both sides.
+func (p *Proxy) pipeReplies(client, server net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 {
+			if p.swallowing() {
+				_ = client.Close()
+				_ = server.Close()
+				return
+			}
+			if _, werr := client.Write(buf[:n]); werr != nil {
+				_ = client.Close()
+				_ = server.Close()
+				return
+			}
+		}
+		if err != nil {
+			if tc, ok := client.(*net.TCPConn); ok && err == io.EOF {
+				_ = tc.CloseWrite()
+				return
+			}
+			_ = client.Close()
+			_ = server.Close()
+			return
+		}
+	}
 }
 
 // pipe copies src to dst, then passes the end of the stream on (a

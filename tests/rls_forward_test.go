@@ -1,0 +1,104 @@
+package tests
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-rl/sluice/internal/netproxy"
+)
+
+// A follower forwards a call; the leader charges it, and the connection
+// breaks before the answer comes back. The call must be answered UNKNOWN
+// (HTTP: 500 saying so), never UNAVAILABLE, which Envoy and gRPC retry
+// policies read as "nothing happened". A call whose dial to the leader
+// fails is UNAVAILABLE, and charges nothing.
+func TestRLSForwardBrokenAfterWriteIsUnknown(t *testing.T) {
+	rules := writeRules(t, "edge.yaml", rlsClusterRules)
+	cl := NewCluster(t, 3)
+	// proxies[j] stands before node j's RESP port: every other member
+	// forwards to node j through it.
+	proxies := make([]*netproxy.Proxy, len(cl.Nodes))
+	for j, s := range cl.Nodes {
+		p, err := netproxy.New(s.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		proxies[j] = p
+	}
+	grpcAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	httpAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	cl.Start(func(i int, raft []string) []string {
+		var peers []string
+		for j, s := range cl.Nodes {
+			addr := s.Addr
+			if j != i {
+				addr = proxies[j].Addr()
+			}
+			peers = append(peers, fmt.Sprintf("n%d=%s@%s", j+1, addr, raft[j]))
+		}
+		return []string{"--grpc-addr", grpcAddrs[i], "--http-addr", httpAddrs[i], "--peers", strings.Join(peers, ",")}
+	}, "--rules", rules)
+	leader := cl.Leader()
+	li := indexOf(cl, leader)
+	fi := indexOf(cl, cl.Followers(leader)[0])
+	viaFollower, _ := rlsClient(t, grpcAddrs[fi])
+	viaLeader, _ := rlsClient(t, grpcAddrs[li])
+	eventually(t, "a forwarded call answered", func() bool {
+		resp, err := viaFollower.ShouldRateLimit(ctx(t), rlsRequest("edge", 1, "path=/warm"))
+		return err == nil && resp.Statuses[0].CurrentLimit != nil
+	})
+
+	proxies[li].SwallowReplies()
+	_, err := viaFollower.ShouldRateLimit(ctx(t), rlsRequest("edge", 1, "path=/charged"))
+	if status.Code(err) != codes.Unknown {
+		t.Fatalf("a forwarded call whose answer was lost: %v, want UNKNOWN", err)
+	}
+	// The HTTP door alike, over a connection the follower already holds
+	// (a new one's set-up could be what breaks).
+	proxies[li].PassReplies()
+	body := `{"domain":"edge","hits_addend":1,"descriptors":[{"entries":[{"key":"path","value":"/charged"}]}]}`
+	resp, err := http.Post("http://"+httpAddrs[fi]+"/json", "application/json", strings.NewReader(body))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /json through the follower: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	proxies[li].SwallowReplies()
+	resp, err = http.Post("http://"+httpAddrs[fi]+"/json", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(msg), "outcome is unknown") {
+		t.Fatalf("POST /json whose answer was lost: HTTP %d %s, want 500 (outcome unknown), never 503", resp.StatusCode, msg)
+	}
+	// All three were charged: the leader counts them.
+	got, err := viaLeader.ShouldRateLimit(ctx(t), rlsRequest("edge", 1, "path=/charged"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := got.Statuses[0].LimitRemaining; r != 996 {
+		t.Fatalf("remaining %d after two lost answers, one answered and this call, want 996", r)
+	}
+
+	// The leader's door shut: the dial fails, nothing reaches it.
+	proxies[li].Close()
+	_, err = viaFollower.ShouldRateLimit(ctx(t), rlsRequest("edge", 1, "path=/charged"))
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("a call whose dial failed: %v, want UNAVAILABLE", err)
+	}
+	got, err = viaLeader.ShouldRateLimit(ctx(t), rlsRequest("edge", 1, "path=/charged"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := got.Statuses[0].LimitRemaining; r != 995 {
+		t.Fatalf("remaining %d, want 995: the call answered UNAVAILABLE was charged", r)
+	}
+}
