@@ -25,9 +25,9 @@ type Proxy struct {
 	// swallow: replies are not passed on; the first bytes of one close
 	// both sides (the request reached the target, its answer is lost).
 	swallow bool
-	closed      bool
-	conns       map[net.Conn]struct{} // every open connection, both sides
-	wg          sync.WaitGroup        // the accept loop and every forwarding goroutine
+	closed  bool
+	conns   map[net.Conn]struct{} // every open connection, both sides
+	wg      sync.WaitGroup        // the accept loop and every forwarding goroutine
 }
 
 // New listens on 127.0.0.1 at a port the system picks and forwards to
