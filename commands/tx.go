@@ -2,6 +2,7 @@ package commands
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/resp"
@@ -30,12 +31,22 @@ type txState struct {
 	active bool
 	// dirty: a command was refused while queuing; EXEC aborts.
 	dirty bool
-	// queued are copies of the commands' arguments, cmds their commands.
+	// queued are copies of the commands' arguments, cmds their commands;
+	// bytes counts the arguments' bytes. full is the reason the queue
+	// refused a command (it is bounded: MaxTxBytes, machine.MaxTxCommands).
 	queued [][][]byte
 	cmds   []*Command
+	bytes  int
+	full   string
 	// watched are keys with the versions WATCH read (Machine.KeyVersion).
 	watched [][2][]byte
 }
+
+// MaxTxBytes bounds the argument bytes a connection's MULTI queue holds:
+// the command that would cross it (or machine.MaxTxCommands) is refused
+// while queuing, and EXEC aborts with the reason, as Redis aborts a
+// transaction after a queuing error.
+const MaxTxBytes = 32 << 20
 
 // reset ends the transaction and forgets the watched keys.
 func (t *txState) reset() { *t = txState{} }
@@ -81,10 +92,30 @@ func (c *Ctx) queue(cmd *Command, args [][]byte) {
 			}
 		}
 	}
+	size := 0
+	for _, a := range args {
+		size += len(a)
+	}
+	switch {
+	case tx.full != "":
+	case len(tx.queued) >= machine.MaxTxCommands:
+		tx.full = "ERR MULTI queue full: at most " + strconv.Itoa(machine.MaxTxCommands) + " commands in one transaction"
+	case tx.bytes+size > MaxTxBytes:
+		tx.full = "ERR MULTI queue full: at most " + strconv.Itoa(MaxTxBytes>>20) + " MiB of arguments in one transaction"
+	}
+	if tx.full != "" {
+		tx.dirty = true
+		c.W.Error(tx.full)
+		return
+	}
+	// One allocation holds the copies of every argument.
+	buf := make([]byte, 0, size)
 	cp := make([][]byte, len(args))
 	for i, a := range args {
-		cp[i] = append([]byte(nil), a...)
+		buf = append(buf, a...)
+		cp[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
 	}
+	tx.bytes += size
 	tx.queued = append(tx.queued, cp)
 	tx.cmds = append(tx.cmds, cmd)
 	c.W.Simple("QUEUED")
@@ -149,6 +180,9 @@ func runExec(c *Ctx, _ [][]byte) {
 	case !tx.active:
 		c.W.Error("ERR EXEC without MULTI")
 		return
+	case tx.full != "":
+		c.W.Error("EXECABORT Transaction discarded because of previous errors: " + strings.TrimPrefix(tx.full, "ERR ") + ".")
+		return
 	case tx.dirty:
 		c.W.Error("EXECABORT Transaction discarded because of previous errors.")
 		return
@@ -196,6 +230,11 @@ func runExec(c *Ctx, _ [][]byte) {
 		}
 		if string(reply) == "*-1\r\n" {
 			c.W.NullArray() // a watched key changed: nothing ran
+			return
+		}
+		if len(reply) > 2 && reply[0] == '-' {
+			// The machine refused the whole transaction; nothing ran.
+			c.W.Error(strings.TrimSuffix(string(reply[1:]), "\r\n"))
 			return
 		}
 		replies = splitArray(reply)

@@ -42,8 +42,9 @@ type txRequest struct {
 	commands [][][]byte
 }
 
-// maxTxCommands bounds the commands of one transaction.
-const maxTxCommands = 100_000
+// MaxTxCommands bounds the commands of one transaction; a connection's
+// MULTI queue holds no more (commands.MaxTxBytes bounds its bytes).
+const MaxTxCommands = 100_000
 
 func parseTx(args [][]byte) (txRequest, string) {
 	var req txRequest
@@ -61,7 +62,7 @@ func parseTx(args [][]byte) (txRequest, string) {
 		if !ok || argc < 1 || argc > int64(len(args)-i-1) {
 			return req, "ERR syntax error: a transaction's command is <argc> <arg>..."
 		}
-		if len(req.commands) == maxTxCommands {
+		if len(req.commands) == MaxTxCommands {
 			return req, "ERR too many commands in one transaction (at most 100000)"
 		}
 		req.commands = append(req.commands, args[i+1:i+1+int(argc)])
