@@ -15,6 +15,11 @@ type Tunables struct {
 	MaxClients atomic.Int64
 	// IdleTimeoutSeconds closes connections idle this long (0 = never).
 	IdleTimeoutSeconds atomic.Int64
+	// FitClients, when set, makes room for want clients in the process'
+	// open-files limit (raising it if it can) and returns how many fit;
+	// CONFIG SET maxclients refuses more, as Redis does. Set once before
+	// serving.
+	FitClients func(want int64) int64
 }
 
 // configParam is one CONFIG GET/SET parameter. get is read under no lock:
@@ -46,6 +51,21 @@ func intSetter(lo, hi int64, store func(e *Env, n int64)) func(e *Env, v []byte)
 	}
 }
 
+// setMaxClients takes a new maxclients only if the open-files limit holds
+// it (raised if it can be), with Redis' reason otherwise: CONFIG GET then
+// reports what is in force.
+func setMaxClients(e *Env, v []byte) (func(), string) {
+	apply, reason := intSetter(1, 4294967295, func(e *Env, n int64) { e.Tunables.MaxClients.Store(n) })(e, v)
+	if apply == nil || e.Tunables.FitClients == nil {
+		return apply, reason
+	}
+	n, _ := parseInt(v)
+	if fit := e.Tunables.FitClients(n); fit < n {
+		return nil, "The operating system is not able to handle the specified number of clients, try with " + itoa(fit)
+	}
+	return apply, ""
+}
+
 // configParams are the parameters sluice has, in the order CONFIG GET
 // lists them: its own settings, then the Redis ones clients probe, with
 // the values that describe sluice.
@@ -60,8 +80,7 @@ var configParams = []configParam{
 	}},
 	{name: "requirepass", get: func(e *Env) string { return e.Options.RequirePass }},
 	{name: "loglevel", get: func(e *Env) string { return e.Options.LogLevel }},
-	{name: "maxclients", get: func(e *Env) string { return itoa(e.Tunables.MaxClients.Load()) },
-		set: intSetter(1, 4294967295, func(e *Env, n int64) { e.Tunables.MaxClients.Store(n) })},
+	{name: "maxclients", get: func(e *Env) string { return itoa(e.Tunables.MaxClients.Load()) }, set: setMaxClients},
 	{name: "timeout", get: func(e *Env) string { return itoa(e.Tunables.IdleTimeoutSeconds.Load()) },
 		set: intSetter(0, 2147483647, func(e *Env, n int64) { e.Tunables.IdleTimeoutSeconds.Store(n) })},
 	{name: "advertise-addr", get: func(e *Env) string { return e.Options.AdvertiseAddr }},

@@ -84,23 +84,57 @@ func (s *Server) refuseWithReserve(reserve reserveFD) reserveFD {
 }
 
 // fitMaxClients makes room for MaxClients connections in the open-files
-// limit, as Redis does: it raises the soft limit if it can, and otherwise
-// lowers maxclients to what fits and says so.
+// limit, as Redis does, beside the HTTP and gRPC doors' caps: it raises the
+// soft limit if it can, and otherwise shares what there is — each open
+// door at most a quarter of it, RESP the rest — and says so. Every door is
+// capped, so no door's connections can take another's descriptors.
 func (s *Server) fitMaxClients() {
 	want := s.env.Tunables.MaxClients.Load()
-	got, limit, err := fitOpenFiles(uint64(want) + reservedFDs)
+	doors := s.doorFDs()
+	got, limit, err := fitOpenFiles(uint64(want+doors) + reservedFDs)
 	if err != nil {
 		s.log.Warn("cannot read the open files limit", "err", err)
 		return
 	}
-	if got >= uint64(want)+reservedFDs {
+	if got >= uint64(want+doors)+reservedFDs {
 		return
 	}
-	fit := max(int64(got)-reservedFDs, 1)
+	avail := max(int64(got)-reservedFDs, 4)
+	if s.cfg.HTTPAddr != "" {
+		s.cfg.Doors.HTTPMaxConns = int(max(min(int64(s.cfg.Doors.HTTPMaxConns), avail/4), 1))
+	}
+	if s.cfg.GRPCAddr != "" {
+		s.cfg.Doors.GRPCMaxConns = int(max(min(int64(s.cfg.Doors.GRPCMaxConns), avail/4), 1))
+	}
+	fit := max(min(want, avail-s.doorFDs()), 1)
 	s.env.Tunables.MaxClients.Store(fit)
 	s.env.Options.MaxClients = int(fit)
 	s.log.Warn("maxclients lowered to fit the open files limit",
-		"maxclients", fit, "requested", want, "open_files_limit", got, "hard_limit", limit, "reserved", reservedFDs)
+		"maxclients", fit, "requested", want, "http_max_conns", s.cfg.Doors.HTTPMaxConns, "grpc_max_conns", s.cfg.Doors.GRPCMaxConns,
+		"open_files_limit", got, "hard_limit", limit, "reserved", reservedFDs)
+}
+
+// doorFDs is how many descriptors the open HTTP and gRPC doors may hold.
+func (s *Server) doorFDs() int64 {
+	var n int64
+	if s.cfg.HTTPAddr != "" {
+		n += int64(s.cfg.Doors.HTTPMaxConns)
+	}
+	if s.cfg.GRPCAddr != "" {
+		n += int64(s.cfg.Doors.GRPCMaxConns)
+	}
+	return n
+}
+
+// fitClients makes room for want RESP clients beside the doors, raising
+// the open-files limit if it can, and returns how many fit (CONFIG SET
+// maxclients).
+func (s *Server) fitClients(want int64) int64 {
+	got, _, err := fitOpenFiles(uint64(want+s.doorFDs()) + reservedFDs)
+	if err != nil {
+		return want
+	}
+	return max(int64(got)-reservedFDs-s.doorFDs(), 1)
 }
 
 // reservedFDs is how many descriptors are kept for the store, listeners

@@ -52,6 +52,13 @@ type Config struct {
 	// (envoy.service.ratelimit.v3.RateLimitService), with gRPC health and
 	// reflection; empty disables it.
 	GRPCAddr string
+	// Doors bound the HTTP and gRPC listeners' connections and how long
+	// they may idle or trickle (see DoorLimits).
+	Doors DoorLimits
+	// MetricsAuth puts /metrics behind RequirePass (Authorization: Bearer
+	// or Basic, as the status page); /healthz and /readyz stay open. Off
+	// by default: scrapers configured without a token keep working.
+	MetricsAuth bool
 	// PProf serves Go's profiler under /debug/pprof/ on the HTTP listener
 	// (off by default: anyone reaching the port could profile the process).
 	PProf bool
@@ -158,6 +165,7 @@ func DefaultConfig() Config {
 		DataDir:       store.Dir,
 		LogLevel:      "info",
 		MaxClients:    10000,
+		Doors:         DefaultDoorLimits(),
 		SweepInterval: 100 * time.Millisecond,
 		SweepBudget:   2000,
 		SweepGrace:    time.Second,
@@ -237,11 +245,22 @@ func (c Config) Validate() error {
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		return err
 	}
+	if err := c.Doors.Validate(); err != nil {
+		return err
+	}
+	if c.MetricsAuth && c.RequirePass == "" {
+		return fmt.Errorf("%w: --metrics-auth needs --requirepass (the password /metrics asks for)", ErrConfig)
+	}
 	if c.MaxClients < 1 {
 		return fmt.Errorf("%w: max clients %d < 1", ErrConfig, c.MaxClients)
 	}
 	if c.IdleTimeout < 0 {
 		return fmt.Errorf("%w: idle timeout %v < 0", ErrConfig, c.IdleTimeout)
+	}
+	if c.IdleTimeout%time.Second != 0 {
+		// Redis' timeout is whole seconds, and CONFIG GET timeout reports
+		// seconds: 1500ms would silently run as 1 s.
+		return fmt.Errorf("%w: --timeout %v is not a whole number of seconds (Redis' timeout is in seconds: give e.g. 2s or 2)", ErrConfig, c.IdleTimeout)
 	}
 	if err := c.Protocol.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)

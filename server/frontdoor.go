@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/sluice-rl/sluice/rls"
 )
@@ -49,11 +50,18 @@ func (s *Server) listenFrontDoors() error {
 		return err
 	}
 	if s.cfg.GRPCAddr != "" {
-		gln, err := net.Listen("tcp", s.cfg.GRPCAddr)
+		raw, err := net.Listen("tcp", s.cfg.GRPCAddr)
 		if err != nil {
 			return fmt.Errorf("server: listen grpc: %w", err)
 		}
-		var opts []grpc.ServerOption
+		gln := newCappedListener(raw, s.cfg.Doors.GRPCMaxConns)
+		s.grpcLn = gln
+		// A connection must finish its handshake in time, and one with no
+		// call in flight is closed after the idle timeout (GOAWAY, then the
+		// close): neither a silent dial nor a preface-only client holds a
+		// descriptor for long.
+		opts := []grpc.ServerOption{grpc.ConnectionTimeout(s.cfg.Doors.GRPCHandshakeTimeout),
+			grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.cfg.Doors.GRPCIdleTimeout})}
 		if s.cert != nil {
 			opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*s.cert}, MinVersion: tls.VersionTLS12})))
 		}
@@ -67,15 +75,26 @@ func (s *Server) listenFrontDoors() error {
 		s.log.Info("rate limit service (gRPC)", "addr", gln.Addr().String())
 	}
 	if s.cfg.HTTPAddr != "" {
-		hln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+		raw, err := net.Listen("tcp", s.cfg.HTTPAddr)
 		if err != nil {
 			if s.grpc != nil {
 				s.grpc.Stop()
 			}
 			return fmt.Errorf("server: listen http: %w", err)
 		}
+		hln := newCappedListener(raw, s.cfg.Doors.HTTPMaxConns)
+		s.httpLn = hln
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+		if s.cfg.MetricsAuth {
+			mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+				if s.passwordAuthorized(w, r, "/metrics") {
+					metrics.ServeHTTP(w, r)
+				}
+			})
+		} else {
+			mux.Handle("/metrics", metrics)
+		}
 		mux.Handle("/json", s.rls.JSONHandler())
 		mux.Handle("/healthcheck", s.rls.HealthHandler())
 		mux.HandleFunc("GET /{$}", s.statusHTML)
@@ -89,7 +108,9 @@ func (s *Server) listenFrontDoors() error {
 			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		}
-		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		d := s.cfg.Doors
+		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: min(5*time.Second, d.HTTPReadTimeout),
+			ReadTimeout: d.HTTPReadTimeout, WriteTimeout: d.HTTPWriteTimeout, IdleTimeout: d.HTTPIdleTimeout}
 		go s.http.Serve(hln)
 		s.log.Info("http endpoint", "addr", hln.Addr().String())
 	}

@@ -46,6 +46,8 @@ type Server struct {
 	grpc    *grpc.Server
 	rls     *rls.Service
 	decider *rls.NodeDecider
+	// httpLn and grpcLn cap the doors' connections (doorlimits.go).
+	httpLn, grpcLn *cappedListener
 	// cert is the --tls-cert-file certificate (nil: plain TCP), and
 	// tlsConfig what client connections shake hands with.
 	cert      *tls.Certificate
@@ -211,6 +213,7 @@ func (s *Server) ListenOn(raw net.Listener) error {
 	s.ln = ln
 	s.env.Options.Addr = ln.Addr().String()
 	s.fitMaxClients()
+	s.env.Tunables.FitClients = s.fitClients
 	if err := s.listenFrontDoors(); err != nil {
 		ln.Close()
 		return err

@@ -92,6 +92,13 @@ func (st *statusSampler) window() statusSample {
 // statusAuthorized checks HTTP Basic (any user) or Bearer against the
 // password; with none set, everyone may read.
 func (s *Server) statusAuthorized(w http.ResponseWriter, r *http.Request) bool {
+	return s.passwordAuthorized(w, r, "the status page")
+}
+
+// passwordAuthorized checks HTTP Basic (any user) or Bearer against the
+// password and answers 401 naming what needs it; with none set, everyone
+// may read.
+func (s *Server) passwordAuthorized(w http.ResponseWriter, r *http.Request, what string) bool {
 	pw := s.cfg.RequirePass
 	if pw == "" {
 		return true
@@ -106,7 +113,7 @@ func (s *Server) statusAuthorized(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
-	http.Error(w, "the status page needs sluice's password (--requirepass)", http.StatusUnauthorized)
+	http.Error(w, what+" needs sluice's password (--requirepass)", http.StatusUnauthorized)
 	return false
 }
 

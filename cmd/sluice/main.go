@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -53,7 +55,30 @@ func run(args []string) error {
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.BoolVar(&cfg.EnableDebugCommand, "enable-debug-command", cfg.EnableDebugCommand, "allow DEBUG CLOCK (tests only)")
 	fs.IntVar(&cfg.MaxClients, "maxclients", cfg.MaxClients, "most client connections at once")
-	fs.DurationVar(&cfg.IdleTimeout, "timeout", cfg.IdleTimeout, "close connections idle this long (0: never)")
+	fs.Func("timeout", "close connections idle this long, whole seconds: a number (as in redis.conf) or a duration such as 5m (0: never)", func(v string) error {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			if n < 0 || n > math.MaxInt32 {
+				return fmt.Errorf("%d seconds: want 0 to %d", n, math.MaxInt32)
+			}
+			cfg.IdleTimeout = time.Duration(n) * time.Second
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("want whole seconds (30) or a duration (5m): %w", err)
+		}
+		cfg.IdleTimeout = d
+		return nil
+	})
+	doors := &cfg.Doors
+	fs.IntVar(&doors.HTTPMaxConns, "http-max-conns", doors.HTTPMaxConns, "most connections --http-addr holds at once; more are closed at once")
+	fs.DurationVar(&doors.HTTPIdleTimeout, "http-idle-timeout", doors.HTTPIdleTimeout, "close an HTTP keep-alive connection idle this long")
+	fs.DurationVar(&doors.HTTPReadTimeout, "http-read-timeout", doors.HTTPReadTimeout, "longest time to read one HTTP request, headers and body")
+	fs.DurationVar(&doors.HTTPWriteTimeout, "http-write-timeout", doors.HTTPWriteTimeout, "longest time to write one HTTP response")
+	fs.IntVar(&doors.GRPCMaxConns, "grpc-max-conns", doors.GRPCMaxConns, "most connections --grpc-addr holds at once; more are closed at once")
+	fs.DurationVar(&doors.GRPCHandshakeTimeout, "grpc-handshake-timeout", doors.GRPCHandshakeTimeout, "longest time a new gRPC connection may take to finish its HTTP/2 handshake")
+	fs.DurationVar(&doors.GRPCIdleTimeout, "grpc-idle-timeout", doors.GRPCIdleTimeout, "close a gRPC connection with no call in flight for this long")
+	fs.BoolVar(&cfg.MetricsAuth, "metrics-auth", cfg.MetricsAuth, "/metrics asks for --requirepass (Bearer or Basic) like the status page; /healthz and /readyz stay open")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "host:port for HTTP: Prometheus /metrics, the rate limit service's POST /json and GET /healthcheck (empty: off)")
 	fs.StringVar(&cfg.HTTPAddr, "metrics-addr", cfg.HTTPAddr, "the older name of --http-addr")
 	fs.BoolVar(&cfg.PProf, "pprof", cfg.PProf, "serve Go's profiler under /debug/pprof/ on --http-addr")
