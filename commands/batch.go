@@ -10,6 +10,8 @@ type Batcher interface {
 	// Redirect is the error reply for a command this node cannot log now
 	// (a follower: MOVED), or "" when it can.
 	Redirect(cmd *machine.Command, args [][]byte) string
+	// RedirectKey is Redirect for a command asking about key.
+	RedirectKey(key []byte) string
 	// ApplyAll logs cmds as one group and waits. It returns each command's
 	// reply (RESP2) and whether a limiter refused it, or the one error
 	// reply every command of the group gets.
@@ -113,7 +115,7 @@ func (c *Ctx) Settle() {
 		out = append(out, c.W.Buf[prev:pos]...)
 		prev = pos
 		if errReply != "" {
-			out = appendError(out, c.W.Proto, errReply)
+			out = appendError(out, c.W.Proto, RedirectFor(errReply, commandKey(d.of[i].Machine, d.cmds[i])))
 			continue
 		}
 		r, limited := reply(i)

@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/machine"
@@ -25,7 +26,7 @@ func (r Replicated) Apply(_ int64, cmd *machine.Command, args [][]byte, w *resp.
 	}
 	reply, errReply := r.ApplyAll([][][]byte{args})
 	if errReply != "" {
-		w.Error(errReply)
+		w.Error(RedirectFor(errReply, commandKey(cmd, args)))
 		return machine.Outcome{}
 	}
 	b, limited := reply(0)
@@ -35,23 +36,40 @@ func (r Replicated) Apply(_ int64, cmd *machine.Command, args [][]byte, w *resp.
 
 // Redirect sends the client to the leader unless this node serves.
 func (r Replicated) Redirect(cmd *machine.Command, args [][]byte) string {
+	return r.RedirectKey(commandKey(cmd, args))
+}
+
+// RedirectKey sends a client asking about key (nil: a command with no key)
+// to the leader unless this node serves: MOVED names key's slot.
+func (r Replicated) RedirectKey(key []byte) string {
 	if r.Node.Serving() {
 		return ""
 	}
-	return r.redirect(cmd, args)
+	return r.redirect(key)
 }
 
-// ApplyAll logs cmds as one group of the next entry and waits for it.
+// ApplyAll logs cmds as one group of the next entry and waits for it. A
+// redirect it answers names slot 0; RedirectFor names each command's.
 func (r Replicated) ApplyAll(cmds [][][]byte) (func(i int) ([]byte, bool), string) {
 	p := r.Node.Submit(cmds)
 	if err := p.Wait(); err != nil {
-		return nil, r.errorReply(err, nil, nil)
+		return nil, r.errorReply(err, nil)
 	}
 	return p.Reply, ""
 }
 
-// redirect is the reply that sends a client to the leader.
-func (r Replicated) redirect(cmd *machine.Command, args [][]byte) string {
+// commandKey is the key a command is routed by: its first declared key
+// (nil when it has none).
+func commandKey(cmd *machine.Command, args [][]byte) []byte {
+	if cmd != nil && cmd.FirstKey > 0 && cmd.FirstKey < len(args) {
+		return args[cmd.FirstKey]
+	}
+	return nil
+}
+
+// redirect is the reply that sends a client asking about key to the
+// leader.
+func (r Replicated) redirect(key []byte) string {
 	id, addr, ok := r.Node.Leader()
 	switch {
 	case !ok || addr == "":
@@ -61,18 +79,32 @@ func (r Replicated) redirect(cmd *machine.Command, args [][]byte) string {
 		return "TRYAGAIN the leader is starting"
 	}
 	s := 0
-	if cmd != nil && cmd.FirstKey > 0 && cmd.FirstKey < len(args) {
-		s = slot.Of(args[cmd.FirstKey])
+	if key != nil {
+		s = slot.Of(key)
 	}
 	return "MOVED " + strconv.Itoa(s) + " " + addr
 }
 
+// RedirectFor is errReply as the reply to a command asking about key: a
+// MOVED answered for a whole group names key's slot.
+func RedirectFor(errReply string, key []byte) string {
+	rest, ok := strings.CutPrefix(errReply, "MOVED ")
+	if !ok || key == nil {
+		return errReply
+	}
+	_, addr, ok := strings.Cut(rest, " ")
+	if !ok {
+		return errReply
+	}
+	return "MOVED " + strconv.Itoa(slot.Of(key)) + " " + addr
+}
+
 // errorReply is the reply for a batch that did not apply, or whose
 // outcome this node cannot know: never an admission.
-func (r Replicated) errorReply(err error, cmd *machine.Command, args [][]byte) string {
+func (r Replicated) errorReply(err error, key []byte) string {
 	switch {
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader):
-		return r.redirect(cmd, args)
+		return r.redirect(key)
 	case errors.Is(err, cluster.ErrTransferring):
 		return "TRYAGAIN leadership is moving to another member; nothing was applied"
 	case errors.Is(err, cluster.ErrNotApplied):

@@ -160,7 +160,7 @@ func runWatch(c *Ctx, args [][]byte) {
 		return
 	}
 	if b, ok := c.Env.Applier.(Batcher); ok {
-		if msg := b.Redirect(nil, args); msg != "" {
+		if msg := b.RedirectKey(args[1]); msg != "" {
 			c.W.Error(msg)
 			return
 		}
@@ -221,9 +221,20 @@ func runExec(c *Ctx, _ [][]byte) {
 		members++
 		cmd.calls.Add(1)
 	}
+	// A redirect names the slot of the transaction's first key: a watched
+	// one, else the first queued command's.
+	var key []byte
+	if len(tx.watched) > 0 {
+		key = tx.watched[0][0]
+	}
+	for i, cmd := range tx.cmds {
+		if key == nil && kinds[i] == inGroup {
+			key = commandKey(cmd.Machine, tx.queued[i])
+		}
+	}
 	var replies [][]byte
 	if members > 0 || len(tx.watched) > 0 {
-		reply, errReply := c.applyTx(group)
+		reply, errReply := c.applyTx(group, key)
 		if errReply != "" {
 			c.W.Error(errReply)
 			return
@@ -261,15 +272,15 @@ func runExec(c *Ctx, _ [][]byte) {
 
 // applyTx applies a transaction's group and returns its reply (RESP2), or
 // the one error reply the whole EXEC gets (a redirect, a failed log).
-func (c *Ctx) applyTx(group [][]byte) ([]byte, string) {
+func (c *Ctx) applyTx(group [][]byte, key []byte) ([]byte, string) {
 	execCmd := c.Env.Table.txExec.Machine
 	if b, ok := c.Env.Applier.(Batcher); ok {
-		if msg := b.Redirect(execCmd, group); msg != "" {
+		if msg := b.RedirectKey(key); msg != "" {
 			return nil, msg
 		}
 		reply, errReply := b.ApplyAll([][][]byte{group})
 		if errReply != "" {
-			return nil, errReply
+			return nil, RedirectFor(errReply, key)
 		}
 		r, _ := reply(0)
 		return r, ""

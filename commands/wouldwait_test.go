@@ -15,6 +15,7 @@ func (queueOnly) Apply(int64, *machine.Command, [][]byte, *resp.Writer) machine.
 	panic("queueOnly: Apply")
 }
 func (queueOnly) Redirect(*machine.Command, [][]byte) string { return "" }
+func (queueOnly) RedirectKey([]byte) string                  { return "" }
 func (queueOnly) ApplyAll([][][]byte) (func(int) ([]byte, bool), string) {
 	panic("queueOnly: ApplyAll")
 }
