@@ -52,6 +52,7 @@ var metricDescs = []struct {
 	{"sluice_snapshot_skipped_keys_total", "Keys snapshots left out because their state could not be encoded (a bug: the log names them).", nil},
 	{"sluice_raft_state", "1 for this node's Raft state (Leader, Follower, Candidate, Shutdown).", []string{"state"}},
 	{"sluice_raft_term", "Current Raft term.", nil},
+	{"sluice_raft_leader_live", "1 while this node leads and serves, or follows a leader it heard from within the heartbeat timeout.", nil},
 	{"sluice_raft_last_index", "Last log index.", nil},
 	{"sluice_raft_commit_index", "Commit index.", nil},
 	{"sluice_raft_applied_index", "Applied index.", nil},
@@ -163,6 +164,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			gauge("sluice_raft_state", flag(s.State == state), state)
 		}
 		gauge("sluice_raft_term", float64(s.Term))
+		gauge("sluice_raft_leader_live", flag(n.LiveLeader()))
 		gauge("sluice_raft_last_index", float64(s.LastIndex))
 		gauge("sluice_raft_commit_index", float64(s.CommitIndex))
 		gauge("sluice_raft_applied_index", float64(s.AppliedIdx))

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,6 +52,18 @@ func promQuery(t *testing.T, promAddr, expr string) (int, error) {
 
 // firing lists the alerts Prometheus has firing.
 func firing(t *testing.T, promAddr string) map[string]bool {
+	out := map[string]bool{}
+	for name, state := range alertStates(t, promAddr) {
+		if strings.Contains(state, "firing") {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// alertStates is every active alert's state (pending, firing), with the
+// labels that say whose it is, by alert name.
+func alertStates(t *testing.T, promAddr string) map[string]string {
 	r, err := http.Get("http://" + promAddr + "/api/v1/alerts")
 	if err != nil {
 		t.Fatal(err)
@@ -66,11 +80,10 @@ func firing(t *testing.T, promAddr string) map[string]bool {
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]bool{}
+	out := map[string]string{}
 	for _, a := range body.Data.Alerts {
-		if a.State == "firing" {
-			out[a.Labels["alertname"]] = true
-		}
+		name := a.Labels["alertname"]
+		out[name] += fmt.Sprintf("%s %v; ", a.State, a.Labels)
 	}
 	return out
 }
@@ -220,6 +233,43 @@ scrape_configs:
 		return err == nil && n == 5
 	})
 
+	// A healthy cluster and node under load raise no alert: for healthyFor,
+	// ten times every alert's (shortened) hold, nothing is even pending —
+	// no member reports a live sibling dead, no election happens.
+	const healthyFor = 20 * time.Second
+	stopLoad := make(chan struct{})
+	var loadDone sync.WaitGroup
+	for _, s := range []*Server{single, leader, leader} {
+		loadDone.Go(func() {
+			c := s.Client(func(o *redis.Options) { o.MaxRetries = -1 })
+			defer c.Close()
+			for i := 0; ; i++ {
+				select {
+				case <-stopLoad:
+					return
+				default:
+				}
+				c.Do(context.Background(), "CL.THROTTLE", fmt.Sprintf("load%d", i%100), 100, 100, 1)
+			}
+		})
+	}
+	healthyUntil := time.Now().Add(healthyFor)
+	for time.Now().Before(healthyUntil) {
+		if states := alertStates(t, promAddr); len(states) > 0 {
+			close(stopLoad)
+			loadDone.Wait()
+			var terms []string
+			for _, n := range cl.Nodes {
+				info, _ := n.Client().Do(ctx(t), "RAFT", "INFO").Slice()
+				terms = append(terms, fmt.Sprint(info[:16]))
+			}
+			t.Fatalf("a healthy cluster under load raised alerts: %v\nRAFT INFO: %v\n%s", states, terms, cl.Logs())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	close(stopLoad)
+	loadDone.Wait()
+
 	// Traffic of every kind the panels show.
 	sc := single.Client()
 	lc := leader.Client()
@@ -295,9 +345,16 @@ scrape_configs:
 	eventually(t, "a quota write refused on the full disk", func() bool {
 		return sc.Do(ctx(t), "QUOTA.CHECK", fmt.Sprintf("full%d", time.Now().UnixNano()), 5, "DAY").Err() != nil
 	})
-	for _, s := range cl.Followers(leader) {
-		s.Kill()
+	// One member down pages (the leader reports it; Prometheus cannot
+	// scrape it); no leader is lost, so SluiceNoLeader stays quiet.
+	followers := cl.Followers(leader)
+	followers[0].Kill()
+	eventually(t, "SluiceNodeDown after one member died", func() bool { return firing(t, promAddr)["SluiceNodeDown"] })
+	if got := firing(t, promAddr); got["SluiceNoLeader"] {
+		t.Fatalf("SluiceNoLeader fires with two of three members up: %v", got)
 	}
+	// The majority gone: no leader.
+	followers[1].Kill()
 	want := []string{"SluiceQuotaStoreFailing", "SluiceNoLeader", "SluiceNodeDown", "SluiceHTTPLimitBreakerOpen"}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
