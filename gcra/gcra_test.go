@@ -369,3 +369,26 @@ func TestAbsentKeyIgnoresTAT(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", r, want)
 	}
 }
+
+// The policy a limit advertises holds what it reports remaining and never
+// promises more than its rate.
+func TestPolicyWindow(t *testing.T) {
+	for _, tc := range []struct {
+		l    Limit
+		want int64
+	}{
+		{Limit{MaxBurst: 20, Count: 10, Period: 1e9}, 3},   // 21 per 2.1 s → 21 per 3 s
+		{Limit{MaxBurst: 9, Count: 10, Period: 1e9}, 1},    // 10 per second
+		{Limit{MaxBurst: 0, Count: 10, Period: 1e9}, 1},    // 1 per 0.1 s → 1 per second
+		{Limit{MaxBurst: 59, Count: 60, Period: 60e9}, 60}, // 60 a minute
+		{Limit{MaxBurst: 0, Count: 0, Period: 1e9}, 0},     // invalid
+	} {
+		w := tc.l.PolicyWindow()
+		if w != tc.want {
+			t.Errorf("%+v: window %d, want %d", tc.l, w, tc.want)
+		}
+		if w > 0 && (tc.l.MaxBurst+1)*tc.l.Period > w*1e9*tc.l.Count {
+			t.Errorf("%+v: %d per %d s promises more than the rate", tc.l, tc.l.MaxBurst+1, w)
+		}
+	}
+}

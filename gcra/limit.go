@@ -60,3 +60,21 @@ func (l Limit) derive() (ei, limit, dvt int64, err error) {
 	}
 	return ei, limit, int64(lo), nil
 }
+
+// PolicyWindow is the window, in whole seconds, of the quota policy that
+// describes l to a client (RateLimit-Policy: q=MaxBurst+1;w=PolicyWindow):
+// all a key can hold — never less than the remaining it reports — per the
+// time an empty key takes to refill it (the delay variation tolerance),
+// rounded up, so the policy never promises more than the rate. 0 for a
+// limit that does not validate.
+func (l Limit) PolicyWindow() int64 {
+	_, _, dvt, err := l.derive()
+	if err != nil {
+		return 0
+	}
+	w := dvt / 1e9
+	if dvt%1e9 != 0 {
+		w++
+	}
+	return max(w, 1)
+}

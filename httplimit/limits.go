@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/sluice-rl/sluice/gcra"
 )
 
 // SlidingWindow is SW.CHECK: at most Limit units in any Window.
@@ -104,12 +106,14 @@ func (l GCRA) Validate() error {
 }
 
 // Check sends CL.THROTTLE key burst count period quantity. The policy it
-// advertises is the sustained rate, Count per Period; the reply's limit
-// (Burst+1) is how many may pass at once.
+// advertises is what the key holds, Burst+1 (the reply's limit: never less
+// than its remaining), per the time an empty key takes to refill it,
+// rounded up to whole seconds so it never promises more than Count per
+// Period (gcra.Limit.PolicyWindow).
 func (l GCRA) Check(ctx context.Context, c Doer, _ *http.Request, key string) (Decision, error) {
 	p := int64(l.Period / time.Second)
 	d, err := check(ctx, c, "CL.THROTTLE", key, l.Burst, l.Count, p, cost(l.Quantity))
-	d.Policy = Policy{Quota: l.Count, Window: p}
+	d.Policy = Policy{Quota: l.Burst + 1, Window: gcra.Limit{MaxBurst: l.Burst, Count: l.Count, Period: p * 1e9}.PolicyWindow()}
 	return d, err
 }
 

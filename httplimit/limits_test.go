@@ -40,7 +40,8 @@ func TestLimitCommands(t *testing.T) {
 		{SlidingWindow{Limit: 5, Window: time.Minute}, "[SW.CHECK k 5 60 COST 1]", Policy{Quota: 5, Window: 60}},
 		{SlidingWindow{Limit: 5, Window: time.Minute, Cost: 2, Exact: true}, "[SW.CHECK k 5 60 COST 2 EXACT]", Policy{Quota: 5, Window: 60}},
 		{FixedWindow{Limit: 9, Window: time.Hour}, "[FW.CHECK k 9 3600 COST 1]", Policy{Quota: 9, Window: 3600}},
-		{GCRA{Burst: 15, Count: 30, Period: time.Minute}, "[CL.THROTTLE k 15 30 60 1]", Policy{Quota: 30, Window: 60}},
+		// GCRA: what a key holds (16) per the time it takes to refill (32 s).
+		{GCRA{Burst: 15, Count: 30, Period: time.Minute}, "[CL.THROTTLE k 15 30 60 1]", Policy{Quota: 16, Window: 32}},
 		{Quota{Limit: 100, Period: "day"}, "[QUOTA.CHECK k 100 DAY COST 1]", Policy{Quota: 100, Window: 86400}},
 		{Quota{Limit: 100, Period: "MONTH", Anchor: anchor, TZ: "Europe/Berlin", Cost: 3},
 			"[QUOTA.CHECK k 100 MONTH ANCHOR 1706659200 TZ Europe/Berlin COST 3]", Policy{Quota: 100}},

@@ -370,7 +370,19 @@ func replyMulti(x *exec, checks []limitCheck, binding int, refused bool) {
 	}
 	c := &checks[binding]
 	x.w.BulkString(c.name)
-	x.w.Int(c.window)
+	x.w.Int(c.policyWindow())
+}
+
+// policyWindow is the window, in seconds, over which the reply's limit
+// holds: what a client's RateLimit-Policy says with it (q=limit;w=this),
+// so the remaining a reply reports never exceeds the policy's quota. The
+// check's own window, but for GCRA, whose limit is its burst + 1: the time
+// an empty key takes to refill that (gcra.Limit.PolicyWindow).
+func (c *limitCheck) policyWindow() int64 {
+	if c.kind == keyspace.KindGCRA && !c.deny {
+		return c.gcra.PolicyWindow()
+	}
+	return c.window
 }
 
 // noteBinding records in the apply's outcome what metrics and refusal

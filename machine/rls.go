@@ -324,7 +324,7 @@ func replyRLS(x *exec, checks []limitCheck, req *rlsRequest, rs *rlsScratch, ref
 		x.w.Int(RLSCodeOK)
 	}
 	for i, desc := range req.descs {
-		x.w.Array(7)
+		x.w.Array(9)
 		j := rs.of[i]
 		if j < 0 {
 			x.w.Int(RLSCodeOK)
@@ -336,6 +336,8 @@ func replyRLS(x *exec, checks []limitCheck, req *rlsRequest, rs *rlsScratch, ref
 			} else {
 				x.w.Int(0)
 			}
+			x.w.Int(-1)
+			x.w.Int(0)
 			x.w.Int(-1)
 			x.w.Int(0)
 			continue
@@ -362,6 +364,16 @@ func replyRLS(x *exec, checks []limitCheck, req *rlsRequest, rs *rlsScratch, ref
 		x.w.Int(remaining)
 		x.w.Int(rlsReset(c, unit, now))
 		x.w.Int(replyFlag(c.res.Limited && shadowRule))
+		// The quota policy the status's remaining is counted against
+		// (RateLimit-Policy): requests per unit over the unit, but for
+		// GCRA its burst + 1 over the time that takes to refill.
+		if c.kind == keyspace.KindGCRA && !c.deny {
+			x.w.Int(c.gcra.MaxBurst + 1)
+			x.w.Int(c.gcra.PolicyWindow())
+		} else {
+			x.w.Int(limit)
+			x.w.Int(unit.Nanoseconds() / 1e9)
+		}
 	}
 }
 

@@ -67,7 +67,47 @@ func rls(t *testing.T, m *Machine, now int64, domain string, hits int, descs ...
 			args = append(args, k, v)
 		}
 	}
+	return withoutPolicy(rlsFull(t, m, now, args...))
+}
+
+// rlsFull is the compact reply with every status's quota policy (its last
+// two fields).
+func rlsFull(t *testing.T, m *Machine, now int64, args ...string) string {
+	t.Helper()
 	return compact(t, do(m, now, args...))
+}
+
+// withoutPolicy drops each status's policy pair from a compact reply.
+func withoutPolicy(c string) string {
+	parts := strings.Split(c, " | ")
+	for i := 1; i < len(parts); i++ {
+		f := strings.Fields(parts[i])
+		if len(f) >= 9 {
+			parts[i] = strings.Join(f[:len(f)-2], " ")
+		}
+	}
+	return strings.Join(parts, " | ")
+}
+
+// Each status carries the quota policy its remaining counts against: the
+// limit over its unit, but GCRA's burst + 1 over the time that takes to
+// refill (10/s with burst 4: 5 per second), so RateLimit-Remaining never
+// exceeds RateLimit-Policy's q.
+func TestShouldRateLimitPolicy(t *testing.T) {
+	m := loadRLS(t)
+	at := int64(1_700_000_000) * 1e9
+	for _, c := range []struct{ desc, want string }{
+		{"key2=p", "1 | 1 20 minute \"\" 19 60 0 20 60"},
+		{"smooth=p", "1 | 1 10 second \"\" 4 1 0 5 1"},
+		{"free=p", "1 | 1 -1 \"\" \"\" 4294967295 -1 0 -1 0"},
+	} {
+		args := []string{"RL.SHOULDRATELIMIT", "another", "1", "1", "-", "-", "-"}
+		k, v, _ := strings.Cut(c.desc, "=")
+		args = append(args, k, v)
+		if got := rlsFull(t, m, at, args...); got != c.want {
+			t.Errorf("%s: %s, want %s", c.desc, got, c.want)
+		}
+	}
 }
 
 // compact flattens a RESP2 reply of integers, bulk strings and arrays.

@@ -49,7 +49,7 @@ func addHeaders(d decision) {
 		{Key: HeaderLimit, Value: strconv.FormatInt(rpu, 10)},
 		{Key: HeaderRemaining, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
 		{Key: HeaderReset, Value: strconv.FormatInt(reset, 10)},
-		{Key: HeaderPolicy, Value: sfield.Policy(name, rpu, "", d.windows[best])},
+		{Key: HeaderPolicy, Value: sfield.Policy(name, d.quotas[best], "", d.windows[best])},
 		{Key: HeaderRateLimit, Value: sfield.RateLimit(name, int64(st.LimitRemaining), reset)},
 	}
 }

@@ -104,9 +104,9 @@ type decision struct {
 	resp *pb.RateLimitResponse
 	// shadow counts descriptors a shadow-mode rule would have refused.
 	shadow int
-	// windows are each status's window in seconds (0: none), for the
-	// RateLimit-Policy header.
-	windows []int64
+	// quotas and windows are each status's quota policy (window 0: none),
+	// for the RateLimit-Policy header: its remaining never exceeds quota.
+	quotas, windows []int64
 }
 
 // toDecision turns RL.SHOULDRATELIMIT's reply (parsed) into the response
@@ -124,10 +124,11 @@ func toDecision(v any, n int) (decision, error) {
 		return decision{}, fmt.Errorf("%w: overall code %v", errBadReply, arr[0])
 	}
 	d := decision{resp: &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_Code(overall),
-		Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, n)}, windows: make([]int64, n)}
+		Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, n)}, quotas: make([]int64, n), windows: make([]int64, n)}
 	for i := range n {
 		f, ok := arr[1+i].([]any)
-		if !ok || len(f) != 7 {
+		// Nine fields; seven from a leader that predates the policy pair.
+		if !ok || (len(f) != 7 && len(f) != 9) {
 			return decision{}, fmt.Errorf("%w: status %d", errBadReply, i)
 		}
 		code, ok1 := f[0].(int64)
@@ -143,7 +144,15 @@ func toDecision(v any, n int) (decision, error) {
 		st := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_Code(code), LimitRemaining: uint32(remaining)}
 		if rpu >= 0 {
 			st.CurrentLimit = &pb.RateLimitResponse_RateLimit{Name: name, RequestsPerUnit: uint32(min(rpu, maxUint32)), Unit: responseUnits[unit]}
-			d.windows[i] = unitSeconds[unit]
+			d.quotas[i], d.windows[i] = rpu, unitSeconds[unit]
+			if len(f) == 9 {
+				q, ok1 := f[7].(int64)
+				w, ok2 := f[8].(int64)
+				if !ok1 || !ok2 || q < 0 || w < 0 {
+					return decision{}, fmt.Errorf("%w: status %d policy", errBadReply, i)
+				}
+				d.quotas[i], d.windows[i] = q, w
+			}
 		}
 		if reset >= 0 {
 			st.DurationUntilReset = &durationpb.Duration{Seconds: reset}

@@ -256,7 +256,8 @@ func TestHTTPLimitRetryAfterAtLeastOne(t *testing.T) {
 	if _, _, reset := rateLimit(t, r.header); reset != 1 {
 		t.Fatalf("RateLimit %q, want t=1", r.header.Get("RateLimit"))
 	}
-	if got := r.header.Get("RateLimit-Policy"); got != `"default";q=10000;w=1` {
+	// Burst 0 at 10000/s: one unit, refilled within a second.
+	if got := r.header.Get("RateLimit-Policy"); got != `"default";q=1;w=1` {
 		t.Fatalf("RateLimit-Policy %q", got)
 	}
 

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,8 +23,9 @@ func main() {
 	bin := flag.String("bin", "bin/sluice", "sluice binary")
 	kills := flag.Int("kills", 20, "leader kills")
 	base := flag.Int("base-port", 7501, "client ports base+1..base+3 (Raft: +10000)")
+	extra := flag.String("args", "", "more flags for every node, space-separated (e.g. the Raft timeouts)")
 	flag.Parse()
-	if err := run(*bin, *kills, *base); err != nil {
+	if err := run(*bin, *kills, *base, strings.Fields(*extra)); err != nil {
 		fmt.Fprintln(os.Stderr, "failoverbench:", err)
 		os.Exit(1)
 	}
@@ -34,7 +36,7 @@ type node struct {
 	cmd           *exec.Cmd
 }
 
-func run(bin string, kills, base int) error {
+func run(bin string, kills, base int, extra []string) error {
 	work, err := os.MkdirTemp("", "failoverbench-")
 	if err != nil {
 		return err
@@ -52,7 +54,7 @@ func run(bin string, kills, base int) error {
 		peers += n.id + "=" + n.addr
 	}
 	start := func(n *node) error {
-		n.cmd = exec.Command(bin, "--node-id", n.id, "--addr", n.addr, "--data-dir", n.dir, "--peers", peers, "--log-level", "error")
+		n.cmd = exec.Command(bin, append([]string{"--node-id", n.id, "--addr", n.addr, "--data-dir", n.dir, "--peers", peers, "--log-level", "error"}, extra...)...)
 		return n.cmd.Start()
 	}
 	defer func() {
