@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-rl/sluice/internal/secret"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/policy"
 )
 
 // The status page: / on the HTTP listener is one HTML file (no build step,
@@ -152,6 +153,10 @@ type statusJSON struct {
 	Scales    []statusScale   `json:"scales"`
 	Persist   [][2]string     `json:"persistence"`
 	Indexes   map[string]uint `json:"raft_indexes,omitempty"`
+	// CountedAt says, on a follower, where decisions are made and counted:
+	// the leader (a follower redirects RESP clients and forwards gRPC and
+	// HTTP calls, so its own figures stay near zero).
+	CountedAt string `json:"decisions_counted_at,omitempty"`
 }
 
 type statusMember struct {
@@ -178,9 +183,14 @@ type statusRule struct {
 	Path      string `json:"path"`
 	Algorithm string `json:"algorithm"`
 	Limit     int64  `json:"limit"`
-	Window    int64  `json:"window_seconds"`
-	Shadow    bool   `json:"shadow"`
-	Source    string `json:"source"`
+	// InForce is the limit decisions use now: Limit under the domain's
+	// scale factor; Overridden lists the descriptors an RL.OVERRIDE gives
+	// another limit ("k=v,k=v: limit/window s").
+	InForce    int64    `json:"limit_in_force"`
+	Overridden []string `json:"overridden,omitempty"`
+	Window     int64    `json:"window_seconds"`
+	Shadow     bool     `json:"shadow"`
+	Source     string   `json:"source"`
 }
 
 type statusOverr struct {
@@ -232,6 +242,11 @@ func (s *Server) statusData() statusJSON {
 		out.Node = n.Self()
 		if id, addr, ok := n.Leader(); ok {
 			out.Leader = id + " " + addr
+			if !n.Serving() {
+				out.CountedAt = "on the leader, " + id + " (" + addr + "): this follower redirects RESP clients and forwards gRPC and HTTP calls there"
+			}
+		} else if !n.Serving() {
+			out.CountedAt = "on the leader, and none is known now"
 		}
 		out.Indexes = map[string]uint{"last": uint(st.LastIndex), "commit": uint(st.CommitIndex), "applied": uint(st.AppliedIdx)}
 		if peers, err := n.Peers(); err == nil {
@@ -267,20 +282,26 @@ func (s *Server) statusData() statusJSON {
 	if rs := e.Machine.Rules(); rs != nil && rs.Set != nil {
 		clock := e.Clock.Now()
 		for _, d := range rs.Set.Domains() {
+			factor, to := e.Machine.DomainScale(d, clock)
+			overrides := e.Machine.DomainOverrides(d, clock)
 			for _, r := range rs.Set.Domain(d).Rules {
-				out.Rules = append(out.Rules, statusRule{Domain: r.Domain, Rule: r.ID(), Path: r.Path, Algorithm: r.Algorithm.String(),
-					Limit: r.Limit, Window: limiter.Seconds(r.Window), Shadow: r.ShadowMode, Source: r.File + ":" + strconv.Itoa(r.Line)})
-			}
-			for _, o := range e.Machine.DomainOverrides(d, clock) {
-				var desc []string
-				for _, en := range o.Entries {
-					desc = append(desc, en.Key+"="+en.Value)
+				sr := statusRule{Domain: r.Domain, Rule: r.ID(), Path: r.Path, Algorithm: r.Algorithm.String(),
+					Limit: r.Limit, InForce: machine.Scale(r.Limit, factor), Window: limiter.Seconds(r.Window),
+					Shadow: r.ShadowMode, Source: r.File + ":" + strconv.Itoa(r.Line)}
+				for _, o := range overrides {
+					if overridesRule(o.Entries, r.Path) {
+						sr.Overridden = append(sr.Overridden, descriptorText(o.Entries)+": "+strconv.FormatInt(o.Limit, 10)+
+							"/"+strconv.FormatInt(o.Window/1e9, 10)+" s")
+					}
 				}
-				out.Overrides = append(out.Overrides, statusOverr{Domain: d, Descriptor: strings.Join(desc, ","),
+				out.Rules = append(out.Rules, sr)
+			}
+			for _, o := range overrides {
+				out.Overrides = append(out.Overrides, statusOverr{Domain: d, Descriptor: descriptorText(o.Entries),
 					Limit: o.Limit, Window: o.Window / 1e9, Until: o.Until / 1e9})
 			}
-			if f, to := e.Machine.DomainScale(d, clock); f != machine.ScaleUnit || to != machine.ScaleUnit {
-				out.Scales = append(out.Scales, statusScale{Domain: d, Factor: machine.FormatFactor(f), Target: machine.FormatFactor(to)})
+			if factor != machine.ScaleUnit || to != machine.ScaleUnit {
+				out.Scales = append(out.Scales, statusScale{Domain: d, Factor: machine.FormatFactor(factor), Target: machine.FormatFactor(to)})
 			}
 		}
 	}
@@ -292,6 +313,31 @@ func (s *Server) statusData() statusJSON {
 		}
 	}
 	return out
+}
+
+// descriptorText is a descriptor as RL.OVERRIDE LIST shows it: k=v,k=v.
+func descriptorText(entries []policy.Entry) string {
+	var desc []string
+	for _, en := range entries {
+		desc = append(desc, en.Key+"="+en.Value)
+	}
+	return strings.Join(desc, ",")
+}
+
+// overridesRule reports whether an override of entries replaces the limit
+// of the rule at path ("k=v/k2", a key alone matching any value).
+func overridesRule(entries []policy.Entry, path string) bool {
+	segs := strings.Split(path, "/")
+	if len(segs) != len(entries) {
+		return false
+	}
+	for i, seg := range segs {
+		k, v, hasValue := strings.Cut(seg, "=")
+		if k != entries[i].Key || (hasValue && v != entries[i].Value) {
+			return false
+		}
+	}
+	return true
 }
 
 // statusPersistField reports whether the page shows an INFO persistence

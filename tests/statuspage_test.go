@@ -5,7 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,10 +104,24 @@ func TestStatusPageInChromium(t *testing.T) {
 	if u1 < 2 {
 		t.Fatalf("the page refreshed %d times in 3 s", u1)
 	}
-	for _, want := range []string{"message_type=marketing/to_number", "examples/rules/messaging.yaml:", "to_number=2061111111", "0.500000", "user:"} {
+	for _, want := range []string{"message_type=marketing/to_number", "examples/rules/messaging.yaml:", "to_number=2061111111", "0.500000", "user:",
+		// The limit in force beside the configured one (scale 0.5 of 100 a
+		// day), and the override that replaces it for one number.
+		"<td class=\"n changed\">50</td><td class=\"n\">100</td>", "to_number=2061111111: 20/86400 s",
+		// A node that never saved says so.
+		"never"} {
 		if !strings.Contains(dom1, want) {
 			t.Errorf("the page does not show %q", want)
 		}
+	}
+	if strings.Contains(dom1, "1970-01-01") {
+		t.Error("the page shows 1970-01-01 for a node that never saved")
+	}
+	// At 1400 px no id, address, state or number breaks across lines:
+	// the page is framed on one origin with a checker that measures every
+	// cell not meant to wrap.
+	if broken := brokenCells(t, httpAddr); broken != "[]" {
+		t.Errorf("cells broken across lines at 1400 px: %s", broken)
 	}
 	eventually(t, "the page's numbers moving with the traffic", func() bool {
 		dom2, _ := chromium(t, url, "--virtual-time-budget=1500", "--dump-dom")
@@ -118,6 +137,41 @@ func TestStatusPageInChromium(t *testing.T) {
 	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) || len(png) < 10_000 {
 		t.Fatalf("screenshot %s: %d bytes, %v", shot, len(png), err)
 	}
+}
+
+// brokenCells loads the status page at httpAddr in a 1400 px frame, on one
+// origin with a checker page, and returns (JSON) the text of every cell
+// that is not meant to wrap (class w) and spans more than one line.
+func brokenCells(t *testing.T, httpAddr string) string {
+	t.Helper()
+	target, _ := url.Parse("http://" + httpAddr)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	mux := http.NewServeMux()
+	mux.Handle("/", proxy)
+	mux.HandleFunc("/check", func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, `<!doctype html><html><body data-broken="pending">
+<iframe id="f" src="/" style="width:1400px;height:1250px;border:0"></iframe>
+<script>
+setTimeout(() => {
+  const doc = document.getElementById("f").contentDocument, out = [];
+  for (const td of doc.querySelectorAll("td")) {
+    if (td.classList.contains("w") || td.classList.contains("empty") || td.textContent === "") continue;
+    const lh = parseFloat(doc.defaultView.getComputedStyle(td).lineHeight) || 20;
+    const r = doc.createRange(); r.selectNodeContents(td);
+    if (r.getBoundingClientRect().height > lh * 1.5) out.push(td.textContent);
+  }
+  document.body.dataset.broken = JSON.stringify(out);
+}, 2500);
+</script></body></html>`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	dom, _ := chromium(t, srv.URL+"/check", "--virtual-time-budget=4000", "--window-size=1440,1300", "--dump-dom")
+	m := regexp.MustCompile(`data-broken="([^"]*)"`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("the checker did not run:\n%.2000s", dom)
+	}
+	return html.UnescapeString(m[1])
 }
 
 // getStatus reads /status.json from addr.
@@ -189,8 +243,9 @@ func TestStatusJSON(t *testing.T) {
 	})
 	follower := cl.Followers(leader)[0]
 	fi := indexOf(cl, follower)
-	if st := getStatus(t, httpAddrs[fi]); st["role"] != "follower" || st["leader"] == "" {
-		t.Errorf("a follower's status: role %v leader %v", st["role"], st["leader"])
+	if st := getStatus(t, httpAddrs[fi]); st["role"] != "follower" || st["leader"] == "" ||
+		!strings.Contains(fmt.Sprint(st["decisions_counted_at"]), "on the leader, n"+strconv.Itoa(li+1)) {
+		t.Errorf("a follower's status: role %v leader %v, decisions counted %v", st["role"], st["leader"], st["decisions_counted_at"])
 	}
 	follower.Kill()
 	eventually(t, "the killed follower offline on the leader's status", func() bool {
