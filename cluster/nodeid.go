@@ -85,9 +85,29 @@ func ShardID(nodeID string) string {
 }
 
 // MemberNodeID is the 40-hex-character Redis Cluster node id a replicated
-// member announces, derived from its member id so every node names every
-// other alike.
-func MemberNodeID(memberID string) string {
-	sum := sha1.Sum([]byte("member:" + memberID))
+// member announces, derived from its member id and Raft address so every
+// node names every other alike, and member n1 of one cluster is not member
+// n1 of another (they cannot share a Raft address).
+func MemberNodeID(memberID, raftAddr string) string {
+	sum := sha1.Sum([]byte("member:" + memberID + "@" + raftAddr))
 	return hex.EncodeToString(sum[:])
+}
+
+// KeepNodeID writes id to dir's node id file unless it holds it already:
+// a replicated member's id is derived (MemberNodeID), and the file says
+// what CLUSTER MYID says.
+func KeepNodeID(dir, id string) error {
+	path := filepath.Join(dir, NodeIDFile)
+	if b, err := os.ReadFile(path); err == nil && strings.TrimSuffix(string(b), "\n") == id {
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
+		return fmt.Errorf("cluster: write node id: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("cluster: write node id: %w", err)
+	}
+	return nil
 }

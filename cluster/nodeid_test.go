@@ -64,3 +64,15 @@ func TestShardIDIsStableAndDistinct(t *testing.T) {
 		t.Fatalf("ShardID(a)=%q ShardID(b)=%q", ShardID(a), ShardID(b))
 	}
 }
+
+// Member n1 of one cluster is not member n1 of another: the id is derived
+// from the member id and its Raft address, the same on every member.
+func TestMemberNodeIDPerCluster(t *testing.T) {
+	a, b := MemberNodeID("n1", "127.0.0.1:17001"), MemberNodeID("n1", "127.0.0.1:27001")
+	if a == b || !ValidNodeID(a) || !ValidNodeID(b) {
+		t.Fatalf("%s, %s", a, b)
+	}
+	if MemberNodeID("n1", "127.0.0.1:17001") != a {
+		t.Fatal("not stable")
+	}
+}

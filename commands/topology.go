@@ -49,7 +49,7 @@ func (c *Ctx) topology() (nodes []topoNode, ok bool) {
 		if m.Self && c.Env.Options.AdvertiseAddr != "" {
 			host, port = c.announceAddr()
 		}
-		t := topoNode{id: cluster.MemberNodeID(m.ID), host: host, port: port, master: m.Leader, self: m.Self,
+		t := topoNode{id: cluster.MemberNodeID(m.ID, m.RaftAddr), host: host, port: port, master: m.Leader, self: m.Self,
 			known: m.Known, online: m.Online, contact: m.LastContact, match: m.MatchIndex}
 		if t.master {
 			nodes = append([]topoNode{t}, nodes...)
@@ -63,9 +63,6 @@ func (c *Ctx) topology() (nodes []topoNode, ok bool) {
 
 // myID is CLUSTER MYID: this node's 40-hex-character id.
 func (c *Ctx) myID() string {
-	if c.Env.Cluster != nil {
-		return cluster.MemberNodeID(c.Env.Cluster.Self())
-	}
 	return c.Env.NodeID
 }
 

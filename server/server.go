@@ -93,12 +93,21 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: create data dir: %w", err)
 	}
-	nodeID, err := cluster.LoadNodeID(cfg.DataDir)
-	if err != nil {
-		return nil, err
-	}
+	var nodeID string
+	var err error
 	if cfg.Replication.Enabled() {
-		nodeID = cluster.MemberNodeID(cfg.Replication.NodeID)
+		// Derived, so every member names every other alike; the file keeps
+		// what CLUSTER MYID answers.
+		for _, p := range cfg.Replication.Peers {
+			if p.ID == cfg.Replication.NodeID {
+				nodeID = cluster.MemberNodeID(p.ID, p.RaftAddr)
+			}
+		}
+		if err := cluster.KeepNodeID(cfg.DataDir, nodeID); err != nil {
+			return nil, err
+		}
+	} else if nodeID, err = cluster.LoadNodeID(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	m := machine.New(machine.Options{Log: log})
 	table := commands.NewTable(m)

@@ -2,6 +2,8 @@ package tests
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,6 +91,14 @@ func TestFollowersReportLiveSiblingsLive(t *testing.T) {
 	leader := cl.Leader()
 	followers := cl.Followers(leader)
 	idOf := func(s *Server) string { return "n" + strconv.Itoa(indexOf(cl, s)+1) }
+	// A member's node id is what its data directory keeps.
+	for _, n := range cl.Nodes {
+		id, _ := n.Client().Do(ctx(t), "CLUSTER", "MYID").Text()
+		file, err := os.ReadFile(filepath.Join(n.DataDir, "node-id"))
+		if err != nil || strings.TrimSpace(string(file)) != id {
+			t.Fatalf("%s: CLUSTER MYID %s, <data-dir>/node-id %q (%v)", idOf(n), id, file, err)
+		}
+	}
 	for _, f := range followers {
 		for _, other := range cl.Nodes {
 			if other == f {

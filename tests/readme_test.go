@@ -151,3 +151,109 @@ func TestBadRulesTouchNothing(t *testing.T) {
 		}
 	}
 }
+
+// shBlocks are the README's ```sh blocks, each as its lines with their
+// README line numbers.
+func shBlocks(t *testing.T) map[int]string {
+	src, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]string{}
+	in := false
+	for i, l := range strings.Split(string(src), "\n") {
+		switch {
+		case l == "```sh":
+			in = true
+		case l == "```":
+			in = false
+		case in:
+			out[i+1] = l
+		}
+	}
+	return out
+}
+
+var (
+	makeTarget  = regexp.MustCompile(`(?m)^([a-z-]+):`)
+	repoPath    = regexp.MustCompile(`^(?:\./)?((?:bin|examples|scripts|deploy|docs|tests|cmd)/[\w./-]*)$`)
+	probeAnswer = regexp.MustCompile("`GET /(healthz|readyz)` \\(200 `([^`]+)`(?:[^)]*503 `([^`]+)`)?")
+	quotedWords = regexp.MustCompile(`"[^"]*"`)
+)
+
+// Every command the README's shell blocks show runs as written from the
+// repository root: sluice is bin/sluice, each make target exists, and each
+// path it names is in the repository (bin/sluice is what make build
+// writes).
+func TestReadmeShellBlocksRunAsWritten(t *testing.T) {
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]bool{}
+	for _, m := range makeTarget.FindAllStringSubmatch(string(mk), -1) {
+		targets[m[1]] = true
+	}
+	lines := shBlocks(t)
+	if len(lines) < 8 {
+		t.Fatalf("only %d shell lines found", len(lines))
+	}
+	for n, l := range lines {
+		cmd, _, _ := strings.Cut(l, "#")
+		f := strings.Fields(quotedWords.ReplaceAllString(cmd, `""`))
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "sluice":
+			t.Errorf("README.md:%d: %q runs a bare sluice: from the repository root it is bin/sluice", n, l)
+		case "make":
+			for _, w := range f[1:] {
+				if !strings.Contains(w, "=") && !targets[w] {
+					t.Errorf("README.md:%d: make has no target %q", n, w)
+				}
+			}
+		}
+		for _, w := range f {
+			m := repoPath.FindStringSubmatch(w)
+			if m == nil || m[1] == "bin/sluice" {
+				continue
+			}
+			if _, err := os.Stat("../" + m[1]); err != nil {
+				t.Errorf("README.md:%d: %s is not in the repository", n, m[1])
+			}
+		}
+	}
+}
+
+// The probes answer the words the README quotes.
+func TestReadmeProbeWords(t *testing.T) {
+	src, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted := map[string][]string{}
+	for _, m := range probeAnswer.FindAllStringSubmatch(string(src), -1) {
+		quoted[m[1]] = m[2:]
+	}
+	if len(quoted) != 2 {
+		t.Fatalf("the README quotes the probes' answers %v, want both", quoted)
+	}
+	httpAddr := freeAddr(t)
+	StartServer(t, "--http-addr", httpAddr)
+	for probe, words := range quoted {
+		if got := strings.TrimSpace(httpGet(t, "http://"+httpAddr+"/"+probe).body); got != words[0] {
+			t.Errorf("/%s answers %q, the README says %q", probe, got, words[0])
+		}
+	}
+	// A member with no leader is not ready, in the README's words.
+	cl := NewCluster(t, 3)
+	s, alone := cl.Nodes[0], freeAddr(t)
+	s.Args = []string{"--data-dir", s.DataDir, "--node-id", "n1", "--peers", cl.Peers, "--http-addr", alone}
+	s.Start()
+	t.Cleanup(s.Kill)
+	r := httpGet(t, "http://"+alone+"/readyz")
+	if r.status != 503 || quoted["readyz"][1] == "" || strings.TrimSpace(r.body) != quoted["readyz"][1] {
+		t.Errorf("/readyz without a leader: %d %q, the README says 503 %q", r.status, r.body, quoted["readyz"][1])
+	}
+}
