@@ -11,14 +11,7 @@ SLUICE=${SLUICE:-bin/sluice}
 N=${N:-500000}
 KILLS=${KILLS:-20}
 base=${BASE_PORT:-7491}
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+. scripts/lib.sh
 
 rps() {
 	local port=$1 p=$2

@@ -17,14 +17,7 @@ DURATION=${SECONDS_UNDER_LOAD:-600}
 KILLS=${KILLS:-15}
 RAFT=${RAFT:-}
 base=${BASE_PORT:-7611}
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+. scripts/lib.sh
 
 peers=""
 for i in 1 2 3; do peers="${peers:+$peers,}n$i=127.0.0.1:$((base + i))"; done

@@ -13,14 +13,8 @@ SLUICE=${SLUICE:-bin/sluice}
 N=${N:-20000}
 ROUNDS=${ROUNDS:-3}
 base=${BASE_PORT:-7691}
-work=$(mktemp -d -p "${TMPDIR:-/var/tmp}")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+WORK_PARENT=${TMPDIR:-/var/tmp}
+. scripts/lib.sh
 make -s build
 
 cluster() { # cluster <first port> <name> [flags…]

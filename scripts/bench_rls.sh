@@ -14,14 +14,7 @@ SLUICE=${SLUICE:-bin/sluice}
 ROUNDS=${ROUNDS:-3}
 D=${D:-5s}
 base=${BASE_PORT:-7591}
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+. scripts/lib.sh
 
 make -s build
 go build -o "$work/rlsbench" ./scripts/rlsbench
