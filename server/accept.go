@@ -109,7 +109,11 @@ func (s *Server) fitMaxClients() {
 	fit := max(min(want, avail-s.doorFDs()), 1)
 	s.env.Tunables.MaxClients.Store(fit)
 	s.env.Options.MaxClients = int(fit)
-	s.log.Warn("maxclients lowered to fit the open files limit",
+	what := "maxclients lowered to fit the open files limit"
+	if fit == want {
+		what = "the HTTP and gRPC connection caps lowered to fit the open files limit"
+	}
+	s.log.Warn(what,
 		"maxclients", fit, "requested", want, "http_max_conns", s.cfg.Doors.HTTPMaxConns, "grpc_max_conns", s.cfg.Doors.GRPCMaxConns,
 		"open_files_limit", got, "hard_limit", limit, "reserved", reservedFDs)
 }
