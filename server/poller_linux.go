@@ -135,13 +135,18 @@ func (p *poller) wait(park bool) ([]unix.EpollEvent, error) {
 
 // collectNow takes the events ready now; false (none) parks the loop in
 // Go's poller until there are some.
+// A signal that interrupts the poll is no answer: it polls again, for
+// parking then could wait on events already ready (Go's poller is told of
+// new readiness, not of what was ready before it parked).
 func (p *poller) collectNow(fd uintptr) bool {
-	n, err := unix.EpollWait(int(fd), p.events, 0)
-	if errors.Is(err, unix.EINTR) {
-		return false
+	for {
+		n, err := unix.EpollWait(int(fd), p.events, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		p.n, p.err = max(n, 0), err
+		return n > 0 || err != nil
 	}
-	p.n, p.err = max(n, 0), err
-	return n > 0 || err != nil
 }
 
 // wake makes the loop's wait return; safe from any goroutine.
