@@ -13,14 +13,17 @@ descriptors:
   - key: user
     rate_limit: {name: per-user, unit: minute, requests_per_unit: 40}
   - key: endpoint
-    rate_limit: {name: per-endpoint, unit: minute, requests_per_unit: 70}
+    rate_limit: {name: per-endpoint, unit: minute, requests_per_unit: 30}
 `
 
 // RL.CHECKs whose counters sit in different slots, from many goroutines
 // at once in both descriptor orders: no deadlock (slots are taken in slot
 // order), and all or nothing — every admitted check charged both its
 // counters, so no counter passes its limit and each counter's count is
-// exactly the admissions that named it.
+// exactly the admissions that named it. The endpoints (2 × 30) run out
+// before the users (3 × 40), so a check the endpoint refuses must leave
+// its user's counter alone: charging one counter of a refused check shows
+// in the user counters read back.
 func TestSpreadChecksAreAtomic(t *testing.T) {
 	m := New(Options{})
 	if r := do(m, t0, "RL.RULES", "LOAD", "spread.yaml", spreadRules); r != "+OK\r\n" {
@@ -64,12 +67,16 @@ func TestSpreadChecksAreAtomic(t *testing.T) {
 		total += n
 	}
 	for e, n := range perEndpoint {
-		if n > 70 {
-			t.Errorf("endpoint %s admitted %d times, limit 70", e, n)
+		if n != 30 {
+			t.Errorf("endpoint %s admitted %d times, want its limit, 30", e, n)
+		}
+		r := do(m, t0, "RL.CHECK", "spread", "COST", "0", "DESCRIPTOR", "endpoint", e)
+		if !containsAt(r, 3, ":0\r\n") {
+			t.Errorf("endpoint %s: %q, want remaining 0", e, r)
 		}
 	}
-	if total == 0 || total > 140 {
-		t.Fatalf("%d admitted in all, want 1..140 (two endpoints of 70)", total)
+	if total != 60 {
+		t.Fatalf("%d admitted in all, want 60 (two endpoints of 30)", total)
 	}
 	// The counters hold exactly what was admitted.
 	for u, n := range perUser {
