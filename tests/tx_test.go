@@ -48,6 +48,35 @@ func TestTransactionsGoRedis(t *testing.T) {
 				t.Fatalf("a refused command in a transaction: %v %v", err, cmds)
 			}
 
+			// WATCH aborts a transaction whose key another client changed
+			// after it was watched: EXEC runs nothing (TxFailedErr), so the
+			// key holds the other client's unit alone. Unchanged, it runs.
+			err = c.Watch(ctx(t), func(tx *redis.Tx) error {
+				if err := c.Do(ctx(t), "QUOTA.CHECK", "{tx}w", 1000, "DAY").Err(); err != nil {
+					return err
+				}
+				_, err := tx.TxPipelined(ctx(t), func(p redis.Pipeliner) error {
+					p.Do(ctx(t), "QUOTA.CHECK", "{tx}w", 1000, "DAY")
+					return nil
+				})
+				return err
+			}, "{tx}w")
+			if !errors.Is(err, redis.TxFailedErr) {
+				t.Fatalf("EXEC after another client changed the watched key: %v, want the transaction aborted", err)
+			}
+			if err := c.Watch(ctx(t), func(tx *redis.Tx) error {
+				_, err := tx.TxPipelined(ctx(t), func(p redis.Pipeliner) error {
+					p.Do(ctx(t), "QUOTA.CHECK", "{tx}w", 1000, "DAY")
+					return nil
+				})
+				return err
+			}, "{tx}w"); err != nil {
+				t.Fatalf("EXEC with the watched key unchanged: %v", err)
+			}
+			if used, err := c.Do(ctx(t), "QUOTA.GET", "{tx}w").Slice(); err != nil || used[0] != int64(2) {
+				t.Fatalf("quota used %v (%v), want 2: the other client's unit and the unaborted transaction's", used, err)
+			}
+
 			// Watch: 8 clients each add 5 units to one quota, reading it
 			// first; a transaction retried when the key moved counts once.
 			const workers, each = 8, 5
