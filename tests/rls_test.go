@@ -238,10 +238,25 @@ func TestRLSBadRequestsAndLoad(t *testing.T) {
 	}
 
 	// Callers that give up at once, and 10k concurrent calls.
+	// Each is answered (a decision) or CANCELED, never anything else, and
+	// the service answers the next caller.
+	cancelled := 0
 	for range 50 {
 		cctx, cancel := context.WithCancel(context.Background())
 		go func() { time.Sleep(50 * time.Microsecond); cancel() }()
-		c.ShouldRateLimit(cctx, rlsRequest("basic", 1, "key1=cancel"))
+		resp, err := c.ShouldRateLimit(cctx, rlsRequest("basic", 1, "key1=cancel"))
+		switch {
+		case status.Code(err) == codes.Canceled:
+			cancelled++
+		case err != nil:
+			t.Fatalf("a call cancelled by its caller: %v, want a decision or CANCELED", err)
+		case len(resp.Statuses) != 1 || resp.Statuses[0].CurrentLimit == nil:
+			t.Fatalf("a call cancelled by its caller answered %v", resp)
+		}
+	}
+	t.Logf("%d of 50 calls cancelled before their answer", cancelled)
+	if _, err := c.ShouldRateLimit(ctx(t), rlsRequest("basic", 1, "key1=after-cancel")); err != nil {
+		t.Fatalf("after the cancelled calls: %v", err)
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
