@@ -50,8 +50,9 @@ type rulesState struct {
 	mu    sync.Mutex
 	// files is the last set read that parsed: what this node enforces.
 	files []machine.RuleFile
-	// reloads and failures count reloads, for metrics.
-	reloads, failures atomic.Int64
+	// reloads and failures count reloads, for metrics; syncs counts a
+	// serving leader's checks of its files against the applied rules.
+	reloads, failures, syncs atomic.Int64
 }
 
 // readRuleFiles reads paths: each a file, or a directory whose *.yaml and
@@ -222,6 +223,7 @@ func (s *Server) syncRules() {
 	}
 	s.rules.mu.Lock()
 	defer s.rules.mu.Unlock()
+	defer s.rules.syncs.Add(1)
 	if s.filesApplied() {
 		return
 	}
@@ -294,6 +296,9 @@ func (s *Server) rulesCollectors() []prometheus.Collector {
 		return nil
 	}
 	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_rules_sync_checks_total",
+			Help: "A replicated leader's checks (each second) that the applied rules last loaded its files."},
+			func() float64 { return float64(s.rules.syncs.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_rules_reloads_total",
 			Help: "Rule file reloads that took effect."}, func() float64 { return float64(s.rules.reloads.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_rules_reload_failures_total",

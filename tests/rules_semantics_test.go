@@ -2,10 +2,10 @@ package tests
 
 import (
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -38,8 +38,20 @@ const clientRules = "domain: client\ndescriptors:\n  - key: k\n    rate_limit: {
 func TestRulesSameOnOneNodeAndCluster(t *testing.T) {
 	path := writeRules(t, "api.yaml", apiRules)
 	single := StartServer(t, "--rules", path)
-	cl := StartCluster(t, 3, nil, "--rules", path)
+	httpAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	cl := StartCluster(t, 3, func(i int, _ []string) []string { return []string{"--http-addr", httpAddrs[i]} }, "--rules", path)
 	leader := cl.Leader()
+	// syncChecks is how many times the leader checked its files against
+	// the applied rules.
+	syncChecks := func() int {
+		for _, l := range strings.Split(httpGet(t, "http://"+httpAddrs[indexOf(cl, leader)]+"/metrics").body, "\n") {
+			if v, ok := strings.CutPrefix(l, "sluice_rules_sync_checks_total "); ok {
+				n, _ := strconv.Atoi(v)
+				return n
+			}
+		}
+		return -1
+	}
 	for _, tc := range []struct {
 		name   string
 		c      *redis.Client
@@ -51,7 +63,12 @@ func TestRulesSameOnOneNodeAndCluster(t *testing.T) {
 			for _, s := range cl.Nodes {
 				s.cmd.Process.Signal(syscall.SIGHUP)
 			}
-		}, func() { time.Sleep(1500 * time.Millisecond) /* past the leader's once-a-second check */ }},
+		}, func() {
+			// Two of the leader's checks after the CLEAR: the files were
+			// compared with the applied rules at least once since.
+			from := syncChecks()
+			eventually(t, "two checks of the leader's files", func() bool { return syncChecks() >= from+2 })
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.c
