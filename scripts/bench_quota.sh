@@ -19,19 +19,12 @@ C=${C:-50}
 [ -x "$SLUICE" ] || go build -o "$SLUICE" ./cmd/sluice
 
 policies=(always everysec no)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-bench-quota.XXXXXX")
-pids=()
-cleanup() {
-	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+. scripts/lib.sh
 
 for i in "${!policies[@]}"; do
 	p=${policies[$i]}
-	"$SLUICE" --addr "127.0.0.1:$((PORT + i))" --data-dir "$tmp/$p" --quota-fsync "$p" \
-		--log-level warn 2>"$tmp/$p.log" &
+	"$SLUICE" --addr "127.0.0.1:$((PORT + i))" --data-dir "$work/$p" --quota-fsync "$p" \
+		--log-level warn 2>"$work/$p.log" &
 	pids+=($!)
 done
 for i in "${!policies[@]}"; do
