@@ -54,6 +54,10 @@ type Machine struct {
 	checkScratch sync.Pool
 	byName       map[string]*Command
 	sorted       []*Command
+	// storeFaults, set only by this package's tests, makes a multi-limit
+	// check's n-th store fail (storeFault), as a full slot or refused
+	// memory would.
+	storeFaults func(n int) error
 }
 
 // decides reports whether name is a limiter command (Command.Decides).
@@ -90,6 +94,15 @@ func New(opts Options) *Machine {
 // SetDurability sets where quota changes are journaled. Call it before
 // the first apply (a store is opened after the machine it restores into).
 func (m *Machine) SetDurability(d Durability) { m.durable = d }
+
+// storeFault is the injected failure of a multi-limit check's n-th store
+// (tests); nil in every machine that serves.
+func (m *Machine) storeFault(n int) error {
+	if m.storeFaults == nil {
+		return nil
+	}
+	return m.storeFaults(n)
+}
 
 // Keys is the keyspace, for what reads it outside an apply: SCAN, KEYS,
 // cluster introspection, snapshots, INFO. Such readers must judge expiry
@@ -211,6 +224,9 @@ type scratchBufs struct {
 	// logs are one per limit of a multi-limit check (machine/multicheck.go).
 	log  window.LogState
 	logs []window.LogState
+	// undo is a multi-limit check's notes for putting back a partial
+	// charge (machine/undo.go).
+	undo undoLog
 }
 
 // logScratch is the i-th limit's sliding-log scratch.

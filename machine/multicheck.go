@@ -2,6 +2,7 @@ package machine
 
 import (
 	"bytes"
+	"errors"
 
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
@@ -232,11 +233,8 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid b
 	case keyspace.KindFixedWindow:
 		return storeInline(s, c.key, c.kind, e, found, c.word, &c.fixed)
 	case keyspace.KindQuota:
-		if err := storeQuota(s, c.key, e, found, &c.quota); err != nil {
-			return err
-		}
-		x.journaled(x.m.quotaChanged(c.key, &c.quota))
-		return nil
+		// Journaled by multiCheck once every limit is stored.
+		return storeQuota(s, c.key, e, found, &c.quota)
 	}
 	_, err := s.Insert(c.key, c.kind, c.word, obj)
 	return err
@@ -284,21 +282,59 @@ func multiCheck(x *exec, now, cost int64, checks []limitCheck) (binding int, ref
 	}
 	refused = decideRefusal(checks)
 	if !refused {
-		// Updates in place first, while the records found are still where
-		// they were; then the inserts.
-		for _, inserts := range [2]bool{false, true} {
-			for i := range checks {
-				c := &checks[i]
-				if !c.store || c.inSlot == inserts || storedLater(checks, i) {
-					continue
-				}
-				if err := c.commit(x, c.slot, now, !inserts); err != nil {
-					return -1, false, err
-				}
-			}
+		if err := commitAll(x, now, checks); err != nil {
+			return -1, false, err
 		}
 	}
 	return bindingLimit(checks, refused), refused, nil
+}
+
+// commitAll stores every limit's next state, or none (undo.go): updates in
+// place first, while the records found are still where they were, then the
+// inserts; the quota changes are journaled once all are stored.
+func commitAll(x *exec, now int64, checks []limitCheck) error {
+	stores := 0
+	for i := range checks {
+		if checks[i].store && !storedLater(checks, i) {
+			stores++
+		}
+	}
+	u := &x.bufs.undo
+	u.reset()
+	n := 0
+	for _, inserts := range [2]bool{false, true} {
+		for i := range checks {
+			c := &checks[i]
+			if !c.store || c.inSlot == inserts || storedLater(checks, i) {
+				continue
+			}
+			// A failed store writes nothing, so the last store needs no
+			// note: no store comes after it to fail.
+			var err error
+			if n < stores-1 {
+				err = u.note(checks, i, now, !inserts)
+			}
+			if err == nil {
+				if err = x.m.storeFault(n); err == nil {
+					err = c.commit(x, c.slot, now, !inserts)
+				}
+			}
+			n++
+			if err != nil {
+				if uerr := u.rollback(checks, now); uerr != nil {
+					return errors.Join(err, uerr)
+				}
+				return err
+			}
+		}
+	}
+	for i := range checks {
+		c := &checks[i]
+		if c.store && c.kind == keyspace.KindQuota && !storedLater(checks, i) {
+			x.journaled(x.m.quotaChanged(c.key, &c.quota))
+		}
+	}
+	return nil
 }
 
 // bindingLimit picks the limit the reply reports: when refused, the

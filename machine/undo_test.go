@@ -1,0 +1,109 @@
+package machine
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/quota"
+)
+
+const undoRules = `domain: undo
+descriptors:
+  - key: f
+    rate_limit: {unit: minute, requests_per_unit: 1000}
+  - key: s
+    rate_limit: {unit: minute, requests_per_unit: 1000, sluice: {algorithm: sliding}}
+  - key: x
+    rate_limit: {unit: minute, requests_per_unit: 1000, sluice: {algorithm: sliding-exact}}
+  - key: g
+    rate_limit: {unit: second, requests_per_unit: 1000, sluice: {algorithm: gcra, burst: 1000}}
+  - key: q
+    rate_limit: {unit: day, requests_per_unit: 1000, sluice: {algorithm: quota}}
+`
+
+// journalCount counts what a machine journals.
+type journalCount struct{ quota, records, deleted int }
+
+func (j *journalCount) QuotaChanged([]byte, *quota.State) Ticket { j.quota++; return Ticket{} }
+func (j *journalCount) RecordChanged([]byte, keyspace.Kind, int64, []byte) Ticket {
+	j.records++
+	return Ticket{}
+}
+func (j *journalCount) QuotaDeleted([]byte) Ticket { j.deleted++; return Ticket{} }
+func (j *journalCount) Flushed() Ticket            { return Ticket{} }
+
+// A multi-limit check whose store fails at any position — a full slot or
+// refused memory — leaves every limit as it was and journals nothing, and
+// answers the error; without the failure the same check charges them all.
+// The check mixes every algorithm, keys that exist (updated in place, a
+// sliding log held as an object among them) and keys it creates.
+func TestMultiCheckChargesNothingWhenAStoreFails(t *testing.T) {
+	m := New(Options{})
+	j := &journalCount{}
+	m.SetDurability(j)
+	if r := do(m, t0, "RL.RULES", "LOAD", "undo.yaml", undoRules); r != "+OK\r\n" {
+		t.Fatal(r)
+	}
+	// Existing keys, one sliding log long enough to be held as an object.
+	do(m, t0, "RL.CHECK", "undo", "DESCRIPTOR", "f", "a", "DESCRIPTOR", "x", "a", "DESCRIPTOR", "q", "a", "DESCRIPTOR", "g", "a")
+	for i := range 200 {
+		do(m, t0+int64(i)*1e6, "RL.CHECK", "undo", "DESCRIPTOR", "x", "long")
+	}
+	at := t0 + 1e9
+	m.Advance(at) // the digest holds the applied instant: every check below applies at it
+	for attempt, failure := range []error{keyspace.ErrSlotFull, keyspace.ErrNoMemory} {
+		fresh := fmt.Sprintf("new%d", attempt)
+		check := []string{"RL.CHECK", "undo", "DESCRIPTOR", "f", "a", "DESCRIPTOR", "s", fresh, "DESCRIPTOR", "x", "a",
+			"DESCRIPTOR", "x", "long", "DESCRIPTOR", "x", fresh, "DESCRIPTOR", "g", "a", "DESCRIPTOR", "g", fresh,
+			"DESCRIPTOR", "q", "a", "DESCRIPTOR", "q", fresh}
+		const stores = 9
+		for k := range stores {
+			before, err := m.Digest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			journaled := *j
+			tried := 0
+			m.storeFaults = func(n int) error {
+				tried = max(tried, n+1)
+				if n == k {
+					return fmt.Errorf("injected: %w", failure)
+				}
+				return nil
+			}
+			r := do(m, at, check...)
+			m.storeFaults = nil
+			if !strings.HasPrefix(r, "-") {
+				t.Fatalf("store %d of %d failed (%v), yet the check answered %q", k, stores, failure, r)
+			}
+			if tried != k+1 {
+				t.Fatalf("the failure at store %d was not the last store tried (%d)", k, tried)
+			}
+			after, err := m.Digest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after != before {
+				t.Fatalf("store %d of %d failed (%v): the limits changed", k, stores, failure)
+			}
+			if *j != journaled {
+				t.Fatalf("store %d of %d failed (%v): journaled %+v, before %+v", k, stores, failure, *j, journaled)
+			}
+		}
+		tried := 0
+		m.storeFaults = func(n int) error { tried = max(tried, n+1); return nil }
+		before, _ := m.Digest()
+		if r := do(m, at, check...); !strings.HasPrefix(r, "*7\r\n:0\r\n") {
+			t.Fatalf("without a failure: %q", r)
+		}
+		m.storeFaults = nil
+		if after, _ := m.Digest(); after == before || tried != stores {
+			t.Fatalf("without a failure: %d stores (want %d), state changed %v", tried, stores, after != before)
+		}
+		if j.quota != 2*(attempt+1)+1 {
+			t.Fatalf("quota changes journaled %d, want the two of each charged check and the first", j.quota)
+		}
+	}
+}
