@@ -309,9 +309,11 @@ func commitAll(x *exec, now int64, checks []limitCheck) error {
 				continue
 			}
 			// A failed store writes nothing, so the last store needs no
-			// note: no store comes after it to fail.
+			// note (no store comes after it to fail) — but a sliding log,
+			// which may move out of its record (a delete, then an insert
+			// that can fail).
 			var err error
-			if n < stores-1 {
+			if n < stores-1 || c.kind == keyspace.KindSlidingLog {
 				err = u.note(checks, i, now, !inserts)
 			}
 			if err == nil {
