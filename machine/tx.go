@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -127,6 +128,13 @@ func (m *Machine) slotsOf(l *txLocks, cmd *Command, args [][]byte) {
 		return
 	case "rl.rules":
 		l.slots = append(l.slots, slot.Of([]byte(RulesKey)))
+		return
+	case "rl.override", "rl.scale":
+		// Their records sit in the slot of the domain's tag, which for a
+		// domain with braces or none is not the domain's own slot.
+		if len(args) > 2 {
+			l.slots = append(l.slots, slot.Of(policy.AppendDescriptorKey(nil, string(args[2]), nil)))
+		}
 		return
 	case "rl.check", "rl.shouldratelimit":
 		// Their counters' slots come from the rules matched at apply

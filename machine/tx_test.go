@@ -115,3 +115,28 @@ func mustInt(s string) int64 {
 	v, _ := resp.ParseInt([]byte(s))
 	return v
 }
+
+// RL.OVERRIDE and RL.SCALE inside a transaction write where they say they
+// will, whatever the domain: braces, none at all, or plain (the
+// transaction locked the domain's own slot, and the apply of a domain with
+// braces or none, whose records are in its tag's slot, panicked). The
+// empty domain's overrides share one slot, so LIST finds them all.
+func TestPolicyAdminInTransactionAnyDomain(t *testing.T) {
+	m := New(Options{})
+	for _, domain := range []string{"", "a{b}c", "{}", "plain"} {
+		got := tx(m, t0, nil,
+			[]string{"RL.OVERRIDE", "SET", domain, "5", "minute", "DESCRIPTOR", "k", "v1"},
+			[]string{"RL.OVERRIDE", "SET", domain, "6", "minute", "DESCRIPTOR", "k", "v2"},
+			[]string{"RL.SCALE", "SET", domain, "0.5"})
+		if got != "*3\r\n+OK\r\n+OK\r\n+OK\r\n" {
+			t.Fatalf("domain %q: %q", domain, got)
+		}
+		list := do(m, t0, "RL.OVERRIDE", "LIST", domain)
+		if !strings.HasPrefix(list, "*2\r\n") || !strings.Contains(list, "v1") || !strings.Contains(list, "v2") {
+			t.Fatalf("domain %q: RL.OVERRIDE LIST %q, want both overrides", domain, list)
+		}
+		if r := do(m, t0, "RL.SCALE", "GET", domain); !strings.HasPrefix(r, "*3\r\n$8\r\n0.500000") {
+			t.Fatalf("domain %q: RL.SCALE GET %q", domain, r)
+		}
+	}
+}

@@ -60,10 +60,13 @@ func appendDescriptor(dst []byte, domain string, entries []Entry, shared []strin
 	return appendEntries(appendDomainTag(dst, domain), entries, shared)
 }
 
-// appendDomainTag appends "rl:{<domain>}" (or its hashed form).
+// appendDomainTag appends "rl:{<domain>}", or its hashed form for a domain
+// that holds braces or is empty: "{}" is no hash tag, so the records of the
+// empty domain would each land in a slot of their own, and a listing of the
+// domain's slot would miss them.
 func appendDomainTag(dst []byte, domain string) []byte {
 	dst = append(dst, "rl:{"...)
-	if strings.ContainsAny(domain, "{}") {
+	if domain == "" || strings.ContainsAny(domain, "{}") {
 		dst = append(dst, 'h')
 		dst = appendHex16(dst, fnv64a(domain))
 		dst = append(dst, '}')
