@@ -217,7 +217,7 @@ func (d *NodeDecider) client(addr string) *redis.Client {
 		return c, nil
 	}
 	d.fwd = redis.NewClient(&redis.Options{
-		Addr: addr, Password: d.fwdOpts.Password, TLSConfig: cfg, Protocol: 2, Dialer: dial, DialerRetries: 1,
+		Addr: addr, Password: d.fwdOpts.Password, Protocol: 2, Dialer: dial, DialerRetries: 1,
 		MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: d.fwdOpts.Timeout, WriteTimeout: time.Second,
 		ContextTimeoutEnabled: true, MinIdleConns: 1, DisableIdentity: true,
 		PoolSize: forwardConns,

@@ -1,13 +1,19 @@
 package tests
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rl/sluice/internal/netproxy"
@@ -100,5 +106,61 @@ func TestRLSForwardBrokenAfterWriteIsUnknown(t *testing.T) {
 	}
 	if r := got.Statuses[0].LimitRemaining; r != 995 {
 		t.Fatalf("remaining %d, want 995: the call answered UNAVAILABLE was charged", r)
+	}
+}
+
+// A follower forwards over TLS when the members speak it (its own dialer
+// does the handshake: go-redis' is replaced to mark failed dials unsent).
+func TestRLSForwardOverTLS(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t)
+	rules := writeRules(t, "edge.yaml", rlsClusterRules)
+	cl := NewCluster(t, 3)
+	grpcAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	for i, s := range cl.Nodes {
+		s.Args = []string{"--data-dir", s.DataDir, "--node-id", fmt.Sprintf("n%d", i+1), "--peers", cl.Peers,
+			"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--requirepass", "pw", "--rules", rules, "--grpc-addr", grpcAddrs[i]}
+		s.Start()
+		t.Cleanup(s.Kill)
+	}
+	tlsClient := func(s *Server) *redis.Client {
+		return s.Client(func(o *redis.Options) {
+			o.Password, o.MaxRetries = "pw", -1
+			o.TLSConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		})
+	}
+	follower := -1
+	eventually(t, "a leader over TLS", func() bool {
+		leaders := 0
+		for i, s := range cl.Nodes {
+			r, err := tlsClient(s).Do(ctx(t), "ROLE").Slice()
+			if err != nil {
+				return false
+			}
+			if r[0] == "master" {
+				leaders++
+			} else {
+				follower = i
+			}
+		}
+		return leaders == 1
+	})
+	conn, err := grpc.NewClient(grpcAddrs[follower], grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := pb.NewRateLimitServiceClient(conn)
+	authed := metadata.AppendToOutgoingContext(ctx(t), "authorization", "Bearer pw")
+	var remaining []uint32
+	eventually(t, "two calls forwarded over TLS, one counter", func() bool {
+		resp, err := c.ShouldRateLimit(authed, rlsRequest("edge", 1, "path=/tls"))
+		if err != nil || resp.Statuses[0].CurrentLimit == nil {
+			return false
+		}
+		remaining = append(remaining, resp.Statuses[0].LimitRemaining)
+		return len(remaining) >= 2
+	})
+	if n := len(remaining); remaining[n-1] != remaining[n-2]-1 {
+		t.Fatalf("remaining %v: the forwarded calls did not count on one counter", remaining)
 	}
 }
