@@ -158,7 +158,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	f.m.Clear()
-	h, err := persist.LoadSnapshot(rc, f.m.Keys())
+	h, err := persist.LoadSnapshot(rc, f.m.Store())
 	if err != nil {
 		return fmt.Errorf("cluster: restore snapshot: %w", err)
 	}

@@ -126,7 +126,7 @@ func runClusterGetKeys(c *Ctx, args [][]byte) {
 		return
 	}
 	var keys [][]byte
-	s, now := c.Env.Machine.Keys().Lock(i), c.readInstant()
+	s, now := c.Env.Machine.Keys().Read(i), c.readInstant()
 	s.Keys(now, func(key []byte, _ keyspace.Entry) bool {
 		if int64(len(keys)) >= max {
 			return false

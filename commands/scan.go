@@ -51,7 +51,7 @@ func (f *keyFilter) keep(key []byte, e keyspace.Entry) bool {
 // scanSlot appends the slot's keys that pass f and reports how many live
 // keys it examined.
 func (c *Ctx) scanSlot(i int, f *keyFilter, out [][]byte) ([][]byte, int) {
-	s, now := c.Env.Machine.Keys().Lock(i), c.readInstant()
+	s, now := c.Env.Machine.Keys().Read(i), c.readInstant()
 	defer s.Unlock()
 	if s.Len() == 0 {
 		return out, 0
@@ -143,7 +143,7 @@ func runKeys(c *Ctx, args [][]byte) {
 	f.anyKey = f.pattern.matchAll()
 	var keys [][]byte
 	if lit, ok := f.pattern.literal(); ok {
-		s, now := c.Env.Machine.Keys().LockKey(lit), c.readInstant()
+		s, now := c.Env.Machine.Keys().ReadKey(lit), c.readInstant()
 		if _, found := s.Get(lit, now); found {
 			keys = append(keys, lit)
 		}

@@ -113,7 +113,7 @@ func TestConcRecordsAgainstObjects(t *testing.T) {
 		if got != want {
 			t.Fatalf("step %d %v: %q, want %q", step, args, got, want)
 		}
-		s, at := m.Keys().LockKey([]byte(key)), now
+		s, at := m.keys.LockKey([]byte(key)), now
 		if e, found, _ := s.GetKind([]byte(key), keyspace.KindLeases, at); found {
 			if e.Inline() {
 				inline++

@@ -56,7 +56,7 @@ func TestLogRecordsAgainstObjects(t *testing.T) {
 	now := t0
 	inline, objects := 0, 0
 	check := func(step int, key string) {
-		s := m.Keys().LockKey([]byte(key))
+		s := m.keys.LockKey([]byte(key))
 		defer s.Unlock()
 		e, found, _ := s.GetKind([]byte(key), keyspace.KindSlidingLog, now)
 		want, exists := ref.at(key, now)
@@ -168,7 +168,7 @@ func TestRLCheckOfLogsAllocatesNothing(t *testing.T) {
 		m.ApplyScratch(&sc, now, cmd, args, &w)
 	}
 	for _, key := range []string{counterKey(m, "logs", "user", "a"), counterKey(m, "logs", "ip", "b")} {
-		s := m.Keys().LockKey([]byte(key))
+		s := m.keys.LockKey([]byte(key))
 		e, found, _ := s.GetKind([]byte(key), keyspace.KindSlidingLog, now)
 		s.Unlock()
 		if !found || !e.Inline() {

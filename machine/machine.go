@@ -104,10 +104,14 @@ func (m *Machine) storeFault(n int) error {
 	return m.storeFaults(n)
 }
 
-// Keys is the keyspace, for what reads it outside an apply: SCAN, KEYS,
-// cluster introspection, snapshots, INFO. Such readers must judge expiry
-// at ReadInstant and must not change it.
-func (m *Machine) Keys() *keyspace.Keyspace { return m.keys }
+// Keys is a read-only view of the keyspace, for what reads it outside an
+// apply: SCAN, KEYS, cluster introspection, INFO, metrics. Such readers
+// judge expiry at ReadInstant.
+func (m *Machine) Keys() keyspace.View { return m.keys.View() }
+
+// Store is the keyspace itself, for what restores it and snapshots it
+// (persist, a Raft snapshot restore): the only writers besides an apply.
+func (m *Machine) Store() *keyspace.Keyspace { return m.keys }
 
 // Rules is the loaded rule set (nil: none). It must not be changed.
 func (m *Machine) Rules() *RulesState { return m.ruleState.Load() }

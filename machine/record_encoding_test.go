@@ -33,7 +33,7 @@ func TestRecordsKeepTheSnapshotEncoding(t *testing.T) {
 	}
 	restored := New(Options{})
 	for key, snap := range want {
-		s := m.Keys().LockKey([]byte(key))
+		s := m.keys.LockKey([]byte(key))
 		e, ok := s.Get([]byte(key), t0)
 		if !ok {
 			t.Fatalf("%s: not found", key)
@@ -52,7 +52,7 @@ func TestRecordsKeepTheSnapshotEncoding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := restored.Keys().LockKey([]byte(key))
+		r := restored.keys.LockKey([]byte(key))
 		if err := StoreState(r, []byte(key), kind, word, obj); err != nil {
 			t.Fatal(err)
 		}

@@ -50,7 +50,7 @@ func (r *replica) open(t *testing.T) {
 		r.fs = vfs.NewMem()
 	}
 	st, err := persist.Open(persist.Options{Dir: "data", FS: r.fs, QuotaFsync: persist.FsyncNo},
-		persist.Deps{Keys: r.m.Keys(), Now: r.env.Clock.Now, Applied: r.m.Applied, Restore: r.m.Restore, Changes: r.m.Changes})
+		persist.Deps{Keys: r.m.Store(), Now: r.env.Clock.Now, Applied: r.m.Applied, Restore: r.m.Restore, Changes: r.m.Changes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func (r *replica) apply(at int64, args [][]byte) []byte {
 
 func (r *replica) snapshot(t *testing.T) []byte {
 	var buf bytes.Buffer
-	if _, err := persist.WriteSnapshot(&buf, r.m.Keys(), persist.Header{Seq: 1, Created: 1, Applied: r.m.Applied()}); err != nil {
+	if _, err := persist.WriteSnapshot(&buf, r.m.Store(), persist.Header{Seq: 1, Created: 1, Applied: r.m.Applied()}); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -105,7 +105,7 @@ func (r *replica) digest(t *testing.T) string {
 func (r *replica) restoreFrom(t *testing.T, snap []byte) {
 	t.Helper()
 	r.reset()
-	h, err := persist.LoadSnapshot(bytes.NewReader(snap), r.m.Keys())
+	h, err := persist.LoadSnapshot(bytes.NewReader(snap), r.m.Store())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestFrozenViewIsPointInTime(t *testing.T) {
 	slotsNow := func() [][]byte {
 		var out [][]byte
 		for i := range slot.Count {
-			s := r.m.Keys().Lock(i)
+			s := r.m.Store().Lock(i)
 			b, _, err := persist.EncodeSlot(nil, s, r.m.Applied())
 			s.Unlock()
 			if err != nil {

@@ -16,7 +16,7 @@ func (s *Server) openStore() error {
 		SnapshotInterval:  s.cfg.SnapshotInterval,
 		RebuildQuotaStore: s.cfg.RebuildQuotaStore,
 	}, persist.Deps{
-		Keys:    s.env.Machine.Keys(),
+		Keys:    s.env.Machine.Store(),
 		Now:     s.env.Clock.Now,
 		Applied: s.env.Machine.Applied,
 		Restore: s.env.Machine.Restore,
