@@ -15,7 +15,7 @@ import (
 
 func checkAllCommands() []*Command {
 	return []*Command{{
-		Name: "rl.checkall", Arity: -5, Flags: []string{"write", "denyoom", "fast", "movablekeys"},
+		Name: "rl.checkall", Decides: true, Arity: -5, Flags: []string{"write", "denyoom", "fast", "movablekeys"},
 		Group: "sluice", Since: "1.1.0", Complexity: "O(N) where N is the number of limits",
 		Summary: "Checks several limits at one instant and charges all or none: [COST n] LIMIT <key> GCRA <max_burst> <count> <period> | FIXED|SLIDING|SLIDING-EXACT <limit> <window> | QUOTA <limit> <period> [ANCHOR s] [TZ zone] ...; replies as RL.CHECK, naming the binding key.",
 		Args: []Arg{

@@ -1,6 +1,11 @@
 package machine
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/slot"
+)
 
 // Command is one command the machine applies: what COMMAND reports about
 // it, and the function that applies it. The server surface (package
@@ -44,6 +49,11 @@ type Command struct {
 	// keys, for a command whose keys are not at fixed positions
 	// (movablekeys), finds their indexes in args (COMMAND GETKEYS).
 	keys func(args [][]byte) []int
+	// slots, for a command whose records are not (only) at its key
+	// arguments' slots, names the slots its apply locks — all of them
+	// when all is set. nil: the slots of its keys. A transaction locks
+	// what this declares before the apply.
+	slots func(args [][]byte) (slots []int, all bool)
 	// subcommands are the lower-case subcommand words, when the command
 	// has them (they name it in an internal error: "rl.rules|list").
 	subcommands []string
@@ -125,3 +135,19 @@ func (c *Command) KeysOf(args [][]byte) []int {
 
 // MovableKeys reports whether the command finds its keys with KeysOf.
 func (c *Command) MovableKeys() bool { return c.keys != nil }
+
+// allSlots is the slots declaration of a command that may touch any slot.
+func allSlots([][]byte) ([]int, bool) { return nil, true }
+
+// domainSlots is the slots declaration of a command whose records sit in
+// the slot of the domain's tag (args[2]), which for a domain with braces or
+// none is not the domain's own slot.
+func domainSlots(args [][]byte) ([]int, bool) {
+	if len(args) <= 2 {
+		return nil, false
+	}
+	return []int{slot.Of(policy.AppendDescriptorKey(nil, string(args[2]), nil))}, false
+}
+
+// rulesSlots is the slots declaration of RL.RULES: the rules' key.
+func rulesSlots([][]byte) ([]int, bool) { return []int{slot.Of([]byte(RulesKey))}, false }

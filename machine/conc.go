@@ -16,7 +16,7 @@ import (
 
 func concCommands() []*Command {
 	return []*Command{{
-		Name: "conc.acquire", Arity: 5, Flags: []string{"write", "denyoom", "fast"},
+		Name: "conc.acquire", Decides: true, Arity: 5, Flags: []string{"write", "denyoom", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
 		Group: "sluice", Since: "1.0.0", Complexity: "O(N) where N is the number of leases the key holds",
 		Summary: "Takes a concurrency lease for a request id: replies [limited, limit, remaining, retry_after, reset_after].",

@@ -8,7 +8,7 @@ import (
 
 func gcraCommands() []*Command {
 	return []*Command{{
-		Name: "cl.throttle", Arity: -5, Flags: []string{"write", "denyoom", "fast"},
+		Name: "cl.throttle", Decides: true, Arity: -5, Flags: []string{"write", "denyoom", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
 		Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 		Summary: "GCRA rate limiting, as redis-cell: replies [limited, limit, remaining, retry_after, reset_after].",

@@ -126,14 +126,14 @@ func runGet(x *exec, args [][]byte) {
 
 func serverKeyCommands() []*Command {
 	return []*Command{
-		{Name: "dbsize", Arity: 1, Flags: []string{"readonly", "fast"}, Group: "server", Since: "1.0.0",
+		{Name: "dbsize", slots: allSlots, Arity: 1, Flags: []string{"readonly", "fast"}, Group: "server", Since: "1.0.0",
 			Summary: "Returns the number of keys.", Complexity: "O(N): sluice counts live keys exactly", run: runDBSize,
 			Tips: []string{"request_policy:all_shards", "response_policy:agg_sum"}, ACLCategories: []string{"@keyspace"}},
-		{Name: "flushall", Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
+		{Name: "flushall", slots: allSlots, Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
 			Summary: "Removes all keys.", Complexity: "O(N)",
 			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, ACLCategories: []string{"@keyspace", "@dangerous"},
 			Args: flushArgs, run: runFlush, check: checkFlush},
-		{Name: "flushdb", Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
+		{Name: "flushdb", slots: allSlots, Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
 			Summary: "Removes all keys.", Complexity: "O(N)",
 			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, ACLCategories: []string{"@keyspace", "@dangerous"},
 			Args: flushArgs, run: runFlush, check: checkFlush},

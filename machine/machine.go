@@ -60,15 +60,6 @@ type Machine struct {
 	storeFaults func(n int) error
 }
 
-// decides reports whether name is a limiter command (Command.Decides).
-func decides(name string) bool {
-	switch name {
-	case "cl.throttle", "sw.check", "fw.check", "conc.acquire", "quota.check", "rl.check", "rl.checkall", "rl.shouldratelimit":
-		return true
-	}
-	return false
-}
-
 // New returns an empty machine at instant 0.
 func New(opts Options) *Machine {
 	log := opts.Log
@@ -83,7 +74,6 @@ func New(opts Options) *Machine {
 			}
 			c.write = c.hasFlag("write")
 			c.panics = make([]atomic.Int64, 1+len(c.subcommands))
-			c.Decides = decides(c.Name)
 			m.byName[c.Name] = c
 			m.sorted = append(m.sorted, c)
 		}

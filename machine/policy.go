@@ -15,7 +15,7 @@ import (
 
 func policyCommands() []*Command {
 	return []*Command{{
-		Name: "rl.check", Arity: -5, Flags: []string{"write", "denyoom", "fast"},
+		Name: "rl.check", Decides: true, slots: allSlots, Arity: -5, Flags: []string{"write", "denyoom", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
 		Group: "sluice", Since: "1.1.0", Complexity: "O(D) where D is the number of descriptor entries",
 		Summary: "Checks a request's descriptors against the rules of a domain, charging every matched limit or none: replies [limited, limit, remaining, retry_after, reset_after, rule, window].",

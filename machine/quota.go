@@ -13,7 +13,7 @@ import (
 func quotaCommands() []*Command {
 	key := []Arg{{Name: "key", Type: "key"}}
 	return []*Command{
-		{Name: "quota.check", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
+		{Name: "quota.check", Decides: true, Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Counts units against a calendar-period quota (optionally renewing on a billing anniversary): " +
 				"replies [limited, limit, remaining, retry_after, reset_after].",

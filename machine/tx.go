@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/sluice-rl/sluice/keyspace"
-	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -120,26 +119,13 @@ func (l *txLocks) unlock() {
 	}
 }
 
-// slotsOf adds to l the slots a command touches.
+// slotsOf adds to l the slots a command touches, as its table entry
+// declares them.
 func (m *Machine) slotsOf(l *txLocks, cmd *Command, args [][]byte) {
-	switch cmd.Name {
-	case "flushall", "flushdb", "dbsize":
-		l.all = true
-		return
-	case "rl.rules":
-		l.slots = append(l.slots, slot.Of([]byte(RulesKey)))
-		return
-	case "rl.override", "rl.scale":
-		// Their records sit in the slot of the domain's tag, which for a
-		// domain with braces or none is not the domain's own slot.
-		if len(args) > 2 {
-			l.slots = append(l.slots, slot.Of(policy.AppendDescriptorKey(nil, string(args[2]), nil)))
-		}
-		return
-	case "rl.check", "rl.shouldratelimit":
-		// Their counters' slots come from the rules matched at apply
-		// time: hold every slot (rare inside a transaction).
-		l.all = true
+	if cmd.slots != nil {
+		slots, all := cmd.slots(args)
+		l.all = l.all || all
+		l.slots = append(l.slots, slots...)
 		return
 	}
 	if cmd.keys != nil {

@@ -3,6 +3,7 @@ package machine
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -137,6 +138,40 @@ func TestPolicyAdminInTransactionAnyDomain(t *testing.T) {
 		}
 		if r := do(m, t0, "RL.SCALE", "GET", domain); !strings.HasPrefix(r, "*3\r\n$8\r\n0.500000") {
 			t.Fatalf("domain %q: RL.SCALE GET %q", domain, r)
+		}
+	}
+}
+
+// Each command's table entry declares what a transaction locks for it and
+// whether it decides; the declarations agree with what they are for.
+func TestCommandDeclarations(t *testing.T) {
+	m := New(Options{})
+	var deciders []string
+	for _, c := range m.Commands() {
+		if c.Decides {
+			deciders = append(deciders, c.Name)
+		}
+	}
+	slices.Sort(deciders)
+	if got := strings.Join(deciders, " "); got != "cl.throttle conc.acquire fw.check quota.check rl.check rl.checkall rl.shouldratelimit sw.check" {
+		t.Fatalf("deciding commands: %s", got)
+	}
+	for _, tc := range []struct {
+		args []string
+		all  bool
+		n    int
+	}{
+		{[]string{"FLUSHALL"}, true, 0},
+		{[]string{"RL.CHECK", "d", "DESCRIPTOR", "k", "v"}, true, 0},
+		{[]string{"RL.RULES", "LIST"}, false, 1},
+		{[]string{"RL.OVERRIDE", "LIST", "a{b}c"}, false, 1},
+		{[]string{"CL.THROTTLE", "k", "1", "1", "1"}, false, 1},
+	} {
+		l := &txLocks{}
+		b := words(tc.args...)
+		m.slotsOf(l, m.Lookup(b[0]), b)
+		if l.all != tc.all || len(l.slots) != tc.n {
+			t.Errorf("%v: all %v, slots %v", tc.args, l.all, l.slots)
 		}
 	}
 }

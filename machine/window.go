@@ -17,7 +17,7 @@ func windowCommands() []*Command {
 		{Name: "cost", Type: "integer", Token: "COST", Optional: true},
 	}
 	return []*Command{{
-		Name: "sw.check", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
+		Name: "sw.check", Decides: true, Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
 		Group: "sluice", Since: "1.0.0", Complexity: "O(1); O(log N) with EXACT, N the timestamps in the window",
 		Summary: "Sliding window rate limiting (approximate counter, or the exact log with EXACT): replies [limited, limit, remaining, retry_after, reset_after].",
@@ -25,7 +25,7 @@ func windowCommands() []*Command {
 		run:     runSlidingCheck,
 		check:   func(_ *Machine, args [][]byte) string { _, bad := parseWindowRequest(args, true); return bad },
 	}, {
-		Name: "fw.check", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
+		Name: "fw.check", Decides: true, Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
 		Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 		Summary: "Fixed window rate limiting, windows aligned to the Unix epoch: replies [limited, limit, remaining, retry_after, reset_after].",
