@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/internal/netproxy"
 )
 
 // binary is the sluice binary built once for the whole package.
@@ -321,4 +323,22 @@ func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// newProxy is a netproxy to target on a port freeAddr never handed out:
+// the system may give the proxy a port another test server was given and
+// has not started listening on yet.
+func newProxy(t testing.TB, target string) *netproxy.Proxy {
+	t.Helper()
+	for {
+		p, err := netproxy.New(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, taken := handedOut.LoadOrStore(p.Addr(), true); !taken {
+			t.Cleanup(func() { p.Close() })
+			return p
+		}
+		p.Close()
+	}
 }

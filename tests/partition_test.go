@@ -26,11 +26,7 @@ func TestClusterPartitionedLeaderAdmitsNothing(t *testing.T) {
 			if j == i {
 				continue
 			}
-			p, err := netproxy.New(raft[j])
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { p.Close() })
+			p := newProxy(t, raft[j])
 			proxies[i][j] = p
 			via = append(via, fmt.Sprintf("n%d=%s", j+1, p.Addr()))
 		}

@@ -31,12 +31,7 @@ func TestRLSForwardBrokenAfterWriteIsUnknown(t *testing.T) {
 	// forwards to node j through it.
 	proxies := make([]*netproxy.Proxy, len(cl.Nodes))
 	for j, s := range cl.Nodes {
-		p, err := netproxy.New(s.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Close() })
-		proxies[j] = p
+		proxies[j] = newProxy(t, s.Addr)
 	}
 	grpcAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	httpAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
