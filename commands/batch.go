@@ -13,9 +13,12 @@ type Batcher interface {
 	// RedirectKey is Redirect for a command asking about key.
 	RedirectKey(key []byte) string
 	// ApplyAll logs cmds as one group and waits. It returns each command's
-	// reply (RESP2) and whether a limiter refused it, or the one error
-	// reply every command of the group gets.
-	ApplyAll(cmds [][][]byte) (reply func(i int) ([]byte, bool), errReply string)
+	// reply (RESP2) and whether a limiter refused it, or why the group did
+	// not apply (or may not have).
+	ApplyAll(cmds [][][]byte) (reply func(i int) ([]byte, bool), err error)
+	// ErrorReply is the reply to a command asking about key (nil: none)
+	// whose group ApplyAll failed with err: a redirect names key's slot.
+	ErrorReply(err error, key []byte) string
 }
 
 // deferredBatch is a connection's machine commands waiting for Settle, and
@@ -108,14 +111,14 @@ func (c *Ctx) Settle() {
 	if len(d.nargs) == 0 {
 		return
 	}
-	reply, errReply := d.b.ApplyAll(d.queued())
+	reply, err := d.b.ApplyAll(d.queued())
 	out := d.spare[:0]
 	prev := 0
 	for i, pos := range d.pos {
 		out = append(out, c.W.Buf[prev:pos]...)
 		prev = pos
-		if errReply != "" {
-			out = appendError(out, c.W.Proto, RedirectFor(errReply, commandKey(d.of[i].Machine, d.cmds[i])))
+		if err != nil {
+			out = appendError(out, c.W.Proto, d.b.ErrorReply(err, commandKey(d.of[i].Machine, d.cmds[i])))
 			continue
 		}
 		r, limited := reply(i)

@@ -3,7 +3,6 @@ package commands
 import (
 	"errors"
 	"strconv"
-	"strings"
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/machine"
@@ -24,9 +23,9 @@ func (r Replicated) Apply(_ int64, cmd *machine.Command, args [][]byte, w *resp.
 		w.Error(msg)
 		return machine.Outcome{}
 	}
-	reply, errReply := r.ApplyAll([][][]byte{args})
-	if errReply != "" {
-		w.Error(RedirectFor(errReply, commandKey(cmd, args)))
+	reply, err := r.ApplyAll([][][]byte{args})
+	if err != nil {
+		w.Error(r.ErrorReply(err, commandKey(cmd, args)))
 		return machine.Outcome{}
 	}
 	b, limited := reply(0)
@@ -48,14 +47,13 @@ func (r Replicated) RedirectKey(key []byte) string {
 	return r.redirect(key)
 }
 
-// ApplyAll logs cmds as one group of the next entry and waits for it. A
-// redirect it answers names slot 0; RedirectFor names each command's.
-func (r Replicated) ApplyAll(cmds [][][]byte) (func(i int) ([]byte, bool), string) {
+// ApplyAll logs cmds as one group of the next entry and waits for it.
+func (r Replicated) ApplyAll(cmds [][][]byte) (func(i int) ([]byte, bool), error) {
 	p := r.Node.Submit(cmds)
 	if err := p.Wait(); err != nil {
-		return nil, r.errorReply(err, nil)
+		return nil, err
 	}
-	return p.Reply, ""
+	return p.Reply, nil
 }
 
 // commandKey is the key a command is routed by: its first declared key
@@ -85,23 +83,9 @@ func (r Replicated) redirect(key []byte) string {
 	return "MOVED " + strconv.Itoa(s) + " " + addr
 }
 
-// RedirectFor is errReply as the reply to a command asking about key: a
-// MOVED answered for a whole group names key's slot.
-func RedirectFor(errReply string, key []byte) string {
-	rest, ok := strings.CutPrefix(errReply, "MOVED ")
-	if !ok || key == nil {
-		return errReply
-	}
-	_, addr, ok := strings.Cut(rest, " ")
-	if !ok {
-		return errReply
-	}
-	return "MOVED " + strconv.Itoa(slot.Of(key)) + " " + addr
-}
-
-// errorReply is the reply for a batch that did not apply, or whose
-// outcome this node cannot know: never an admission.
-func (r Replicated) errorReply(err error, key []byte) string {
+// ErrorReply is the reply to a command asking about key whose batch did
+// not apply, or whose outcome this node cannot know: never an admission.
+func (r Replicated) ErrorReply(err error, key []byte) string {
 	switch {
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader):
 		return r.redirect(key)

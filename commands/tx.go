@@ -278,9 +278,9 @@ func (c *Ctx) applyTx(group [][]byte, key []byte) ([]byte, string) {
 		if msg := b.RedirectKey(key); msg != "" {
 			return nil, msg
 		}
-		reply, errReply := b.ApplyAll([][][]byte{group})
-		if errReply != "" {
-			return nil, RedirectFor(errReply, key)
+		reply, err := b.ApplyAll([][][]byte{group})
+		if err != nil {
+			return nil, b.ErrorReply(err, key)
 		}
 		r, _ := reply(0)
 		return r, ""

@@ -201,9 +201,9 @@ func (s *Server) applyRules(files []machine.RuleFile) error {
 		s.env.Machine.ApplyArgs(s.env.Clock.Now(), args, &w)
 		reply = w.Buf
 	} else {
-		get, errReply := commands.Replicated{Node: s.node}.ApplyAll([][][]byte{args})
-		if errReply != "" {
-			return fmt.Errorf("%w: %s", ErrRules, errReply)
+		get, err := commands.Replicated{Node: s.node}.ApplyAll([][][]byte{args})
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrRules, err)
 		}
 		reply, _ = get(0)
 	}
