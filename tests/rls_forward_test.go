@@ -56,21 +56,21 @@ func TestRLSForwardBrokenAfterWriteIsUnknown(t *testing.T) {
 		return err == nil && resp.Statuses[0].CurrentLimit != nil
 	})
 
-	proxies[li].SwallowReplies()
+	proxies[li].SwallowReplies(true)
 	_, err := viaFollower.ShouldRateLimit(ctx(t), rlsRequest("edge", 1, "path=/charged"))
 	if status.Code(err) != codes.Unknown {
 		t.Fatalf("a forwarded call whose answer was lost: %v, want UNKNOWN", err)
 	}
 	// The HTTP door alike, over a connection the follower already holds
 	// (a new one's set-up could be what breaks).
-	proxies[li].PassReplies()
+	proxies[li].SwallowReplies(false)
 	body := `{"domain":"edge","hits_addend":1,"descriptors":[{"entries":[{"key":"path","value":"/charged"}]}]}`
 	resp, err := http.Post("http://"+httpAddrs[fi]+"/json", "application/json", strings.NewReader(body))
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST /json through the follower: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	proxies[li].SwallowReplies()
+	proxies[li].SwallowReplies(true)
 	resp, err = http.Post("http://"+httpAddrs[fi]+"/json", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)

@@ -56,21 +56,14 @@ func (p *Proxy) Partition() {
 	p.dropLocked()
 }
 
-// SwallowReplies forwards requests as before, but no reply: the first
+// SwallowReplies, on, forwards requests as before but no reply: the first
 // bytes of a reply on any connection close it, so the client saw its
 // request written and then the connection break, as when a peer dies
-// between doing a thing and answering it.
-func (p *Proxy) SwallowReplies() {
+// between doing a thing and answering it. Off, replies pass again.
+func (p *Proxy) SwallowReplies(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.swallow = true
-}
-
-// PassReplies undoes SwallowReplies for the connections made after it.
-func (p *Proxy) PassReplies() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.swallow = false
+	p.swallow = on
 }
 
 func (p *Proxy) swallowing() bool {
