@@ -133,6 +133,18 @@ type PeerState struct {
 	MatchIndex  uint64
 }
 
+// Health is the member's state in one word: online, offline, or unknown
+// (neither: this node has no fresh word on it).
+func (p PeerState) Health() string {
+	switch {
+	case !p.Known:
+		return "unknown"
+	case !p.Online:
+		return "offline"
+	}
+	return "online"
+}
+
 // Peers describes every member: on the leader, what it last heard from
 // each; on a follower, itself, the leader it last heard from, and its
 // siblings as the leader's last note says.

@@ -74,18 +74,11 @@ func runRaftInfo(c *Ctx, _ [][]byte) {
 		case !m.Voter:
 			role = "nonvoter"
 		}
-		health := "online"
-		switch {
-		case !m.Known:
-			health = "unknown"
-		case !m.Online:
-			health = "offline"
-		}
 		contact := "-1"
 		if m.LastContact >= 0 {
 			contact = strconv.FormatInt(m.LastContact.Milliseconds(), 10)
 		}
-		c.W.BulkString(m.ID + " " + m.ClientAddr + " " + m.RaftAddr + " " + role + " " + health +
+		c.W.BulkString(m.ID + " " + m.ClientAddr + " " + m.RaftAddr + " " + role + " " + m.Health() +
 			" last_contact_ms=" + contact + " match_index=" + strconv.FormatUint(m.MatchIndex, 10))
 	}
 }

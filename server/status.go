@@ -255,14 +255,8 @@ func (s *Server) statusData() statusJSON {
 				if p.Leader {
 					role = "leader"
 				}
-				m := statusMember{ID: p.ID, Addr: p.ClientAddr, Role: role, Online: p.Known && p.Online, State: "online",
+				m := statusMember{ID: p.ID, Addr: p.ClientAddr, Role: role, Online: p.Known && p.Online, State: p.Health(),
 					LastContactMS: -1, MatchIndex: p.MatchIndex}
-				switch {
-				case !p.Known:
-					m.State = "unknown"
-				case !p.Online:
-					m.State = "offline"
-				}
 				if p.LastContact >= 0 {
 					m.LastContactMS = p.LastContact.Milliseconds()
 				}
@@ -282,14 +276,17 @@ func (s *Server) statusData() statusJSON {
 	if rs := e.Machine.Rules(); rs != nil && rs.Set != nil {
 		clock := e.Clock.Now()
 		for _, d := range rs.Set.Domains() {
+			domain := rs.Set.Domain(d)
 			factor, to := e.Machine.DomainScale(d, clock)
 			overrides := e.Machine.DomainOverrides(d, clock)
-			for _, r := range rs.Set.Domain(d).Rules {
+			for _, r := range domain.Rules {
 				sr := statusRule{Domain: r.Domain, Rule: r.ID(), Path: r.Path, Algorithm: r.Algorithm.String(),
 					Limit: r.Limit, InForce: machine.Scale(r.Limit, factor), Window: limiter.Seconds(r.Window),
 					Shadow: r.ShadowMode, Source: r.File + ":" + strconv.Itoa(r.Line)}
 				for _, o := range overrides {
-					if overridesRule(o.Entries, r.Path) {
+					// An override replaces the limit of the rule its
+					// descriptor matches.
+					if domain.Match(o.Entries) == r {
 						sr.Overridden = append(sr.Overridden, descriptorText(o.Entries)+": "+strconv.FormatInt(o.Limit, 10)+
 							"/"+strconv.FormatInt(o.Window/1e9, 10)+" s")
 					}
@@ -322,22 +319,6 @@ func descriptorText(entries []policy.Entry) string {
 		desc = append(desc, en.Key+"="+en.Value)
 	}
 	return strings.Join(desc, ",")
-}
-
-// overridesRule reports whether an override of entries replaces the limit
-// of the rule at path ("k=v/k2", a key alone matching any value).
-func overridesRule(entries []policy.Entry, path string) bool {
-	segs := strings.Split(path, "/")
-	if len(segs) != len(entries) {
-		return false
-	}
-	for i, seg := range segs {
-		k, v, hasValue := strings.Cut(seg, "=")
-		if k != entries[i].Key || (hasValue && v != entries[i].Value) {
-			return false
-		}
-	}
-	return true
 }
 
 // statusPersistField reports whether the page shows an INFO persistence
