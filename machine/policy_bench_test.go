@@ -50,3 +50,18 @@ func benchApply(b *testing.B, m *Machine, cmd *Command, args [][][]byte) {
 		m.ApplyScratch(&sc, t0+int64(i), cmd, args[i%len(args)], &w)
 	}
 }
+
+// BenchmarkShouldRateLimitTwoDescriptors is RL.SHOULDRATELIMIT with the
+// descriptors of BenchmarkRLCheckTwoDescriptors: Envoy's door's own cost.
+func BenchmarkShouldRateLimitTwoDescriptors(b *testing.B) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "bench.yaml", benchRules)
+	args := make([][][]byte, 1024)
+	for i := range args {
+		args[i] = [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte("bench"), []byte("1"),
+			[]byte("1"), []byte("-"), []byte("-"), []byte("-"), []byte("user"), []byte("u:" + strconv.Itoa(i*7919%100000)),
+			[]byte("1"), []byte("-"), []byte("-"), []byte("-"), []byte("endpoint"), []byte("/e:" + strconv.Itoa(i%50))}
+	}
+	cmd := m.Lookup([]byte("rl.shouldratelimit"))
+	benchApply(b, m, cmd, args)
+}
