@@ -76,23 +76,20 @@ func (m *Machine) parseCheckAll(args [][]byte, buf []limitCheck) (int64, []limit
 
 // runCheckAll is RL.CHECKALL [COST <n>] LIMIT <key> <algorithm> <params…> [LIMIT …].
 func runCheckAll(x *exec, args [][]byte) {
-	var checkBuf [4]limitCheck
-	cost, checks, bad := x.m.parseCheckAll(args, checkBuf[:0])
+	p := x.m.plan()
+	defer x.m.release(p)
+	cost, checks, bad := x.m.parseCheckAll(args, p.checks)
 	if bad != "" {
-		x.w.Error(bad)
+		x.fail(bad)
 		return
 	}
-	s, now := x.lockKey(checks[0].key)
-	for i := range checks {
-		checks[i].slot = s
-	}
-	binding, refused, err := multiCheck(x, now, cost, checks)
-	x.unlock(s)
+	p.cost, p.checks = cost, checks // the keys are the arguments
+	v, err := x.decide(p)
 	if err != nil {
 		x.error(err)
 		return
 	}
-	replyMulti(x, checks, binding, refused)
+	writeCheck(x.w, x.checkResult(p.checks, v))
 }
 
 // parseLimit reads <key> <algorithm> <params…> from args[i:], up to the

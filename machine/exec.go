@@ -146,4 +146,11 @@ func (x *exec) journaled(t Ticket) {
 }
 
 // error writes err as a RESP error.
-func (x *exec) error(err error) { x.w.Error(ErrorReply(err)) }
+func (x *exec) error(err error) { x.fail(ErrorReply(err)) }
+
+// fail answers the error reply msg, which the outcome carries too (for a
+// door that reads typed results).
+func (x *exec) fail(msg string) {
+	x.out.Err = msg
+	x.w.Error(msg)
+}

@@ -50,8 +50,8 @@ type Machine struct {
 	// then RL.CHECK skips looking for them. It never goes back to false; it
 	// only saves lookups that would find nothing, and changes no reply.
 	policyRecords atomic.Bool
-	// checkScratch pools RL.CHECK's working memory (*checkScratch).
-	checkScratch sync.Pool
+	// plans pools the decision core's working memory (*plan, decide.go).
+	plans sync.Pool
 	byName       map[string]*Command
 	sorted       []*Command
 	// storeFaults, set only by this package's tests, makes a multi-limit
@@ -167,6 +167,14 @@ type Outcome struct {
 	Rule, Shadow *policy.Rule
 	// Ticket is the journaled change the reply must wait for.
 	Ticket Ticket
+	// Statuses are RL.SHOULDRATELIMIT's typed result, one per descriptor
+	// (the reply is written from them); valid until the next apply with
+	// the same Scratch.
+	Statuses []RLSStatus
+	// Err is the error reply's text (without the '-') when a limiter
+	// command (Command.Decides) answered an error, or any command
+	// panicked; "" otherwise.
+	Err string
 }
 
 // Commands lists the machine's commands in table order, the internal
@@ -221,6 +229,8 @@ type scratchBufs struct {
 	// undo is a multi-limit check's notes for putting back a partial
 	// charge (machine/undo.go).
 	undo undoLog
+	// statuses are a RL.SHOULDRATELIMIT's typed result (Outcome.Statuses).
+	statuses []RLSStatus
 }
 
 // logScratch is the i-th limit's sliding-log scratch.
@@ -249,9 +259,9 @@ func (m *Machine) applyScratch(sc *Scratch, now int64, cmd *Command, args [][]by
 	start := len(w.Buf)
 	defer func() {
 		if p := recover(); p != nil {
-			m.recovered(&sc.x, cmd, args, p, start)
+			msg := m.recovered(&sc.x, cmd, args, p, start)
 			// A change journaled before the panic is still waited for.
-			out = Outcome{Ticket: sc.x.out.Ticket}
+			out = Outcome{Ticket: sc.x.out.Ticket, Err: msg}
 			sc.x = exec{}
 		}
 	}()

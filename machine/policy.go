@@ -35,19 +35,10 @@ func policyCommands() []*Command {
 // maxEntries bounds the entries of one RL.CHECK, all descriptors together.
 const maxEntries = 256
 
-// descriptorRequest is RL.CHECK's arguments: entries point into the
-// command's arguments (valid during the apply only) and bounds[i] is where
-// descriptor i ends.
-type descriptorRequest struct {
-	cost    int64
-	entries []policy.Entry
-	bounds  []int
-}
-
 // parseDescriptors reads [COST n] DESCRIPTOR k v [k v …] [DESCRIPTOR …]
 // from args (after the domain). A key spelled DESCRIPTOR starts the next
 // descriptor, so it cannot be used as an entry key.
-func parseDescriptors(args [][]byte, req *descriptorRequest) string {
+func parseDescriptors(args [][]byte, req *plan) string {
 	req.cost = 1
 	i := 0
 	if i < len(args) && resp.EqualFold(args[i], "cost") {
@@ -117,133 +108,54 @@ const (
 	scaleSuffix    = "#scale"
 )
 
-// checkScratch is the working memory of one RL.CHECK, reused through a
-// pool so that a check allocates nothing (the buffers would escape to the
-// heap if declared in the function).
-type checkScratch struct {
-	entries []policy.Entry
-	bounds  []int
-	matched []*policy.Rule
-	keys    []byte
-	checks  []limitCheck
-	spans   [][2]int
-	// locks are the slots the check holds: its counters' and its domain's.
-	locks txLocks
-}
-
-func (m *Machine) scratch() *checkScratch {
-	if sc, ok := m.checkScratch.Get().(*checkScratch); ok {
-		return sc
-	}
-	return &checkScratch{
-		entries: make([]policy.Entry, 0, 16), bounds: make([]int, 0, 8), matched: make([]*policy.Rule, 0, 8),
-		keys: make([]byte, 0, 1024), checks: make([]limitCheck, 0, 4), spans: make([][2]int, 0, 4),
-	}
-}
-
-func (m *Machine) release(sc *checkScratch) {
-	clear(sc.entries) // no strings into old arguments kept
-	clear(sc.matched)
-	clear(sc.checks)
-	sc.entries, sc.bounds, sc.matched = sc.entries[:0], sc.bounds[:0], sc.matched[:0]
-	sc.keys, sc.checks, sc.spans = sc.keys[:0], sc.checks[:0], sc.spans[:0]
-	m.checkScratch.Put(sc)
-}
-
 func checkRLCheck(m *Machine, args [][]byte) string {
-	sc := m.scratch()
-	defer m.release(sc)
-	req := descriptorRequest{entries: sc.entries, bounds: sc.bounds}
-	bad := parseDescriptors(args[2:], &req)
-	sc.entries, sc.bounds = req.entries, req.bounds
-	return bad
+	p := m.plan()
+	defer m.release(p)
+	return parseDescriptors(args[2:], p)
 }
 
 // runRLCheck is RL.CHECK <domain> [COST <n>] DESCRIPTOR <k> <v> [<k> <v> …] [DESCRIPTOR …].
 func runRLCheck(x *exec, args [][]byte) {
-	sc := x.m.scratch()
-	defer x.m.release(sc)
-	req := descriptorRequest{entries: sc.entries, bounds: sc.bounds}
-	bad := parseDescriptors(args[2:], &req)
-	sc.entries, sc.bounds = req.entries, req.bounds
-	if bad != "" {
-		x.w.Error(bad)
+	p := x.m.plan()
+	defer x.m.release(p)
+	if bad := parseDescriptors(args[2:], p); bad != "" {
+		x.fail(bad)
 		return
 	}
 	domain := view(args[1])
 	d := x.m.rules().Domain(domain)
 	if d == nil {
 		// A domain with no rules limits nothing, as in envoy.
-		replyMulti(x, nil, -1, false)
+		writeCheck(x.w, noLimit)
 		return
 	}
 	from := 0
-	for _, end := range req.bounds {
-		sc.matched = append(sc.matched, d.Match(req.entries[from:end]))
+	for _, end := range p.bounds {
+		p.matched = append(p.matched, d.Match(p.entries[from:end]))
 		from = end
 	}
-	policy.ApplyReplaces(sc.matched)
-
-	// The counters spread over the slots (policy.Rule.AppendKey); the
-	// descriptors' overrides and the domain's scale are in the domain's
-	// slot ({domain} is their hash tag). The keys go back to back in
-	// sc.keys: a counter key, then its override key, for each limit, then
-	// the scale key (those two only when such records may exist).
-	lookups := x.m.policyRecords.Load()
+	policy.ApplyReplaces(p.matched)
+	p.forDomain(domain, x.m.policyRecords.Load())
 	from = 0
-	for i, r := range sc.matched {
-		end := req.bounds[i]
-		entries := req.entries[from:end]
+	for i, r := range p.matched {
+		end := p.bounds[i]
+		entries := p.entries[from:end]
 		from = end
-		if r == nil || r.Algorithm == policy.Unlimited {
-			continue
-		}
-		sc.checks = append(sc.checks, ruleCheck(r))
-		start := len(sc.keys)
-		sc.keys = r.AppendKey(sc.keys, entries)
-		sc.spans = append(sc.spans, [2]int{start, len(sc.keys)})
-		if lookups {
-			sc.keys = policy.AppendDescriptorKey(sc.keys, domain, entries)
-			sc.keys = append(sc.keys, overrideSuffix...)
+		if r != nil && r.Algorithm != policy.Unlimited {
+			p.addRule(r, entries)
 		}
 	}
-	if len(sc.checks) == 0 {
-		replyMulti(x, nil, -1, false)
+	if len(p.checks) == 0 {
+		writeCheck(x.w, noLimit)
 		return
 	}
-	scaleStart := len(sc.keys)
-	sc.keys = policy.AppendDescriptorKey(sc.keys, domain, nil)
-	sc.keys = append(sc.keys, scaleSuffix...)
-	scaleKey := sc.keys[scaleStart:]
-	for i := range sc.checks {
-		sc.checks[i].key = sc.keys[sc.spans[i][0]:sc.spans[i][1]]
-	}
-
-	checks := sc.checks
-	locks, domainSlot := checkSlots(&sc.locks, x.m.keys, checks, scaleKey, lookups)
-	took := x.holdGroup(locks)
-	defer x.releaseGroup(locks, took)
-	now := x.lockChecks(checks)
-	if lookups {
-		s, _ := x.lockSlot(domainSlot)
-		factor := scaleAt(s, scaleKey, now)
-		for i := range checks {
-			overrideEnd := scaleStart
-			if i+1 < len(checks) {
-				overrideEnd = sc.spans[i+1][0]
-			}
-			if ov := overrideAt(s, sc.keys[sc.spans[i][1]:overrideEnd], now); ov != nil {
-				checks[i].override(ov)
-			}
-			checks[i].scale(factor)
-		}
-	}
-	binding, refused, err := multiCheck(x, now, req.cost, checks)
+	p.seal()
+	v, err := x.decide(p)
 	if err != nil {
 		x.error(err)
 		return
 	}
-	replyMulti(x, checks, binding, refused)
+	writeCheck(x.w, x.checkResult(p.checks, v))
 }
 
 // ruleCheck is the check rule r asks for (key not yet set).

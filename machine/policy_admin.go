@@ -320,7 +320,7 @@ func runOverride(x *exec, args [][]byte) {
 // parseOverrideDel reads RL.OVERRIDE DEL's DESCRIPTOR k v [k v …]: the
 // override's key, or the error reply.
 func parseOverrideDel(domain string, args [][]byte) ([]byte, string) {
-	var req descriptorRequest
+	var req plan
 	if bad := parseDescriptors(args, &req); bad != "" {
 		return nil, bad
 	}
@@ -374,7 +374,7 @@ func parseOverrideSet(domain string, args [][]byte) (*OverrideState, []byte, str
 		}
 		i += 2
 	}
-	var req descriptorRequest
+	var req plan
 	if bad := parseDescriptors(args[i:], &req); bad != "" {
 		return nil, nil, bad
 	}

@@ -23,14 +23,16 @@ const internalErrorPrefix = "ERR internal error in "
 // recovered finishes an apply that panicked with p: locks released, the
 // partial reply (from start) replaced by the internal error, the panic
 // counted and logged with its stack.
-func (m *Machine) recovered(x *exec, cmd *Command, args [][]byte, p any, start int) {
+func (m *Machine) recovered(x *exec, cmd *Command, args [][]byte, p any, start int) (reply string) {
 	x.unlockAll()
 	name, sub := cmd.panicName(args), cmd.subIndex(args)
 	x.w.Buf = x.w.Buf[:start]
-	x.w.Error(internalErrorPrefix + name)
+	reply = internalErrorPrefix + name
+	x.w.Error(reply)
 	cmd.panics[sub+1].Add(1)
 	m.log.Error("command panicked inside its apply; it answered an error and the machine goes on",
 		"command", name, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	return reply
 }
 
 // panicName names the command in an internal error: "cl.throttle", or

@@ -2,7 +2,6 @@ package machine
 
 import (
 	"github.com/sluice-rl/sluice/keyspace"
-	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/window"
@@ -81,13 +80,6 @@ type rlsDescriptor struct {
 	unit  policy.Unit
 }
 
-// rlsRequest is a parsed RL.SHOULDRATELIMIT; entries point into the
-// command's arguments.
-type rlsRequest struct {
-	entries []policy.Entry
-	descs   []rlsDescriptor
-}
-
 // rlsUnits are the units a descriptor's own limit may name, shortest
 // first.
 var rlsUnits = []policy.Unit{policy.Second, policy.Minute, policy.Hour, policy.Day, policy.Week, policy.Month, policy.Year}
@@ -104,7 +96,7 @@ func parseRLSUnit(b []byte) (policy.Unit, bool) {
 
 // parseShouldRateLimit reads the arguments after the command name; it
 // returns the error reply, or "".
-func parseShouldRateLimit(args [][]byte, req *rlsRequest) string {
+func parseShouldRateLimit(args [][]byte, req *plan) string {
 	hits, ok := resp.ParseInt(args[2])
 	if !ok || hits < 0 || hits > maxRLSValue {
 		return "ERR hits_addend must be an integer in [0, 4294967295]"
@@ -165,139 +157,79 @@ func parseShouldRateLimit(args [][]byte, req *rlsRequest) string {
 	return ""
 }
 
-// rlsScratch is a RL.SHOULDRATELIMIT's working memory beside checkScratch's.
-type rlsScratch struct {
-	descs []rlsDescriptor
-	// of is the check of each descriptor (-1: none), unlimited whether its
-	// rule is unlimited.
-	of        []int
-	unlimited []bool
-}
-
 func checkShouldRateLimit(m *Machine, args [][]byte) string {
-	sc := m.scratch()
-	defer m.release(sc)
-	req := rlsRequest{entries: sc.entries}
-	bad := parseShouldRateLimit(args, &req)
-	sc.entries = req.entries
-	return bad
+	p := m.plan()
+	defer m.release(p)
+	return parseShouldRateLimit(args, p)
 }
 
-// runShouldRateLimit is RL.SHOULDRATELIMIT (see above).
+// runShouldRateLimit is RL.SHOULDRATELIMIT (see above). Its typed result,
+// one RLSStatus per descriptor, is the apply's Outcome.Statuses.
 func runShouldRateLimit(x *exec, args [][]byte) {
-	sc := x.m.scratch()
-	defer x.m.release(sc)
-	var rs rlsScratch
-	req := rlsRequest{entries: sc.entries, descs: rs.descs}
-	bad := parseShouldRateLimit(args, &req)
-	sc.entries = req.entries
-	if bad != "" {
-		x.w.Error(bad)
+	p := x.m.plan()
+	defer x.m.release(p)
+	if bad := parseShouldRateLimit(args, p); bad != "" {
+		x.fail(bad)
 		return
 	}
+	p.cost = 1 // every descriptor has its own hits
 	domain := view(args[1])
 	d := x.m.rules().Domain(domain)
-	for range req.descs {
-		rs.of = append(rs.of, -1)
-		rs.unlimited = append(rs.unlimited, false)
-	}
-	if d == nil {
+	if d != nil {
 		// An unknown domain limits nothing, as in Envoy (a descriptor's own
 		// limit included: Envoy looks the domain up first).
-		replyRLS(x, nil, &req, &rs, false, 0)
-		return
-	}
-	for _, desc := range req.descs {
-		var r *policy.Rule
-		if desc.unit == policy.NoUnit {
-			r = d.Match(req.entries[desc.from:desc.to])
+		for _, desc := range p.descs {
+			var r *policy.Rule
+			if desc.unit == policy.NoUnit {
+				r = d.Match(p.entries[desc.from:desc.to])
+			}
+			p.matched = append(p.matched, r)
 		}
-		sc.matched = append(sc.matched, r)
-	}
-	policy.ApplyReplaces(sc.matched)
-
-	lookups := x.m.policyRecords.Load()
-	// The keys go back to back in sc.keys, as RL.CHECK lays them out: a
-	// counter key, then (for a rule, when such records may exist) its
-	// RL.OVERRIDE key, then the domain's RL.SCALE key.
-	type span struct{ counter, override [2]int }
-	var spans []span
-	for i, desc := range req.descs {
-		entries := req.entries[desc.from:desc.to]
-		r := sc.matched[i]
-		var c limitCheck
-		sp := span{override: [2]int{-1, -1}}
-		switch {
-		case desc.unit != policy.NoUnit:
-			c = descriptorLimitCheck(desc)
-			start := len(sc.keys)
-			sc.keys = policy.AppendDescriptorKey(sc.keys, domain, entries)
-			sc.keys = append(sc.keys, "#limit-"...)
-			sc.keys = append(sc.keys, desc.unit.String()...)
-			sp.counter = [2]int{start, len(sc.keys)}
-		case r == nil:
-			continue
-		case r.Algorithm == policy.Unlimited:
-			rs.unlimited[i] = true
-			continue
-		default:
-			c = ruleCheck(r)
-			start := len(sc.keys)
-			sc.keys = r.AppendKey(sc.keys, entries)
-			sp.counter = [2]int{start, len(sc.keys)}
-			if lookups {
-				start = len(sc.keys)
-				sc.keys = policy.AppendDescriptorKey(sc.keys, domain, entries)
-				sc.keys = append(sc.keys, overrideSuffix...)
-				sp.override = [2]int{start, len(sc.keys)}
+		policy.ApplyReplaces(p.matched)
+		p.forDomain(domain, x.m.policyRecords.Load())
+		for i, desc := range p.descs {
+			entries := p.entries[desc.from:desc.to]
+			var c *limitCheck
+			switch r := p.matched[i]; {
+			case desc.unit != policy.NoUnit:
+				c = p.addOwnLimit(desc, entries)
+			case r == nil || r.Algorithm == policy.Unlimited:
+				p.of = append(p.of, -1)
+				continue
+			default:
+				c = p.addRule(r, entries)
 			}
-		}
-		c.cost, c.hasCost = desc.hits, true
-		rs.of[i] = len(sc.checks)
-		sc.checks = append(sc.checks, c)
-		spans = append(spans, sp)
-	}
-	if len(sc.checks) == 0 {
-		replyRLS(x, nil, &req, &rs, false, 0)
-		return
-	}
-	scaleStart := len(sc.keys)
-	sc.keys = policy.AppendDescriptorKey(sc.keys, domain, nil)
-	sc.keys = append(sc.keys, scaleSuffix...)
-	scaleKey := sc.keys[scaleStart:]
-	checks := sc.checks
-	for i := range checks {
-		checks[i].key = sc.keys[spans[i].counter[0]:spans[i].counter[1]]
-	}
-	locks, domainSlot := checkSlots(&sc.locks, x.m.keys, checks, scaleKey, lookups)
-	took := x.holdGroup(locks)
-	defer x.releaseGroup(locks, took)
-	now := x.lockChecks(checks)
-	if lookups {
-		s, _ := x.lockSlot(domainSlot)
-		factor := scaleAt(s, scaleKey, now)
-		for i := range checks {
-			if spans[i].override[0] < 0 {
-				continue // a descriptor's own limit is not scaled or overridden
-			}
-			if ov := overrideAt(s, sc.keys[spans[i].override[0]:spans[i].override[1]], now); ov != nil {
-				checks[i].override(ov)
-			}
-			checks[i].scale(factor)
+			c.cost, c.hasCost = desc.hits, true
+			p.of = append(p.of, len(p.checks)-1)
 		}
 	}
-	binding, refused, err := multiCheck(x, now, 1, checks)
-	if err != nil {
-		x.error(err)
-		return
+	var v verdict
+	if len(p.checks) > 0 {
+		p.seal()
+		var err error
+		if v, err = x.decide(p); err != nil {
+			x.error(err)
+			return
+		}
+		if v.binding >= 0 {
+			x.noteBinding(p.checks, v.binding, v.refused)
+		}
+		x.out.Limited = v.refused
 	}
-	if binding >= 0 {
-		x.noteBinding(checks, binding, refused)
+	statuses := x.bufs.statuses[:0]
+	for i, desc := range p.descs {
+		var c *limitCheck
+		unlimited := false
+		if i < len(p.of) && p.of[i] >= 0 {
+			c = &p.checks[p.of[i]]
+		} else if i < len(p.matched) && p.matched[i] != nil {
+			unlimited = p.matched[i].Algorithm == policy.Unlimited
+		}
+		statuses = append(statuses, rlsStatus(c, desc, unlimited, v.refused, v.now))
 	}
-	if refused {
-		x.out.Limited = true
-	}
-	replyRLS(x, checks, &req, &rs, refused, now)
+	x.bufs.statuses = statuses
+	x.out.Statuses = statuses
+	writeRLS(x.w, v.refused, statuses)
 }
 
 // descriptorLimitCheck is the check of a descriptor's own limit: a fixed
@@ -314,114 +246,3 @@ func descriptorLimitCheck(desc rlsDescriptor) limitCheck {
 	return c
 }
 
-// replyRLS writes RL.SHOULDRATELIMIT's reply: the overall code, then each
-// descriptor's status.
-func replyRLS(x *exec, checks []limitCheck, req *rlsRequest, rs *rlsScratch, refused bool, now int64) {
-	x.w.Array(1 + len(req.descs))
-	if refused {
-		x.w.Int(RLSCodeOverLimit)
-	} else {
-		x.w.Int(RLSCodeOK)
-	}
-	for i, desc := range req.descs {
-		x.w.Array(9)
-		j := rs.of[i]
-		if j < 0 {
-			x.w.Int(RLSCodeOK)
-			x.w.Int(-1)
-			x.w.BulkString("")
-			x.w.BulkString("")
-			if rs.unlimited[i] {
-				x.w.Int(rlsUnlimitedRemaining)
-			} else {
-				x.w.Int(0)
-			}
-			x.w.Int(-1)
-			x.w.Int(0)
-			x.w.Int(-1)
-			x.w.Int(0)
-			continue
-		}
-		c := &checks[j]
-		shadowRule := c.rule != nil && c.rule.ShadowMode
-		code := RLSCodeOK
-		if c.res.Limited && !shadowRule {
-			code = RLSCodeOverLimit
-		}
-		limit, unit, name := rlsLimit(c, desc)
-		remaining := int64(0)
-		if !c.res.Limited {
-			remaining = c.res.Remaining
-			if refused {
-				// Nothing was charged: what remains is what was there.
-				remaining = min(remaining+max(c.cost, 0), limit)
-			}
-		}
-		x.w.Int(int64(code))
-		x.w.Int(limit)
-		x.w.BulkString(unit.String())
-		x.w.BulkString(name)
-		x.w.Int(remaining)
-		x.w.Int(rlsReset(c, unit, now))
-		x.w.Int(replyFlag(c.res.Limited && shadowRule))
-		// The quota policy the status's remaining is counted against
-		// (RateLimit-Policy): requests per unit over the unit, but for
-		// GCRA its burst + 1 over the time that takes to refill.
-		if c.kind == keyspace.KindGCRA && !c.deny {
-			x.w.Int(c.gcra.MaxBurst + 1)
-			x.w.Int(c.gcra.PolicyWindow())
-		} else {
-			x.w.Int(limit)
-			x.w.Int(unit.Nanoseconds() / 1e9)
-		}
-	}
-}
-
-// rlsLimit is the limit a status reports: requests per unit as the check
-// counts them (an RL.OVERRIDE or RL.SCALE applied), the unit whose length
-// is its window (the rule's unit when none is), and the rule's name.
-func rlsLimit(c *limitCheck, desc rlsDescriptor) (int64, policy.Unit, string) {
-	if desc.unit != policy.NoUnit {
-		return desc.limit, desc.unit, ""
-	}
-	r := c.rule
-	limit, window := r.Limit, r.Window
-	switch c.kind {
-	case keyspace.KindFixedWindow, keyspace.KindSlidingCounter, keyspace.KindSlidingLog:
-		limit, window = c.win.Limit, c.win.Window
-	case keyspace.KindGCRA:
-		limit, window = c.gcra.Count, c.gcra.Period
-	case keyspace.KindQuota:
-		limit = c.quotaLimit
-	}
-	unit := r.Unit
-	if unit.Nanoseconds() != window {
-		for _, u := range rlsUnits {
-			if u.Nanoseconds() == window {
-				unit = u
-			}
-		}
-	}
-	return limit, unit, r.Name
-}
-
-// rlsReset is duration_until_reset in seconds. A fixed window (and a limit
-// of 0, which Envoy counts in one) resets when its window ends, counted as
-// envoyproxy/ratelimit counts it: the window's length less the Unix second
-// modulo that length. The other algorithms report their own reset_after.
-func rlsReset(c *limitCheck, unit policy.Unit, now int64) int64 {
-	var windowSeconds int64
-	switch {
-	case c.kind == keyspace.KindFixedWindow:
-		windowSeconds = c.win.Window / 1e9
-	case c.deny:
-		windowSeconds = unit.Nanoseconds() / 1e9
-	default:
-		return limiter.Seconds(c.res.ResetAfter)
-	}
-	if windowSeconds <= 0 {
-		return 0
-	}
-	sec := now / 1e9
-	return windowSeconds - sec%windowSeconds
-}

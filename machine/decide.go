@@ -1,0 +1,172 @@
+package machine
+
+import (
+	"github.com/sluice-rl/sluice/policy"
+)
+
+// The decision core. Every limiter command that checks several limits at
+// once (RL.CHECK, RL.CHECKALL, RL.SHOULDRATELIMIT) goes through the same
+// three steps, as rate.Limiter's reserveN works a reservation out before
+// it takes it:
+//
+//   - plan: the limits the request asks for (rules matched, or limits
+//     spelled out), each with its counter key, and where the domain's
+//     records (RL.OVERRIDE, RL.SCALE) that may change them are;
+//   - decide: lock every slot involved, read the overrides and the scale,
+//     evaluate every limit at one instant (multiCheck);
+//   - commit: store every next state, or none (commitAll).
+//
+// The result is typed (verdict, and each limitCheck's result); the commands
+// are thin callers that parse their arguments into a plan and format the
+// typed result (CheckResult, RLSStatus) as their reply.
+
+// plan is a multi-limit check ready to decide, and the working memory the
+// commands parse into. Plans are pooled (Machine.plan), so a check
+// allocates nothing.
+type plan struct {
+	// cost is the request's cost (a check with hasCost has its own).
+	cost int64
+	// checks are the limits; a check's key is set by seal from spans, or
+	// by the caller (RL.CHECKALL's keys are its arguments).
+	checks []limitCheck
+	// keys holds the keys the plan made, back to back; spans[i] says where
+	// check i's counter key and its override key are (no override: the
+	// empty span).
+	keys  []byte
+	spans []keySpan
+	// records is set when the domain's overrides and scale are read
+	// (some may exist); scale is where its scale key is in keys.
+	records bool
+	domain  string
+	scale   keySpan
+
+	// The parsed request: entries point into the command's arguments,
+	// bounds[i] is where descriptor i ends (RL.CHECK), descs are
+	// RL.SHOULDRATELIMIT's descriptors, matched the rule of each.
+	entries []policy.Entry
+	bounds  []int
+	descs   []rlsDescriptor
+	matched []*policy.Rule
+	// of is the check of each RL.SHOULDRATELIMIT descriptor (-1: none).
+	of []int
+	// locks are the slots the check holds: its counters' and its domain's.
+	locks txLocks
+}
+
+// keySpan is where a key is in plan.keys ([0, 0): none); for a check, its
+// counter key and its override key.
+type keySpan struct{ counter, override [2]int }
+
+// verdict is what deciding a plan found.
+type verdict struct {
+	// now is the instant every limit was checked at.
+	now int64
+	// binding is the check the reply reports (-1: none); refused whether
+	// the request was refused (and so nothing charged).
+	binding int
+	refused bool
+}
+
+func (m *Machine) plan() *plan {
+	if p, ok := m.plans.Get().(*plan); ok {
+		return p
+	}
+	return &plan{
+		entries: make([]policy.Entry, 0, 16), bounds: make([]int, 0, 8), matched: make([]*policy.Rule, 0, 8),
+		keys: make([]byte, 0, 1024), checks: make([]limitCheck, 0, 4), spans: make([]keySpan, 0, 4),
+	}
+}
+
+func (m *Machine) release(p *plan) {
+	clear(p.entries) // no strings into old arguments kept
+	clear(p.matched)
+	clear(p.checks[:cap(p.checks)]) // a failed parse appends past len
+	p.entries, p.bounds, p.descs, p.matched, p.of = p.entries[:0], p.bounds[:0], p.descs[:0], p.matched[:0], p.of[:0]
+	p.keys, p.checks, p.spans = p.keys[:0], p.checks[:0], p.spans[:0]
+	p.records, p.domain, p.scale, p.cost = false, "", keySpan{}, 0
+	m.plans.Put(p)
+}
+
+// forDomain starts planning a request of domain; records says whether its
+// overrides and scale are to be read.
+func (p *plan) forDomain(domain string, records bool) {
+	p.domain, p.records = domain, records
+}
+
+// addRule plans the limit rule r puts on a descriptor (entries as
+// matched), with the descriptor's override when records may exist.
+func (p *plan) addRule(r *policy.Rule, entries []policy.Entry) *limitCheck {
+	p.checks = append(p.checks, ruleCheck(r))
+	var sp keySpan
+	start := len(p.keys)
+	p.keys = r.AppendKey(p.keys, entries)
+	sp.counter = [2]int{start, len(p.keys)}
+	if p.records {
+		start = len(p.keys)
+		p.keys = policy.AppendDescriptorKey(p.keys, p.domain, entries)
+		p.keys = append(p.keys, overrideSuffix...)
+		sp.override = [2]int{start, len(p.keys)}
+	}
+	p.spans = append(p.spans, sp)
+	return &p.checks[len(p.checks)-1]
+}
+
+// addOwnLimit plans a descriptor's own limit (RL.SHOULDRATELIMIT's
+// requests_per_unit and unit): no override or scale applies to it.
+func (p *plan) addOwnLimit(desc rlsDescriptor, entries []policy.Entry) *limitCheck {
+	p.checks = append(p.checks, descriptorLimitCheck(desc))
+	start := len(p.keys)
+	p.keys = policy.AppendDescriptorKey(p.keys, p.domain, entries)
+	p.keys = append(p.keys, "#limit-"...)
+	p.keys = append(p.keys, desc.unit.String()...)
+	p.spans = append(p.spans, keySpan{counter: [2]int{start, len(p.keys)}})
+	return &p.checks[len(p.checks)-1]
+}
+
+// seal finishes a plan made with addRule and addOwnLimit: the checks get
+// their keys (keys no longer grows) and the domain's scale key is made.
+func (p *plan) seal() {
+	if p.records {
+		start := len(p.keys)
+		p.keys = policy.AppendDescriptorKey(p.keys, p.domain, nil)
+		p.keys = append(p.keys, scaleSuffix...)
+		p.scale.counter = [2]int{start, len(p.keys)}
+	}
+	for i := range p.checks {
+		p.checks[i].key = p.span(p.spans[i].counter)
+	}
+}
+
+func (p *plan) span(s [2]int) []byte { return p.keys[s[0]:s[1]] }
+
+// decide checks every limit of the plan at one instant and charges all or
+// none: it holds the slots of the counters (and the domain's, whose
+// overrides and scale change the limits), reads those records, evaluates
+// each limit and commits. The checks hold each limit's result.
+func (x *exec) decide(p *plan) (verdict, error) {
+	checks := p.checks
+	var scaleKey []byte
+	if p.records {
+		scaleKey = p.span(p.scale.counter)
+	}
+	locks, domainSlot := checkSlots(&p.locks, x.m.keys, checks, scaleKey, p.records)
+	took := x.holdGroup(locks)
+	defer x.releaseGroup(locks, took)
+	now := x.lockChecks(checks)
+	if p.records {
+		s, _ := x.lockSlot(domainSlot)
+		factor := scaleAt(s, scaleKey, now)
+		for i := range checks {
+			ov := p.spans[i].override
+			if ov[1] == 0 {
+				continue // a descriptor's own limit is not scaled or overridden
+			}
+			if o := overrideAt(s, p.span(ov), now); o != nil {
+				checks[i].override(o)
+			}
+			checks[i].scale(factor)
+		}
+	}
+	binding, refused, err := multiCheck(x, now, p.cost, checks)
+	return verdict{now: now, binding: binding, refused: refused}, err
+}

@@ -1,0 +1,198 @@
+package machine
+
+import (
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/resp"
+)
+
+// The typed results of a decision, and their RESP form. A door that is
+// not RESP (gRPC, HTTP) reads the typed result from the apply's Outcome;
+// the RESP reply is written from the same value.
+
+// CheckResult is RL.CHECK's and RL.CHECKALL's answer: the binding limit,
+// in redis-cell's terms.
+type CheckResult struct {
+	// Limited: the request was refused (nothing was charged).
+	Limited bool
+	// Limit, Remaining are the binding limit's burst + 1 (or requests
+	// per window) and what is left of it; RetryAfter (-1: never, or not
+	// refused) and ResetAfter are whole seconds.
+	Limit, Remaining, RetryAfter, ResetAfter int64
+	// Name names the binding limit (a rule's id, RL.CHECKALL's key); ""
+	// when no limit applies.
+	Name string
+	// Window is the policy window in seconds: the time over which Limit
+	// holds (RateLimit-Policy's w).
+	Window int64
+}
+
+// noLimit is the answer when no limit applies: unlimited.
+var noLimit = CheckResult{Limit: -1, Remaining: -1, RetryAfter: -1}
+
+// writeCheck writes r as a seven-element reply.
+func writeCheck(w *resp.Writer, r CheckResult) {
+	w.Array(7)
+	w.Int(replyFlag(r.Limited))
+	w.Int(r.Limit)
+	w.Int(r.Remaining)
+	w.Int(r.RetryAfter)
+	w.Int(r.ResetAfter)
+	w.BulkString(r.Name)
+	w.Int(r.Window)
+}
+
+// RLSStatus is one descriptor's status in a RL.SHOULDRATELIMIT decision, as
+// Envoy's DescriptorStatus carries it.
+type RLSStatus struct {
+	// Code is RLSCodeOK or RLSCodeOverLimit.
+	Code int
+	// RequestsPerUnit and Unit are the limit in force (an RL.OVERRIDE or
+	// RL.SCALE applied); RequestsPerUnit -1 and Unit NoUnit when none
+	// applies. Name is its rule's name.
+	RequestsPerUnit int64
+	Unit            policy.Unit
+	Name            string
+	// Remaining is what is left of the limit (4294967295 for an unlimited
+	// rule, 0 with no rule).
+	Remaining int64
+	// ResetSeconds is duration_until_reset (-1: none).
+	ResetSeconds int64
+	// Shadow: a shadow-mode rule would have refused the descriptor.
+	Shadow bool
+	// PolicyQuota and PolicyWindow (seconds) are the quota policy the
+	// remaining counts against (RateLimit-Policy); -1, 0 when no limit
+	// applies.
+	PolicyQuota, PolicyWindow int64
+}
+
+// HasLimit reports whether a limit applied to the descriptor.
+func (s *RLSStatus) HasLimit() bool { return s.RequestsPerUnit >= 0 }
+
+// noRLSLimit is the status of a descriptor no limit applies to.
+var noRLSLimit = RLSStatus{Code: RLSCodeOK, RequestsPerUnit: -1, ResetSeconds: -1, PolicyQuota: -1}
+
+// writeRLS writes RL.SHOULDRATELIMIT's reply: the overall code, then each
+// status's nine fields.
+func writeRLS(w *resp.Writer, refused bool, statuses []RLSStatus) {
+	w.Array(1 + len(statuses))
+	if refused {
+		w.Int(RLSCodeOverLimit)
+	} else {
+		w.Int(RLSCodeOK)
+	}
+	for i := range statuses {
+		s := &statuses[i]
+		w.Array(9)
+		w.Int(int64(s.Code))
+		w.Int(s.RequestsPerUnit)
+		w.BulkString(s.Unit.String())
+		w.BulkString(s.Name)
+		w.Int(s.Remaining)
+		w.Int(s.ResetSeconds)
+		w.Int(replyFlag(s.Shadow))
+		w.Int(s.PolicyQuota)
+		w.Int(s.PolicyWindow)
+	}
+}
+
+// checkResult is the answer a decided plan gives RL.CHECK: its binding
+// limit's result. It records in the apply's outcome what metrics and
+// refusal events read.
+func (x *exec) checkResult(checks []limitCheck, v verdict) CheckResult {
+	if v.refused {
+		x.out.Limited = true
+	}
+	if v.binding < 0 {
+		return noLimit
+	}
+	five := x.noteBinding(checks, v.binding, v.refused)
+	c := &checks[v.binding]
+	return CheckResult{Limited: five[0] == 1, Limit: five[1], Remaining: five[2], RetryAfter: five[3], ResetAfter: five[4],
+		Name: c.name, Window: c.policyWindow()}
+}
+
+// rlsStatus is descriptor desc's status, checked by c (nil: no limit
+// applied; unlimited: its rule is unlimited).
+func rlsStatus(c *limitCheck, desc rlsDescriptor, unlimited, refused bool, now int64) RLSStatus {
+	if c == nil {
+		s := noRLSLimit
+		if unlimited {
+			s.Remaining = rlsUnlimitedRemaining
+		}
+		return s
+	}
+	shadowRule := c.rule != nil && c.rule.ShadowMode
+	s := RLSStatus{Code: RLSCodeOK, Shadow: c.res.Limited && shadowRule}
+	if c.res.Limited && !shadowRule {
+		s.Code = RLSCodeOverLimit
+	}
+	s.RequestsPerUnit, s.Unit, s.Name = rlsLimit(c, desc)
+	if !c.res.Limited {
+		s.Remaining = c.res.Remaining
+		if refused {
+			// Nothing was charged: what remains is what was there.
+			s.Remaining = min(s.Remaining+max(c.cost, 0), s.RequestsPerUnit)
+		}
+	}
+	s.ResetSeconds = rlsReset(c, s.Unit, now)
+	// The quota policy the status's remaining is counted against: requests
+	// per unit over the unit, but for GCRA its burst + 1 over the time that
+	// takes to refill.
+	if c.kind == keyspace.KindGCRA && !c.deny {
+		s.PolicyQuota, s.PolicyWindow = c.gcra.MaxBurst+1, c.gcra.PolicyWindow()
+	} else {
+		s.PolicyQuota, s.PolicyWindow = s.RequestsPerUnit, s.Unit.Nanoseconds()/1e9
+	}
+	return s
+}
+
+// rlsLimit is the limit a status reports: requests per unit as the check
+// counts them (an RL.OVERRIDE or RL.SCALE applied), the unit whose length
+// is its window (the rule's unit when none is), and the rule's name.
+func rlsLimit(c *limitCheck, desc rlsDescriptor) (int64, policy.Unit, string) {
+	if desc.unit != policy.NoUnit {
+		return desc.limit, desc.unit, ""
+	}
+	r := c.rule
+	limit, window := r.Limit, r.Window
+	switch c.kind {
+	case keyspace.KindFixedWindow, keyspace.KindSlidingCounter, keyspace.KindSlidingLog:
+		limit, window = c.win.Limit, c.win.Window
+	case keyspace.KindGCRA:
+		limit, window = c.gcra.Count, c.gcra.Period
+	case keyspace.KindQuota:
+		limit = c.quotaLimit
+	}
+	unit := r.Unit
+	if unit.Nanoseconds() != window {
+		for _, u := range rlsUnits {
+			if u.Nanoseconds() == window {
+				unit = u
+			}
+		}
+	}
+	return limit, unit, r.Name
+}
+
+// rlsReset is duration_until_reset in seconds. A fixed window (and a limit
+// of 0, which Envoy counts in one) resets when its window ends, counted as
+// envoyproxy/ratelimit counts it: the window's length less the Unix second
+// modulo that length. The other algorithms report their own reset_after.
+func rlsReset(c *limitCheck, unit policy.Unit, now int64) int64 {
+	var windowSeconds int64
+	switch {
+	case c.kind == keyspace.KindFixedWindow:
+		windowSeconds = c.win.Window / 1e9
+	case c.deny:
+		windowSeconds = unit.Nanoseconds() / 1e9
+	default:
+		return limiter.Seconds(c.res.ResetAfter)
+	}
+	if windowSeconds <= 0 {
+		return 0
+	}
+	sec := now / 1e9
+	return windowSeconds - sec%windowSeconds
+}
