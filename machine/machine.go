@@ -51,9 +51,9 @@ type Machine struct {
 	// only saves lookups that would find nothing, and changes no reply.
 	policyRecords atomic.Bool
 	// plans pools the decision core's working memory (*plan, decide.go).
-	plans sync.Pool
-	byName       map[string]*Command
-	sorted       []*Command
+	plans  sync.Pool
+	byName map[string]*Command
+	sorted []*Command
 	// storeFaults, set only by this package's tests, makes a multi-limit
 	// check's n-th store fail (storeFault), as a full slot or refused
 	// memory would.

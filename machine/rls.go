@@ -245,4 +245,3 @@ func descriptorLimitCheck(desc rlsDescriptor) limitCheck {
 	c.win = window.Params{Limit: desc.limit, Window: desc.unit.Nanoseconds()}
 	return c
 }
-
