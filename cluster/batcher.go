@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/machine"
 )
 
 // Pending is a group of commands (one connection's pipeline) on its way
@@ -27,15 +29,15 @@ func (p *Pending) Wait() error {
 	return p.err
 }
 
-// Reply is command i's reply (RESP2) and whether a limiter refused it;
-// valid after Wait returned nil.
-func (p *Pending) Reply(i int) ([]byte, bool) {
+// Reply is command i's reply (RESP2) and its outcome (whether a limiter
+// refused it, and its typed result); valid after Wait returned nil.
+func (p *Pending) Reply(i int) ([]byte, machine.Outcome) {
 	j := p.first + i
 	start := 0
 	if j > 0 {
 		start = p.res.ends[j-1]
 	}
-	return p.res.replies[start:p.res.ends[j]], p.res.limited[j]
+	return p.res.replies[start:p.res.ends[j]], p.res.outs[j]
 }
 
 // Submit queues cmds to be logged as part of the next entry. The argument

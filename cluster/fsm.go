@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -56,12 +57,13 @@ type fsm struct {
 }
 
 // applied is an entry's result: the replies of its commands back to back,
-// in order, and where each ends. The node that proposed the entry hands
-// them to the waiting connections.
+// in order, where each ends, and each command's outcome (typed results
+// copied out of the scratch they were made in). The node that proposed the
+// entry hands them to the waiting connections.
 type applied struct {
 	replies []byte
 	ends    []int
-	limited []bool
+	outs    []machine.Outcome
 }
 
 // Apply applies one committed entry. A corrupt entry is rejected before
@@ -102,7 +104,10 @@ func (f *fsm) Apply(l *raft.Log) any {
 	f.dec.Walk(b, func(args [][]byte) {
 		out := f.m.ApplyArgsScratch(&f.scratch, stamp, args, &w)
 		res.ends = append(res.ends, len(w.Buf))
-		res.limited = append(res.limited, out.Limited)
+		if out.Statuses != nil {
+			out.Statuses = slices.Clone(out.Statuses)
+		}
+		res.outs = append(res.outs, out)
 	})
 	res.replies = w.Buf
 	f.noteApplied(stamp)

@@ -13,9 +13,9 @@ type Batcher interface {
 	// RedirectKey is Redirect for a command asking about key.
 	RedirectKey(key []byte) string
 	// ApplyAll logs cmds as one group and waits. It returns each command's
-	// reply (RESP2) and whether a limiter refused it, or why the group did
-	// not apply (or may not have).
-	ApplyAll(cmds [][][]byte) (reply func(i int) ([]byte, bool), err error)
+	// reply (RESP2) and outcome (whether a limiter refused it, its typed
+	// result), or why the group did not apply (or may not have).
+	ApplyAll(cmds [][][]byte) (reply func(i int) ([]byte, machine.Outcome), err error)
 	// ErrorReply is the reply to a command asking about key (nil: none)
 	// whose group ApplyAll failed with err: a redirect names key's slot.
 	ErrorReply(err error, key []byte) string
@@ -118,20 +118,15 @@ func (c *Ctx) Settle() {
 		out = append(out, c.W.Buf[prev:pos]...)
 		prev = pos
 		if err != nil {
-			out = appendError(out, c.W.Proto, d.b.ErrorReply(err, commandKey(d.of[i].Machine, d.cmds[i])))
+			msg := d.b.ErrorReply(err, commandKey(d.of[i].Machine, d.cmds[i]))
+			out = appendError(out, c.W.Proto, msg)
+			c.settled(machine.Outcome{Err: msg})
 			continue
 		}
-		r, limited := reply(i)
+		r, o := reply(i)
 		out = appendMachineReply(out, c.W.Proto, r)
-		d.of[i].decided(machine.Outcome{Limited: limited}, len(r) > 0 && r[0] != '-')
-		if limited {
-			if d.of[i].Name == "rl.shouldratelimit" {
-				// Its reply is per descriptor; the refusal has no one limit.
-				c.Env.refused(d.of[i], d.cmds[i], -1, -1, "")
-			} else {
-				c.Env.refusedReply(d.of[i], d.cmds[i], r)
-			}
-		}
+		c.settled(o)
+		c.Env.decided(d.of[i], d.cmds[i], o, len(r) > 0 && r[0] != '-')
 	}
 	out = append(out, c.W.Buf[prev:]...)
 	d.spare, c.W.Buf = c.W.Buf[:0], out

@@ -152,13 +152,21 @@ type Ctx struct {
 	batch deferredBatch
 	// scratch is the machine's working state for this connection's applies.
 	scratch machine.Scratch
+	// outcome is the last machine command's, when applied is set: what a
+	// door that is not RESP reads (Session.Decide).
+	outcome machine.Outcome
+	applied bool
 }
 
 // Reset prepares the context for the next command.
 func (c *Ctx) Reset() {
 	c.now = 0
 	c.cmd = nil
+	c.outcome, c.applied = machine.Outcome{}, false
 }
+
+// settled records out as the last machine command's outcome.
+func (c *Ctx) settled(out machine.Outcome) { c.outcome, c.applied = out, true }
 
 // Now is the instant the command runs at, read from the clock once per
 // command.

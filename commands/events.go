@@ -2,7 +2,6 @@ package commands
 
 import (
 	"encoding/json"
-	"strconv"
 
 	"github.com/sluice-rl/sluice/hot"
 	"github.com/sluice-rl/sluice/machine"
@@ -70,46 +69,6 @@ func (e *Env) refusedOutcome(cmd *Command, args [][]byte, out machine.Outcome) {
 		rule = out.Rule.ID()
 	}
 	e.refused(cmd, args, out.Limit, out.RetryAfter, rule)
-}
-
-// refusedReply records a refusal known only from its reply (a replicated
-// apply): the limit and retry_after are the reply's second and fourth
-// integers.
-func (e *Env) refusedReply(cmd *Command, args [][]byte, reply []byte) {
-	ints := replyInts(reply, 4)
-	if len(ints) < 4 {
-		return
-	}
-	e.refused(cmd, args, ints[1], ints[3], "")
-}
-
-// replyInts reads the first n integers of a RESP array of integers.
-func replyInts(b []byte, n int) []int64 {
-	var out []int64
-	if len(b) == 0 || b[0] != '*' {
-		return nil
-	}
-	i := 0
-	for len(out) < n {
-		j := indexCRLF(b, i)
-		if j < 0 {
-			return out
-		}
-		i = j + 2
-		if i >= len(b) || b[i] != ':' {
-			return out
-		}
-		k := indexCRLF(b, i)
-		if k < 0 {
-			return out
-		}
-		v, err := strconv.ParseInt(string(b[i+1:k]), 10, 64)
-		if err != nil {
-			return out
-		}
-		out = append(out, v)
-	}
-	return out
 }
 
 func indexCRLF(b []byte, from int) int {

@@ -28,9 +28,9 @@ func (r Replicated) Apply(_ int64, cmd *machine.Command, args [][]byte, w *resp.
 		w.Error(r.ErrorReply(err, commandKey(cmd, args)))
 		return machine.Outcome{}
 	}
-	b, limited := reply(0)
+	b, out := reply(0)
 	w.Buf = appendMachineReply(w.Buf, w.Proto, b)
-	return machine.Outcome{Limited: limited}
+	return out
 }
 
 // Redirect sends the client to the leader unless this node serves.
@@ -48,7 +48,7 @@ func (r Replicated) RedirectKey(key []byte) string {
 }
 
 // ApplyAll logs cmds as one group of the next entry and waits for it.
-func (r Replicated) ApplyAll(cmds [][][]byte) (func(i int) ([]byte, bool), error) {
+func (r Replicated) ApplyAll(cmds [][][]byte) (func(i int) ([]byte, machine.Outcome), error) {
 	p := r.Node.Submit(cmds)
 	if err := p.Wait(); err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/sluice-rl/sluice/machine"
 )
 
 // Session runs commands for a front door that is not a RESP connection
@@ -50,4 +52,24 @@ func (s *Session) Do(args [][]byte) ([]byte, error) {
 		}
 	}
 	return s.w.Buf, nil
+}
+
+// Decide runs one machine command, as Do does, and returns its typed
+// outcome (Outcome.Statuses: valid until the next call) instead of its
+// reply: a door that is not RESP formats its own reply from it. A command
+// refused before it applied (unknown, malformed, redirected) has only
+// Outcome.Err.
+func (s *Session) Decide(args [][]byte) (machine.Outcome, error) {
+	s.w.LastError = ""
+	if _, err := s.Do(args); err != nil {
+		return machine.Outcome{}, err
+	}
+	if s.ctx.applied {
+		return s.ctx.outcome, nil
+	}
+	msg := s.w.LastError
+	if msg == "" {
+		msg = "ERR " + string(args[0]) + " is not a machine command"
+	}
+	return machine.Outcome{Err: msg}, nil
 }

@@ -274,12 +274,19 @@ func (c *Ctx) apply(cmd *Command, args [][]byte) {
 	} else {
 		out = c.Env.Machine.ApplyScratch(&c.scratch, c.Now(), cmd.Machine, args, c.W)
 	}
-	cmd.decided(out, len(c.W.Buf) > start && c.W.Buf[start] != '-')
-	c.Env.Stats.Rules.count(out)
-	if out.Limited {
-		c.Env.refusedOutcome(cmd, args, out)
-	}
+	c.settled(out)
+	c.Env.decided(cmd, args, out, len(c.W.Buf) > start && c.W.Buf[start] != '-')
 	c.journaled(out.Ticket)
+}
+
+// decided counts a machine command's outcome: allowed or refused, by rule,
+// and a refusal's event. answered: the reply is not an error.
+func (e *Env) decided(cmd *Command, args [][]byte, out machine.Outcome, answered bool) {
+	cmd.decided(out, answered)
+	e.Stats.Rules.count(out)
+	if out.Limited {
+		e.refusedOutcome(cmd, args, out)
+	}
 }
 
 // machineCommands lists m's commands as the surface describes them.

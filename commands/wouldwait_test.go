@@ -17,7 +17,7 @@ func (queueOnly) Apply(int64, *machine.Command, [][]byte, *resp.Writer) machine.
 func (queueOnly) Redirect(*machine.Command, [][]byte) string { return "" }
 func (queueOnly) RedirectKey([]byte) string                  { return "" }
 func (queueOnly) ErrorReply(error, []byte) string            { return "" }
-func (queueOnly) ApplyAll([][][]byte) (func(int) ([]byte, bool), error) {
+func (queueOnly) ApplyAll([][][]byte) (func(int) ([]byte, machine.Outcome), error) {
 	panic("queueOnly: ApplyAll")
 }
 

@@ -384,33 +384,6 @@ func retryRank(ns int64) int64 {
 	return ns
 }
 
-// replyMulti writes the multi-check reply: the binding limit's five
-// integers, its name and its window in seconds; with no limit at all,
-// [0, -1, -1, -1, 0, "", 0] (-1: unlimited).
-func replyMulti(x *exec, checks []limitCheck, binding int, refused bool) {
-	if refused {
-		x.out.Limited = true
-	}
-	x.w.Array(7)
-	if binding < 0 {
-		x.w.Int(0)
-		x.w.Int(-1)
-		x.w.Int(-1)
-		x.w.Int(-1)
-		x.w.Int(0)
-		x.w.BulkString("")
-		x.w.Int(0)
-		return
-	}
-	five := x.noteBinding(checks, binding, refused)
-	for _, v := range five {
-		x.w.Int(v)
-	}
-	c := &checks[binding]
-	x.w.BulkString(c.name)
-	x.w.Int(c.policyWindow())
-}
-
 // policyWindow is the window, in seconds, over which the reply's limit
 // holds: what a client's RateLimit-Policy says with it (q=limit;w=this),
 // so the remaining a reply reports never exceeds the policy's quota. The

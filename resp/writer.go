@@ -15,10 +15,17 @@ type Writer struct {
 	Buf []byte
 	// Proto is 2 or 3.
 	Proto int
+	// LastError is the text of the last error reply written: a door that
+	// is not RESP reads why its command failed here, not by parsing the
+	// reply back.
+	LastError string
 }
 
 // Error writes an error reply; msg starts with its code ("ERR …").
-func (w *Writer) Error(msg string) { w.Buf = redcon.AppendError(w.Buf, msg) }
+func (w *Writer) Error(msg string) {
+	w.LastError = msg
+	w.Buf = redcon.AppendError(w.Buf, msg)
+}
 
 // Simple writes a simple string (+OK).
 func (w *Writer) Simple(s string) { w.Buf = redcon.AppendString(w.Buf, s) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,14 +15,15 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/commands"
+	"github.com/sluice-rl/sluice/machine"
 )
 
-// Decider runs an RL.SHOULDRATELIMIT and returns its reply, parsed.
+// Decider runs an RL.SHOULDRATELIMIT and returns its typed result.
 type Decider interface {
-	// Decide runs args and returns the reply (an error reply as errReply),
-	// or an error when it could not be asked: ErrUnavailable (nothing was
-	// logged) or another error (the outcome may be unknown).
-	Decide(ctx context.Context, args [][]byte) (any, error)
+	// Decide runs args and returns the outcome (an error reply as its
+	// Err), or an error when it could not be asked: ErrUnavailable
+	// (nothing was logged) or another error (the outcome may be unknown).
+	Decide(ctx context.Context, args [][]byte) (machine.Outcome, error)
 	// Ready reports whether this node can decide now: a single node, or a
 	// member that knows a leader.
 	Ready() bool
@@ -103,26 +105,25 @@ func (d *NodeDecider) Ready() bool {
 }
 
 // Decide implements Decider.
-func (d *NodeDecider) Decide(ctx context.Context, args [][]byte) (any, error) {
+func (d *NodeDecider) Decide(ctx context.Context, args [][]byte) (machine.Outcome, error) {
 	if d.node != nil && !d.node.Serving() {
 		return d.forward(ctx, args)
 	}
 	s := d.sessions.Get().(*commands.Session)
 	defer d.sessions.Put(s)
-	reply, err := s.Do(args)
+	out, err := s.Decide(args)
 	if err != nil {
-		return nil, err
+		return machine.Outcome{}, err
 	}
-	v, err := parseRESP(reply)
-	if err != nil {
-		return nil, err
-	}
-	if e, ok := v.(errReply); ok && redirected(string(e)) {
+	if redirected(out.Err) {
 		// Leadership moved between the check and the apply; nothing was
 		// logged here, so the leader may decide.
 		return d.forward(ctx, args)
 	}
-	return v, nil
+	// The statuses are the session's until its next call, and it goes
+	// back to the pool on return.
+	out.Statuses = slices.Clone(out.Statuses)
+	return out, nil
 }
 
 // redirected reports an error reply that says nothing was logged on this
@@ -136,7 +137,7 @@ func redirected(msg string) bool {
 // twice. A call that cannot have reached it (the dial failed) goes to the
 // next leader if one is known by then; otherwise it is ErrUnavailable. Any
 // other failure is ErrOutcomeUnknown.
-func (d *NodeDecider) forward(ctx context.Context, args [][]byte) (any, error) {
+func (d *NodeDecider) forward(ctx context.Context, args [][]byte) (machine.Outcome, error) {
 	if _, has := ctx.Deadline(); !has {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d.fwdOpts.Timeout)
@@ -150,7 +151,7 @@ func (d *NodeDecider) forward(ctx context.Context, args [][]byte) (any, error) {
 	for {
 		id, addr, ok := d.node.Leader()
 		if !ok || addr == "" || id == d.node.Self() || addr == tried || !d.node.LiveLeader() {
-			return nil, ErrUnavailable
+			return machine.Outcome{}, ErrUnavailable
 		}
 		v, err := d.client(addr).Do(ctx, words...).Result()
 		var re redis.Error
@@ -159,19 +160,19 @@ func (d *NodeDecider) forward(ctx context.Context, args [][]byte) (any, error) {
 			d.metrics.forwarded.WithLabelValues("answered").Inc()
 			msg := re.Error()
 			if redirected(msg) {
-				return nil, ErrUnavailable
+				return machine.Outcome{}, ErrUnavailable
 			}
-			return errReply(msg), nil
+			return machine.Outcome{Err: msg}, nil
 		case err != nil && unsent(err):
 			d.metrics.forwarded.WithLabelValues("unsent").Inc()
 			tried = addr
 			continue
 		case err != nil:
 			d.metrics.forwarded.WithLabelValues("failed").Inc()
-			return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+			return machine.Outcome{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 		}
 		d.metrics.forwarded.WithLabelValues("answered").Inc()
-		return v, nil
+		return fromReply(v)
 	}
 }
 
