@@ -104,9 +104,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 	f.dec.Walk(b, func(args [][]byte) {
 		out := f.m.ApplyArgsScratch(&f.scratch, stamp, args, &w)
 		res.ends = append(res.ends, len(w.Buf))
-		if out.Statuses != nil {
-			out.Statuses = slices.Clone(out.Statuses)
-		}
+		// The typed results are the scratch's until its next apply.
+		out.Statuses, out.Parts = slices.Clone(out.Statuses), slices.Clone(out.Parts)
 		res.outs = append(res.outs, out)
 	})
 	res.replies = w.Buf

@@ -71,15 +71,6 @@ func (e *Env) refusedOutcome(cmd *Command, args [][]byte, out machine.Outcome) {
 	e.refused(cmd, args, out.Limit, out.RetryAfter, rule)
 }
 
-func indexCRLF(b []byte, from int) int {
-	for i := from; i+1 < len(b); i++ {
-		if b[i] == '\r' && b[i+1] == '\n' {
-			return i
-		}
-	}
-	return -1
-}
-
 func hotCommands() []*Command {
 	return []*Command{{Name: "throttled.top", Arity: -1, Flags: []string{"readonly", "loading", "stale"}, Group: "sluice", Since: "1.1.0",
 		Summary:    "Returns the most-refused keys of the recent window: [key, refusals] pairs, most first (estimates; see the README).",

@@ -234,7 +234,7 @@ func runExec(c *Ctx, _ [][]byte) {
 	}
 	var replies [][]byte
 	if members > 0 || len(tx.watched) > 0 {
-		reply, errReply := c.applyTx(group, key)
+		reply, parts, errReply := c.applyTx(group, key)
 		if errReply != "" {
 			c.W.Error(errReply)
 			return
@@ -248,7 +248,9 @@ func runExec(c *Ctx, _ [][]byte) {
 			c.W.Error(strings.TrimSuffix(string(reply[1:]), "\r\n"))
 			return
 		}
-		replies = splitArray(reply)
+		for k := 0; k+1 < len(parts); k++ {
+			replies = append(replies, reply[parts[k]:parts[k+1]])
+		}
 	}
 	c.W.Array(len(tx.queued))
 	k := 0
@@ -270,20 +272,21 @@ func runExec(c *Ctx, _ [][]byte) {
 	}
 }
 
-// applyTx applies a transaction's group and returns its reply (RESP2), or
-// the one error reply the whole EXEC gets (a redirect, a failed log).
-func (c *Ctx) applyTx(group [][]byte, key []byte) ([]byte, string) {
+// applyTx applies a transaction's group and returns its reply (RESP2) and
+// where each of its elements is (machine.Outcome.Parts), or the one error
+// reply the whole EXEC gets (a redirect, a failed log).
+func (c *Ctx) applyTx(group [][]byte, key []byte) ([]byte, []int, string) {
 	execCmd := c.Env.Table.txExec.Machine
 	if b, ok := c.Env.Applier.(Batcher); ok {
 		if msg := b.RedirectKey(key); msg != "" {
-			return nil, msg
+			return nil, nil, msg
 		}
 		reply, err := b.ApplyAll([][][]byte{group})
 		if err != nil {
-			return nil, b.ErrorReply(err, key)
+			return nil, nil, b.ErrorReply(err, key)
 		}
-		r, _ := reply(0)
-		return r, ""
+		r, out := reply(0)
+		return r, out.Parts, ""
 	}
 	w := resp.Writer{Proto: 2}
 	var out machine.Outcome
@@ -293,66 +296,5 @@ func (c *Ctx) applyTx(group [][]byte, key []byte) ([]byte, string) {
 		out = c.Env.Machine.ApplyScratch(&c.scratch, c.Now(), execCmd, group, &w)
 	}
 	c.journaled(out.Ticket)
-	return w.Buf, ""
-}
-
-// splitArray returns the elements of a RESP2 array reply, each as its own
-// bytes (nil when reply is not an array).
-func splitArray(reply []byte) [][]byte {
-	if len(reply) == 0 || reply[0] != '*' {
-		return nil
-	}
-	end := indexCRLF(reply, 0)
-	n, err := strconv.Atoi(string(reply[1:end]))
-	if err != nil || n < 0 {
-		return nil
-	}
-	out := make([][]byte, 0, n)
-	at := end + 2
-	for range n {
-		next := respEnd(reply, at)
-		if next < 0 {
-			return out
-		}
-		out = append(out, reply[at:next])
-		at = next
-	}
-	return out
-}
-
-// respEnd is where the RESP2 value starting at b[at] ends (-1: malformed).
-func respEnd(b []byte, at int) int {
-	if at >= len(b) {
-		return -1
-	}
-	end := indexCRLF(b, at)
-	if end < 0 {
-		return -1
-	}
-	switch b[at] {
-	case '+', '-', ':':
-		return end + 2
-	case '$':
-		n, err := strconv.Atoi(string(b[at+1 : end]))
-		if err != nil {
-			return -1
-		}
-		if n < 0 {
-			return end + 2
-		}
-		return end + 2 + n + 2
-	case '*':
-		n, err := strconv.Atoi(string(b[at+1 : end]))
-		if err != nil {
-			return -1
-		}
-		next := end + 2
-		for range max(n, 0) {
-			if next = respEnd(b, next); next < 0 {
-				return -1
-			}
-		}
-		return next
-	}
-	return -1
+	return w.Buf, out.Parts, ""
 }

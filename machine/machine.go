@@ -171,6 +171,10 @@ type Outcome struct {
 	// (the reply is written from them); valid until the next apply with
 	// the same Scratch.
 	Statuses []RLSStatus
+	// Parts, for a transaction that ran (EXEC), are where its reply's
+	// elements are: element i is reply[Parts[i]:Parts[i+1]]. Valid as
+	// Statuses is.
+	Parts []int
 	// Err is the error reply's text (without the '-') when a limiter
 	// command (Command.Decides) answered an error, or any command
 	// panicked; "" otherwise.
@@ -229,8 +233,10 @@ type scratchBufs struct {
 	// undo is a multi-limit check's notes for putting back a partial
 	// charge (machine/undo.go).
 	undo undoLog
-	// statuses are a RL.SHOULDRATELIMIT's typed result (Outcome.Statuses).
+	// statuses are a RL.SHOULDRATELIMIT's typed result (Outcome.Statuses),
+	// parts a transaction's reply boundaries (Outcome.Parts).
 	statuses []RLSStatus
+	parts    []int
 }
 
 // logScratch is the i-th limit's sliding-log scratch.

@@ -148,6 +148,7 @@ func (m *Machine) slotsOf(l *txLocks, cmd *Command, args [][]byte) {
 
 // runTx is EXEC (see above).
 func runTx(x *exec, args [][]byte) {
+	start := len(x.w.Buf)
 	req, bad := parseTx(args)
 	if bad != "" {
 		x.w.Error(bad)
@@ -174,6 +175,7 @@ func runTx(x *exec, args [][]byte) {
 		}
 	}
 	x.w.Array(len(req.commands))
+	parts := append(x.bufs.parts[:0], len(x.w.Buf)-start)
 	var sc Scratch
 	for _, c := range req.commands {
 		out := x.m.applyInTx(&sc, l, x.now, c, x.w)
@@ -181,7 +183,10 @@ func runTx(x *exec, args [][]byte) {
 			x.out.Limited = true
 		}
 		x.journaled(out.Ticket)
+		parts = append(parts, len(x.w.Buf)-start)
 	}
+	x.bufs.parts = parts
+	x.out.Parts = parts
 }
 
 // applyInTx is ApplyArgs for one command of a transaction holding l.
