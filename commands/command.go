@@ -376,13 +376,18 @@ func (c *Ctx) commandGetKeys(args [][]byte, withFlags bool) {
 		c.W.Error("ERR Invalid number of arguments specified for command")
 		return
 	}
-	keys := cmd.keyPositions(len(full))
-	if cmd.KeysOf != nil {
+	var keys []int
+	switch {
+	case cmd.Machine != nil:
+		keys = cmd.Machine.Keys(full) // the declaration locking and routing read
+	case cmd.KeysOf != nil:
 		keys = cmd.KeysOf(full)
-		if len(keys) == 0 {
-			c.W.Error("ERR Invalid arguments specified for command")
-			return
-		}
+	default:
+		keys = cmd.keyPositions(len(full))
+	}
+	if cmd.KeysOf != nil && len(keys) == 0 {
+		c.W.Error("ERR Invalid arguments specified for command")
+		return
 	}
 	flags := cmd.keyFlags()
 	c.W.Array(len(keys))

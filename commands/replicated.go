@@ -59,10 +59,10 @@ func (r Replicated) ApplyAll(cmds [][][]byte) (func(i int) ([]byte, machine.Outc
 // commandKey is the key a command is routed by: its first declared key
 // (nil when it has none).
 func commandKey(cmd *machine.Command, args [][]byte) []byte {
-	if cmd != nil && cmd.FirstKey > 0 && cmd.FirstKey < len(args) {
-		return args[cmd.FirstKey]
+	if cmd == nil {
+		return nil
 	}
-	return nil
+	return cmd.RouteKey(args)
 }
 
 // redirect is the reply that sends a client asking about key to the

@@ -3,7 +3,6 @@ package machine
 import (
 	"sync/atomic"
 
-	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -136,18 +135,60 @@ func (c *Command) KeysOf(args [][]byte) []int {
 // MovableKeys reports whether the command finds its keys with KeysOf.
 func (c *Command) MovableKeys() bool { return c.keys != nil }
 
+// Keys returns the indexes in args of the command's keys: what COMMAND
+// GETKEYS reports, what a cluster client routes by, and (unless the slots
+// declaration says more) the slots a transaction locks for it. It reads
+// the one declaration: keys for a command whose keys move, else FirstKey,
+// LastKey and Step.
+func (c *Command) Keys(args [][]byte) []int {
+	if c.keys != nil {
+		return c.keys(args)
+	}
+	if c.FirstKey <= 0 || c.Step <= 0 {
+		return nil
+	}
+	last := c.LastKey
+	if last < 0 {
+		last += len(args)
+	}
+	var keys []int
+	for i := c.FirstKey; i <= last && i < len(args); i += c.Step {
+		keys = append(keys, i)
+	}
+	return keys
+}
+
+// RouteKey is the key a call is routed by, its first (nil when it has
+// none): a redirect names its slot.
+func (c *Command) RouteKey(args [][]byte) []byte {
+	if c.keys == nil {
+		if c.FirstKey > 0 && c.FirstKey < len(args) {
+			return args[c.FirstKey]
+		}
+		return nil
+	}
+	if keys := c.keys(args); len(keys) > 0 {
+		return args[keys[0]]
+	}
+	return nil
+}
+
+// Slots appends to dst the slots the command's apply may touch, as its
+// table entry declares them: its slots declaration, else the slots of its
+// keys; all reports that it may touch any slot.
+func (c *Command) Slots(dst []int, args [][]byte) (slots []int, all bool) {
+	if c.slots != nil {
+		s, all := c.slots(args)
+		return append(dst, s...), all
+	}
+	for _, i := range c.Keys(args) {
+		dst = append(dst, slot.Of(args[i]))
+	}
+	return dst, false
+}
+
 // allSlots is the slots declaration of a command that may touch any slot.
 func allSlots([][]byte) ([]int, bool) { return nil, true }
-
-// domainSlots is the slots declaration of a command whose records sit in
-// the slot of the domain's tag (args[2]), which for a domain with braces or
-// none is not the domain's own slot.
-func domainSlots(args [][]byte) ([]int, bool) {
-	if len(args) <= 2 {
-		return nil, false
-	}
-	return []int{slot.Of(policy.AppendDescriptorKey(nil, string(args[2]), nil))}, false
-}
 
 // rulesSlots is the slots declaration of RL.RULES: the rules' key.
 func rulesSlots([][]byte) ([]int, bool) { return []int{slot.Of([]byte(RulesKey))}, false }

@@ -51,7 +51,10 @@ type Machine struct {
 	// only saves lookups that would find nothing, and changes no reply.
 	policyRecords atomic.Bool
 	// plans pools the decision core's working memory (*plan, decide.go).
-	plans  sync.Pool
+	plans sync.Pool
+	// moved are the records Restore moved to a new key, to journal once
+	// the machine has a durable store (migrate.go).
+	moved  []movedRecord
 	byName map[string]*Command
 	sorted []*Command
 	// storeFaults, set only by this package's tests, makes a multi-limit
@@ -83,7 +86,14 @@ func New(opts Options) *Machine {
 
 // SetDurability sets where quota changes are journaled. Call it before
 // the first apply (a store is opened after the machine it restores into).
-func (m *Machine) SetDurability(d Durability) { m.durable = d }
+// Records Restore moved to a new key (migrate.go) are journaled to it
+// here.
+func (m *Machine) SetDurability(d Durability) {
+	m.durable = d
+	if d != nil {
+		m.journalMoves(d)
+	}
+}
 
 // storeFault is the injected failure of a multi-limit check's n-th store
 // (tests); nil in every machine that serves.
@@ -117,6 +127,7 @@ func (m *Machine) Changes() int64 { return m.changes.Load() }
 func (m *Machine) Restore(applied int64) {
 	m.applied.Store(applied)
 	m.reloadRules()
+	m.moveLegacyRecords(applied)
 	m.findPolicyRecords()
 }
 

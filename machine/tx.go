@@ -120,30 +120,11 @@ func (l *txLocks) unlock() {
 }
 
 // slotsOf adds to l the slots a command touches, as its table entry
-// declares them.
+// declares them (Command.Slots).
 func (m *Machine) slotsOf(l *txLocks, cmd *Command, args [][]byte) {
-	if cmd.slots != nil {
-		slots, all := cmd.slots(args)
-		l.all = l.all || all
-		l.slots = append(l.slots, slots...)
-		return
-	}
-	if cmd.keys != nil {
-		for _, k := range cmd.keys(args) {
-			l.slots = append(l.slots, slot.Of(args[k]))
-		}
-		return
-	}
-	if cmd.FirstKey <= 0 || cmd.Step <= 0 {
-		return
-	}
-	last := cmd.LastKey
-	if last < 0 {
-		last += len(args)
-	}
-	for i := cmd.FirstKey; i <= last && i < len(args); i += cmd.Step {
-		l.slots = append(l.slots, slot.Of(args[i]))
-	}
+	var all bool
+	l.slots, all = cmd.Slots(l.slots, args)
+	l.all = l.all || all
 }
 
 // runTx is EXEC (see above).

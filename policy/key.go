@@ -3,6 +3,8 @@ package policy
 import (
 	"strconv"
 	"strings"
+
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // AppendKey appends the counter key of this rule for a descriptor it
@@ -60,22 +62,54 @@ func appendDescriptor(dst []byte, domain string, entries []Entry, shared []strin
 	return appendEntries(appendDomainTag(dst, domain), entries, shared)
 }
 
-// appendDomainTag appends "rl:{<domain>}", or its hashed form for a domain
-// that holds braces or is empty: "{}" is no hash tag, so the records of the
-// empty domain would each land in a slot of their own, and a listing of the
-// domain's slot would miss them.
+// appendDomainTag appends "rl:{<domain>}": a domain's records are in the
+// domain's own slot, the slot a cluster client routes RL.OVERRIDE <domain>
+// and RL.SCALE <domain> by. A domain that holds braces, or is empty, cannot
+// be its own tag ("{}" is no tag; "a{b}c" is in the slot of "b"), so its
+// records are tagged with four bytes of the same slot (slot.Tag), then
+// the domain, length-prefixed: "rl:{<tag>}5:a{b}c". A plain domain's
+// records go on with '/' or '#' after the '}', never a digit, so the two
+// forms never share a key.
 func appendDomainTag(dst []byte, domain string) []byte {
 	dst = append(dst, "rl:{"...)
-	if domain == "" || strings.ContainsAny(domain, "{}") {
-		dst = append(dst, 'h')
-		dst = appendHex16(dst, fnv64a(domain))
+	if !plainDomain(domain) {
+		tag := slot.Tag(slot.Of([]byte(domain)))
+		dst = append(dst, tag[:]...)
 		dst = append(dst, '}')
-		dst = appendLenPrefixed(dst, domain, ':')
-	} else {
-		dst = append(dst, domain...)
-		dst = append(dst, '}')
+		return appendLenPrefixed(dst, domain, ':')
 	}
-	return dst
+	dst = append(dst, domain...)
+	return append(dst, '}')
+}
+
+// plainDomain reports a domain that is its own hash tag.
+func plainDomain(domain string) bool {
+	return domain != "" && !strings.ContainsAny(domain, "{}")
+}
+
+// LegacyDomainKey reads a key of a domain's record as versions before
+// slot-tagged domain records wrote it for a domain holding braces or
+// empty: "rl:{h<fnv64a of the domain, 16 hex>}<len>:<domain><rest>". It
+// returns the key in today's layout (the same domain and rest), or false
+// for any other key. Restore moves such records to their new key.
+func LegacyDomainKey(key []byte) ([]byte, bool) {
+	const head = len("rl:{h0123456789abcdef}")
+	if len(key) < head+2 || string(key[:5]) != "rl:{h" || key[head-1] != '}' {
+		return nil, false
+	}
+	i, n := head, 0
+	for i < len(key) && key[i] >= '0' && key[i] <= '9' && n <= len(key) {
+		n = n*10 + int(key[i]-'0')
+		i++
+	}
+	if i == head || i >= len(key) || key[i] != ':' || n > len(key)-i-1 {
+		return nil, false
+	}
+	domain := string(key[i+1 : i+1+n])
+	if plainDomain(domain) || string(appendHex16(nil, fnv64a(domain))) != string(key[5:head-1]) {
+		return nil, false
+	}
+	return append(appendDomainTag(nil, domain), key[i+1+n:]...), true
 }
 
 func appendEntries(dst []byte, entries []Entry, shared []string) []byte {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -66,5 +67,58 @@ func TestCounterKeysSpreadOverSlots(t *testing.T) {
 	buf := make([]byte, 0, 256)
 	if n := testing.AllocsPerRun(100, func() { buf = r.AppendKey(buf[:0], entries) }); n != 0 {
 		t.Fatalf("AppendKey: %.0f allocations", n)
+	}
+}
+
+// A domain's records are in the domain's own slot, whatever bytes it
+// holds: the slot a cluster client routes RL.OVERRIDE <domain> by.
+func TestDomainRecordsAreInTheDomainsSlot(t *testing.T) {
+	entries := []Entry{{Key: "k", Value: "v"}}
+	for _, d := range []string{"api", "", "a{b}c", "{}", "x}y{", "{a}", "a{}b{c}", "\x00\xff{\r\n", "{{b}}"} {
+		want := slot.Of([]byte(d))
+		for _, key := range [][]byte{AppendDescriptorKey(nil, d, nil), AppendDescriptorKey(nil, d, entries)} {
+			if got := slot.Of(key); got != want {
+				t.Errorf("domain %q: record %q in slot %d, the domain in %d", d, key, got, want)
+			}
+		}
+	}
+	// Two domains never share a record key.
+	seen := map[string]string{}
+	for _, d := range []string{"api", "", "a{b}c", "{}", "@@@@", "b", "5:a{b}c"} {
+		k := string(AppendDescriptorKey(nil, d, entries))
+		if other, ok := seen[k]; ok {
+			t.Errorf("domains %q and %q share the key %q", d, other, k)
+		}
+		seen[k] = d
+	}
+}
+
+// Records an older version keyed "rl:{h<fnv>}…" move to today's key.
+func TestLegacyDomainKey(t *testing.T) {
+	legacy := func(domain, rest string) []byte {
+		return []byte("rl:{h" + string(appendHex16(nil, fnv64a(domain))) + "}" + strconv.Itoa(len(domain)) + ":" + domain + rest)
+	}
+	entries := []Entry{{Key: "k", Value: "v"}}
+	for _, d := range []string{"", "a{b}c", "{}", "x}y{"} {
+		want := string(AppendDescriptorKey(nil, d, entries)) + "#override"
+		got, ok := LegacyDomainKey(legacy(d, "/1:k=1:v#override"))
+		if !ok || string(got) != want {
+			t.Errorf("domain %q: %q %v, want %q", d, got, ok, want)
+		}
+	}
+	r := &Rule{Domain: "a{b}c", Algorithm: Fixed}
+	for _, key := range [][]byte{
+		AppendDescriptorKey(nil, "api", entries),                                        // a plain domain's record
+		AppendDescriptorKey(nil, "a{b}c", nil),                                          // today's layout
+		r.AppendKey(nil, entries),                                                       // a counter
+		legacy("api", "#scale"),                                                         // a plain domain never had the legacy form
+		[]byte(strings.Replace(string(legacy("a{b}c", "#scale")), "}5:", "}4:", 1)),     // wrong length
+		[]byte(strings.Replace(string(legacy("a{b}c", "#scale")), "rl:{h", "rl:{H", 1)), // not the form
+		legacy("a{b}c", "")[:20],
+		[]byte("rl:{h0000000000000000}99999999999999999999:x"),
+	} {
+		if got, ok := LegacyDomainKey(key); ok {
+			t.Errorf("LegacyDomainKey(%q) = %q: not a legacy key", key, got)
+		}
 	}
 }

@@ -54,3 +54,69 @@ func HashTag(key []byte) []byte {
 func Of(key []byte) int {
 	return int(CRC16(HashTag(key)) & (Count - 1))
 }
+
+// Tag returns four bytes whose slot is s (0 ≤ s < Count): a hash tag
+// "{"+Tag(s)+"}" puts a key in slot s. The bytes are '@' to 'O' (0x40 |
+// a nibble), never a brace. A record that belongs in the slot of a name
+// that cannot be its own tag (one holding braces, or empty) is keyed with
+// this.
+//
+// With no initial value and no final xor, CRC16 is linear over GF(2), and
+// 0x40|nibble is 0x40 xor nibble, so the slot of the four bytes is a fixed
+// slot xor a linear map of the 16 nibble bits; that map reaches all 14 slot
+// bits, and tagBasis inverts it.
+func Tag(s int) [4]byte {
+	t := uint16(s&(Count-1)) ^ tagBasis.base
+	var d uint16
+	for bit := range 14 {
+		if t>>bit&1 == 1 {
+			d ^= tagBasis.by[bit]
+		}
+	}
+	return tagBytes(d)
+}
+
+func tagBytes(d uint16) [4]byte {
+	return [4]byte{0x40 | byte(d>>12&15), 0x40 | byte(d>>8&15), 0x40 | byte(d>>4&15), 0x40 | byte(d&15)}
+}
+
+// tagBasis holds, for each slot bit, nibbles whose tag moves exactly that
+// bit of the slot, and the slot of the all-zero tag ("@@@@"). Built once
+// and only read afterwards.
+var tagBasis = func() (b struct {
+	base uint16
+	by   [14]uint16
+}) {
+	slotOf := func(d uint16) uint16 { t := tagBytes(d); return CRC16(t[:]) & (Count - 1) }
+	b.base = slotOf(0)
+	// Gauss-Jordan elimination over the 16 unit nibble vectors: rows are
+	// (slot bits moved, nibbles that move them).
+	type row struct{ bits, d uint16 }
+	var rows []row
+	for j := range 16 {
+		rows = append(rows, row{slotOf(1<<j) ^ b.base, 1 << j})
+	}
+	for bit := range 14 {
+		p := -1
+		for i := bit; i < len(rows); i++ {
+			if rows[i].bits>>bit&1 == 1 {
+				p = i
+				break
+			}
+		}
+		if p < 0 {
+			panic("slot: the tag map does not reach every slot")
+		}
+		rows[bit], rows[p] = rows[p], rows[bit]
+		for i := range rows {
+			if i != bit && rows[i].bits>>bit&1 == 1 {
+				rows[i].bits ^= rows[bit].bits
+				rows[i].d ^= rows[bit].d
+			}
+		}
+	}
+	for bit := range 14 {
+		b.by[bit] = rows[bit].d
+	}
+	return b
+}()

@@ -36,3 +36,24 @@ func BenchmarkSlot(b *testing.B) {
 		Of(key)
 	}
 }
+
+func TestTagLandsInItsSlot(t *testing.T) {
+	seen := map[[4]byte]bool{}
+	for s := range Count {
+		tag := Tag(s)
+		for _, c := range tag {
+			if c == '{' || c == '}' || c < 0x40 || c > 0x4f {
+				t.Fatalf("Tag(%d) = %q holds %q", s, tag, c)
+			}
+		}
+		key := append([]byte("rl:{"), tag[:]...)
+		key = append(key, "}5:a{b}c/1:k=1:v#override"...)
+		if got := Of(key); got != s {
+			t.Fatalf("a key tagged Tag(%d) = %q is in slot %d", s, tag, got)
+		}
+		if seen[tag] {
+			t.Fatalf("Tag(%d) = %q repeats", s, tag)
+		}
+		seen[tag] = true
+	}
+}
