@@ -234,22 +234,21 @@ func runExec(c *Ctx, _ [][]byte) {
 	}
 	var replies [][]byte
 	if members > 0 || len(tx.watched) > 0 {
-		reply, parts, errReply := c.applyTx(group, key)
-		if errReply != "" {
+		reply, out, errReply := c.applyTx(group, key)
+		switch {
+		case errReply != "":
 			c.W.Error(errReply)
 			return
-		}
-		if string(reply) == "*-1\r\n" {
+		case out.Err != "":
+			// The machine refused the whole transaction; nothing ran.
+			c.W.Error(out.Err)
+			return
+		case out.Parts == nil:
 			c.W.NullArray() // a watched key changed: nothing ran
 			return
 		}
-		if len(reply) > 2 && reply[0] == '-' {
-			// The machine refused the whole transaction; nothing ran.
-			c.W.Error(strings.TrimSuffix(string(reply[1:]), "\r\n"))
-			return
-		}
-		for k := 0; k+1 < len(parts); k++ {
-			replies = append(replies, reply[parts[k]:parts[k+1]])
+		for k := 0; k+1 < len(out.Parts); k++ {
+			replies = append(replies, reply[out.Parts[k]:out.Parts[k+1]])
 		}
 	}
 	c.W.Array(len(tx.queued))
@@ -273,20 +272,20 @@ func runExec(c *Ctx, _ [][]byte) {
 }
 
 // applyTx applies a transaction's group and returns its reply (RESP2) and
-// where each of its elements is (machine.Outcome.Parts), or the one error
-// reply the whole EXEC gets (a redirect, a failed log).
-func (c *Ctx) applyTx(group [][]byte, key []byte) ([]byte, []int, string) {
+// outcome (Parts: where each of its elements is), or the one error reply
+// the whole EXEC gets (a redirect, a failed log).
+func (c *Ctx) applyTx(group [][]byte, key []byte) ([]byte, machine.Outcome, string) {
 	execCmd := c.Env.Table.txExec.Machine
 	if b, ok := c.Env.Applier.(Batcher); ok {
 		if msg := b.RedirectKey(key); msg != "" {
-			return nil, nil, msg
+			return nil, machine.Outcome{}, msg
 		}
 		reply, err := b.ApplyAll([][][]byte{group})
 		if err != nil {
-			return nil, nil, b.ErrorReply(err, key)
+			return nil, machine.Outcome{}, b.ErrorReply(err, key)
 		}
 		r, out := reply(0)
-		return r, out.Parts, ""
+		return r, out, ""
 	}
 	w := resp.Writer{Proto: 2}
 	var out machine.Outcome
@@ -296,5 +295,5 @@ func (c *Ctx) applyTx(group [][]byte, key []byte) ([]byte, []int, string) {
 		out = c.Env.Machine.ApplyScratch(&c.scratch, c.Now(), execCmd, group, &w)
 	}
 	c.journaled(out.Ticket)
-	return w.Buf, out.Parts, ""
+	return w.Buf, out, ""
 }

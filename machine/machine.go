@@ -183,12 +183,13 @@ type Outcome struct {
 	// the same Scratch.
 	Statuses []RLSStatus
 	// Parts, for a transaction that ran (EXEC), are where its reply's
-	// elements are: element i is reply[Parts[i]:Parts[i+1]]. Valid as
-	// Statuses is.
+	// elements are: element i is reply[Parts[i]:Parts[i+1]]; nil when it
+	// did not run (Err says why, or, with no Err, a watched key changed).
+	// Valid as Statuses is.
 	Parts []int
 	// Err is the error reply's text (without the '-') when a limiter
-	// command (Command.Decides) answered an error, or any command
-	// panicked; "" otherwise.
+	// command (Command.Decides) or a transaction answered an error, or any
+	// command panicked; "" otherwise.
 	Err string
 }
 

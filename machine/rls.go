@@ -174,10 +174,9 @@ func runShouldRateLimit(x *exec, args [][]byte) {
 	}
 	p.cost = 1 // every descriptor has its own hits
 	domain := view(args[1])
-	d := x.m.rules().Domain(domain)
-	if d != nil {
-		// An unknown domain limits nothing, as in Envoy (a descriptor's own
-		// limit included: Envoy looks the domain up first).
+	// An unknown domain limits nothing, as in Envoy (a descriptor's own
+	// limit included: Envoy looks the domain up first).
+	if d := x.m.rules().Domain(domain); d != nil {
 		for _, desc := range p.descs {
 			var r *policy.Rule
 			if desc.unit == policy.NoUnit {
