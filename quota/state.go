@@ -50,18 +50,11 @@ func Check(st State, exists bool, now, limit int64, sch Schedule, cost int64) (S
 		return st, false, limiter.Result{}, fmt.Errorf("check: %w", ErrOutOfRange)
 	}
 
-	cur := st
-	if !exists || !st.Schedule.Equal(sch) || now >= st.End {
-		start, end, err := sch.Bounds(now)
-		if err != nil {
-			return st, false, limiter.Result{}, fmt.Errorf("check: %w", err)
-		}
-		cur = State{Start: start, End: end}
-		if exists && start <= st.Start {
-			cur.Used = st.Used
-		}
+	cur, err := st.current(exists, now, sch)
+	if err != nil {
+		return st, false, limiter.Result{}, fmt.Errorf("check: %w", err)
 	}
-	cur.Schedule, cur.Limit = sch, limit
+	cur.Limit = limit
 
 	res := limiter.Result{Limit: limit, RetryAfter: limiter.Never, ResetAfter: cur.End - now}
 	switch {
@@ -75,6 +68,65 @@ func Check(st State, exists bool, now, limit int64, sch Schedule, cost int64) (S
 	}
 	res.Remaining = max(limit-cur.Used, 0)
 	return cur, cost > 0 && !res.Limited, res, nil
+}
+
+// current is st as a request with schedule sch sees it at now: the stored
+// period, or the one holding now (a changed schedule keeps the units used
+// when its period does not start after the stored one's).
+func (st State) current(exists bool, now int64, sch Schedule) (State, error) {
+	cur := st
+	if !exists || !st.Schedule.Equal(sch) || now >= st.End {
+		start, end, err := sch.Bounds(now)
+		if err != nil {
+			return st, err
+		}
+		cur = State{Start: start, End: end, Limit: st.Limit}
+		if exists && start <= st.Start {
+			cur.Used = st.Used
+		}
+	}
+	cur.Schedule = sch
+	return cur, nil
+}
+
+// Force counts cost units at now under limit and sch whatever the limit
+// says (the work they stand for is done): used may pass the limit, and
+// later requests are refused until the period ends.
+func Force(st State, exists bool, now, limit int64, sch Schedule, cost int64) (State, error) {
+	if limit < 0 || cost < 0 {
+		return st, fmt.Errorf("force: %w", ErrNegative)
+	}
+	if err := sch.Validate(); err != nil {
+		return st, fmt.Errorf("force: %w", err)
+	}
+	if now < 0 || now > MaxInstant {
+		return st, fmt.Errorf("force: %w", ErrOutOfRange)
+	}
+	cur, err := st.current(exists, now, sch)
+	if err != nil {
+		return st, fmt.Errorf("force: %w", err)
+	}
+	cur.Limit = limit
+	cur.Used += min(cost, math.MaxInt64-cur.Used)
+	return cur, nil
+}
+
+// RefundIn gives back up to n units charged in the period that started at
+// start, at now: nothing once that period has ended (its units no longer
+// count). It returns the units given back.
+func (st *State) RefundIn(start, now, n int64) (int64, error) {
+	if n < 0 {
+		return 0, fmt.Errorf("refund: %w", ErrNegative)
+	}
+	if err := st.roll(now); err != nil {
+		return 0, fmt.Errorf("refund: %w", err)
+	}
+	if st.Start != start {
+		return 0, nil
+	}
+	g := min(n, st.Used)
+	st.Used -= g
+	return g, nil
 }
 
 // Get rolls st to the period containing now if its period has ended (used 0

@@ -44,19 +44,8 @@ func (s CounterState) Check(exists bool, now int64, p Params, cost int64) (Count
 		return s, false, 0, limiter.Result{}, ErrCorrupt
 	}
 	w := p.Window
-	cur := windowStart(now, w)
-	eff := now // the instant the decision is made at; never before s.Start
-	st := CounterState{Window: w, Start: cur}
-	if exists && s.Window == w {
-		switch {
-		case s.Start > cur: // the clock went back past the stored sub-window
-			st, cur, eff = s, s.Start, s.Start
-		case s.Start == cur:
-			st = s
-		case s.Start == cur-w:
-			st.Prev = s.Curr
-		}
-	}
+	st, eff := s.rolled(exists, now, w)
+	cur := st.Start
 	elapsed := eff - cur
 	limitW := mul128(p.Limit, w)
 	// used·W = Prev·(W − elapsed) + Curr·W: the estimate scaled by W.
@@ -81,6 +70,26 @@ func (s CounterState) Check(exists bool, now int64, p Params, cost int64) (Count
 	}
 	res.ResetAfter = untilInstant(st.emptyAt(), now)
 	return st, store, expireAt, res, nil
+}
+
+// rolled is the state as of now under a window of w: the stored one moved
+// on to the sub-window holding now (or a fresh one), and the instant a
+// decision is made at (never before the state's Start: a clock that went
+// back keeps the stored sub-window).
+func (s CounterState) rolled(exists bool, now, w int64) (CounterState, int64) {
+	cur := windowStart(now, w)
+	st := CounterState{Window: w, Start: cur}
+	if exists && s.Window == w {
+		switch {
+		case s.Start > cur:
+			return s, s.Start
+		case s.Start == cur:
+			st = s
+		case s.Start == cur-w:
+			st.Prev = s.Curr
+		}
+	}
+	return st, now
 }
 
 // emptyAt is the instant the state no longer holds anything, or 0 if it is

@@ -34,10 +34,7 @@ func (s FixedState) Check(exists bool, now int64, p Params, cost int64) (FixedSt
 	if exists && s.Window == p.Window && !s.valid() {
 		return s, false, 0, limiter.Result{}, ErrCorrupt
 	}
-	st := FixedState{Window: p.Window, Start: windowStart(now, p.Window)}
-	if exists && s.Window == p.Window && s.Start >= st.Start {
-		st = s // same window, or the clock went back before it
-	}
+	st := s.rolled(exists, now, p.Window)
 	end := st.Start + st.Window
 
 	res := limiter.Result{Limit: p.Limit, RetryAfter: limiter.Never}
@@ -58,6 +55,16 @@ func (s FixedState) Check(exists bool, now int64, p Params, cost int64) (FixedSt
 		res.ResetAfter = untilInstant(end, now)
 	}
 	return st, store, expireAt, res, nil
+}
+
+// rolled is the state as of now under a window of w: the stored one in
+// the same window (or a later one: the clock went back), else a fresh one.
+func (s FixedState) rolled(exists bool, now, w int64) FixedState {
+	st := FixedState{Window: w, Start: windowStart(now, w)}
+	if exists && s.Window == w && s.Start >= st.Start {
+		st = s
+	}
+	return st
 }
 
 // Bytes is the memory the state holds.

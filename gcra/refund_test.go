@@ -1,0 +1,95 @@
+package gcra
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// Random histories: other callers' admissions around one held charge of
+// n units, then a refund keeping m. The refunded TAT, seen at the refund's
+// instant, is never below the replay of the same admissions with m units
+// charged instead of n (never laxer), and equals it when nothing else
+// touched the key after the charge (exact).
+func TestRefundNeverLaxerThanTheReplay(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 20000 {
+		l := Limit{MaxBurst: rng.Int64N(20), Count: 1 + rng.Int64N(10), Period: 1 + rng.Int64N(1000)}
+		if l.Validate() != nil {
+			continue
+		}
+		ei := l.EmissionInterval()
+		type event struct {
+			at, cost int64
+			ours     bool
+		}
+		var events []event
+		now := rng.Int64N(1000)
+		tat, exists := int64(0), false
+		// Others before.
+		for range rng.IntN(4) {
+			now += rng.Int64N(3 * ei * 3)
+			c := rng.Int64N(3)
+			if nt, store, _, err := Throttle(tat, exists, now, l, c); err == nil && store {
+				tat, exists = nt, true
+				events = append(events, event{now, c, false})
+			}
+		}
+		// Our charge.
+		now += rng.Int64N(2 * ei)
+		n := 1 + rng.Int64N(l.MaxBurst+1)
+		nt, store, _, err := Throttle(tat, exists, now, l, n)
+		if err != nil || !store {
+			continue
+		}
+		base := now
+		if exists && tat > now {
+			base = tat
+		}
+		tat, exists = nt, true
+		events = append(events, event{now, n, true})
+		touched := false
+		for range rng.IntN(4) {
+			now += rng.Int64N(4 * ei * (l.MaxBurst + 1))
+			c := rng.Int64N(3)
+			if nt, store, _, err := Throttle(tat, exists, now, l, c); err == nil && store {
+				tat = nt
+				touched = true
+				events = append(events, event{now, c, false})
+			}
+		}
+		now += rng.Int64N(4 * ei * (l.MaxBurst + 1))
+		kept := rng.Int64N(n + 1)
+		refunded, _ := Refund(tat, base, n, kept, ei, now)
+
+		// The replay: the same admissions, ours with kept units.
+		replay, rexists := int64(0), false
+		for _, e := range events {
+			c := e.cost
+			if e.ours {
+				c = kept
+			}
+			replay, _ = Force(replay, rexists, e.at, c, ei)
+			rexists = true
+		}
+		got, want := max(refunded, now), max(replay, now)
+		if got < want {
+			t.Fatalf("trial %d: refunded TAT %d (seen at %d: %d) laxer than the replay's %d; events %+v, n %d kept %d base %d",
+				trial, refunded, now, got, want, events, n, kept, base)
+		}
+		if !touched && got != want {
+			t.Fatalf("trial %d: untouched, refunded %d but the replay is %d; events %+v, n %d kept %d", trial, got, want, events, n, kept)
+		}
+	}
+}
+
+func TestForce(t *testing.T) {
+	if got, err := Force(0, false, 100, 3, 10); err != nil || got != 130 {
+		t.Fatalf("fresh key: %d %v", got, err)
+	}
+	if got, err := Force(500, true, 100, 3, 10); err != nil || got != 530 {
+		t.Fatalf("past its limit: %d %v", got, err)
+	}
+	if _, err := Force(0, false, 100, 1<<62, 10); err != ErrTimeOverflow {
+		t.Fatalf("overflow: %v", err)
+	}
+}

@@ -1,0 +1,139 @@
+package window
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// refundCase drives one algorithm through random histories: other callers'
+// admissions around one charge of n units, then a refund keeping m at a
+// later instant. seen is the state as decisions at now read it.
+type refundCase[S any] struct {
+	check  func(s S, exists bool, now int64, p Params, cost int64) (S, bool, error)
+	force  func(s S, exists bool, now int64, p Params, cost int64) S
+	anchor func(after S, now int64) int64 // what the charge records
+	refund func(s S, p Params, anchor, n int64) (S, int64)
+	seen   func(s S, now int64, p Params) string
+}
+
+func runRefundCase[S any](t *testing.T, c refundCase[S]) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 20000 {
+		p := Params{Limit: 1 + rng.Int64N(12), Window: 1 + rng.Int64N(100)}
+		type event struct {
+			at, cost int64
+			ours     bool
+		}
+		var events []event
+		var s S
+		exists := false
+		now := rng.Int64N(1000)
+		step := func(span int64) { now += rng.Int64N(span) }
+		others := func() {
+			for range rng.IntN(5) {
+				step(p.Window)
+				cost := rng.Int64N(3)
+				if next, stored, err := c.check(s, exists, now, p, cost); err == nil && stored {
+					s, exists = next, true
+					events = append(events, event{now, cost, false})
+				}
+			}
+		}
+		others()
+		step(p.Window)
+		n := 1 + rng.Int64N(p.Limit)
+		next, stored, err := c.check(s, exists, now, p, n)
+		if err != nil || !stored {
+			continue
+		}
+		s, exists = next, true
+		anchor := c.anchor(s, now)
+		events = append(events, event{now, n, true})
+		others()
+		step(3 * p.Window)
+		kept := rng.Int64N(n + 1)
+		refunded, given := c.refund(s, p, anchor, n-kept)
+		if given < 0 || given > n-kept {
+			t.Fatalf("trial %d: gave back %d of %d", trial, given, n-kept)
+		}
+		var replay S
+		rexists := false
+		for _, e := range events {
+			cost := e.cost
+			if e.ours {
+				cost = kept
+			}
+			replay = c.force(replay, rexists, e.at, p, cost)
+			rexists = true
+		}
+		if got, want := c.seen(refunded, now, p), c.seen(replay, now, p); got != want {
+			t.Fatalf("trial %d: refunded %s, the replay without the units %s (events %+v, n %d kept %d, params %+v)",
+				trial, got, want, events, n, kept, p)
+		}
+	}
+}
+
+// The window states are sums per window: a refund is the replay without
+// the refunded units, exactly, however many others counted since.
+func TestRefundIsTheReplay(t *testing.T) {
+	t.Run("sliding counter", func(t *testing.T) {
+		runRefundCase(t, refundCase[CounterState]{
+			check: func(s CounterState, exists bool, now int64, p Params, cost int64) (CounterState, bool, error) {
+				st, stored, _, _, err := s.Check(exists, now, p, cost)
+				return st, stored, err
+			},
+			force: func(s CounterState, exists bool, now int64, p Params, cost int64) CounterState {
+				st, _, _ := s.Force(exists, now, p, cost)
+				return st
+			},
+			anchor: func(s CounterState, _ int64) int64 { return s.Start },
+			refund: func(s CounterState, p Params, start, n int64) (CounterState, int64) { return s.Refund(p.Window, start, n) },
+			seen: func(s CounterState, now int64, p Params) string {
+				st, _ := s.rolled(true, now, p.Window)
+				return fmt.Sprintf("%+v", st)
+			},
+		})
+	})
+	t.Run("fixed window", func(t *testing.T) {
+		runRefundCase(t, refundCase[FixedState]{
+			check: func(s FixedState, exists bool, now int64, p Params, cost int64) (FixedState, bool, error) {
+				st, stored, _, _, err := s.Check(exists, now, p, cost)
+				return st, stored, err
+			},
+			force: func(s FixedState, exists bool, now int64, p Params, cost int64) FixedState {
+				st, _, _ := s.Force(exists, now, p, cost)
+				return st
+			},
+			anchor: func(s FixedState, _ int64) int64 { return s.Start },
+			refund: func(s FixedState, p Params, start, n int64) (FixedState, int64) { return s.Refund(p.Window, start, n) },
+			seen:   func(s FixedState, now int64, p Params) string { return fmt.Sprintf("%+v", s.rolled(true, now, p.Window)) },
+		})
+	})
+	t.Run("sliding log", func(t *testing.T) {
+		runRefundCase(t, refundCase[LogState]{
+			check: func(s LogState, exists bool, now int64, p Params, cost int64) (LogState, bool, error) {
+				st, stored, _, _, err := s.Check(exists, now, p, cost)
+				return st.Clone(), stored, err
+			},
+			force: func(s LogState, exists bool, now int64, p Params, cost int64) LogState {
+				st, _, _ := s.Force(exists, now, p, cost)
+				return st.Clone()
+			},
+			anchor: func(s LogState, _ int64) int64 { return s.tail },
+			refund: func(s LogState, _ Params, at, n int64) (LogState, int64) { return s.Refund(at, n) },
+			seen: func(s LogState, now int64, p Params) string {
+				// The entries a decision at now counts, oldest first.
+				horizon := now - p.Window
+				out := ""
+				for j := s.firstAfter(horizon); j < len(s.times); j++ {
+					out += fmt.Sprintf("%d:%d ", s.times[j], int64(s.cum[j])-s.cumBefore(j))
+				}
+				if s.tailUnits > 0 && s.tail > horizon {
+					out += fmt.Sprintf("%d:%d", s.tail, s.tailUnits)
+				}
+				return out
+			},
+		})
+	})
+}
