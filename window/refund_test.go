@@ -88,7 +88,9 @@ func TestRefundIsTheReplay(t *testing.T) {
 				return st
 			},
 			anchor: func(s CounterState, _ int64) int64 { return s.Start },
-			refund: func(s CounterState, p Params, start, n int64) (CounterState, int64) { return s.Refund(p.Window, start, n) },
+			refund: func(s CounterState, p Params, start, n int64) (CounterState, int64) {
+				return s.Refund(p.Window, start, n)
+			},
 			seen: func(s CounterState, now int64, p Params) string {
 				st, _ := s.rolled(true, now, p.Window)
 				return fmt.Sprintf("%+v", st)
@@ -107,7 +109,9 @@ func TestRefundIsTheReplay(t *testing.T) {
 			},
 			anchor: func(s FixedState, _ int64) int64 { return s.Start },
 			refund: func(s FixedState, p Params, start, n int64) (FixedState, int64) { return s.Refund(p.Window, start, n) },
-			seen:   func(s FixedState, now int64, p Params) string { return fmt.Sprintf("%+v", s.rolled(true, now, p.Window)) },
+			seen: func(s FixedState, now int64, p Params) string {
+				return fmt.Sprintf("%+v", s.rolled(true, now, p.Window))
+			},
 		})
 	})
 	t.Run("sliding log", func(t *testing.T) {
