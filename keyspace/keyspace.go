@@ -278,6 +278,8 @@ func (ks *Keyspace) Flush() {
 type Stats struct {
 	// Keys counts keys, expired ones not yet swept included.
 	Keys int
+	// Reservations counts the keys of KindReservation, likewise.
+	Reservations int
 	// Bytes is the memory the slot tables hold.
 	Bytes int
 	// OffHeap is the keyspace's off-heap memory: blocks handed out, and
@@ -292,6 +294,7 @@ func (ks *Keyspace) Stats() Stats {
 		s := &ks.slots[i]
 		s.mu.Lock()
 		st.Keys += s.t.live
+		st.Reservations += s.t.reservations
 		st.Bytes += s.t.bytes()
 		s.mu.Unlock()
 	}

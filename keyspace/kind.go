@@ -29,6 +29,8 @@ const (
 	KindOverride
 	// KindScale is an RL.SCALE: a domain's adaptive scale factor.
 	KindScale
+	// KindReservation is an RL.RESERVE held until it is settled.
+	KindReservation
 	kindCount
 )
 

@@ -46,6 +46,10 @@ type table struct {
 	// live counts records, used counts index positions that are not empty
 	// (records and tombstones), dead counts garbage bytes in arena.
 	live, used, dead int
+	// reservations counts the records of KindReservation (expired ones
+	// not yet swept included), so INFO reports the reservations held
+	// without a walk.
+	reservations int
 	// gen changes whenever records move (a rebuild or an emptying), so an
 	// arena offset kept from before (a sweep cursor) is known to be stale.
 	gen uint32
@@ -244,6 +248,9 @@ func (t *table) insert(seed maphash.Seed, key []byte, kind Kind, word int64, obj
 	}
 	pos := t.place(maphash.Bytes(seed, key), off)
 	t.live++
+	if kind == KindReservation {
+		t.reservations++
+	}
 	return ref{pos: pos, off: off, word: wordOff, kind: kind, inline: inline}, nil
 }
 
@@ -454,6 +461,9 @@ func (t *table) remove(seed maphash.Seed, r ref, compact bool) {
 	t.index[r.pos] = tombstone
 	t.dead += next - r.off
 	t.live--
+	if r.kind == KindReservation {
+		t.reservations--
+	}
 	if compact {
 		t.maybeCompact(seed)
 	}

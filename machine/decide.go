@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/policy"
 )
 
@@ -144,18 +145,42 @@ func (p *plan) span(s [2]int) []byte { return p.keys[s[0]:s[1]] }
 // overrides and scale change the limits), reads those records, evaluates
 // each limit and commits. The checks hold each limit's result.
 func (x *exec) decide(p *plan) (verdict, error) {
-	checks := p.checks
+	now, domain, took := x.lockPlan(p)
+	defer x.releaseGroup(&p.locks, took)
+	return x.decideLocked(p, now, domain, nil)
+}
+
+// lockPlan holds the slots of the plan's counters and, when it reads the
+// domain's records, the domain's slot (returned; nil otherwise), and
+// returns the instant to decide at. Release with releaseGroup(&p.locks,
+// took).
+func (x *exec) lockPlan(p *plan) (now int64, domain *keyspace.Slot, took bool) {
 	var scaleKey []byte
 	if p.records {
 		scaleKey = p.span(p.scale.counter)
 	}
-	locks, domainSlot := checkSlots(&p.locks, x.m.keys, checks, scaleKey, p.records)
-	took := x.holdGroup(locks)
-	defer x.releaseGroup(locks, took)
-	now := x.lockChecks(checks)
+	locks, domainSlot := checkSlots(&p.locks, x.m.keys, p.checks, scaleKey, p.records)
+	took = x.holdGroup(locks)
+	now = x.lockChecks(p.checks)
 	if p.records {
-		s, _ := x.lockSlot(domainSlot)
-		factor := scaleAt(s, scaleKey, now)
+		domain, now = x.lockSlot(domainSlot)
+	}
+	return now, domain, took
+}
+
+// holder keeps something (a reservation) with a decision that admits:
+// hold runs once every limit admits and before anything is stored (an
+// error stores nothing), and returns what puts it back should the commit
+// then fail. It may insert into the slots the plan holds, and marks the
+// checks whose records may have moved (limitCheck.moved).
+type holder func(checks []limitCheck) (undo func(), err error)
+
+// decideLocked is decide for a plan lockPlan holds.
+func (x *exec) decideLocked(p *plan, now int64, domain *keyspace.Slot, hold holder) (verdict, error) {
+	checks := p.checks
+	if p.records {
+		s := domain
+		factor := scaleAt(s, p.span(p.scale.counter), now)
 		for i := range checks {
 			ov := p.spans[i].override
 			if ov[1] == 0 {
@@ -167,6 +192,6 @@ func (x *exec) decide(p *plan) (verdict, error) {
 			checks[i].scale(factor)
 		}
 	}
-	binding, refused, err := multiCheck(x, now, p.cost, checks)
+	binding, refused, err := multiCheck(x, now, p.cost, checks, hold)
 	return verdict{now: now, binding: binding, refused: refused}, err
 }

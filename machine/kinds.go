@@ -31,6 +31,7 @@ var kindNames = [...]string{
 	keyspace.KindRules:          "ratelimit-rules",
 	keyspace.KindOverride:       "ratelimit-override",
 	keyspace.KindScale:          "ratelimit-scale",
+	keyspace.KindReservation:    "ratelimit-reservation",
 }
 
 // KindName is the name TYPE answers for a key of kind k.
@@ -91,6 +92,10 @@ func EncodeState(dst []byte, kind keyspace.Kind, obj any) ([]byte, error) {
 		if kind == keyspace.KindScale {
 			return st.AppendBinary(dst), nil
 		}
+	case *ReservationState:
+		if kind == keyspace.KindReservation {
+			return st.AppendBinary(dst), nil
+		}
 	}
 	return dst, fmt.Errorf("%w: kind %s, state %T", ErrUnencodable, KindName(kind), obj)
 }
@@ -132,6 +137,8 @@ func DecodeState(kind keyspace.Kind, b []byte, zone func(string) (*time.Location
 		return decodeOverride(b)
 	case keyspace.KindScale:
 		return decodeScale(b)
+	case keyspace.KindReservation:
+		return decodeReservation(b)
 	}
 	return nil, fmt.Errorf("unknown kind %d", kind)
 }

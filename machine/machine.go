@@ -37,6 +37,8 @@ type Machine struct {
 	// machine was made. Only applies move it (never CONFIG RESETSTAT), so
 	// a snapshot can tell whether anything may have changed.
 	changes atomic.Int64
+	// reservations counts RL.RESERVE's reservations by how they ended.
+	reservations struct{ reserved, settled, cancelled atomic.Int64 }
 	durable Durability
 	log     *slog.Logger
 	zones   zoneCache
@@ -70,7 +72,7 @@ func New(opts Options) *Machine {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Machine{keys: keyspace.New(), durable: opts.Durable, log: log, byName: map[string]*Command{}}
-	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), keyCommands(), serverKeyCommands(), debugCommands(), txCommands()} {
+	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), reserveCommands(), keyCommands(), serverKeyCommands(), debugCommands(), txCommands()} {
 		for _, c := range group {
 			if _, dup := m.byName[c.Name]; dup {
 				panic("machine: duplicate command " + c.Name)
@@ -118,6 +120,21 @@ func (m *Machine) Rules() *RulesState { return m.ruleState.Load() }
 
 // Applied is the last applied instant, Unix ns.
 func (m *Machine) Applied() int64 { return m.applied.Load() }
+
+// ReservationCounts are the reservations made, settled and cancelled since
+// the machine was made (or restored); held is what the keyspace holds, and
+// the rest expired.
+type ReservationCounts struct {
+	Reserved, Settled, Cancelled, Held, Expired int64
+}
+
+// Reservations counts the reservations (RL.RESERVE) by how they ended.
+func (m *Machine) Reservations() ReservationCounts {
+	c := ReservationCounts{Reserved: m.reservations.reserved.Load(), Settled: m.reservations.settled.Load(),
+		Cancelled: m.reservations.cancelled.Load(), Held: int64(m.keys.Stats().Reservations)}
+	c.Expired = max(c.Reserved-c.Settled-c.Cancelled-c.Held, 0)
+	return c
+}
 
 // Changes counts the writes applied since the machine was made.
 func (m *Machine) Changes() int64 { return m.changes.Load() }

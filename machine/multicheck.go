@@ -59,9 +59,11 @@ type limitCheck struct {
 	slot      *keyspace.Slot
 	slotIndex int
 	// entry is the key's record when inSlot (the key existed before this
-	// check): valid until something is inserted into the slot.
+	// check): valid until something is inserted into the slot — moved
+	// says something was (a holder's record), so it is looked up again.
 	entry   keyspace.Entry
 	inSlot  bool
+	moved   bool
 	word    int64
 	counter window.CounterState
 	log     window.LogState
@@ -269,7 +271,7 @@ func (x *exec) lockChecks(checks []limitCheck) (now int64) {
 // multiCheck checks every limit at now, each under its slot (locked), and
 // charges all or none. It returns the index of the binding limit (-1 when
 // there are none) and whether the request was refused.
-func multiCheck(x *exec, now, cost int64, checks []limitCheck) (binding int, refused bool, err error) {
+func multiCheck(x *exec, now, cost int64, checks []limitCheck, hold holder) (binding int, refused bool, err error) {
 	for i := range checks {
 		c := &checks[i]
 		own := cost
@@ -282,7 +284,16 @@ func multiCheck(x *exec, now, cost int64, checks []limitCheck) (binding int, ref
 	}
 	refused = decideRefusal(checks)
 	if !refused {
+		var undo func()
+		if hold != nil {
+			if undo, err = hold(checks); err != nil {
+				return -1, false, err
+			}
+		}
 		if err := commitAll(x, now, checks); err != nil {
+			if undo != nil {
+				undo()
+			}
 			return -1, false, err
 		}
 	}
@@ -313,12 +324,13 @@ func commitAll(x *exec, now int64, checks []limitCheck) error {
 			// which may move out of its record (a delete, then an insert
 			// that can fail).
 			var err error
+			valid := !inserts && !c.moved
 			if n < stores-1 || c.kind == keyspace.KindSlidingLog {
-				err = u.note(checks, i, now, !inserts)
+				err = u.note(checks, i, now, valid)
 			}
 			if err == nil {
 				if err = x.m.storeFault(n); err == nil {
-					err = c.commit(x, c.slot, now, !inserts)
+					err = c.commit(x, c.slot, now, valid)
 				}
 			}
 			n++

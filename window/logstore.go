@@ -42,6 +42,10 @@ func (s LogState) Clone() LogState {
 	return c
 }
 
+// Tail is the instant of the newest admission (0 when the log is empty):
+// where a charge just admitted went.
+func (s LogState) Tail() int64 { return s.tail }
+
 // Entries is the number of distinct timestamps the log holds.
 func (s LogState) Entries() int {
 	if s.tailUnits == 0 {

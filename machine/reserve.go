@@ -1,0 +1,492 @@
+package machine
+
+import (
+	"errors"
+
+	"github.com/sluice-rl/sluice/gcra"
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/quota"
+	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/slot"
+	"github.com/sluice-rl/sluice/window"
+)
+
+// RL.RESERVE, RL.SETTLE and RL.CANCEL: charge now, settle when the cost is
+// known (an LLM response's tokens). A reserve is RL.CHECK that also keeps,
+// under the caller's id, what each limit was charged and where; a settle
+// gives back what the request did not use (gcra.Refund, the window
+// kinds' and quota's Refund: never laxer than the replay without those
+// units, exact when nothing else touched the key) or charges what it used
+// beyond (Force: past the limit if it must, the work is done). The
+// reservation is a record of the domain's slot, so it is replicated and
+// snapshotted like the counters; one never settled keeps its charge and is
+// swept when its ttl ends.
+
+func reserveCommands() []*Command {
+	descriptors := Arg{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Multiple: true, Sub: []Arg{
+		{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{{Name: "key", Type: "string"}, {Name: "value", Type: "string"}}},
+	}}
+	return []*Command{{
+		Name: "rl.reserve", Decides: true, slots: allSlots, Arity: -7, Flags: []string{"write", "denyoom"},
+		FirstKey: 1, LastKey: 1, Step: 1,
+		Group: "sluice", Since: "1.3.0", Complexity: "O(D) where D is the number of descriptor entries",
+		Summary: "RL.CHECK that holds what it charged under a reservation id for ttl seconds, to be settled with the actual cost: replies as RL.CHECK; the same id again while held replies the same and charges nothing.",
+		Args: []Arg{
+			{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}, {Name: "ttl-seconds", Type: "integer"},
+			{Name: "cost", Type: "integer", Token: "COST", Optional: true}, descriptors,
+		},
+		run: runReserve, check: checkReserve,
+	}, {
+		Name: "rl.settle", slots: allSlots, Arity: 4, Flags: []string{"write"},
+		FirstKey: 1, LastKey: 1, Step: 1,
+		Group: "sluice", Since: "1.3.0", Complexity: "O(L) where L is the number of limits reserved",
+		Summary: "Settles a reservation with the actual cost: gives back what was not used, charges what was used beyond (past the limit if it must); replies [name, reserved, actual, refunded, charged] per limit, or nil for an unknown or expired id.",
+		Args: []Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}, {Name: "actual-cost", Type: "integer"}},
+		run:  runSettle, check: checkSettle,
+	}, {
+		Name: "rl.cancel", slots: allSlots, Arity: 3, Flags: []string{"write", "fast"},
+		FirstKey: 1, LastKey: 1, Step: 1,
+		Group: "sluice", Since: "1.3.0", Complexity: "O(L) where L is the number of limits reserved",
+		Summary: "RL.SETTLE with an actual cost of 0: gives back everything the reservation holds.",
+		Args: []Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}},
+		run:  runSettle, check: checkSettle,
+	}}
+}
+
+// maxReserveTTL bounds a reservation's ttl (a day).
+const maxReserveTTL = 86400
+
+// parseReserveHead reads RL.RESERVE's id and ttl (seconds, in ns).
+func parseReserveHead(args [][]byte) (ttl int64, bad string) {
+	if len(args[2]) == 0 || len(args[2]) > maxReservationID {
+		return 0, "ERR a reservation id must be 1 to 256 bytes"
+	}
+	n, ok := resp.ParseInt(args[3])
+	if !ok || n < 1 || n > maxReserveTTL {
+		return 0, "ERR ttl-seconds must be an integer in [1, 86400]"
+	}
+	return n * 1_000_000_000, ""
+}
+
+func checkReserve(m *Machine, args [][]byte) string {
+	if _, bad := parseReserveHead(args); bad != "" {
+		return bad
+	}
+	p := m.plan()
+	defer m.release(p)
+	return parseDescriptors(args[4:], p)
+}
+
+// reservationKey is where a domain's reservation id is held: in the
+// domain's slot, beside its overrides and scale.
+func reservationKey(domain string, id []byte) []byte {
+	key := policy.AppendDescriptorKey(nil, domain, nil)
+	key = append(key, "#reservation:"...)
+	return append(key, id...)
+}
+
+// runReserve is RL.RESERVE <domain> <id> <ttl> [COST n] DESCRIPTOR k v … [DESCRIPTOR …].
+func runReserve(x *exec, args [][]byte) {
+	ttl, bad := parseReserveHead(args)
+	p := x.m.plan()
+	defer x.m.release(p)
+	if bad == "" {
+		bad = parseDescriptors(args[4:], p)
+	}
+	if bad != "" {
+		x.fail(bad)
+		return
+	}
+	domain := view(args[1])
+	key := reservationKey(domain, args[2])
+	// The domain's slot is held (the reservation is kept there), so its
+	// records are read whether or not any exists.
+	p.forDomain(domain, true)
+	if d := x.m.rules().Domain(domain); d != nil {
+		from := 0
+		for _, end := range p.bounds {
+			p.matched = append(p.matched, d.Match(p.entries[from:end]))
+			from = end
+		}
+		policy.ApplyReplaces(p.matched)
+		from = 0
+		for i, r := range p.matched {
+			end := p.bounds[i]
+			if r != nil && r.Algorithm != policy.Unlimited {
+				p.addRule(r, p.entries[from:end])
+			}
+			from = end
+		}
+	}
+	p.seal()
+	now, ds, took := x.lockPlan(p)
+	defer x.releaseGroup(&p.locks, took)
+	e, found, err := ds.GetKind(key, keyspace.KindReservation, now)
+	if err != nil {
+		x.error(err)
+		return
+	}
+	if found {
+		// A retry of a reserve whose reply was lost: the same answer,
+		// nothing charged again.
+		if r, ok := ds.Object(e).(*ReservationState); ok && r != nil {
+			writeCheck(x.w, r.Reply)
+			return
+		}
+		x.error(errCorruptReservation)
+		return
+	}
+	held := &ReservationState{}
+	domainSlot := slot.Of(key)
+	hold := func(checks []limitCheck) (func(), error) {
+		for i := range checks {
+			if l, ok := heldLimit(&checks[i], p.cost); ok {
+				held.Limits = append(held.Limits, l)
+			}
+		}
+		if _, err := ds.Insert(key, keyspace.KindReservation, now+ttl, held); err != nil {
+			return nil, err
+		}
+		for i := range checks {
+			if checks[i].slotIndex == domainSlot {
+				checks[i].moved = true // the insert may have moved its record
+			}
+		}
+		return func() {
+			if e, ok := ds.Get(key, now); ok {
+				ds.Delete(e)
+			}
+		}, nil
+	}
+	if len(p.checks) == 0 {
+		// Nothing limits the request: it is held all the same, so its
+		// settle answers (with no limits) rather than nil.
+		if _, err := hold(nil); err != nil {
+			x.error(err)
+			return
+		}
+		held.Reply = noLimit
+		x.m.reservations.reserved.Add(1)
+		writeCheck(x.w, noLimit)
+		return
+	}
+	v, err := x.decideLocked(p, now, ds, hold)
+	if err != nil {
+		x.error(err)
+		return
+	}
+	res := x.checkResult(p.checks, v)
+	if !v.refused {
+		held.Reply = res
+		x.m.reservations.reserved.Add(1)
+	}
+	writeCheck(x.w, res)
+}
+
+// heldLimit is what a reservation keeps of check c (after evaluate, before
+// commit: its next state says where the charge goes); false for a limit
+// it cannot hold (a deny, which admits only requests of no cost).
+func heldLimit(c *limitCheck, cost int64) (HeldLimit, bool) {
+	units := cost
+	if c.hasCost {
+		units = c.cost
+	}
+	if c.deny || !refundable(c.kind) {
+		return HeldLimit{}, false
+	}
+	l := HeldLimit{Key: string(c.key), Kind: c.kind, Name: c.name, Units: units}
+	switch c.kind {
+	case keyspace.KindGCRA:
+		l.Step = c.gcra.EmissionInterval()
+		l.Anchor = c.word - units*l.Step // where the charge started (base)
+	case keyspace.KindSlidingCounter:
+		l.Anchor, l.Step, l.Limit = c.counter.Start, c.win.Window, c.win.Limit
+	case keyspace.KindFixedWindow:
+		l.Anchor, l.Step, l.Limit = c.fixed.Start, c.win.Window, c.win.Limit
+	case keyspace.KindSlidingLog:
+		l.Anchor, l.Step, l.Limit = c.log.Tail(), c.win.Window, c.win.Limit
+	case keyspace.KindQuota:
+		l.Anchor = c.quota.Start
+	}
+	return l, true
+}
+
+func checkSettle(_ *Machine, args [][]byte) string {
+	_, bad := parseSettle(args)
+	return bad
+}
+
+// parseSettle reads RL.SETTLE's actual cost (RL.CANCEL's is 0).
+func parseSettle(args [][]byte) (int64, string) {
+	if len(args[2]) == 0 || len(args[2]) > maxReservationID {
+		return 0, "ERR a reservation id must be 1 to 256 bytes"
+	}
+	if len(args) < 4 {
+		return 0, ""
+	}
+	n, ok := resp.ParseInt(args[3])
+	if !ok || n < 0 || n > maxRLSValue {
+		return 0, "ERR actual-cost must be an integer in [0, 4294967295]"
+	}
+	return n, ""
+}
+
+// settled is one limit's part of a settle.
+type settled struct {
+	refunded, charged int64
+}
+
+// runSettle is RL.SETTLE <domain> <id> <actual> and RL.CANCEL <domain> <id>.
+func runSettle(x *exec, args [][]byte) {
+	actual, bad := parseSettle(args)
+	if bad != "" {
+		x.fail(bad)
+		return
+	}
+	key := reservationKey(view(args[1]), args[2])
+	keySlot := slot.Of(key)
+	// The counters' slots are known from the reservation: read it, hold
+	// them all (with its own), and read it again — in between, another
+	// apply may have settled it.
+	for range 8 {
+		s, now := x.lockSlot(keySlot)
+		e, found, err := s.GetKind(key, keyspace.KindReservation, now)
+		var r *ReservationState
+		if found {
+			r, _ = s.Object(e).(*ReservationState)
+		}
+		x.unlock(s)
+		switch {
+		case err != nil:
+			x.error(err)
+			return
+		case !found:
+			x.w.Null()
+			return
+		case r == nil:
+			x.error(errCorruptReservation)
+			return
+		}
+		locks := txLocks{ks: x.m.keys, slots: []int{keySlot}}
+		for i := range r.Limits {
+			locks.slots = append(locks.slots, slot.Of([]byte(r.Limits[i].Key)))
+		}
+		took := x.holdGroup(&locks)
+		done := x.settleHeld(key, r, actual, resp.EqualFold(args[0], "rl.cancel"))
+		x.releaseGroup(&locks, took)
+		if done {
+			return
+		}
+	}
+	x.error(errors.New("the reservation kept changing while it was settled; try again"))
+}
+
+// settleHeld settles r, held at key, with every slot it touches held. It
+// reports false when the key no longer holds r (settled or replaced
+// meanwhile): the caller looks again.
+func (x *exec) settleHeld(key []byte, r *ReservationState, actual int64, cancel bool) bool {
+	s, now := x.lockSlot(slot.Of(key))
+	e, found, _ := s.GetKind(key, keyspace.KindReservation, now)
+	if !found {
+		x.w.Null()
+		return true
+	}
+	if cur, _ := s.Object(e).(*ReservationState); cur != r {
+		return false
+	}
+	s.Delete(e)
+	out := make([]settled, len(r.Limits))
+	for i := range r.Limits {
+		l := &r.Limits[i]
+		var err error
+		switch {
+		case actual < l.Units:
+			out[i].refunded, err = x.refund(l, l.Units-actual, now)
+		case actual > l.Units:
+			out[i].charged, err = x.force(l, actual-l.Units, now)
+		}
+		if err != nil {
+			// A limit that cannot be settled (its key now holds another
+			// kind) is left as it is; the others settle.
+			out[i] = settled{}
+		}
+	}
+	if cancel {
+		x.m.reservations.cancelled.Add(1)
+	} else {
+		x.m.reservations.settled.Add(1)
+	}
+	x.w.Array(len(r.Limits))
+	for i := range r.Limits {
+		x.w.Array(5)
+		x.w.BulkString(r.Limits[i].Name)
+		x.w.Int(r.Limits[i].Units)
+		x.w.Int(actual)
+		x.w.Int(out[i].refunded)
+		x.w.Int(out[i].charged)
+	}
+	return true
+}
+
+// refund gives n units of l back at now and returns how many went back.
+func (x *exec) refund(l *HeldLimit, n, now int64) (int64, error) {
+	key := []byte(l.Key)
+	s, _ := x.lockKey(key)
+	defer x.unlock(s)
+	e, found, err := s.GetKind(key, l.Kind, now)
+	if err != nil || !found {
+		return 0, err // gone: nothing left to give back
+	}
+	switch l.Kind {
+	case keyspace.KindGCRA:
+		if l.Step <= 0 {
+			return 0, nil
+		}
+		tat, given := gcra.Refund(s.Word(e), l.Anchor, l.Units, l.Units-n, l.Step, now)
+		s.SetWord(e, tat)
+		// The time given back, in units to the nearest: a refund a
+		// nanosecond after the charge gives back all but that nanosecond.
+		return min((given+l.Step/2)/l.Step, n), nil
+	case keyspace.KindSlidingCounter:
+		st, err := windowStateOf[window.CounterState](s, e)
+		if err != nil {
+			return 0, err
+		}
+		st, given := st.Refund(l.Step, l.Anchor, n)
+		return given, storeInline(s, key, l.Kind, e, true, s.Word(e), &st)
+	case keyspace.KindFixedWindow:
+		st, err := windowStateOf[window.FixedState](s, e)
+		if err != nil {
+			return 0, err
+		}
+		st, given := st.Refund(l.Step, l.Anchor, n)
+		return given, storeInline(s, key, l.Kind, e, true, s.Word(e), &st)
+	case keyspace.KindSlidingLog:
+		st, err := x.logAt(s, e)
+		if err != nil {
+			return 0, err
+		}
+		st, given := st.Refund(l.Anchor, n)
+		if given == 0 {
+			return 0, nil
+		}
+		return given, storeLog(s, key, e, true, &st, s.Word(e), &x.bufs.enc)
+	case keyspace.KindQuota:
+		st, err := x.m.quotaAt(s, e)
+		if err != nil {
+			return 0, err
+		}
+		given, err := st.RefundIn(l.Anchor, now, n)
+		if err != nil || given == 0 {
+			return 0, err
+		}
+		if err := storeQuota(s, key, e, true, &st); err != nil {
+			return 0, err
+		}
+		x.journaled(x.m.quotaChanged(key, &st))
+		return given, nil
+	}
+	return 0, nil
+}
+
+// force charges n more units of l at now, past its limit if it must, and
+// returns how many were charged.
+func (x *exec) force(l *HeldLimit, n, now int64) (int64, error) {
+	key := []byte(l.Key)
+	s, _ := x.lockKey(key)
+	defer x.unlock(s)
+	e, found, err := s.GetKind(key, l.Kind, now)
+	if err != nil {
+		return 0, err
+	}
+	p := window.Params{Limit: l.Limit, Window: l.Step}
+	switch l.Kind {
+	case keyspace.KindGCRA:
+		var tat int64
+		if found {
+			tat = s.Word(e)
+		}
+		next, err := gcra.Force(tat, found, now, n, l.Step)
+		if err != nil {
+			return 0, err
+		}
+		if found {
+			s.SetWord(e, next)
+		} else if _, err := s.Insert(key, keyspace.KindGCRA, next, nil); err != nil {
+			return 0, err
+		}
+		return n, nil
+	case keyspace.KindSlidingCounter:
+		var st window.CounterState
+		if found {
+			if st, err = windowStateOf[window.CounterState](s, e); err != nil {
+				return 0, err
+			}
+		}
+		st, exp, err := st.Force(found, now, p, n)
+		if err != nil {
+			return 0, err
+		}
+		return n, storeInline(s, key, l.Kind, e, found, exp, &st)
+	case keyspace.KindFixedWindow:
+		var st window.FixedState
+		if found {
+			if st, err = windowStateOf[window.FixedState](s, e); err != nil {
+				return 0, err
+			}
+		}
+		st, exp, err := st.Force(found, now, p, n)
+		if err != nil {
+			return 0, err
+		}
+		return n, storeInline(s, key, l.Kind, e, found, exp, &st)
+	case keyspace.KindSlidingLog:
+		var st window.LogState
+		if found {
+			if st, err = x.logAt(s, e); err != nil {
+				return 0, err
+			}
+			st = st.Clone()
+		}
+		st, exp, err := st.Force(found, now, p, n)
+		if err != nil {
+			return 0, err
+		}
+		return n, storeLog(s, key, e, found, &st, exp, &x.bufs.enc)
+	case keyspace.KindQuota:
+		if !found {
+			return 0, nil // its schedule went with it: nothing to count in
+		}
+		st, err := x.m.quotaAt(s, e)
+		if err != nil {
+			return 0, err
+		}
+		st, err = quota.Force(st, true, now, st.Limit, st.Schedule, n)
+		if err != nil {
+			return 0, err
+		}
+		if err := storeQuota(s, key, e, true, &st); err != nil {
+			return 0, err
+		}
+		x.journaled(x.m.quotaChanged(key, &st))
+		return n, nil
+	}
+	return 0, nil
+}
+
+// logAt is the sliding log a record holds (decoded into the apply's
+// scratch when inline: valid until the next decode).
+func (x *exec) logAt(s *keyspace.Slot, e keyspace.Entry) (window.LogState, error) {
+	if e.Inline() {
+		if err := x.bufs.log.DecodeReusing(s.State(e)); err != nil {
+			return window.LogState{}, err
+		}
+		return x.bufs.log, nil
+	}
+	st, ok := s.Object(e).(*window.LogState)
+	if !ok || st == nil {
+		return window.LogState{}, window.ErrCorrupt
+	}
+	return *st, nil
+}

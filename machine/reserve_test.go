@@ -1,0 +1,203 @@
+package machine
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/quota"
+	"github.com/sluice-rl/sluice/slot"
+)
+
+const reserveRules = `domain: llm
+descriptors:
+  - key: fixed
+    rate_limit: {name: fixed, unit: minute, requests_per_unit: 100}
+  - key: sliding
+    rate_limit: {name: sliding, unit: minute, requests_per_unit: 100, sluice: {algorithm: sliding}}
+  - key: exact
+    rate_limit: {name: exact, unit: minute, requests_per_unit: 100, sluice: {algorithm: sliding-exact}}
+  - key: gcra
+    rate_limit: {name: gcra, unit: minute, requests_per_unit: 60, sluice: {algorithm: gcra, burst: 99}}
+  - key: quota
+    rate_limit: {name: quota, unit: day, requests_per_unit: 100, sluice: {algorithm: quota}}
+`
+
+// Every algorithm: a reserve charges like RL.CHECK, a retried reserve
+// charges nothing, a settle below the reservation gives the rest back and
+// one above charges the difference, and the counters read as if the
+// request had cost what it settled for.
+func TestReserveSettleEveryAlgorithm(t *testing.T) {
+	for _, alg := range []string{"fixed", "sliding", "exact", "gcra", "quota"} {
+		t.Run(alg, func(t *testing.T) {
+			m := New(Options{})
+			if got := do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules); got != "+OK\r\n" {
+				t.Fatal(got)
+			}
+			check := func(now int64) string { return five(t, do(m, now, "RL.CHECK", "llm", "COST", "0", "DESCRIPTOR", alg, "a")) }
+			if got := five(t, do(m, t0, "RL.RESERVE", "llm", "req-1", "60", "COST", "40", "DESCRIPTOR", alg, "a")); !strings.HasPrefix(got, "0 100 60 ") {
+				t.Fatalf("reserve: %s", got)
+			}
+			if got := five(t, do(m, t0+1, "RL.RESERVE", "llm", "req-1", "60", "COST", "40", "DESCRIPTOR", alg, "a")); !strings.HasPrefix(got, "0 100 60 ") {
+				t.Fatalf("retried reserve: %s", got)
+			}
+			if got := check(t0 + 2); !strings.HasPrefix(got, "0 100 60 ") {
+				t.Fatalf("the retry charged: %s", got)
+			}
+			got := do(m, t0+3, "RL.SETTLE", "llm", "req-1", "15")
+			if want := "*1\r\n*5\r\n$" + strconv.Itoa(len(alg)) + "\r\n" + alg + "\r\n:40\r\n:15\r\n:25\r\n:0\r\n"; got != want {
+				t.Fatalf("settle: %q, want %q", got, want)
+			}
+			if got := check(t0 + 4); !strings.HasPrefix(got, "0 100 85 ") {
+				t.Fatalf("after settling for 15 of 40: %s", got)
+			}
+			if got := do(m, t0+5, "RL.SETTLE", "llm", "req-1", "15"); got != "$-1\r\n" {
+				t.Fatalf("a second settle: %q", got)
+			}
+			// Above the reservation: charged, past the limit if it must.
+			do(m, t0+6, "RL.RESERVE", "llm", "req-2", "60", "COST", "10", "DESCRIPTOR", alg, "a")
+			got = do(m, t0+7, "RL.SETTLE", "llm", "req-2", "110")
+			if !strings.HasSuffix(got, ":10\r\n:110\r\n:0\r\n:100\r\n") {
+				t.Fatalf("settle above: %q", got)
+			}
+			if got := check(t0 + 8); !strings.HasPrefix(got, "1 100 0 ") && !strings.HasPrefix(got, "0 100 0 ") {
+				t.Fatalf("after 125 units on a limit of 100: %s", got)
+			}
+			// Cancel gives everything back.
+			m2 := New(Options{})
+			do(m2, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules)
+			do(m2, t0, "RL.RESERVE", "llm", "c", "60", "COST", "30", "DESCRIPTOR", alg, "a")
+			if got := do(m2, t0+1, "RL.CANCEL", "llm", "c"); !strings.HasSuffix(got, ":30\r\n:0\r\n:30\r\n:0\r\n") {
+				t.Fatalf("cancel: %q", got)
+			}
+			if got := five(t, do(m2, t0+2, "RL.CHECK", "llm", "COST", "0", "DESCRIPTOR", alg, "a")); !strings.HasPrefix(got, "0 100 100 ") {
+				t.Fatalf("after cancel: %s", got)
+			}
+		})
+	}
+}
+
+// A reservation not settled within its ttl keeps its charge and is gone:
+// at the instant the log applies, not the wall clock.
+func TestReservationExpiresAtTheLogsInstant(t *testing.T) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules)
+	do(m, t0, "RL.RESERVE", "llm", "r", "10", "COST", "30", "DESCRIPTOR", "quota", "a")
+	do(m, t0, "RL.RESERVE", "llm", "r2", "10", "COST", "30", "DESCRIPTOR", "quota", "a")
+	if c := m.Reservations(); c.Reserved != 2 || c.Held != 2 {
+		t.Fatalf("counts: %+v", c)
+	}
+	if got := do(m, t0+10e9-1, "RL.SETTLE", "llm", "r", "0"); got == "$-1\r\n" {
+		t.Fatal("gone before its ttl")
+	}
+	if got := do(m, t0+10e9, "RL.SETTLE", "llm", "r2", "0"); got != "$-1\r\n" {
+		t.Fatalf("after its ttl: %q", got)
+	}
+	if got := five(t, do(m, t0+10e9, "RL.CHECK", "llm", "COST", "0", "DESCRIPTOR", "quota", "a")); !strings.HasPrefix(got, "0 100 70 ") { // r given back, r2 kept
+		t.Fatalf("an expired reservation keeps its charge: %s", got)
+	}
+	m.Sweep(&keyspace.SweepCursor{}, 1<<20, 0)
+	if c := m.Reservations(); c.Reserved != 2 || c.Settled != 1 || c.Held != 0 || c.Expired != 1 {
+		t.Fatalf("counts: %+v", c)
+	}
+}
+
+// Bad input is a clear error and charges nothing.
+func TestReserveBadInput(t *testing.T) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules)
+	long := strings.Repeat("x", 257)
+	for _, tc := range [][]string{
+		{"RL.RESERVE", "llm", "r", "0", "DESCRIPTOR", "fixed", "a"},
+		{"RL.RESERVE", "llm", "r", "-1", "DESCRIPTOR", "fixed", "a"},
+		{"RL.RESERVE", "llm", "r", "86401", "DESCRIPTOR", "fixed", "a"},
+		{"RL.RESERVE", "llm", "", "10", "DESCRIPTOR", "fixed", "a"},
+		{"RL.RESERVE", "llm", long, "10", "DESCRIPTOR", "fixed", "a"},
+		{"RL.RESERVE", "llm", "r", "10", "COST", "-1", "DESCRIPTOR", "fixed", "a"},
+		{"RL.RESERVE", "llm", "r", "10", "COST", "99999999999999999999", "DESCRIPTOR", "fixed", "a"},
+		{"RL.RESERVE", "llm", "r", "10", "DESCRIPTOR", "fixed"},
+		{"RL.SETTLE", "llm", "r", "-1"},
+		{"RL.SETTLE", "llm", "r", "4294967296"},
+		{"RL.SETTLE", "llm", long, "1"},
+		{"RL.CANCEL", "llm", ""},
+	} {
+		got := do(m, t0, tc...)
+		if !strings.HasPrefix(got, "-ERR ") || strings.Contains(got, "internal") {
+			t.Errorf("%q: %q", tc, got)
+		}
+		if bad := m.Check(words(tc...)); bad == "" {
+			t.Errorf("%q passes the check before the log", tc)
+		}
+	}
+	if got := five(t, do(m, t0, "RL.CHECK", "llm", "COST", "0", "DESCRIPTOR", "fixed", "a")); !strings.HasPrefix(got, "0 100 100 ") {
+		t.Fatalf("bad input charged: %s", got)
+	}
+	// An unknown domain limits nothing; its reservation settles empty.
+	if got := five(t, do(m, t0, "RL.RESERVE", "nope", "r", "10", "DESCRIPTOR", "k", "v")); !strings.HasPrefix(got, "0 -1 -1 -1 0") {
+		t.Fatalf("unknown domain: %s", got)
+	}
+	if got := do(m, t0, "RL.SETTLE", "nope", "r", "5"); got != "*0\r\n" {
+		t.Fatalf("settle of an unlimited reservation: %q", got)
+	}
+}
+
+// A held reservation goes through a snapshot (AppendState, DecodeState,
+// StoreState, as persist and a Raft snapshot move it) and settles the
+// same on the restored machine; every cut or flipped byte of its encoding
+// is refused or read whole, never a panic.
+func TestReservationSurvivesASnapshot(t *testing.T) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules)
+	do(m, t0, "RL.RESERVE", "llm", "held", "60", "COST", "40", "DESCRIPTOR", "gcra", "a", "DESCRIPTOR", "exact", "a", "DESCRIPTOR", "quota", "a")
+	restored := New(Options{})
+	var enc []byte
+	for i := range slot.Count {
+		s := m.keys.Lock(i)
+		s.Keys(m.Applied(), func(key []byte, e keyspace.Entry) bool {
+			b, err := AppendState(nil, s, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Kind() == keyspace.KindReservation {
+				enc = b
+			}
+			obj, err := DecodeState(e.Kind(), b, quota.LoadZone)
+			if err != nil {
+				t.Fatalf("%q: %v", key, err)
+			}
+			r := restored.keys.LockKey(key)
+			if err := StoreState(r, key, e.Kind(), s.Word(e), obj); err != nil {
+				t.Fatal(err)
+			}
+			r.Unlock()
+			return true
+		})
+		s.Unlock()
+	}
+	restored.Restore(m.Applied())
+	if d1, _ := m.Digest(); d1 != must(restored.Digest()) {
+		t.Fatal("digests differ after the restore")
+	}
+	a, b := do(m, t0+5, "RL.SETTLE", "llm", "held", "10"), do(restored, t0+5, "RL.SETTLE", "llm", "held", "10")
+	if a != b || !strings.HasPrefix(a, "*3\r\n") {
+		t.Fatalf("settle %q, restored %q", a, b)
+	}
+	if enc == nil {
+		t.Fatal("no reservation record")
+	}
+	for i := range enc {
+		for _, cut := range [][]byte{enc[:i], append(append([]byte(nil), enc[:i]...), append([]byte{enc[i] ^ 0xff}, enc[i+1:]...)...)} {
+			if r, err := decodeReservation(cut); err == nil && r == nil {
+				t.Fatalf("%x: nil without an error", cut)
+			}
+		}
+	}
+}
+
+func must(s string, err error) string {
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
