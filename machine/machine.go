@@ -39,9 +39,9 @@ type Machine struct {
 	changes atomic.Int64
 	// reservations counts RL.RESERVE's reservations by how they ended.
 	reservations struct{ reserved, settled, cancelled atomic.Int64 }
-	durable Durability
-	log     *slog.Logger
-	zones   zoneCache
+	durable      Durability
+	log          *slog.Logger
+	zones        zoneCache
 	// frozen is the open point-in-time view, if any (see Freeze).
 	frozen atomic.Pointer[Frozen]
 	// ruleState mirrors the value of RulesKey (nil: no rules), so RL.CHECK

@@ -42,15 +42,15 @@ func reserveCommands() []*Command {
 		FirstKey: 1, LastKey: 1, Step: 1,
 		Group: "sluice", Since: "1.3.0", Complexity: "O(L) where L is the number of limits reserved",
 		Summary: "Settles a reservation with the actual cost: gives back what was not used, charges what was used beyond (past the limit if it must); replies [name, reserved, actual, refunded, charged] per limit, or nil for an unknown or expired id.",
-		Args: []Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}, {Name: "actual-cost", Type: "integer"}},
-		run:  runSettle, check: checkSettle,
+		Args:    []Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}, {Name: "actual-cost", Type: "integer"}},
+		run:     runSettle, check: checkSettle,
 	}, {
 		Name: "rl.cancel", slots: allSlots, Arity: 3, Flags: []string{"write", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
 		Group: "sluice", Since: "1.3.0", Complexity: "O(L) where L is the number of limits reserved",
 		Summary: "RL.SETTLE with an actual cost of 0: gives back everything the reservation holds.",
-		Args: []Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}},
-		run:  runSettle, check: checkSettle,
+		Args:    []Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}},
+		run:     runSettle, check: checkSettle,
 	}}
 }
 

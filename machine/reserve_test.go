@@ -35,7 +35,9 @@ func TestReserveSettleEveryAlgorithm(t *testing.T) {
 			if got := do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules); got != "+OK\r\n" {
 				t.Fatal(got)
 			}
-			check := func(now int64) string { return five(t, do(m, now, "RL.CHECK", "llm", "COST", "0", "DESCRIPTOR", alg, "a")) }
+			check := func(now int64) string {
+				return five(t, do(m, now, "RL.CHECK", "llm", "COST", "0", "DESCRIPTOR", alg, "a"))
+			}
 			if got := five(t, do(m, t0, "RL.RESERVE", "llm", "req-1", "60", "COST", "40", "DESCRIPTOR", alg, "a")); !strings.HasPrefix(got, "0 100 60 ") {
 				t.Fatalf("reserve: %s", got)
 			}
