@@ -140,6 +140,7 @@ func (c *Ctx) infoFields(name string) [][2]string {
 	case "persistence":
 		return c.persistenceInfo()
 	case "stats":
+		rc := e.Machine.Reservations()
 		return [][2]string{
 			{"total_connections_received", itoa(e.Stats.ConnectionsReceived.Load())},
 			{"total_commands_processed", itoa(e.Table.Calls())},
@@ -150,6 +151,11 @@ func (c *Ctx) infoFields(name string) [][2]string {
 			{"evicted_keys", "0"},
 			{"evicted_clients", "0"},
 			{"limited_requests", itoa(e.Table.limitedTotal())},
+			{"reservations_held", itoa(rc.Held)},
+			{"reservations_reserved", itoa(rc.Reserved)},
+			{"reservations_settled", itoa(rc.Settled)},
+			{"reservations_cancelled", itoa(rc.Cancelled)},
+			{"reservations_expired", itoa(rc.Expired)},
 		}
 	case "replication":
 		return c.replicationInfo()

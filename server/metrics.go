@@ -30,7 +30,7 @@ var metricDescs = []struct {
 	{"sluice_decisions_total", "Limiter decisions, by command and outcome (allowed, limited).", []string{"command", "outcome"}},
 	{"sluice_command_duration_seconds", "Time spent running each command (on a replicated node, until its entry is queued; see sluice_raft_commit_duration_seconds).", []string{"command"}},
 	{"sluice_command_errors_total", "Commands that answered an error, by command.", []string{"command"}},
-	{"sluice_rule_decisions_total", "RL.CHECK decisions by the rule the reply names, and outcome (on the node that applied them; a replicated leader counts by command only).", []string{"domain", "rule", "outcome"}},
+	{"sluice_rule_decisions_total", "RL.CHECK decisions by the rule the reply names, and outcome (on the node that applied them: a single node, or a replicated leader).", []string{"domain", "rule", "outcome"}},
 	{"sluice_rule_shadow_refusals_total", "Requests a shadow-mode rule would have refused.", []string{"domain", "rule"}},
 	{"sluice_apply_panics_total", "Applies that panicked and answered an internal error instead (a bug: the log line has its stack), by command.", []string{"command"}},
 	{"sluice_throttled_top_refusals", "Refusals of the most-refused keys (THROTTLED.TOP) in the recent window, by rank 1-10 — the keys themselves are on the status page and THROTTLED.TOP, never labels.", []string{"rank"}},
@@ -39,6 +39,8 @@ var metricDescs = []struct {
 	{"sluice_connections_rejected_total", "Connections refused at max clients.", nil},
 	{"sluice_expired_keys_total", "Keys removed by the expiry sweep.", nil},
 	{"sluice_keys", "Keys held, expired ones not yet swept included.", nil},
+	{"sluice_reservations_held", "Reservations (RL.RESERVE) held, expired ones not yet swept included.", nil},
+	{"sluice_reservations_total", "Reservations since start, by how they ended: reserved, settled, cancelled, expired.", []string{"outcome"}},
 	{"sluice_offheap_allocated_bytes", "Off-heap memory the keyspace's blocks take.", nil},
 	{"sluice_offheap_held_bytes", "Off-heap memory held for the keyspace (may be resident).", nil},
 	{"sluice_quota_store_commits_total", "Batches committed to the quota store.", nil},
@@ -144,6 +146,12 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	counter("sluice_expired_keys_total", float64(st.ExpiredKeys.Load()))
 	ks := m.env.Machine.Keys().Stats()
 	gauge("sluice_keys", float64(ks.Keys))
+	rc := m.env.Machine.Reservations()
+	gauge("sluice_reservations_held", float64(rc.Held))
+	counter("sluice_reservations_total", float64(rc.Reserved), "reserved")
+	counter("sluice_reservations_total", float64(rc.Settled), "settled")
+	counter("sluice_reservations_total", float64(rc.Cancelled), "cancelled")
+	counter("sluice_reservations_total", float64(rc.Expired), "expired")
 	gauge("sluice_offheap_allocated_bytes", float64(ks.OffHeap.Allocated))
 	gauge("sluice_offheap_held_bytes", float64(ks.OffHeap.Held))
 	if m.store != nil {
