@@ -330,6 +330,10 @@ func (x *exec) settleHeld(key []byte, r *ReservationState, actual int64, cancel 
 }
 
 // refund gives n units of l back at now and returns how many went back.
+// An Anchor of -1 says the units were the latest charged (a refund with no
+// reservation, Envoy's is_negative_hits): GCRA's from its TAT, the window
+// kinds' from the (sub-)window or log entry that counted last, a
+// quota's from its current period.
 func (x *exec) refund(l *HeldLimit, n, now int64) (int64, error) {
 	key := []byte(l.Key)
 	s, _ := x.lockKey(key)
@@ -343,7 +347,11 @@ func (x *exec) refund(l *HeldLimit, n, now int64) (int64, error) {
 		if l.Step <= 0 {
 			return 0, nil
 		}
-		tat, given := gcra.Refund(s.Word(e), l.Anchor, l.Units, l.Units-n, l.Step, now)
+		base := l.Anchor
+		if base < 0 {
+			base = s.Word(e) - min(l.Units*l.Step, s.Word(e))
+		}
+		tat, given := gcra.Refund(s.Word(e), base, l.Units, l.Units-n, l.Step, now)
 		s.SetWord(e, tat)
 		// The time given back, in units to the nearest: a refund a
 		// nanosecond after the charge gives back all but that nanosecond.
@@ -353,21 +361,21 @@ func (x *exec) refund(l *HeldLimit, n, now int64) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		st, given := st.Refund(l.Step, l.Anchor, n)
+		st, given := st.Refund(l.Step, anchorOr(l.Anchor, st.Start), n)
 		return given, storeInline(s, key, l.Kind, e, true, s.Word(e), &st)
 	case keyspace.KindFixedWindow:
 		st, err := windowStateOf[window.FixedState](s, e)
 		if err != nil {
 			return 0, err
 		}
-		st, given := st.Refund(l.Step, l.Anchor, n)
+		st, given := st.Refund(l.Step, anchorOr(l.Anchor, st.Start), n)
 		return given, storeInline(s, key, l.Kind, e, true, s.Word(e), &st)
 	case keyspace.KindSlidingLog:
 		st, err := x.logAt(s, e)
 		if err != nil {
 			return 0, err
 		}
-		st, given := st.Refund(l.Anchor, n)
+		st, given := st.Refund(anchorOr(l.Anchor, st.Tail()), n)
 		if given == 0 {
 			return 0, nil
 		}
@@ -377,7 +385,14 @@ func (x *exec) refund(l *HeldLimit, n, now int64) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		given, err := st.RefundIn(l.Anchor, now, n)
+		start := l.Anchor
+		if start < 0 {
+			if _, err := st.Get(now); err != nil { // rolled to the current period
+				return 0, err
+			}
+			start = st.Start
+		}
+		given, err := st.RefundIn(start, now, n)
 		if err != nil || given == 0 {
 			return 0, err
 		}
@@ -388,6 +403,15 @@ func (x *exec) refund(l *HeldLimit, n, now int64) (int64, error) {
 		return given, nil
 	}
 	return 0, nil
+}
+
+// anchorOr is anchor, or for a refund of the latest charge (-1) latest:
+// the (sub-)window the state counted its last charge in.
+func anchorOr(anchor, latest int64) int64 {
+	if anchor < 0 {
+		return latest
+	}
+	return anchor
 }
 
 // force charges n more units of l at now, past its limit if it must, and

@@ -203,3 +203,36 @@ func must(s string, err error) string {
 	}
 	return s
 }
+
+// Envoy's is_negative_hits, as RL.SHOULDRATELIMIT's hits "-N": the units
+// go back off the latest charge, whatever the decision, the status is OK
+// and reports the state after it; it never refuses a request.
+func TestShouldRateLimitNegativeHits(t *testing.T) {
+	for _, alg := range []string{"fixed", "sliding", "exact", "gcra", "quota"} {
+		m := New(Options{})
+		do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules)
+		remaining := func() string { return five(t, do(m, t0+2, "RL.CHECK", "llm", "COST", "0", "DESCRIPTOR", alg, "a")) }
+		do(m, t0, "RL.CHECK", "llm", "COST", "100", "DESCRIPTOR", alg, "a")
+		got := do(m, t0+1, "RL.SHOULDRATELIMIT", "llm", "1", "1", "-30", "-", "-", alg, "a")
+		if !strings.HasPrefix(got, "*2\r\n:1\r\n*9\r\n:1\r\n") || !strings.Contains(got, "\r\n:30\r\n") {
+			t.Errorf("%s: negative hits: %q", alg, got)
+		}
+		if r := remaining(); !strings.HasPrefix(r, "0 100 30 ") {
+			t.Errorf("%s: after giving 30 back: %s", alg, r)
+		}
+		// Never below nothing counted.
+		do(m, t0+1, "RL.SHOULDRATELIMIT", "llm", "1", "1", "-500", "-", "-", alg, "a")
+		if r := remaining(); !strings.HasPrefix(r, "0 100 100 ") {
+			t.Errorf("%s: after giving back more than was counted: %s", alg, r)
+		}
+	}
+	m := New(Options{})
+	if got := do(m, t0, "RL.SHOULDRATELIMIT", "llm", "1", "1", "-0", "-", "-", "k", "v"); got != "*2\r\n:1\r\n*9\r\n:1\r\n:-1\r\n$0\r\n\r\n$0\r\n\r\n:0\r\n:-1\r\n:0\r\n:-1\r\n:0\r\n" {
+		t.Errorf("-0 is 0 hits: %q", got)
+	}
+	for _, bad := range []string{"-4294967296", "--1", "- 1"} {
+		if got := do(m, t0, "RL.SHOULDRATELIMIT", "llm", "1", "1", bad, "-", "-", "k", "v"); !strings.HasPrefix(got, "-ERR a descriptor's hits") {
+			t.Errorf("hits %q: %q", bad, got)
+		}
+	}
+}

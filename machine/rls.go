@@ -73,8 +73,10 @@ func rlsCommands() []*Command {
 // req.entries[from:to].
 type rlsDescriptor struct {
 	from, to int
-	// hits is the descriptor's cost.
-	hits int64
+	// hits is the descriptor's cost; when negative is set, the units it
+	// gives back instead (Envoy's is_negative_hits).
+	hits     int64
+	negative bool
 	// limit and unit are the descriptor's own limit (unit NoUnit: none).
 	limit int64
 	unit  policy.Unit
@@ -113,10 +115,13 @@ func parseShouldRateLimit(args [][]byte, req *plan) string {
 		d := rlsDescriptor{hits: hits}
 		if string(args[i+1]) != "-" {
 			v, ok := resp.ParseInt(args[i+1])
-			if !ok || v < 0 || v > maxRLSValue {
-				return "ERR a descriptor's hits must be '-' or an integer in [0, 4294967295]"
+			if !ok || v < -maxRLSValue || v > maxRLSValue || (v < 0 && args[i+1][0] != '-') {
+				return "ERR a descriptor's hits must be '-' or an integer in [-4294967295, 4294967295]"
 			}
-			d.hits = v
+			d.hits, d.negative = v, v < 0
+			if d.negative {
+				d.hits = -v
+			}
 		}
 		rpu, unit := string(args[i+2]), string(args[i+3])
 		switch {
@@ -199,14 +204,24 @@ func runShouldRateLimit(x *exec, args [][]byte) {
 				c = p.addRule(r, entries)
 			}
 			c.cost, c.hasCost = desc.hits, true
+			if desc.negative {
+				// A refund: it takes part in no decision (checked at no
+				// cost, never refusing); its units go back afterwards.
+				c.cost, c.shadow = 0, true
+			}
 			p.of = append(p.of, len(p.checks)-1)
 		}
 	}
 	var v verdict
 	if len(p.checks) > 0 {
 		p.seal()
+		now, ds, took := x.lockPlan(p)
+		defer x.releaseGroup(&p.locks, took)
 		var err error
-		if v, err = x.decide(p); err != nil {
+		if v, err = x.decideLocked(p, now, ds, nil); err == nil {
+			err = x.negativeHits(p, now)
+		}
+		if err != nil {
 			x.error(err)
 			return
 		}
@@ -224,11 +239,46 @@ func runShouldRateLimit(x *exec, args [][]byte) {
 		} else if i < len(p.matched) && p.matched[i] != nil {
 			unlimited = p.matched[i].Algorithm == policy.Unlimited
 		}
-		statuses = append(statuses, rlsStatus(c, desc, unlimited, v.refused, v.now))
+		st := rlsStatus(c, desc, unlimited, v.refused, v.now)
+		if desc.negative {
+			st.Code = RLSCodeOK // a refund is never over the limit
+		}
+		statuses = append(statuses, st)
 	}
 	x.bufs.statuses = statuses
 	x.out.Statuses = statuses
 	writeRLS(x.w, v.refused, statuses)
+}
+
+// negativeHits gives back the units of the plan's negative descriptors
+// (Envoy's is_negative_hits), whatever the decision, as refunds of the
+// latest charge (HeldLimit.Anchor -1): GCRA's TAT moves back by the units
+// (never before now), the window kinds give them back off the
+// (sub-)window that counted last (a sliding log off its newest entry), a
+// quota off its current period — floored at nothing counted. Each status then reports
+// the state after it.
+func (x *exec) negativeHits(p *plan, now int64) error {
+	for i, desc := range p.descs {
+		if !desc.negative || i >= len(p.of) || p.of[i] < 0 {
+			continue
+		}
+		j := p.of[i]
+		c := &p.checks[j]
+		if c.deny {
+			continue
+		}
+		l := HeldLimit{Key: string(c.key), Kind: c.kind, Units: desc.hits, Anchor: -1, Step: c.win.Window, Limit: c.win.Limit}
+		if c.kind == keyspace.KindGCRA {
+			l.Step = c.gcra.EmissionInterval()
+		}
+		if _, err := x.refund(&l, desc.hits, now); err != nil {
+			return err
+		}
+		if err := c.evaluate(x.m, c.slot, now, 0, nil, x.bufs.logScratch(j)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // descriptorLimitCheck is the check of a descriptor's own limit: a fixed

@@ -30,7 +30,7 @@ const maxUint32 = 1<<32 - 1
 // check refuses what the service will not decide: an empty domain, no
 // descriptors, a descriptor with no entries, an entry with an empty key,
 // more descriptors or entries than the limits, oversized keys or values,
-// and fields sluice does not implement (negative hits, a unit
+// and fields sluice does not implement (a unit
 // multiplier other than 1).
 func (l Limits) check(req *pb.RateLimitRequest) error {
 	switch {
@@ -62,9 +62,6 @@ func (l Limits) check(req *pb.RateLimitRequest) error {
 				return invalid("descriptor %d, entry %d: the value is %d bytes, more than %d", i, j, len(e.Value), l.ValueBytes)
 			}
 		}
-		if d.GetIsNegativeHits() {
-			return invalid("descriptor %d: negative hits (refunds) are not supported", i)
-		}
 		if h := d.GetHitsAddend(); h != nil && h.GetValue() > maxUint32 {
 			return invalid("descriptor %d: hits_addend %d is more than %d", i, h.GetValue(), uint64(maxUint32))
 		}
@@ -91,9 +88,22 @@ func commandArgs(req *pb.RateLimitRequest) [][]byte {
 	dash := []byte("-")
 	for _, d := range req.Descriptors {
 		args = append(args, strconv.AppendInt(nil, int64(len(d.Entries)), 10))
-		if h := d.GetHitsAddend(); h != nil {
+		switch h := d.GetHitsAddend(); {
+		case d.GetIsNegativeHits():
+			// A refund (is_negative_hits): the descriptor's hits, else the
+			// request's (0 means 1), given back as "-N".
+			n := uint64(max(req.HitsAddend, 1))
+			if h != nil {
+				n = h.GetValue()
+			}
+			if n == 0 {
+				args = append(args, []byte("0")) // nothing to give back
+			} else {
+				args = append(args, append([]byte("-"), strconv.AppendUint(nil, n, 10)...))
+			}
+		case h != nil:
 			args = append(args, strconv.AppendUint(nil, h.GetValue(), 10))
-		} else {
+		default:
 			args = append(args, dash)
 		}
 		if o := d.GetLimit(); o != nil {

@@ -211,8 +211,6 @@ func TestRLSBadRequestsAndLoad(t *testing.T) {
 	for range 65 {
 		many.Descriptors = append(many.Descriptors, rlsRequest("x", 0, "key2=bad").Descriptors...)
 	}
-	negative := rlsRequest("another", 1, "key2=bad")
-	negative.Descriptors[0].IsNegativeHits = true
 	badUnit := rlsRequest("another", 1, "key2=bad")
 	badUnit.Descriptors[0].Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}
 	for _, tc := range []struct {
@@ -225,7 +223,6 @@ func TestRLSBadRequestsAndLoad(t *testing.T) {
 		{rlsRequest("another", 1, "=v"), "key must not be empty"},
 		{many, "more than 64"},
 		{rlsRequest("another", 1, "key2="+strings.Repeat("v", 5000)), "more than 4096"},
-		{negative, "negative hits"},
 		{badUnit, "limit unit"},
 	} {
 		_, err := c.ShouldRateLimit(ctx(t), tc.req)
@@ -340,6 +337,23 @@ func TestRLSServiceSurface(t *testing.T) {
 	}
 	if code, body = post(`{"domain":"basic","descriptors":[{"entries":[{"key":"one_per_minute","value":"j"}]}]}`); code != 429 || !strings.Contains(body, "OVER_LIMIT") {
 		t.Fatalf("POST /json over the limit: %d %s", code, body)
+	}
+	// is_negative_hits gives units back, over gRPC and /json: OK, and the
+	// state after it.
+	if _, err := c.ShouldRateLimit(ctx(t), rlsRequest("another", 12, "key4=refund")); err != nil {
+		t.Fatal(err)
+	}
+	back := rlsRequest("another", 5, "key4=refund")
+	back.Descriptors[0].IsNegativeHits = true
+	if resp, err := c.ShouldRateLimit(ctx(t), back); err != nil || resp.OverallCode != codeOK || resp.Statuses[0].Code != codeOK || resp.Statuses[0].LimitRemaining != 13 {
+		t.Fatalf("is_negative_hits: %v %v", resp, err)
+	}
+	code, body = post(`{"domain":"another","hitsAddend":3,"descriptors":[{"entries":[{"key":"key4","value":"refund"}],"isNegativeHits":true}]}`)
+	if err := protojson.Unmarshal([]byte(body), &jr); code != 200 || err != nil || jr.Statuses[0].LimitRemaining != 16 {
+		t.Fatalf("POST /json is_negative_hits: %d %s", code, body)
+	}
+	if resp, _ := c.ShouldRateLimit(ctx(t), rlsRequest("another", 0, "key4=refund")); resp.Statuses[0].LimitRemaining != 15 {
+		t.Fatalf("after the refunds: %v", resp)
 	}
 	if code, body = post(`{"domain":""}`); code != 400 || !strings.Contains(body, "domain must not be empty") {
 		t.Fatalf("POST /json bad: %d %s", code, body)
