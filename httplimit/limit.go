@@ -48,8 +48,12 @@ type Decision struct {
 	// Policy is what RateLimit-Policy advertises for this decision.
 	Policy Policy
 
-	// lease is the request id a concurrency limit released after the handler.
-	lease string
+	// lease is the request id a concurrency limit released after the
+	// handler (a Reserve's reservation id); reserved is what a Reserve
+	// reserved, and outcome what its handler reported.
+	lease    string
+	reserved int64
+	outcome  handlerOutcome
 }
 
 // Policy is one quota policy as draft-ietf-httpapi-ratelimit-headers-10

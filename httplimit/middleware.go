@@ -83,11 +83,26 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		}
 		m.metrics.decided("allowed")
-		if rel, ok := m.cfg.Limit.(Releaser); ok {
-			// Deferred, so a panicking handler gives its slot back too.
-			defer m.release(r, rel, key, d)
+		rel, ok := m.cfg.Limit.(Releaser)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
 		}
+		var cell *costCell
+		if _, reserve := rel.(Reserve); reserve {
+			r, cell = withCostCell(r) // for ReportCost
+		}
+		panicked := true
+		// Deferred, so a panicking handler gives its slot back too (and a
+		// reservation is cancelled).
+		defer func() {
+			if cell != nil {
+				d.outcome = handlerOutcome{cost: cell.cost.Load(), panicked: panicked}
+			}
+			m.release(r, rel, key, d)
+		}()
 		next.ServeHTTP(w, r)
+		panicked = false
 	})
 }
 

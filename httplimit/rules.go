@@ -39,8 +39,17 @@ func (l Rules) Validate() error {
 
 // Check sends RL.CHECK domain COST cost DESCRIPTOR k v … [DESCRIPTOR …].
 func (l Rules) Check(ctx context.Context, c Doer, r *http.Request, key string) (Decision, error) {
-	descs := l.Descriptors(r, key)
-	args := []any{"RL.CHECK", l.Domain, "COST", cost(l.Cost)}
+	args, ok := appendDescriptors([]any{"RL.CHECK", l.Domain, "COST", cost(l.Cost)}, l.Descriptors(r, key))
+	if !ok {
+		return Decision{Limit: -1, RetryAfter: -1}, nil
+	}
+	return checkRules(ctx, c, args...)
+}
+
+// appendDescriptors appends DESCRIPTOR k v … for each non-empty
+// descriptor, and reports whether there was one.
+func appendDescriptors(args []any, descs [][]Entry) ([]any, bool) {
+	n := len(args)
 	for _, d := range descs {
 		if len(d) == 0 {
 			continue
@@ -50,9 +59,12 @@ func (l Rules) Check(ctx context.Context, c Doer, r *http.Request, key string) (
 			args = append(args, e.Key, e.Value)
 		}
 	}
-	if len(args) == 4 {
-		return Decision{Limit: -1, RetryAfter: -1}, nil
-	}
+	return args, len(args) > n
+}
+
+// checkRules sends an RL.CHECK-shaped command and decodes its reply, the
+// policy from the binding rule's name and window.
+func checkRules(ctx context.Context, c Doer, args ...any) (Decision, error) {
 	v, err := c.Do(ctx, args...).Result()
 	if err != nil {
 		return Decision{}, err
@@ -63,7 +75,7 @@ func (l Rules) Check(ctx context.Context, c Doer, r *http.Request, key string) (
 	}
 	arr := v.([]any)
 	if len(arr) != 7 {
-		return Decision{}, fmt.Errorf("%w: RL.CHECK reply has %d elements, want 7", ErrBadReply, len(arr))
+		return Decision{}, fmt.Errorf("%w: %s reply has %d elements, want 7", ErrBadReply, args[0], len(arr))
 	}
 	name, _ := arr[5].(string)
 	window, _ := arr[6].(int64)
