@@ -80,6 +80,7 @@ func runCheckAll(x *exec, args [][]byte) {
 	defer x.m.release(p)
 	cost, checks, bad := x.m.parseCheckAll(args, p.checks)
 	if bad != "" {
+		clear(p.checks[:cap(p.checks)]) // what the parse appended holds arguments
 		x.fail(bad)
 		return
 	}

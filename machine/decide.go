@@ -40,6 +40,9 @@ type plan struct {
 	records bool
 	domain  string
 	scale   keySpan
+	// anchor, when set, is a key of the domain's slot the plan holds even
+	// with no records to read (RL.RESERVE's reservation).
+	anchor []byte
 
 	// The parsed request: entries point into the command's arguments,
 	// bounds[i] is where descriptor i ends (RL.CHECK), descs are
@@ -52,6 +55,8 @@ type plan struct {
 	of []int
 	// locks are the slots the check holds: its counters' and its domain's.
 	locks txLocks
+	// reserving is RL.RESERVE's holder (reserve.go).
+	reserving reserving
 }
 
 // keySpan is where a key is in plan.keys ([0, 0): none); for a check, its
@@ -81,10 +86,11 @@ func (m *Machine) plan() *plan {
 func (m *Machine) release(p *plan) {
 	clear(p.entries) // no strings into old arguments kept
 	clear(p.matched)
-	clear(p.checks[:cap(p.checks)]) // a failed parse appends past len
+	clear(p.checks)
 	p.entries, p.bounds, p.descs, p.matched, p.of = p.entries[:0], p.bounds[:0], p.descs[:0], p.matched[:0], p.of[:0]
 	p.keys, p.checks, p.spans = p.keys[:0], p.checks[:0], p.spans[:0]
-	p.records, p.domain, p.scale, p.cost = false, "", keySpan{}, 0
+	p.records, p.domain, p.scale, p.cost, p.anchor = false, "", keySpan{}, 0, nil
+	p.reserving = reserving{}
 	m.plans.Put(p)
 }
 
@@ -151,18 +157,19 @@ func (x *exec) decide(p *plan) (verdict, error) {
 }
 
 // lockPlan holds the slots of the plan's counters and, when it reads the
-// domain's records, the domain's slot (returned; nil otherwise), and
+// domain's records or has an anchor there, the domain's slot (returned;
+// nil otherwise), and
 // returns the instant to decide at. Release with releaseGroup(&p.locks,
 // took).
 func (x *exec) lockPlan(p *plan) (now int64, domain *keyspace.Slot, took bool) {
-	var scaleKey []byte
+	domainKey := p.anchor
 	if p.records {
-		scaleKey = p.span(p.scale.counter)
+		domainKey = p.span(p.scale.counter)
 	}
-	locks, domainSlot := checkSlots(&p.locks, x.m.keys, p.checks, scaleKey, p.records)
+	locks, domainSlot := checkSlots(&p.locks, x.m.keys, p.checks, domainKey, domainKey != nil)
 	took = x.holdGroup(locks)
 	now = x.lockChecks(p.checks)
-	if p.records {
+	if domainKey != nil {
 		domain, now = x.lockSlot(domainSlot)
 	}
 	return now, domain, took
@@ -170,10 +177,13 @@ func (x *exec) lockPlan(p *plan) (now int64, domain *keyspace.Slot, took bool) {
 
 // holder keeps something (a reservation) with a decision that admits:
 // hold runs once every limit admits and before anything is stored (an
-// error stores nothing), and returns what puts it back should the commit
-// then fail. It may insert into the slots the plan holds, and marks the
+// error stores nothing), and undo puts it back should the commit then
+// fail. hold may insert into the slots the plan holds, and marks the
 // checks whose records may have moved (limitCheck.moved).
-type holder func(checks []limitCheck) (undo func(), err error)
+type holder interface {
+	hold(checks []limitCheck) error
+	undo()
+}
 
 // decideLocked is decide for a plan lockPlan holds.
 func (x *exec) decideLocked(p *plan, now int64, domain *keyspace.Slot, hold holder) (verdict, error) {

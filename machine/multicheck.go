@@ -284,15 +284,14 @@ func multiCheck(x *exec, now, cost int64, checks []limitCheck, hold holder) (bin
 	}
 	refused = decideRefusal(checks)
 	if !refused {
-		var undo func()
 		if hold != nil {
-			if undo, err = hold(checks); err != nil {
+			if err := hold.hold(checks); err != nil {
 				return -1, false, err
 			}
 		}
 		if err := commitAll(x, now, checks); err != nil {
-			if undo != nil {
-				undo()
+			if hold != nil {
+				hold.undo()
 			}
 			return -1, false, err
 		}

@@ -65,3 +65,30 @@ func BenchmarkShouldRateLimitTwoDescriptors(b *testing.B) {
 	cmd := m.Lookup([]byte("rl.shouldratelimit"))
 	benchApply(b, m, cmd, args)
 }
+
+// BenchmarkReserveSettlePair is RL.RESERVE then RL.SETTLE on the rules of
+// BenchmarkRLCheckTwoDescriptors: one reservation's whole cost, against
+// one RL.CHECK's (the target: at most twice).
+func BenchmarkReserveSettlePair(b *testing.B) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "bench.yaml", benchRules)
+	reserve := m.Lookup([]byte("rl.reserve"))
+	settle := m.Lookup([]byte("rl.settle"))
+	reserves := make([][][]byte, 1024)
+	settles := make([][][]byte, 1024)
+	for i := range reserves {
+		id := []byte("req-" + strconv.Itoa(i))
+		reserves[i] = [][]byte{[]byte("RL.RESERVE"), []byte("bench"), id, []byte("60"), []byte("COST"), []byte("3"),
+			[]byte("DESCRIPTOR"), []byte("user"), []byte("u:" + strconv.Itoa(i*7919%100000)), []byte("DESCRIPTOR"), []byte("endpoint"), []byte("/e")}
+		settles[i] = [][]byte{[]byte("RL.SETTLE"), []byte("bench"), id, []byte("1")}
+	}
+	var w resp.Writer
+	var sc Scratch
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		j := i % len(reserves)
+		w.Buf = w.Buf[:0]
+		m.ApplyScratch(&sc, t0+int64(2*i), reserve, reserves[j], &w)
+		m.ApplyScratch(&sc, t0+int64(2*i+1), settle, settles[j], &w)
+	}
+}

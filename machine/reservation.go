@@ -21,9 +21,10 @@ type ReservationState struct {
 
 // HeldLimit is one limit of a reservation.
 type HeldLimit struct {
-	// Key is the counter's key, Kind its algorithm, Name what the settle
-	// reply calls it (the rule's id).
-	Key  string
+	// Key is the counter's key (the reservation's keys share one array),
+	// Kind its algorithm, Name what the settle reply calls it (the rule's
+	// id).
+	Key  []byte
 	Kind keyspace.Kind
 	Name string
 	// Units is what the reserve charged the counter.
@@ -54,7 +55,8 @@ func (r *ReservationState) AppendBinary(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(r.Limits)))
 	for i := range r.Limits {
 		l := &r.Limits[i]
-		dst = appendBytes(dst, l.Key)
+		dst = binary.AppendUvarint(dst, uint64(len(l.Key)))
+		dst = append(dst, l.Key...)
 		dst = append(dst, byte(l.Kind))
 		dst = appendBytes(dst, l.Name)
 		for _, v := range [...]int64{l.Units, l.Anchor, l.Step, l.Limit} {
@@ -86,7 +88,7 @@ func decodeReservation(b []byte) (*ReservationState, error) {
 		if d.bad {
 			break
 		}
-		l := HeldLimit{Key: string(d.bytes())}
+		l := HeldLimit{Key: append([]byte(nil), d.bytes()...)}
 		if len(d.b) == 0 {
 			d.bad = true
 			break

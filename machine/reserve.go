@@ -78,12 +78,12 @@ func checkReserve(m *Machine, args [][]byte) string {
 	return parseDescriptors(args[4:], p)
 }
 
-// reservationKey is where a domain's reservation id is held: in the
-// domain's slot, beside its overrides and scale.
-func reservationKey(domain string, id []byte) []byte {
-	key := policy.AppendDescriptorKey(nil, domain, nil)
-	key = append(key, "#reservation:"...)
-	return append(key, id...)
+// appendReservationKey appends where a domain's reservation id is held: in
+// the domain's slot, beside its overrides and scale.
+func appendReservationKey(dst []byte, domain string, id []byte) []byte {
+	dst = policy.AppendDescriptorKey(dst, domain, nil)
+	dst = append(dst, "#reservation:"...)
+	return append(dst, id...)
 }
 
 // runReserve is RL.RESERVE <domain> <id> <ttl> [COST n] DESCRIPTOR k v … [DESCRIPTOR …].
@@ -99,10 +99,7 @@ func runReserve(x *exec, args [][]byte) {
 		return
 	}
 	domain := view(args[1])
-	key := reservationKey(domain, args[2])
-	// The domain's slot is held (the reservation is kept there), so its
-	// records are read whether or not any exists.
-	p.forDomain(domain, true)
+	p.forDomain(domain, x.m.policyRecords.Load())
 	if d := x.m.rules().Domain(domain); d != nil {
 		from := 0
 		for _, end := range p.bounds {
@@ -120,6 +117,13 @@ func runReserve(x *exec, args [][]byte) {
 		}
 	}
 	p.seal()
+	// The reservation's key goes after the plan's: the checks' keys are
+	// slices of what is there (an append that moves the array leaves them
+	// on the old one, as valid).
+	start := len(p.keys)
+	p.keys = appendReservationKey(p.keys, domain, args[2])
+	key := p.keys[start:]
+	p.anchor = key // the domain's slot, where the reservation is kept
 	now, ds, took := x.lockPlan(p)
 	defer x.releaseGroup(&p.locks, took)
 	e, found, err := ds.GetKind(key, keyspace.KindReservation, now)
@@ -137,51 +141,76 @@ func runReserve(x *exec, args [][]byte) {
 		x.error(errCorruptReservation)
 		return
 	}
-	held := &ReservationState{}
-	domainSlot := slot.Of(key)
-	hold := func(checks []limitCheck) (func(), error) {
-		for i := range checks {
-			if l, ok := heldLimit(&checks[i], p.cost); ok {
-				held.Limits = append(held.Limits, l)
-			}
-		}
-		if _, err := ds.Insert(key, keyspace.KindReservation, now+ttl, held); err != nil {
-			return nil, err
-		}
-		for i := range checks {
-			if checks[i].slotIndex == domainSlot {
-				checks[i].moved = true // the insert may have moved its record
-			}
-		}
-		return func() {
-			if e, ok := ds.Get(key, now); ok {
-				ds.Delete(e)
-			}
-		}, nil
-	}
+	h := &p.reserving
+	*h = reserving{state: &ReservationState{}, key: key, slot: ds, at: now, expireAt: now + ttl, cost: p.cost}
 	if len(p.checks) == 0 {
 		// Nothing limits the request: it is held all the same, so its
 		// settle answers (with no limits) rather than nil.
-		if _, err := hold(nil); err != nil {
+		if err := h.hold(nil); err != nil {
 			x.error(err)
 			return
 		}
-		held.Reply = noLimit
+		h.state.Reply = noLimit
 		x.m.reservations.reserved.Add(1)
 		writeCheck(x.w, noLimit)
 		return
 	}
-	v, err := x.decideLocked(p, now, ds, hold)
+	v, err := x.decideLocked(p, now, ds, h)
 	if err != nil {
 		x.error(err)
 		return
 	}
 	res := x.checkResult(p.checks, v)
 	if !v.refused {
-		held.Reply = res
+		h.state.Reply = res
 		x.m.reservations.reserved.Add(1)
 	}
 	writeCheck(x.w, res)
+}
+
+// reserving is RL.RESERVE's holder: it keeps the reservation in the
+// domain's slot once the limits admit, before they are charged.
+type reserving struct {
+	state    *ReservationState
+	key      []byte
+	slot     *keyspace.Slot
+	at       int64
+	expireAt int64
+	cost     int64
+}
+
+func (h *reserving) hold(checks []limitCheck) error {
+	// The counter keys, copied out of the plan, share one array.
+	n := 0
+	for i := range checks {
+		n += len(checks[i].key)
+	}
+	keys := make([]byte, 0, n)
+	h.state.Limits = make([]HeldLimit, 0, len(checks))
+	for i := range checks {
+		if l, ok := heldLimit(&checks[i], h.cost); ok {
+			start := len(keys)
+			keys = append(keys, l.Key...)
+			l.Key = keys[start:len(keys):len(keys)]
+			h.state.Limits = append(h.state.Limits, l)
+		}
+	}
+	if _, err := h.slot.Insert(h.key, keyspace.KindReservation, h.expireAt, h.state); err != nil {
+		return err
+	}
+	domainSlot := slot.Of(h.key)
+	for i := range checks {
+		if checks[i].slotIndex == domainSlot {
+			checks[i].moved = true // the insert may have moved its record
+		}
+	}
+	return nil
+}
+
+func (h *reserving) undo() {
+	if e, ok := h.slot.Get(h.key, h.at); ok {
+		h.slot.Delete(e)
+	}
 }
 
 // heldLimit is what a reservation keeps of check c (after evaluate, before
@@ -195,7 +224,7 @@ func heldLimit(c *limitCheck, cost int64) (HeldLimit, bool) {
 	if c.deny || !refundable(c.kind) {
 		return HeldLimit{}, false
 	}
-	l := HeldLimit{Key: string(c.key), Kind: c.kind, Name: c.name, Units: units}
+	l := HeldLimit{Key: c.key, Kind: c.kind, Name: c.name, Units: units}
 	switch c.kind {
 	case keyspace.KindGCRA:
 		l.Step = c.gcra.EmissionInterval()
@@ -232,11 +261,6 @@ func parseSettle(args [][]byte) (int64, string) {
 	return n, ""
 }
 
-// settled is one limit's part of a settle.
-type settled struct {
-	refunded, charged int64
-}
-
 // runSettle is RL.SETTLE <domain> <id> <actual> and RL.CANCEL <domain> <id>.
 func runSettle(x *exec, args [][]byte) {
 	actual, bad := parseSettle(args)
@@ -244,7 +268,10 @@ func runSettle(x *exec, args [][]byte) {
 		x.fail(bad)
 		return
 	}
-	key := reservationKey(view(args[1]), args[2])
+	p := x.m.plan()
+	defer x.m.release(p)
+	p.keys = appendReservationKey(p.keys, view(args[1]), args[2])
+	key := p.keys
 	keySlot := slot.Of(key)
 	// The counters' slots are known from the reservation: read it, hold
 	// them all (with its own), and read it again — in between, another
@@ -268,13 +295,15 @@ func runSettle(x *exec, args [][]byte) {
 			x.error(errCorruptReservation)
 			return
 		}
-		locks := txLocks{ks: x.m.keys, slots: []int{keySlot}}
+		locks := &p.locks
+		locks.reset(x.m.keys)
+		locks.slots = append(locks.slots, keySlot)
 		for i := range r.Limits {
-			locks.slots = append(locks.slots, slot.Of([]byte(r.Limits[i].Key)))
+			locks.slots = append(locks.slots, slot.Of(r.Limits[i].Key))
 		}
-		took := x.holdGroup(&locks)
+		took := x.holdGroup(locks)
 		done := x.settleHeld(key, r, actual, resp.EqualFold(args[0], "rl.cancel"))
-		x.releaseGroup(&locks, took)
+		x.releaseGroup(locks, took)
 		if done {
 			return
 		}
@@ -296,22 +325,6 @@ func (x *exec) settleHeld(key []byte, r *ReservationState, actual int64, cancel 
 		return false
 	}
 	s.Delete(e)
-	out := make([]settled, len(r.Limits))
-	for i := range r.Limits {
-		l := &r.Limits[i]
-		var err error
-		switch {
-		case actual < l.Units:
-			out[i].refunded, err = x.refund(l, l.Units-actual, now)
-		case actual > l.Units:
-			out[i].charged, err = x.force(l, actual-l.Units, now)
-		}
-		if err != nil {
-			// A limit that cannot be settled (its key now holds another
-			// kind) is left as it is; the others settle.
-			out[i] = settled{}
-		}
-	}
 	if cancel {
 		x.m.reservations.cancelled.Add(1)
 	} else {
@@ -319,12 +332,26 @@ func (x *exec) settleHeld(key []byte, r *ReservationState, actual int64, cancel 
 	}
 	x.w.Array(len(r.Limits))
 	for i := range r.Limits {
+		l := &r.Limits[i]
+		var refunded, charged int64
+		var err error
+		switch {
+		case actual < l.Units:
+			refunded, err = x.refund(l, l.Units-actual, now)
+		case actual > l.Units:
+			charged, err = x.force(l, actual-l.Units, now)
+		}
+		if err != nil {
+			// A limit that cannot be settled (its key now holds another
+			// kind) is left as it is; the others settle.
+			refunded, charged = 0, 0
+		}
 		x.w.Array(5)
-		x.w.BulkString(r.Limits[i].Name)
-		x.w.Int(r.Limits[i].Units)
+		x.w.BulkString(l.Name)
+		x.w.Int(l.Units)
 		x.w.Int(actual)
-		x.w.Int(out[i].refunded)
-		x.w.Int(out[i].charged)
+		x.w.Int(refunded)
+		x.w.Int(charged)
 	}
 	return true
 }
@@ -335,7 +362,7 @@ func (x *exec) settleHeld(key []byte, r *ReservationState, actual int64, cancel 
 // kinds' from the (sub-)window or log entry that counted last, a
 // quota's from its current period.
 func (x *exec) refund(l *HeldLimit, n, now int64) (int64, error) {
-	key := []byte(l.Key)
+	key := l.Key
 	s, _ := x.lockKey(key)
 	defer x.unlock(s)
 	e, found, err := s.GetKind(key, l.Kind, now)
@@ -417,7 +444,7 @@ func anchorOr(anchor, latest int64) int64 {
 // force charges n more units of l at now, past its limit if it must, and
 // returns how many were charged.
 func (x *exec) force(l *HeldLimit, n, now int64) (int64, error) {
-	key := []byte(l.Key)
+	key := l.Key
 	s, _ := x.lockKey(key)
 	defer x.unlock(s)
 	e, found, err := s.GetKind(key, l.Kind, now)

@@ -267,7 +267,7 @@ func (x *exec) negativeHits(p *plan, now int64) error {
 		if c.deny {
 			continue
 		}
-		l := HeldLimit{Key: string(c.key), Kind: c.kind, Units: desc.hits, Anchor: -1, Step: c.win.Window, Limit: c.win.Limit}
+		l := HeldLimit{Key: c.key, Kind: c.kind, Units: desc.hits, Anchor: -1, Step: c.win.Window, Limit: c.win.Limit}
 		if c.kind == keyspace.KindGCRA {
 			l.Step = c.gcra.EmissionInterval()
 		}
