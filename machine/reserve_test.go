@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -235,4 +236,91 @@ func TestShouldRateLimitNegativeHits(t *testing.T) {
 			t.Errorf("hits %q: %q", bad, got)
 		}
 	}
+}
+
+// The refund rules through the machine: random histories of one
+// reservation among other callers' checks, with time jumps across windows
+// and periods, then a settle keeping some units. From the settle on, every
+// peek sees the key never laxer than a machine that replayed the same
+// admissions with the kept units instead (no more remaining, at any later
+// instant), and exactly as it for the window kinds and quota (whose refunds
+// are exact) and for GCRA when no one else charged after the reserve.
+func TestRefundAgainstTheReplayThroughTheMachine(t *testing.T) {
+	rules := `domain: p
+descriptors:
+  - key: fixed
+    rate_limit: {unit: minute, requests_per_unit: 20}
+  - key: sliding
+    rate_limit: {unit: minute, requests_per_unit: 20, sluice: {algorithm: sliding}}
+  - key: exact
+    rate_limit: {unit: minute, requests_per_unit: 20, sluice: {algorithm: sliding-exact}}
+  - key: gcra
+    rate_limit: {unit: minute, requests_per_unit: 20, sluice: {algorithm: gcra, burst: 19}}
+  - key: quota
+    rate_limit: {unit: hour, requests_per_unit: 20, sluice: {algorithm: quota}}
+`
+	const minute = int64(60e9)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, alg := range []string{"fixed", "sliding", "exact", "gcra", "quota"} {
+		for trial := range 300 {
+			real, replay := New(Options{}), New(Options{})
+			do(real, t0, "RL.RULES", "LOAD", "p.yaml", rules)
+			do(replay, t0, "RL.RULES", "LOAD", "p.yaml", rules)
+			now := t0 + rng.Int64N(minute)
+			type event struct {
+				at, cost int64
+				ours     bool
+			}
+			var events []event
+			others := func() bool {
+				touched := false
+				for range rng.IntN(4) {
+					now += rng.Int64N(minute / 2)
+					c := 1 + rng.Int64N(6)
+					if strings.HasPrefix(five(t, do(real, now, "RL.CHECK", "p", "COST", strconv.FormatInt(c, 10), "DESCRIPTOR", alg, "k")), "0 ") {
+						events = append(events, event{now, c, false})
+						touched = true
+					}
+				}
+				return touched
+			}
+			others()
+			now += rng.Int64N(minute / 2)
+			n := 1 + rng.Int64N(10)
+			if !strings.HasPrefix(five(t, do(real, now, "RL.RESERVE", "p", "r", "3600", "COST", strconv.FormatInt(n, 10), "DESCRIPTOR", alg, "k")), "0 ") {
+				continue
+			}
+			events = append(events, event{now, n, true})
+			touched := others()
+			now += rng.Int64N(minute)
+			kept := rng.Int64N(n + 1)
+			do(real, now, "RL.SETTLE", "p", "r", strconv.FormatInt(kept, 10))
+			for _, e := range events {
+				c := e.cost
+				if e.ours {
+					c = kept
+				}
+				if c > 0 && !strings.HasPrefix(five(t, do(replay, e.at, "RL.CHECK", "p", "COST", strconv.FormatInt(c, 10), "DESCRIPTOR", alg, "k")), "0 ") {
+					t.Fatalf("%s trial %d: the replay refused an admission that happened", alg, trial)
+				}
+			}
+			exact := alg != "gcra" || !touched
+			for _, later := range []int64{0, 1, minute / 3, minute, 2 * minute} {
+				at := now + later
+				got := five(t, do(real, at, "RL.CHECK", "p", "COST", "0", "DESCRIPTOR", alg, "k"))
+				want := five(t, do(replay, at, "RL.CHECK", "p", "COST", "0", "DESCRIPTOR", alg, "k"))
+				g, w := field(got, 2), field(want, 2)
+				if g > w || (exact && g != w) {
+					t.Fatalf("%s trial %d, %d ns after the settle: remaining %d, the replay's %d (exact %v; events %+v, n %d kept %d)",
+						alg, trial, later, g, w, exact, events, n, kept)
+				}
+			}
+		}
+	}
+}
+
+// field is the i-th integer of a five-integer reply as five prints it.
+func field(five string, i int) int64 {
+	n, _ := strconv.ParseInt(strings.Fields(five)[i], 10, 64)
+	return n
 }
