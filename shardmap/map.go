@@ -1,0 +1,250 @@
+package shardmap
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/slot"
+)
+
+// ErrMap is every error of a map that does not load.
+var ErrMap = errors.New("shardmap: invalid cluster map")
+
+// Map is a validated cluster map. It is not changed once made.
+type Map struct {
+	// Epoch orders maps: a later map has a greater epoch.
+	Epoch uint64
+	// Groups are the groups in the file's order.
+	Groups []Group
+	// owner is the index in Groups of each slot's owner.
+	owner [slot.Count]uint16
+}
+
+// Group is one Raft group: the slots it owns and its members.
+type Group struct {
+	// ID names the group (MYSHARDID is derived from it).
+	ID string
+	// Ranges are the slot ranges it owns, as the file lists them.
+	Ranges []Range
+	// Members are its members, by id.
+	Members []cluster.Peer
+}
+
+// Range is the slots From to To, both included.
+type Range struct{ From, To int }
+
+func (r Range) String() string {
+	if r.From == r.To {
+		return strconv.Itoa(r.From)
+	}
+	return strconv.Itoa(r.From) + "-" + strconv.Itoa(r.To)
+}
+
+// Owner is the group that owns slot s (0 ≤ s < slot.Count).
+func (m *Map) Owner(s int) *Group { return &m.Groups[m.owner[s]] }
+
+// Owns reports whether the group owns slot s.
+func (g *Group) Owns(s int) bool {
+	for _, r := range g.Ranges {
+		if r.From <= s && s <= r.To {
+			return true
+		}
+	}
+	return false
+}
+
+// Member finds the member named id and its group.
+func (m *Map) Member(id string) (*Group, cluster.Peer, bool) {
+	for i := range m.Groups {
+		for _, p := range m.Groups[i].Members {
+			if p.ID == id {
+				return &m.Groups[i], p, true
+			}
+		}
+	}
+	return nil, cluster.Peer{}, false
+}
+
+// OneGroup is the map --peers describes: one group, g1, owning every
+// slot, at epoch 0.
+func OneGroup(peers []cluster.Peer) *Map {
+	return &Map{Groups: []Group{{ID: "g1", Ranges: []Range{{0, slot.Count - 1}}, Members: slices.Clone(peers)}}}
+}
+
+// Load reads and parses the map file at path.
+func Load(path string) (*Map, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMap, err)
+	}
+	m, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// file is the map's YAML; keys it does not name are ignored (a later
+// version may add some).
+type file struct {
+	Epoch  *int64      `yaml:"epoch"`
+	Groups []fileGroup `yaml:"groups"`
+}
+
+type fileGroup struct {
+	ID      string            `yaml:"id"`
+	Slots   []string          `yaml:"slots"`
+	Members map[string]string `yaml:"members"`
+}
+
+// maxMapBytes bounds a map file (a thousand groups fit in far less).
+const maxMapBytes = 4 << 20
+
+// Parse reads a map from YAML and validates it.
+func Parse(data []byte) (*Map, error) {
+	if len(data) > maxMapBytes {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrMap, len(data), maxMapBytes)
+	}
+	var f file
+	if err := yaml.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMap, err)
+	}
+	if f.Epoch == nil || *f.Epoch < 1 {
+		return nil, fmt.Errorf("%w: epoch must be a positive integer", ErrMap)
+	}
+	if len(f.Groups) == 0 {
+		return nil, fmt.Errorf("%w: no groups", ErrMap)
+	}
+	if len(f.Groups) > slot.Count {
+		return nil, fmt.Errorf("%w: %d groups, more than there are slots", ErrMap, len(f.Groups))
+	}
+	m := &Map{Epoch: uint64(*f.Epoch)}
+	groupIDs := map[string]bool{}
+	memberOf := map[string]string{} // member id → its group
+	addrOf := map[string]string{}   // address → the member using it
+	for _, fg := range f.Groups {
+		g, err := parseGroup(fg, groupIDs, memberOf, addrOf)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrMap, err)
+		}
+		m.Groups = append(m.Groups, g)
+	}
+	if err := m.assign(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMap, err)
+	}
+	return m, nil
+}
+
+func parseGroup(fg fileGroup, groupIDs map[string]bool, memberOf, addrOf map[string]string) (Group, error) {
+	switch {
+	case fg.ID == "":
+		return Group{}, errors.New("a group has no id")
+	case strings.ContainsAny(fg.ID, " \t\r\n"):
+		return Group{}, fmt.Errorf("group id %q holds white space", fg.ID)
+	case groupIDs[fg.ID]:
+		return Group{}, fmt.Errorf("group id %q appears twice", fg.ID)
+	case len(fg.Slots) == 0:
+		return Group{}, fmt.Errorf("group %s owns no slots", fg.ID)
+	case len(fg.Members) == 0:
+		return Group{}, fmt.Errorf("group %s has no members", fg.ID)
+	}
+	groupIDs[fg.ID] = true
+	g := Group{ID: fg.ID}
+	for _, s := range fg.Slots {
+		r, err := parseRange(s)
+		if err != nil {
+			return Group{}, fmt.Errorf("group %s: %w", fg.ID, err)
+		}
+		g.Ranges = append(g.Ranges, r)
+	}
+	ids := make([]string, 0, len(fg.Members))
+	for id := range fg.Members {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // a YAML mapping has no order: members go by id
+	for _, id := range ids {
+		if other, ok := memberOf[id]; ok {
+			return Group{}, fmt.Errorf("member id %q is in groups %s and %s", id, other, fg.ID)
+		}
+		memberOf[id] = fg.ID
+		peers, err := cluster.ParsePeers(id + "=" + fg.Members[id])
+		if err != nil {
+			return Group{}, fmt.Errorf("group %s: %w", fg.ID, err)
+		}
+		p := peers[0]
+		for _, a := range []string{p.ClientAddr, p.RaftAddr} {
+			if other, ok := addrOf[a]; ok {
+				return Group{}, fmt.Errorf("address %s is used by members %s and %s", a, other, id)
+			}
+			addrOf[a] = id
+		}
+		g.Members = append(g.Members, p)
+	}
+	return g, nil
+}
+
+// parseRange reads "from-to" or one slot.
+func parseRange(s string) (Range, error) {
+	from, to, isRange := strings.Cut(strings.TrimSpace(s), "-")
+	if !isRange {
+		to = from
+	}
+	a, err1 := strconv.Atoi(from)
+	b, err2 := strconv.Atoi(to)
+	switch {
+	case err1 != nil || err2 != nil || from == "" || to == "" || from[0] == '+' || to[0] == '+':
+		return Range{}, fmt.Errorf("slot range %q is not <from>-<to> or one slot", s)
+	case a < 0 || b >= slot.Count:
+		return Range{}, fmt.Errorf("slot range %q leaves 0-%d", s, slot.Count-1)
+	case a > b:
+		return Range{}, fmt.Errorf("slot range %q runs backwards", s)
+	}
+	return Range{a, b}, nil
+}
+
+// assign fills owner, refusing a slot owned twice or by no group.
+func (m *Map) assign() error {
+	const none = ^uint16(0)
+	for i := range m.owner {
+		m.owner[i] = none
+	}
+	for gi := range m.Groups {
+		for _, r := range m.Groups[gi].Ranges {
+			for s := r.From; s <= r.To; s++ {
+				if o := m.owner[s]; o != none {
+					return fmt.Errorf("group %s's range %s overlaps group %s's %s (slot %d)",
+						m.Groups[gi].ID, r, m.Groups[o].ID, m.Groups[o].rangeOf(s), s)
+				}
+				m.owner[s] = uint16(gi)
+			}
+		}
+	}
+	for s := 0; s < slot.Count; s++ {
+		if m.owner[s] != none {
+			continue
+		}
+		end := s
+		for end+1 < slot.Count && m.owner[end+1] == none {
+			end++
+		}
+		return fmt.Errorf("slots %s are owned by no group", Range{s, end})
+	}
+	return nil
+}
+
+// rangeOf is the range of g that holds slot s.
+func (g *Group) rangeOf(s int) Range {
+	for _, r := range g.Ranges {
+		if r.From <= s && s <= r.To {
+			return r
+		}
+	}
+	return Range{}
+}

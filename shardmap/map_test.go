@@ -1,0 +1,103 @@
+package shardmap
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/cluster"
+)
+
+// The issue's map, as written.
+const twoGroups = `epoch: 1
+groups:
+  - id: g1
+    slots: ["0-8191"]
+    members: {a1: "127.0.0.1:7001@127.0.0.1:17001", a2: "127.0.0.1:7002@127.0.0.1:17002", a3: "127.0.0.1:7003@127.0.0.1:17003"}
+  - id: g2
+    slots: ["8192-12000", "12001-16383"]
+    members: {b1: "127.0.0.1:7004@127.0.0.1:17004", b2: "127.0.0.1:7005@127.0.0.1:17005", b3: "127.0.0.1:7006@127.0.0.1:17006"}
+`
+
+func TestParseTheIssuesMap(t *testing.T) {
+	m, err := Parse([]byte(twoGroups))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Epoch != 1 || len(m.Groups) != 2 {
+		t.Fatalf("epoch %d, %d groups", m.Epoch, len(m.Groups))
+	}
+	for _, tc := range []struct {
+		slot  int
+		group string
+	}{{0, "g1"}, {8191, "g1"}, {8192, "g2"}, {12000, "g2"}, {12001, "g2"}, {16383, "g2"}} {
+		if g := m.Owner(tc.slot); g.ID != tc.group || !g.Owns(tc.slot) {
+			t.Errorf("slot %d: owner %s, want %s", tc.slot, g.ID, tc.group)
+		}
+	}
+	g, p, ok := m.Member("b2")
+	if !ok || g.ID != "g2" || p.ClientAddr != "127.0.0.1:7005" || p.RaftAddr != "127.0.0.1:17005" {
+		t.Fatalf("member b2: %v %+v %v", g, p, ok)
+	}
+	if ids := []string{m.Groups[0].Members[0].ID, m.Groups[0].Members[2].ID}; ids[0] != "a1" || ids[1] != "a3" {
+		t.Fatalf("members are not in id order: %v", m.Groups[0].Members)
+	}
+	if _, _, ok := m.Member("c1"); ok {
+		t.Fatal("an unknown member found")
+	}
+}
+
+func TestParseLenient(t *testing.T) {
+	m, err := Parse([]byte(`epoch: 3
+comment: more keys may come
+groups:
+  - id: only
+    slots: [0-100, 101, "102-16383"]
+    weight: 2
+    members: {n1: "127.0.0.1:7001"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Owner(101).ID != "only" || m.Groups[0].Members[0].RaftAddr != "127.0.0.1:17001" {
+		t.Fatalf("%+v", m.Groups[0])
+	}
+	one := OneGroup([]cluster.Peer{{ID: "n1", ClientAddr: "a:1", RaftAddr: "a:2"}})
+	if one.Owner(0).ID != "g1" || one.Owner(16383).ID != "g1" || one.Epoch != 0 {
+		t.Fatalf("one group: %+v", one.Groups)
+	}
+}
+
+// Every invalid map is refused with what is wrong, by name.
+func TestParseRefuses(t *testing.T) {
+	group := func(id, slots, members string) string {
+		return "  - id: " + id + "\n    slots: " + slots + "\n    members: " + members + "\n"
+	}
+	m1 := `{a1: "127.0.0.1:7001"}`
+	m2 := `{b1: "127.0.0.1:7002"}`
+	for _, tc := range []struct{ text, want string }{
+		{"groups:\n" + group("g1", `["0-16383"]`, m1), "epoch must be a positive integer"},
+		{"epoch: 0\ngroups:\n" + group("g1", `["0-16383"]`, m1), "epoch must be a positive integer"},
+		{"epoch: 1\n", "no groups"},
+		{"epoch: 1\ngroups:\n" + group("g1", `["0-8191"]`, m1), "slots 8192-16383 are owned by no group"},
+		{"epoch: 1\ngroups:\n" + group("g1", `["0-8191"]`, m1) + group("g2", `["8000-16383"]`, m2), "group g2's range 8000-16383 overlaps group g1's 0-8191 (slot 8000)"},
+		{"epoch: 1\ngroups:\n" + group("g1", `["0-16384"]`, m1), `slot range "0-16384" leaves 0-16383`},
+		{"epoch: 1\ngroups:\n" + group("g1", `["9-3"]`, m1), `slot range "9-3" runs backwards`},
+		{"epoch: 1\ngroups:\n" + group("g1", `["a-b"]`, m1), `slot range "a-b" is not`},
+		{"epoch: 1\ngroups:\n" + group("g1", `["-5"]`, m1), `slot range "-5" is not`},
+		{"epoch: 1\ngroups:\n" + group("g1", `["0-8191"]`, m1) + group("g1", `["8192-16383"]`, m2), `group id "g1" appears twice`},
+		{"epoch: 1\ngroups:\n" + group("g1", `["0-8191"]`, m1) + group("g2", `["8192-16383"]`, `{a1: "127.0.0.1:7002"}`), `member id "a1" is in groups g1 and g2`},
+		{"epoch: 1\ngroups:\n" + group("g1", `["0-8191"]`, m1) + group("g2", `["8192-16383"]`, `{b1: "127.0.0.1:7001"}`), "address 127.0.0.1:7001 is used by members a1 and b1"},
+		{"epoch: 1\ngroups:\n" + group("g1", `["0-16383"]`, `{}`), "group g1 has no members"},
+		{"epoch: 1\ngroups:\n" + group("g1", `[]`, m1), "group g1 owns no slots"},
+		{"epoch: 1\ngroups:\n" + group("g1", `["0-16383"]`, `{a1: "nowhere"}`), "group g1"},
+		{"epoch: 1\ngroups:\n" + group("", `["0-16383"]`, m1), "a group has no id"},
+		{"epoch: 1\ngroups:\n" + group("g1", `["0-16383"]`, `{a1: "127.0.0.1:7001", a1: "127.0.0.1:7002"}`), "already defined"},
+		{"epoch: [1]\n", "cannot unmarshal"},
+	} {
+		_, err := Parse([]byte(tc.text))
+		if err == nil || !errors.Is(err, ErrMap) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
+		}
+	}
+}
