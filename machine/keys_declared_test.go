@@ -38,6 +38,11 @@ func TestKeysDeclaredOnce(t *testing.T) {
 					t.Logf("no rules for the domain %q: %q", v, got)
 				}
 				b := words(args...)
+				if c.Name == "rl.settle" || c.Name == "rl.cancel" {
+					if got := do(m, t0, "RL.RESERVE", v, "r1", "30", "COST", "2", "DESCRIPTOR", "user", "u1"); !strings.HasPrefix(got, "*7") {
+						t.Fatalf("%s %q: setup: %q", c.Name, v, got)
+					}
+				}
 				if c.Name == "rl.check" || c.Name == "rl.shouldratelimit" {
 					// With an override and a scale, so the check reads the
 					// domain's records too.

@@ -31,14 +31,24 @@ var keyedCalls = [][]string{
 	{"RL.SCALE", "SET", "KEY", "0.5"},
 	{"RL.SCALE", "GET", "KEY"},
 	{"RL.CHECK", "KEY", "DESCRIPTOR", "user", "u1"},
+	{"RL.RESERVE", "KEY", "r1", "60", "COST", "3", "DESCRIPTOR", "user", "u1"},
+	{"RL.SETTLE", "KEY", "r1", "1"},
+	{"RL.CANCEL", "KEY", "r1"},
 	{"RL.SHOULDRATELIMIT", "KEY", "1", "1", "-", "-", "-", "user", "u1", "1", "-", "5", "minute", "endpoint", "/x"},
 	{"GET", "KEY"}, {"TTL", "KEY"}, {"PTTL", "KEY"}, {"TYPE", "KEY"}, {"EXISTS", "KEY"}, {"DEL", "KEY"}, {"UNLINK", "KEY"},
+}
+
+// setups run before a call (after the flush) so it finds what it works
+// on: a reservation to settle.
+var setups = map[string][]string{
+	"RL.SETTLE": {"RL.RESERVE", "KEY", "r1", "60", "COST", "3", "DESCRIPTOR", "user", "u1"},
+	"RL.CANCEL": {"RL.RESERVE", "KEY", "r1", "60", "COST", "3", "DESCRIPTOR", "user", "u1"},
 }
 
 // spreads are the commands whose counters spread over the slots by design
 // (they lock every slot they touch, and a sharded check splits by slot):
 // only their domain's records are in the slot they report.
-var spreads = []string{"RL.CHECK", "RL.SHOULDRATELIMIT"}
+var spreads = []string{"RL.CHECK", "RL.SHOULDRATELIMIT", "RL.RESERVE", "RL.SETTLE", "RL.CANCEL"}
 
 // Every keyed command, with keys holding braces, empty and binary, alone
 // and inside MULTI, on a single node and on a cluster (through a cluster
@@ -67,14 +77,7 @@ func TestKeysDeclaredOnceThroughClients(t *testing.T) {
 		})
 		for _, v := range variants {
 			for _, call := range keyedCalls {
-				args := make([]any, len(call))
-				for i, w := range call {
-					if w == "KEY" {
-						args[i] = v
-					} else {
-						args[i] = w
-					}
-				}
+				args := withKeyVariant(call, v)
 				for _, inTx := range []bool{false, true} {
 					name := node.name + ": " + strings.Join(call, " ") + " with " + strconv.Quote(v)
 					if inTx {
@@ -83,7 +86,15 @@ func TestKeysDeclaredOnceThroughClients(t *testing.T) {
 					if err := node.admin.FlushAll(ctx(t)).Err(); err != nil {
 						t.Fatal(err)
 					}
+					if setup := setups[call[0]]; setup != nil {
+						if r := runCall(node.client, false, withKeyVariant(setup, v)); strings.Contains(r, "error") {
+							t.Fatalf("%s: setup: %s", name, r)
+						}
+					}
 					reply := runCall(node.client, inTx, args)
+					if setups[call[0]] != nil && reply == strconv.Quote("nil") {
+						t.Errorf("%s: the reservation was not settled: %s", name, reply)
+					}
 					if strings.Contains(reply, "internal error") {
 						t.Errorf("%s: %s", name, reply)
 					}
@@ -107,6 +118,19 @@ func TestKeysDeclaredOnceThroughClients(t *testing.T) {
 			}
 		}
 	}
+}
+
+// withKeyVariant is call with every KEY replaced by key.
+func withKeyVariant(call []string, key string) []any {
+	args := make([]any, len(call))
+	for i, w := range call {
+		if w == "KEY" {
+			args[i] = key
+		} else {
+			args[i] = w
+		}
+	}
+	return args
 }
 
 // runCall runs args alone or as the only command of a MULTI, and returns
