@@ -221,6 +221,11 @@ func heldLimit(c *limitCheck, cost int64) (HeldLimit, bool) {
 	if c.hasCost {
 		units = c.cost
 	}
+	if !c.store {
+		// Charged nothing (a shadow limit that would have refused, a
+		// quota-mode limit outvoted): nothing to give back.
+		units = 0
+	}
 	if c.deny || !refundable(c.kind) {
 		return HeldLimit{}, false
 	}

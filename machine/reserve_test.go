@@ -324,3 +324,29 @@ func field(five string, i int) int64 {
 	n, _ := strconv.ParseInt(strings.Fields(five)[i], 10, 64)
 	return n
 }
+
+// A shadow-mode limit that would have refused charged nothing: the
+// reservation holds none of it, and a cancel gives nothing back there.
+func TestReserveHoldsOnlyWhatWasCharged(t *testing.T) {
+	rules := `domain: s
+descriptors:
+  - key: real
+    rate_limit: {name: real, unit: minute, requests_per_unit: 100}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {name: shadow, unit: minute, requests_per_unit: 5}
+`
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "s.yaml", rules)
+	do(m, t0, "RL.CHECK", "s", "COST", "4", "DESCRIPTOR", "shadow", "x")
+	if got := five(t, do(m, t0, "RL.RESERVE", "s", "r", "60", "COST", "3", "DESCRIPTOR", "real", "x", "DESCRIPTOR", "shadow", "x")); !strings.HasPrefix(got, "0 ") {
+		t.Fatalf("reserve: %s", got)
+	}
+	got := do(m, t0+1, "RL.CANCEL", "s", "r")
+	if !strings.Contains(got, "$4\r\nreal\r\n:3\r\n:0\r\n:3\r\n:0\r\n") || !strings.Contains(got, "$6\r\nshadow\r\n:0\r\n:0\r\n:0\r\n:0\r\n") {
+		t.Fatalf("cancel: %q", got)
+	}
+	if got := five(t, do(m, t0+2, "RL.CHECK", "s", "COST", "0", "DESCRIPTOR", "shadow", "x")); !strings.HasPrefix(got, "0 5 1 ") {
+		t.Fatalf("the shadow counter after the cancel: %s (it kept the 4 charged before)", got)
+	}
+}
