@@ -93,3 +93,58 @@ func TestForce(t *testing.T) {
 		t.Fatalf("overflow: %v", err)
 	}
 }
+
+// Several held charges on one key, refunded in any order, between other
+// callers' admissions and other refunds: the key is never laxer than the
+// replay of every admission with each refunded charge's kept units.
+func TestRefundsOfSeveralChargesNeverLaxer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for trial := range 20000 {
+		l := Limit{MaxBurst: rng.Int64N(30), Count: 1 + rng.Int64N(10), Period: 1 + rng.Int64N(1000)}
+		if l.Validate() != nil {
+			continue
+		}
+		ei := l.EmissionInterval()
+		type charge struct {
+			at, n, base, kept int64
+			held, settled     bool
+		}
+		var events []*charge
+		tat, exists := int64(0), false
+		now := rng.Int64N(1000)
+		for range 4 + rng.IntN(12) {
+			now += rng.Int64N(ei * (l.MaxBurst + 1))
+			var open []*charge
+			for _, e := range events {
+				if e.held && !e.settled {
+					open = append(open, e)
+				}
+			}
+			if len(open) > 0 && rng.IntN(3) == 0 {
+				e := open[rng.IntN(len(open))]
+				e.kept, e.settled = rng.Int64N(e.n+1), true
+				tat, _ = Refund(tat, e.base, e.n, e.kept, ei, now)
+				continue
+			}
+			n := 1 + rng.Int64N(3)
+			nt, store, _, err := Throttle(tat, exists, now, l, n)
+			if err != nil || !store {
+				continue
+			}
+			base := now
+			if exists && tat > now {
+				base = tat
+			}
+			tat, exists = nt, true
+			events = append(events, &charge{at: now, n: n, base: base, kept: n, held: rng.IntN(2) == 0})
+		}
+		replay, rexists := int64(0), false
+		for _, e := range events {
+			replay, _ = Force(replay, rexists, e.at, e.kept, ei)
+			rexists = true
+		}
+		if max(tat, now) < max(replay, now) {
+			t.Fatalf("trial %d: refunded TAT %d laxer than the replay's %d at %d", trial, tat, replay, now)
+		}
+	}
+}
