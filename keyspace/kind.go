@@ -31,6 +31,9 @@ const (
 	KindScale
 	// KindReservation is an RL.RESERVE held until it is settled.
 	KindReservation
+	// KindOwnership is the slots a group of a sharded cluster owns (one
+	// key, see package machine's fencing).
+	KindOwnership
 	kindCount
 )
 

@@ -56,6 +56,9 @@ type Command struct {
 	// subcommands are the lower-case subcommand words, when the command
 	// has them (they name it in an internal error: "rl.rules|list").
 	subcommands []string
+	// everyGroup commands are configuration every group of a sharded
+	// cluster applies (rules, overrides, scale): they are not fenced.
+	everyGroup bool
 	// internal commands are not part of the server surface: the front door
 	// that sends them (DEBUG APPLY-PANIC) is a surface command of its own.
 	internal bool

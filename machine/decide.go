@@ -151,7 +151,10 @@ func (p *plan) span(s [2]int) []byte { return p.keys[s[0]:s[1]] }
 // overrides and scale change the limits), reads those records, evaluates
 // each limit and commits. The checks hold each limit's result.
 func (x *exec) decide(p *plan) (verdict, error) {
-	now, domain, took := x.lockPlan(p)
+	now, domain, took, err := x.lockPlan(p)
+	if err != nil {
+		return verdict{}, err
+	}
 	defer x.releaseGroup(&p.locks, took)
 	return x.decideLocked(p, now, domain, nil)
 }
@@ -161,10 +164,13 @@ func (x *exec) decide(p *plan) (verdict, error) {
 // nil otherwise), and
 // returns the instant to decide at. Release with releaseGroup(&p.locks,
 // took).
-func (x *exec) lockPlan(p *plan) (now int64, domain *keyspace.Slot, took bool) {
+func (x *exec) lockPlan(p *plan) (now int64, domain *keyspace.Slot, took bool, err error) {
 	domainKey := p.anchor
 	if p.records {
 		domainKey = p.span(p.scale.counter)
+	}
+	if err := x.m.fenceChecks(p.checks); err != nil {
+		return 0, nil, false, err // nothing locked
 	}
 	locks, domainSlot := checkSlots(&p.locks, x.m.keys, p.checks, domainKey, domainKey != nil)
 	took = x.holdGroup(locks)
@@ -172,7 +178,7 @@ func (x *exec) lockPlan(p *plan) (now int64, domain *keyspace.Slot, took bool) {
 	if domainKey != nil {
 		domain, now = x.lockSlot(domainSlot)
 	}
-	return now, domain, took
+	return now, domain, took, nil
 }
 
 // holder keeps something (a reservation) with a decision that admits:

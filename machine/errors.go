@@ -15,6 +15,10 @@ func ErrorReply(err error) string {
 	if errors.Is(err, keyspace.ErrWrongType) {
 		return resp.ErrWrongType
 	}
+	var fe fenceError
+	if errors.As(err, &fe) {
+		return string(fe)
+	}
 	msg := err.Error()
 	if i := strings.Index(msg, ": "); i > 0 && !strings.ContainsAny(msg[:i], " ") {
 		msg = msg[i+2:]

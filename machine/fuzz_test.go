@@ -46,6 +46,7 @@ var examples = map[string][]string{
 	"flushall":           {"FLUSHALL", "SYNC"},
 	"flushdb":            {"FLUSHDB"},
 	"debug":              {"DEBUG", "APPLY-PANIC", "k"},
+	"sluice.own":         {"SLUICE.OWN", "1", "0-8191", "8192-16383"},
 	"exec":               {"EXEC", "1", "w", "-", "5", "CL.THROTTLE", "k", "1", "1", "1", "3", "DEL", "w", "k"},
 }
 

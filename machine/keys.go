@@ -177,8 +177,12 @@ func runFlush(x *exec, args [][]byte) {
 // loaded rules are configuration, not data: they are put back.
 func (x *exec) flushAll() {
 	defer func() {
+		// The rules and the slots owned are configuration, not data.
 		if st := x.m.ruleState.Load(); st != nil {
 			x.setRules(st)
+		}
+		if o := x.m.owned.Load(); o != nil {
+			x.setOwnership(o)
 		}
 	}()
 	var t Ticket

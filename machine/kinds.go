@@ -32,6 +32,7 @@ var kindNames = [...]string{
 	keyspace.KindOverride:       "ratelimit-override",
 	keyspace.KindScale:          "ratelimit-scale",
 	keyspace.KindReservation:    "ratelimit-reservation",
+	keyspace.KindOwnership:      "slot-ownership",
 }
 
 // KindName is the name TYPE answers for a key of kind k.
@@ -96,6 +97,10 @@ func EncodeState(dst []byte, kind keyspace.Kind, obj any) ([]byte, error) {
 		if kind == keyspace.KindReservation {
 			return st.AppendBinary(dst), nil
 		}
+	case *Ownership:
+		if kind == keyspace.KindOwnership {
+			return st.AppendBinary(dst), nil
+		}
 	}
 	return dst, fmt.Errorf("%w: kind %s, state %T", ErrUnencodable, KindName(kind), obj)
 }
@@ -139,6 +144,8 @@ func DecodeState(kind keyspace.Kind, b []byte, zone func(string) (*time.Location
 		return decodeScale(b)
 	case keyspace.KindReservation:
 		return decodeReservation(b)
+	case keyspace.KindOwnership:
+		return decodeOwnership(b)
 	}
 	return nil, fmt.Errorf("unknown kind %d", kind)
 }

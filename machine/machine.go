@@ -37,6 +37,9 @@ type Machine struct {
 	// machine was made. Only applies move it (never CONFIG RESETSTAT), so
 	// a snapshot can tell whether anything may have changed.
 	changes atomic.Int64
+	// owned mirrors OwnershipKey: the slots this group owns (nil: all;
+	// fence.go).
+	owned atomic.Pointer[Ownership]
 	// reservations counts RL.RESERVE's reservations by how they ended.
 	reservations struct{ reserved, settled, cancelled atomic.Int64 }
 	durable      Durability
@@ -72,7 +75,7 @@ func New(opts Options) *Machine {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Machine{keys: keyspace.New(), durable: opts.Durable, log: log, byName: map[string]*Command{}}
-	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), reserveCommands(), keyCommands(), serverKeyCommands(), debugCommands(), txCommands()} {
+	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), reserveCommands(), fenceCommands(), keyCommands(), serverKeyCommands(), debugCommands(), txCommands()} {
 		for _, c := range group {
 			if _, dup := m.byName[c.Name]; dup {
 				panic("machine: duplicate command " + c.Name)
@@ -144,6 +147,7 @@ func (m *Machine) Changes() int64 { return m.changes.Load() }
 func (m *Machine) Restore(applied int64) {
 	m.applied.Store(applied)
 	m.reloadRules()
+	m.reloadOwnership()
 	m.moveLegacyRecords(applied)
 	m.findPolicyRecords()
 }
@@ -300,6 +304,11 @@ func (m *Machine) applyScratch(sc *Scratch, now int64, cmd *Command, args [][]by
 			sc.x = exec{}
 		}
 	}()
+	if bad := m.fence(cmd, args); bad != "" {
+		w.Error(bad)
+		sc.x = exec{}
+		return Outcome{Err: bad}
+	}
 	cmd.run(&sc.x, args)
 	out = sc.x.out
 	sc.x = exec{}

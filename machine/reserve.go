@@ -124,7 +124,11 @@ func runReserve(x *exec, args [][]byte) {
 	p.keys = appendReservationKey(p.keys, domain, args[2])
 	key := p.keys[start:]
 	p.anchor = key // the domain's slot, where the reservation is kept
-	now, ds, took := x.lockPlan(p)
+	now, ds, took, err := x.lockPlan(p)
+	if err != nil {
+		x.error(err)
+		return
+	}
 	defer x.releaseGroup(&p.locks, took)
 	e, found, err := ds.GetKind(key, keyspace.KindReservation, now)
 	if err != nil {
@@ -305,6 +309,10 @@ func runSettle(x *exec, args [][]byte) {
 		locks.slots = append(locks.slots, keySlot)
 		for i := range r.Limits {
 			locks.slots = append(locks.slots, slot.Of(r.Limits[i].Key))
+		}
+		if err := x.m.fenceHeld(r); err != nil {
+			x.error(err)
+			return
 		}
 		took := x.holdGroup(locks)
 		done := x.settleHeld(key, r, actual, resp.EqualFold(args[0], "rl.cancel"))

@@ -215,9 +215,12 @@ func runShouldRateLimit(x *exec, args [][]byte) {
 	var v verdict
 	if len(p.checks) > 0 {
 		p.seal()
-		now, ds, took := x.lockPlan(p)
+		now, ds, took, err := x.lockPlan(p)
+		if err != nil {
+			x.error(err)
+			return
+		}
 		defer x.releaseGroup(&p.locks, took)
-		var err error
 		if v, err = x.decideLocked(p, now, ds, nil); err == nil {
 			err = x.negativeHits(p, now)
 		}

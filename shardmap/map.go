@@ -192,21 +192,12 @@ func parseGroup(fg fileGroup, groupIDs map[string]bool, memberOf, addrOf map[str
 
 // parseRange reads "from-to" or one slot.
 func parseRange(s string) (Range, error) {
-	from, to, isRange := strings.Cut(strings.TrimSpace(s), "-")
-	if !isRange {
-		to = from
+	s = strings.TrimSpace(s)
+	from, to, ok := slot.ParseRange(s)
+	if !ok {
+		return Range{}, fmt.Errorf("slot range %q is not <from>-<to> or one slot in 0-%d, from before to", s, slot.Count-1)
 	}
-	a, err1 := strconv.Atoi(from)
-	b, err2 := strconv.Atoi(to)
-	switch {
-	case err1 != nil || err2 != nil || from == "" || to == "" || from[0] == '+' || to[0] == '+':
-		return Range{}, fmt.Errorf("slot range %q is not <from>-<to> or one slot", s)
-	case a < 0 || b >= slot.Count:
-		return Range{}, fmt.Errorf("slot range %q leaves 0-%d", s, slot.Count-1)
-	case a > b:
-		return Range{}, fmt.Errorf("slot range %q runs backwards", s)
-	}
-	return Range{a, b}, nil
+	return Range{from, to}, nil
 }
 
 // assign fills owner, refusing a slot owned twice or by no group.

@@ -1,5 +1,10 @@
 package slot
 
+import (
+	"strconv"
+	"strings"
+)
+
 // Count is the number of hash slots in a Redis Cluster keyspace.
 const Count = 16384
 
@@ -120,3 +125,16 @@ var tagBasis = func() (b struct {
 	}
 	return b
 }()
+
+// ParseRange reads a slot range, "from-to" or one slot, in 0..Count-1.
+func ParseRange(s string) (from, to int, ok bool) {
+	a, b, isRange := strings.Cut(s, "-")
+	if !isRange {
+		b = a
+	}
+	from, err1 := strconv.Atoi(a)
+	to, err2 := strconv.Atoi(b)
+	ok = err1 == nil && err2 == nil && a != "" && b != "" && a[0] != '+' && b[0] != '+' &&
+		0 <= from && from <= to && to < Count
+	return from, to, ok
+}

@@ -1,0 +1,130 @@
+package machine
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/quota"
+	"github.com/sluice-rl/sluice/slot"
+)
+
+// keyInSlot is a key of slot s.
+func keyInSlot(s int) string {
+	tag := slot.Tag(s)
+	return "{" + string(tag[:]) + "}k"
+}
+
+// A group told its slots refuses, inside the apply, every command for a
+// slot it does not own — alone, in a transaction, and the multi-limit
+// checks whose counters reach one — and changes nothing for it; an older
+// map is refused, the same one again is a no-op, a later one replaces it;
+// the ownership survives FLUSHALL and a snapshot.
+func TestFencing(t *testing.T) {
+	m := New(Options{})
+	mine, theirs := keyInSlot(100), keyInSlot(9000)
+	if got := do(m, t0, "CL.THROTTLE", theirs, "5", "10", "60"); !strings.HasPrefix(got, "*5") {
+		t.Fatalf("before any map every slot is owned: %q", got)
+	}
+	if got := do(m, t0, "SLUICE.OWN", "2", "0-8191"); got != "+OK\r\n" {
+		t.Fatal(got)
+	}
+	for _, args := range [][]string{
+		{"CL.THROTTLE", theirs, "5", "10", "60"},
+		{"DEL", mine, theirs},
+		{"GET", theirs},
+		{"RL.CHECKALL", "LIMIT", theirs, "GCRA", "1", "2", "3"},
+		{"EXEC", "0", "5", "CL.THROTTLE", theirs, "5", "10", "60"},
+	} {
+		got := do(m, t0+1, args...)
+		if !strings.Contains(got, "TRYAGAIN slot 9000 is not this group's (cluster map epoch 2)") {
+			t.Errorf("%q: %q", args, got)
+		}
+	}
+	if got := do(m, t0+1, "EXISTS", theirs); !strings.Contains(got, "TRYAGAIN") {
+		t.Fatalf("EXISTS on a slot not owned: %q", got)
+	}
+	if got := do(m, t0+1, "CL.THROTTLE", mine, "5", "10", "60"); !strings.HasPrefix(got, "*5") {
+		t.Fatalf("an owned slot: %q", got)
+	}
+	// RL.CHECK: a counter in a slot not owned refuses the whole check.
+	do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules)
+	var refused, allowed int
+	for i := range 40 {
+		got := do(m, t0+2, "RL.CHECK", "llm", "DESCRIPTOR", "fixed", strings.Repeat("v", i+1))
+		switch {
+		case strings.Contains(got, "TRYAGAIN slot"):
+			refused++
+		case strings.HasPrefix(got, "*7"):
+			allowed++
+		default:
+			t.Fatalf("RL.CHECK: %q", got)
+		}
+	}
+	if refused == 0 || allowed == 0 {
+		t.Fatalf("counters spread over both halves: %d refused, %d allowed", refused, allowed)
+	}
+	for _, k := range allKeys(m) {
+		// theirs was made before the map; nothing since.
+		if s := slot.Of([]byte(k)); s >= 8192 && k != theirs && k != "sluice:rules" && k != OwnershipKey {
+			t.Errorf("a key in a slot not owned: %q (slot %d)", k, s)
+		}
+	}
+	// Epochs only go forward.
+	if got := do(m, t0+3, "SLUICE.OWN", "1", "0-16383"); !strings.HasPrefix(got, "-ERR stale cluster map: epoch 1, this group is at epoch 2") {
+		t.Fatalf("an older map: %q", got)
+	}
+	if got := do(m, t0+3, "SLUICE.OWN", "2", "0-100"); !strings.HasPrefix(got, "-ERR cluster map epoch 2 already gave this group other slots") {
+		t.Fatalf("the same epoch, other slots: %q", got)
+	}
+	if got := do(m, t0+3, "SLUICE.OWN", "2", "0-8191"); got != "+OK\r\n" {
+		t.Fatalf("the same map again: %q", got)
+	}
+	do(m, t0+3, "FLUSHALL")
+	if got := do(m, t0+3, "GET", theirs); !strings.Contains(got, "TRYAGAIN") {
+		t.Fatalf("after FLUSHALL: %q", got)
+	}
+	// Through a snapshot.
+	restored := New(Options{})
+	for i := range slot.Count {
+		s := m.keys.Lock(i)
+		s.Keys(m.Applied(), func(key []byte, e keyspace.Entry) bool {
+			b, err := AppendState(nil, s, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj, err := DecodeState(e.Kind(), b, quota.LoadZone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := restored.keys.LockKey(key)
+			StoreState(r, key, e.Kind(), s.Word(e), obj)
+			r.Unlock()
+			return true
+		})
+		s.Unlock()
+	}
+	restored.Restore(m.Applied())
+	if got := do(restored, t0+4, "GET", theirs); !strings.Contains(got, "TRYAGAIN") {
+		t.Fatalf("after a restore: %q", got)
+	}
+	if got := do(restored, t0+4, "SLUICE.OWN", "3", "8192-16383"); got != "+OK\r\n" {
+		t.Fatal(got)
+	}
+	if got := do(restored, t0+4, "GET", mine); !strings.Contains(got, "TRYAGAIN slot 100 ") {
+		t.Fatalf("a later map moved the slots: %q", got)
+	}
+	for _, bad := range [][]string{{"SLUICE.OWN", "0", "0-1"}, {"SLUICE.OWN", "1", "5-2"}, {"SLUICE.OWN", "1", "0-16384"}, {"SLUICE.OWN", "x", "1"}} {
+		if got := do(restored, t0+4, bad...); !strings.HasPrefix(got, "-ERR ") {
+			t.Errorf("%q: %q", bad, got)
+		}
+	}
+	for i := 0; i < 12; i++ {
+		enc := newOwnership(7, [][2]int{{0, 10}, {20, 16383}}).AppendBinary(nil)
+		if i < len(enc) {
+			if o, err := decodeOwnership(enc[:i]); err == nil && o == nil {
+				t.Fatal("nil without an error")
+			}
+		}
+	}
+}
