@@ -168,8 +168,12 @@ HELP
 }
 
 // shardID is CLUSTER MYSHARDID: every member of a replicated cluster is in
-// its one shard, so they all answer alike.
+// its one shard, so they all answer alike; a sharded cluster's groups are
+// a shard each.
 func (c *Ctx) shardID() string {
+	if r := c.Env.Shards; r != nil {
+		return cluster.ShardID("group:" + r.Map().Groups[r.Self()].ID)
+	}
 	if c.Env.Cluster != nil {
 		return cluster.ShardID("replicated")
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/pubsub"
 	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/shardmap"
 )
 
 // Options are the server settings commands consult.
@@ -73,6 +74,9 @@ type Env struct {
 	Machine *machine.Machine
 	// Applier applies the machine's commands; nil means Machine directly.
 	Applier Applier
+	// Shards, on a member of a sharded cluster, routes each slot to the
+	// group that owns it (nil otherwise).
+	Shards *shardmap.Router
 	// Cluster is the replicated node this server is a member of; nil on a
 	// single node.
 	Cluster *cluster.Node

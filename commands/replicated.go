@@ -7,6 +7,7 @@ import (
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/shardmap"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -15,7 +16,15 @@ import (
 // after commit; a follower, or a leader not yet serving, redirects the
 // client (-MOVED to the leader, -CLUSTERDOWN with none known) and applies
 // nothing.
-type Replicated struct{ Node *cluster.Node }
+type Replicated struct {
+	Node *cluster.Node
+	// Shards, on a member of a sharded cluster, sends a client asking about
+	// a slot another group owns to that group (MOVED), and Fenced reports
+	// whether this group's state machine fences by the map yet (keyed
+	// commands wait, TRYAGAIN, until it does). Both nil otherwise.
+	Shards *shardmap.Router
+	Fenced func() bool
+}
 
 // Apply is one command's trip through the log.
 func (r Replicated) Apply(_ int64, cmd *machine.Command, args [][]byte, w *resp.Writer) machine.Outcome {
@@ -33,18 +42,46 @@ func (r Replicated) Apply(_ int64, cmd *machine.Command, args [][]byte, w *resp.
 	return out
 }
 
-// Redirect sends the client to the leader unless this node serves.
+// Redirect sends the client to the leader unless this node serves; on a
+// sharded member, keys of more than one slot are CROSSSLOT, and a slot
+// another group owns goes to that group.
 func (r Replicated) Redirect(cmd *machine.Command, args [][]byte) string {
+	if r.Shards != nil && cmd != nil && cmd.MultiKey() {
+		if msg := crossSlot(cmd.Keys(args), args); msg != "" {
+			return msg
+		}
+	}
 	return r.RedirectKey(commandKey(cmd, args))
 }
 
-// RedirectKey sends a client asking about key (nil: a command with no key)
-// to the leader unless this node serves: MOVED names key's slot.
-func (r Replicated) RedirectKey(key []byte) string {
-	if r.Node.Serving() {
-		return ""
+// crossSlot is CROSSSLOT when the keys at keys hash to more than one slot.
+func crossSlot(keys []int, args [][]byte) string {
+	for i := 1; i < len(keys); i++ {
+		if slot.Of(args[keys[i]]) != slot.Of(args[keys[0]]) {
+			return "CROSSSLOT Keys in request don't hash to the same slot"
+		}
 	}
-	return r.redirect(key)
+	return ""
+}
+
+// RedirectKey sends a client asking about key (nil: a command with no key)
+// to the leader unless this node serves: MOVED names key's slot. On a
+// sharded member a key of another group's slot goes to that group, and
+// keyed commands wait until the group fences by the map.
+func (r Replicated) RedirectKey(key []byte) string {
+	if r.Shards != nil && key != nil {
+		s := slot.Of(key)
+		if addr, mine := r.Shards.Route(s); !mine {
+			return "MOVED " + strconv.Itoa(s) + " " + addr
+		}
+	}
+	if !r.Node.Serving() {
+		return r.redirect(key)
+	}
+	if r.Fenced != nil && key != nil && !r.Fenced() {
+		return "TRYAGAIN the group is taking its slots from the cluster map"
+	}
+	return ""
 }
 
 // ApplyAll logs cmds as one group of the next entry and waits for it.

@@ -66,21 +66,88 @@ func (c *Ctx) myID() string {
 	return c.Env.NodeID
 }
 
-func runClusterInfo(c *Ctx, _ [][]byte) {
+// topoShard is one shard as the CLUSTER replies describe it: the slot
+// ranges it owns and its nodes, the master first.
+type topoShard struct {
+	id     string // 40 hex characters
+	ranges [][2]int
+	nodes  []topoNode
+	// ok: a master is known.
+	ok bool
+}
+
+// shards lists the shards: this node's group (with topology's nodes) and,
+// on a member of a sharded cluster, every other group of the map, in the
+// map's order, with its leader as master when one is known.
+func (c *Ctx) shards() []topoShard {
 	nodes, ok := c.topology()
-	state, assigned := "ok", "16384"
-	if !ok {
-		state, assigned = "fail", "0"
+	own := topoShard{id: c.shardID(), ranges: [][2]int{{0, slot.Count - 1}}, nodes: nodes, ok: ok}
+	r := c.Env.Shards
+	if r == nil {
+		return []topoShard{own}
 	}
+	m := r.Map()
+	out := make([]topoShard, 0, len(m.Groups))
+	for g := range m.Groups {
+		grp := &m.Groups[g]
+		var ranges [][2]int
+		for _, rg := range grp.Ranges {
+			ranges = append(ranges, [2]int{rg.From, rg.To})
+		}
+		if g == r.Self() {
+			own.ranges = ranges
+			out = append(out, own)
+			continue
+		}
+		leader, known := r.Leader(g)
+		sh := topoShard{id: cluster.ShardID("group:" + grp.ID), ranges: ranges, ok: known}
+		for _, p := range grp.Members {
+			host, portStr, _ := net.SplitHostPort(p.ClientAddr)
+			port, _ := strconv.Atoi(portStr)
+			t := topoNode{id: cluster.MemberNodeID(p.ID, p.RaftAddr), host: host, port: port,
+				master: known && p.ClientAddr == leader, known: known, online: known, contact: -1}
+			if t.master {
+				sh.nodes = append([]topoNode{t}, sh.nodes...)
+			} else {
+				sh.nodes = append(sh.nodes, t)
+			}
+		}
+		out = append(out, sh)
+	}
+	return out
+}
+
+// epoch is the cluster map's epoch (1 without a map).
+func (c *Ctx) epoch() string {
+	if r := c.Env.Shards; r != nil {
+		return strconv.FormatUint(r.Map().Epoch, 10)
+	}
+	return "1"
+}
+
+func runClusterInfo(c *Ctx, _ [][]byte) {
+	shards := c.shards()
+	state, okSlots, known := "ok", 0, 0
+	for _, sh := range shards {
+		known += len(sh.nodes)
+		if !sh.ok {
+			state = "fail"
+			continue
+		}
+		for _, r := range sh.ranges {
+			okSlots += r[1] - r[0] + 1
+		}
+	}
+	assigned := strconv.Itoa(okSlots)
 	c.W.Verbatim("cluster_state:" + state + "\r\n" +
 		"cluster_slots_assigned:" + assigned + "\r\n" +
 		"cluster_slots_ok:" + assigned + "\r\n" +
 		"cluster_slots_pfail:0\r\n" +
 		"cluster_slots_fail:0\r\n" +
-		"cluster_known_nodes:" + strconv.Itoa(len(nodes)) + "\r\n" +
-		"cluster_size:1\r\n" +
-		"cluster_current_epoch:1\r\n" +
-		"cluster_my_epoch:1\r\n" +
+		"cluster_known_nodes:" + strconv.Itoa(known) + "\r\n" +
+		"cluster_size:" + strconv.Itoa(len(shards)) + "\r\n" +
+		"cluster_current_epoch:" + c.epoch() + "\r\n" +
+		"cluster_my_epoch:" + c.epoch() + "\r\n" +
 		"cluster_stats_messages_sent:0\r\n" +
 		"cluster_stats_messages_received:0\r\n" +
 		"total_cluster_links_buffer_limit_exceeded:0\r\n")
@@ -89,123 +156,143 @@ func runClusterInfo(c *Ctx, _ [][]byte) {
 // runClusterNodes writes a line per node:
 // <id> <ip:port@cport> <flags> <master> <ping-sent> <pong-recv> <epoch> <link> <slots>.
 func runClusterNodes(c *Ctx, _ [][]byte) {
-	nodes, ok := c.topology()
 	var b strings.Builder
-	masterID := "-"
-	if ok {
-		masterID = nodes[0].id
-	}
 	now := time.Now()
-	for _, n := range nodes {
-		flags := "slave"
-		if n.master {
-			flags = "master"
+	epoch := c.epoch()
+	for _, sh := range c.shards() {
+		masterID := "-"
+		if sh.ok {
+			masterID = sh.nodes[0].id
 		}
-		if n.self {
-			flags = "myself," + flags
+		var slots []string
+		for _, r := range sh.ranges {
+			slots = append(slots, strconv.Itoa(r[0])+"-"+strconv.Itoa(r[1]))
 		}
-		// A member not heard from is suspected (fail?), and failed once
-		// it stays silent ten heartbeat timeouts or was never heard. A
-		// member whose state this node does not know (a follower with no
-		// fresh word from the leader) is not linked, and not failed.
-		link, pong := "connected", "0"
-		if n.contact >= 0 && !n.self {
-			pong = strconv.FormatInt(now.Add(-n.contact).UnixMilli(), 10)
-		}
-		switch {
-		case !n.known:
-			link = "disconnected"
-		case !n.online:
-			link = "disconnected"
-			if n.contact < 0 || n.contact > 10*c.heartbeatTimeout() {
-				flags += ",fail"
-			} else {
-				flags += ",fail?"
+		for _, n := range sh.nodes {
+			flags := "slave"
+			if n.master {
+				flags = "master"
 			}
-		}
-		b.WriteString(n.id + " " + n.host + ":" + strconv.Itoa(n.port) + "@" + strconv.Itoa(busPort(n.port)) + " " + flags + " ")
-		if n.master {
-			b.WriteString("- 0 " + pong + " 1 " + link + " 0-" + strconv.Itoa(slot.Count-1) + "\n")
-		} else {
-			b.WriteString(masterID + " 0 " + pong + " 1 " + link + "\n")
+			if n.self {
+				flags = "myself," + flags
+			}
+			// A member not heard from is suspected (fail?), and failed once
+			// it stays silent ten heartbeat timeouts or was never heard. A
+			// member whose state this node does not know (a follower with
+			// no fresh word from the leader, another group's member with no
+			// leader known) is not linked, and not failed.
+			link, pong := "connected", "0"
+			if n.contact >= 0 && !n.self {
+				pong = strconv.FormatInt(now.Add(-n.contact).UnixMilli(), 10)
+			}
+			switch {
+			case !n.known:
+				link = "disconnected"
+			case !n.online:
+				link = "disconnected"
+				if n.contact < 0 || n.contact > 10*c.heartbeatTimeout() {
+					flags += ",fail"
+				} else {
+					flags += ",fail?"
+				}
+			}
+			b.WriteString(n.id + " " + n.host + ":" + strconv.Itoa(n.port) + "@" + strconv.Itoa(busPort(n.port)) + " " + flags + " ")
+			if n.master {
+				b.WriteString("- 0 " + pong + " " + epoch + " " + link + " " + strings.Join(slots, " ") + "\n")
+			} else {
+				b.WriteString(masterID + " 0 " + pong + " " + epoch + " " + link + "\n")
+			}
 		}
 	}
 	c.W.Verbatim(b.String())
 }
 
-// runClusterSlots is [[0, 16383, master, replicas…]], each node [host,
-// port, id, {}] (the empty map is Redis 7's networking metadata); empty
-// when no leader is known. Failed replicas are left out, as Redis leaves
-// them out.
+// runClusterSlots is [[from, to, master, replicas…] …] per range of every
+// shard with a known master, each node [host, port, id, {}] (the empty map
+// is Redis 7's networking metadata). Failed replicas are left out, as
+// Redis leaves them out.
 func runClusterSlots(c *Ctx, _ [][]byte) {
-	all, ok := c.topology()
 	w := c.W
-	if !ok {
-		w.Array(0)
-		return
-	}
-	nodes := all[:1]
-	for _, n := range all[1:] {
-		if !n.known || n.online {
-			nodes = append(nodes, n)
+	var entries int
+	shards := c.shards()
+	for _, sh := range shards {
+		if sh.ok {
+			entries += len(sh.ranges)
 		}
 	}
-	w.Array(1)
-	w.Array(2 + len(nodes))
-	w.Int(0)
-	w.Int(slot.Count - 1)
-	for _, n := range nodes {
-		w.Array(4)
-		w.BulkString(n.host)
-		w.Int(int64(n.port))
-		w.BulkString(n.id)
-		w.Map(0)
+	w.Array(entries)
+	for _, sh := range shards {
+		if !sh.ok {
+			continue
+		}
+		nodes := sh.nodes[:1]
+		for _, n := range sh.nodes[1:] {
+			if !n.known || n.online {
+				nodes = append(nodes, n)
+			}
+		}
+		for _, r := range sh.ranges {
+			w.Array(2 + len(nodes))
+			w.Int(int64(r[0]))
+			w.Int(int64(r[1]))
+			for _, n := range nodes {
+				w.Array(4)
+				w.BulkString(n.host)
+				w.Int(int64(n.port))
+				w.BulkString(n.id)
+				w.Map(0)
+			}
+		}
 	}
 }
 
-// runClusterShards is Redis 7's CLUSTER SHARDS: one shard holding every
-// slot, its nodes the leader (master) and its replicas.
+// runClusterShards is Redis 7's CLUSTER SHARDS: each shard's slots (from,
+// to pairs) and nodes, its master first.
 func runClusterShards(c *Ctx, _ [][]byte) {
-	nodes, ok := c.topology()
 	w := c.W
-	w.Array(1)
-	w.Map(2)
-	w.BulkString("slots")
-	if ok {
-		w.Array(2)
-		w.Int(0)
-		w.Int(slot.Count - 1)
-	} else {
-		w.Array(0)
-	}
-	w.BulkString("nodes")
-	w.Array(len(nodes))
-	for _, n := range nodes {
-		role := "replica"
-		if n.master {
-			role = "master"
+	shards := c.shards()
+	w.Array(len(shards))
+	for _, sh := range shards {
+		w.Map(2)
+		w.BulkString("slots")
+		if sh.ok {
+			w.Array(2 * len(sh.ranges))
+			for _, r := range sh.ranges {
+				w.Int(int64(r[0]))
+				w.Int(int64(r[1]))
+			}
+		} else {
+			w.Array(0)
 		}
-		w.Map(7)
-		w.BulkString("id")
-		w.BulkString(n.id)
-		w.BulkString("port")
-		w.Int(int64(n.port))
-		w.BulkString("ip")
-		w.BulkString(n.host)
-		w.BulkString("endpoint")
-		w.BulkString(n.host)
-		w.BulkString("role")
-		w.BulkString(role)
-		w.BulkString("replication-offset")
-		w.Int(int64(n.match))
-		w.BulkString("health")
-		switch {
-		case !n.known:
-			w.BulkString("unknown")
-		case n.online:
-			w.BulkString("online")
-		default:
-			w.BulkString("failed")
+		w.BulkString("nodes")
+		w.Array(len(sh.nodes))
+		for _, n := range sh.nodes {
+			role := "replica"
+			if n.master {
+				role = "master"
+			}
+			w.Map(7)
+			w.BulkString("id")
+			w.BulkString(n.id)
+			w.BulkString("port")
+			w.Int(int64(n.port))
+			w.BulkString("ip")
+			w.BulkString(n.host)
+			w.BulkString("endpoint")
+			w.BulkString(n.host)
+			w.BulkString("role")
+			w.BulkString(role)
+			w.BulkString("replication-offset")
+			w.Int(int64(n.match))
+			w.BulkString("health")
+			switch {
+			case !n.known:
+				w.BulkString("unknown")
+			case n.online:
+				w.BulkString("online")
+			default:
+				w.BulkString("failed")
+			}
 		}
 	}
 }

@@ -135,6 +135,9 @@ func (c *Command) KeysOf(args [][]byte) []int {
 	return c.keys(args)
 }
 
+// MultiKey reports whether a call may name more than one key.
+func (c *Command) MultiKey() bool { return c.keys != nil || c.LastKey < 0 || c.LastKey > c.FirstKey }
+
 // MovableKeys reports whether the command finds its keys with KeysOf.
 func (c *Command) MovableKeys() bool { return c.keys != nil }
 

@@ -219,10 +219,17 @@ func (m *Machine) fenceChecks(checks []limitCheck) error {
 	}
 	for i := range checks {
 		if s := slot.Of(checks[i].key); !o.Owns(s) {
-			return fenceError(notOwned(s, o))
+			return fenceError(spansGroups(s, o))
 		}
 	}
 	return nil
+}
+
+// spansGroups is the reply to a multi-limit check with a counter in slot
+// s, which another group owns.
+func spansGroups(s int, o *Ownership) string {
+	return "CROSSSLOT the check's counters are not all in this group's slots (slot " + strconv.Itoa(s) +
+		", cluster map epoch " + strconv.FormatUint(o.Epoch, 10) + "); checks across groups are not supported yet"
 }
 
 // fenceHeld is fenceChecks for a reservation's counters.
@@ -233,7 +240,7 @@ func (m *Machine) fenceHeld(r *ReservationState) error {
 	}
 	for i := range r.Limits {
 		if s := slot.Of(r.Limits[i].Key); !o.Owns(s) {
-			return fenceError(notOwned(s, o))
+			return fenceError(spansGroups(s, o))
 		}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/persist"
+	"github.com/sluice-rl/sluice/shardmap"
 	"github.com/sluice-rl/sluice/server/guard"
 )
 
@@ -151,6 +152,10 @@ type Replication struct {
 	// DialVia maps member ids to addresses to dial them at instead of
 	// their Raft address.
 	DialVia map[string]string
+	// Map, when set, makes the server a member of a sharded cluster: Peers
+	// are its group's members, and the map says which slots each group
+	// owns (--cluster-map).
+	Map *shardmap.Map
 }
 
 // Enabled reports whether the server is a replicated node.

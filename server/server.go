@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/persist"
+	"github.com/sluice-rl/sluice/shardmap"
 	"github.com/sluice-rl/sluice/pubsub"
 	"github.com/sluice-rl/sluice/rls"
 )
@@ -38,6 +39,8 @@ type Server struct {
 	born time.Time
 	// rules are the --rules files (nil without any).
 	rules *rulesState
+	// router is a sharded member's (nil otherwise; shards.go).
+	router *shardmap.Router
 	table *commands.Table
 
 	ln net.Listener
@@ -182,7 +185,17 @@ func (s *Server) startNode() error {
 	}
 	s.node = n
 	s.env.Cluster = n
+	router, err := s.shardedRouter()
+	if err != nil {
+		n.Close()
+		return err
+	}
 	s.env.Applier = commands.Replicated{Node: n}
+	if router != nil {
+		s.router = router
+		s.env.Shards = router
+		s.env.Applier = commands.Replicated{Node: n, Shards: router, Fenced: s.fenced}
+	}
 	s.env.Snapshots = &raftSnapshots{n: n}
 	return nil
 }
@@ -249,6 +262,10 @@ func (s *Server) Serve() error {
 	if s.rules != nil {
 		s.bg.Add(1)
 		go s.watchRules()
+	}
+	if s.router != nil {
+		s.bg.Add(1)
+		go s.shardLoop()
 	}
 	s.log.Info("sluice ready", "addr", s.ln.Addr().String(), "version", s.cfg.Version)
 	s.conns.Add(1) // the accept loop, so that Shutdown waits for it too

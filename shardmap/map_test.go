@@ -101,3 +101,30 @@ func TestParseRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestRouter(t *testing.T) {
+	m, err := Parse([]byte(twoGroups))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRouter(m, "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, mine := r.Route(100); !mine {
+		t.Fatal("slot 100 is g1's")
+	}
+	if addr, mine := r.Route(9000); mine || addr != "127.0.0.1:7004" {
+		t.Fatalf("slot 9000 before a leader is known: %s %v", addr, mine)
+	}
+	r.SetLeader(1, "127.0.0.1:7006")
+	if addr, _ := r.Route(9000); addr != "127.0.0.1:7006" {
+		t.Fatalf("slot 9000 with g2's leader known: %s", addr)
+	}
+	if got := r.OwnedRanges(); len(got) != 1 || got[0] != "0-8191" {
+		t.Fatalf("owned: %v", got)
+	}
+	if _, err := NewRouter(m, "g9"); err == nil {
+		t.Fatal("a router for no group")
+	}
+}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/server"
+	"github.com/sluice-rl/sluice/shardmap"
 )
 
 func main() {
@@ -98,6 +99,7 @@ func run(args []string) error {
 	rep := &cfg.Replication
 	fs.StringVar(&rep.NodeID, "node-id", "", "this member's id among --peers (replicated mode)")
 	peers := fs.String("peers", "", "every member of a replicated cluster: id=client-addr[@raft-addr],… (raft-addr defaults to the client port + 10000); empty runs one node")
+	clusterMap := fs.String("cluster-map", "", "a sharded cluster's map, YAML: epoch, and groups with their slots and members; this process is the member --node-id names, in its group (replaces --peers)")
 	fs.DurationVar(&rep.HeartbeatTimeout, "raft-heartbeat-timeout", 300*time.Millisecond, "how long a follower waits without hearing from the leader before it stands for election")
 	fs.DurationVar(&rep.ElectionTimeout, "raft-election-timeout", 300*time.Millisecond, "how long a candidate waits for votes")
 	fs.DurationVar(&rep.LeaderLeaseTimeout, "raft-leader-lease-timeout", 250*time.Millisecond, "how long a leader keeps serving without hearing from a majority (at most the heartbeat timeout)")
@@ -138,12 +140,26 @@ func run(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	if *peers != "" && *clusterMap != "" {
+		return errors.New("give --peers or --cluster-map, not both")
+	}
 	if *peers != "" {
 		list, err := cluster.ParsePeers(*peers)
 		if err != nil {
 			return err
 		}
 		rep.Peers = list
+	}
+	if *clusterMap != "" {
+		m, err := shardmap.Load(*clusterMap)
+		if err != nil {
+			return err
+		}
+		g, _, ok := m.Member(rep.NodeID)
+		if !ok {
+			return fmt.Errorf("--node-id %q is not a member of the cluster map %s", rep.NodeID, *clusterMap)
+		}
+		rep.Peers, rep.Map = g.Members, m
 	}
 	if *dialVia != "" {
 		rep.DialVia = map[string]string{}

@@ -1,0 +1,121 @@
+package server
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/commands"
+	"github.com/sluice-rl/sluice/shardmap"
+)
+
+// A sharded server is a member of one group of a cluster map
+// (--cluster-map): its group is its Raft cluster, the map says which slots
+// the group owns, and the surface sends clients asking about other slots
+// to the group that owns them (commands.Replicated.Shards). Two loops keep
+// it so: the group's leader logs the slots it owns (SLUICE.OWN, the fence
+// every apply checks) before it serves keyed commands, and every member
+// learns the other groups' leaders, so a redirect names a leader.
+
+// shardedRouter builds the router of a sharded member (nil: not sharded).
+func (s *Server) shardedRouter() (*shardmap.Router, error) {
+	rep := s.cfg.Replication
+	if rep.Map == nil {
+		return nil, nil
+	}
+	g, _, _ := rep.Map.Member(rep.NodeID)
+	return shardmap.NewRouter(rep.Map, g.ID)
+}
+
+// fenced reports whether this group's state machine fences by the map's
+// epoch (or a later one).
+func (s *Server) fenced() bool {
+	o := s.env.Machine.Owned()
+	return o != nil && o.Epoch >= s.cfg.Replication.Map.Epoch
+}
+
+// syncOwnership, on a serving leader whose group is not yet fenced by the
+// map, logs the slots it owns.
+func (s *Server) syncOwnership() {
+	if s.router == nil || !s.node.Serving() || s.fenced() {
+		return
+	}
+	args := [][]byte{[]byte("SLUICE.OWN"), strconv.AppendUint(nil, s.cfg.Replication.Map.Epoch, 10)}
+	for _, r := range s.router.OwnedRanges() {
+		args = append(args, []byte(r))
+	}
+	get, err := commands.Replicated{Node: s.node}.ApplyAll([][][]byte{args})
+	if err != nil {
+		s.log.Warn("the group's slots are not logged yet", "err", err)
+		return
+	}
+	if reply, _ := get(0); string(reply) != "+OK\r\n" {
+		s.log.Error("the group's slots were refused", "reply", string(reply))
+	}
+}
+
+// shardLoop keeps the fence logged and the other groups' leaders known.
+func (s *Server) shardLoop() {
+	defer s.bg.Done()
+	clients := map[string]*redis.Client{}
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.syncOwnership()
+		s.probeLeaders(clients)
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// probeLeaders asks every member of the other groups for its role, and
+// records each group's leader.
+func (s *Server) probeLeaders(clients map[string]*redis.Client) {
+	m := s.router.Map()
+	var wg sync.WaitGroup
+	leaders := make([]string, len(m.Groups))
+	var mu sync.Mutex
+	for g := range m.Groups {
+		if g == s.router.Self() {
+			continue
+		}
+		for _, p := range m.Groups[g].Members {
+			c := clients[p.ClientAddr]
+			if c == nil {
+				c = redis.NewClient(&redis.Options{Addr: p.ClientAddr, Password: s.cfg.RequirePass, MaxRetries: -1,
+					DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
+					PoolSize: 1, DisableIdentity: true, Protocol: 2})
+				clients[p.ClientAddr] = c
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				defer cancel()
+				v, err := c.Do(ctx, "ROLE").Slice()
+				if err == nil && len(v) > 0 && v[0] == "master" {
+					mu.Lock()
+					leaders[g] = p.ClientAddr
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for g, addr := range leaders {
+		if g != s.router.Self() {
+			s.router.SetLeader(g, addr)
+		}
+	}
+}
