@@ -12,8 +12,8 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/persist"
-	"github.com/sluice-rl/sluice/shardmap"
 	"github.com/sluice-rl/sluice/server/guard"
+	"github.com/sluice-rl/sluice/shardmap"
 )
 
 // Config is everything a server needs to start. cmd/sluice fills it from

@@ -24,9 +24,9 @@ import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/persist"
-	"github.com/sluice-rl/sluice/shardmap"
 	"github.com/sluice-rl/sluice/pubsub"
 	"github.com/sluice-rl/sluice/rls"
+	"github.com/sluice-rl/sluice/shardmap"
 )
 
 // Server is one sluice node.
@@ -41,7 +41,7 @@ type Server struct {
 	rules *rulesState
 	// router is a sharded member's (nil otherwise; shards.go).
 	router *shardmap.Router
-	table *commands.Table
+	table  *commands.Table
 
 	ln net.Listener
 	// http serves --http-addr; grpc and rls --grpc-addr (server/frontdoor.go).
