@@ -5,6 +5,7 @@ ADDR    ?= 127.0.0.1:6379
 DATA    ?= ./data
 PORT    ?= 7001
 PORTS   ?=
+GROUPS  ?= 1
 HTTP    ?=
 
 .DEFAULT_GOAL := help
@@ -20,8 +21,8 @@ build: ## build bin/sluice
 run: build ## run one node on $(ADDR) with data in $(DATA) (HTTP=host:port: status page and metrics there)
 	./$(BIN) --addr $(ADDR) --data-dir $(DATA) $(if $(HTTP),--http-addr $(HTTP))
 
-cluster: build ## run a local three-node cluster on 127.0.0.1:$(PORT) and the next two ports, or on PORTS="a b c" (data in $(DATA)/cluster)
-	./scripts/cluster.sh start $(BIN) "$(or $(PORTS),$(PORT))" $(DATA)/cluster
+cluster: build ## run a local three-node cluster on 127.0.0.1:$(PORT) and the next two ports, or on PORTS="a b c"; GROUPS=n: n groups of three on the next 3n ports (data in $(DATA)/cluster)
+	GROUPS=$(GROUPS) ./scripts/cluster.sh start $(BIN) "$(or $(PORTS),$(PORT))" $(DATA)/cluster
 
 cluster-stop: ## stop the cluster make cluster started (give the same DATA=)
 	./scripts/cluster.sh stop $(DATA)/cluster

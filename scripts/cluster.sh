@@ -5,11 +5,14 @@
 # ("7001 7005 7009" or "7001,7005,7009"); each node's Raft port is its
 # port + 10000.
 #   scripts/cluster.sh stop  [data-dir]
+# With GROUPS=n (n > 1) it starts a sharded cluster instead: n groups of
+# three nodes on consecutive ports from the first one, the slots split
+# evenly between the groups in a cluster map written to data-dir.
 set -euo pipefail
 cmd=${1:-start}
 if [ "$cmd" = stop ]; then
 	dir=${2:-./data/cluster}
-	for pidfile in "$dir"/n*.pid; do
+	for pidfile in "$dir"/*.pid; do
 		[ -e "$pidfile" ] || continue
 		kill "$(cat "$pidfile")" 2>/dev/null || true
 		rm -f "$pidfile"
@@ -18,6 +21,74 @@ if [ "$cmd" = stop ]; then
 	exit 0
 fi
 bin=${2:-bin/sluice}
+groups=${GROUPS:-1}
+case $groups in '' | *[!0-9]* | 0) echo "cluster.sh: GROUPS='$groups' is not a positive number" >&2; exit 2 ;; esac
+if [ "$groups" -gt 1 ]; then
+	read -r -a first <<<"${3:-7001}"
+	base=${first[0]%%,*}
+	dir=${4:-./data/cluster}
+	mkdir -p "$dir"
+	map="$dir/cluster.yaml"
+	echo "epoch: 1" >"$map"
+	echo "groups:" >>"$map"
+	per=$((16384 / groups))
+	for g in $(seq 1 "$groups"); do
+		from=$(((g - 1) * per))
+		to=$((g == groups ? 16383 : g * per - 1))
+		members=""
+		for i in 1 2 3; do
+			p=$((base + (g - 1) * 3 + i - 1))
+			members="${members:+$members, }g${g}n$i: \"127.0.0.1:$p@127.0.0.1:$((p + 10000))\""
+		done
+		printf '  - id: g%d\n    slots: ["%d-%d"]\n    members: {%s}\n' "$g" "$from" "$to" "$members" >>"$map"
+	done
+	for g in $(seq 1 "$groups"); do
+		for i in 1 2 3; do
+			id="g${g}n$i"
+			p=$((base + (g - 1) * 3 + i - 1))
+			if [ -e "$dir/$id.pid" ] && kill -0 "$(cat "$dir/$id.pid")" 2>/dev/null; then
+				echo "$id is already running (pid $(cat "$dir/$id.pid"))"
+				continue
+			fi
+			"$bin" --node-id "$id" --addr "127.0.0.1:$p" --data-dir "$dir/$id" --cluster-map "$map" >"$dir/$id.log" 2>&1 &
+			echo $! >"$dir/$id.pid"
+		done
+	done
+	for g in $(seq 1 "$groups"); do
+		led=""
+		for _ in $(seq 1 100); do
+			for i in 1 2 3; do
+				p=$((base + (g - 1) * 3 + i - 1))
+				if [ "$(redis-cli -p "$p" ROLE 2>/dev/null | head -1)" = master ]; then led=$p; break; fi
+			done
+			[ -n "$led" ] && break
+			sleep 0.1
+		done
+		if [ -z "$led" ]; then
+			echo "group g$g has no leader after 10 s; see $dir/g${g}n*.log" >&2
+			exit 1
+		fi
+	done
+	# Each group serves keyed commands once it logged its slots: wait until
+	# keys spread over the slots all answer.
+	for _ in $(seq 1 100); do
+		busy=""
+		for k in $(seq 1 $((groups * 40))); do
+			if redis-cli -c -p "$base" EXISTS "probe:$k" 2>&1 | grep -q TRYAGAIN; then busy=1; break; fi
+		done
+		[ -z "$busy" ] && break
+		sleep 0.1
+	done
+	last=$((base + groups * 3 - 1))
+	cat <<MSG
+a sharded sluice cluster of $groups groups of three runs on 127.0.0.1 ports $base-$last (map: $map)
+  use it:   redis-cli -c -p $base CL.THROTTLE user123 15 30 60
+            redis-cli --cluster check 127.0.0.1:$base
+  logs:     $dir/g*n*.log
+  stop it:  make cluster-stop DATA=${dir%/cluster}
+MSG
+	exit 0
+fi
 read -r -a ports <<<"${3:-7001}"
 [ ${#ports[@]} -eq 1 ] && IFS=, read -r -a ports <<<"${ports[0]}"
 if [ ${#ports[@]} -eq 1 ]; then
