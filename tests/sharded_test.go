@@ -1,12 +1,16 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -191,4 +195,112 @@ func TestShardedStartRefusals(t *testing.T) {
 			t.Errorf("%v: %v\n%s\nwant %q", tc.args, err, out, tc.want)
 		}
 	}
+}
+
+// One group's leader is SIGKILLed under load: the other group's keys see
+// no error at all, the killed group's keys answer again after its
+// failover, and no key admits more than its limit (a rate that cannot
+// refill during the run).
+func TestShardedGroupFailoverIsolated(t *testing.T) {
+	sc := StartShardedCluster(t, 3, [][]string{{"0-8191"}, {"8192-16383"}})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 16,
+		MinRetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 100 * time.Millisecond})
+	t.Cleanup(func() { cc.Close() })
+	probe := redis.NewClient(&redis.Options{Addr: sc.Groups[0][0].Addr})
+	t.Cleanup(func() { probe.Close() })
+	// Keys of each group.
+	var keys [2][]string
+	for i := 0; len(keys[0]) < 8 || len(keys[1]) < 8; i++ {
+		k := "k" + strconv.Itoa(i)
+		s, _ := probe.ClusterKeySlot(ctx(t), k).Result()
+		g := 0
+		if s >= 8192 {
+			g = 1
+		}
+		if len(keys[g]) < 8 {
+			keys[g] = append(keys[g], k)
+		}
+	}
+	const limit = 400 // max_burst 399, one unit an hour: no refill during the run
+	eventually(t, "both groups serve", func() bool {
+		for g := range 2 {
+			if cc.Do(ctx(t), "CL.THROTTLE", keys[g][0], limit-1, 1, 3600, 0).Err() != nil {
+				return false
+			}
+		}
+		return true
+	})
+	var errs [2]atomic.Int64
+	var admitted sync.Map // key → *atomic.Int64
+	for g := range 2 {
+		for _, k := range keys[g] {
+			admitted.Store(k, &atomic.Int64{})
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 16 {
+		g := w % 2
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := keys[g][i%len(keys[g])]
+				v, err := cc.Do(context.Background(), "CL.THROTTLE", k, limit-1, 1, 3600).Int64Slice()
+				if err != nil {
+					errs[g].Add(1)
+					continue
+				}
+				if v[0] == 0 {
+					n, _ := admitted.Load(k)
+					n.(*atomic.Int64).Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Second) // load before the kill (a duration of load, not a wait for an outcome)
+	sc.Leader(t, 1).Kill()
+	next := sc.Leader(t, 1)
+	eventually(t, "the killed group answers after its failover", func() bool {
+		// What a client does on errors (go-redis also reloads every 10 s):
+		// ask the cluster for its slots again, which name the new leader.
+		cc.ReloadState(ctx(t))
+		return cc.Do(ctx(t), "CL.THROTTLE", keys[1][0], limit-1, 1, 3600, 0).Err() == nil
+	})
+	time.Sleep(time.Second) // load after the failover
+	close(stop)
+	wg.Wait()
+	if n := errs[0].Load(); n != 0 {
+		t.Errorf("the group whose leader lived saw %d errors", n)
+	}
+	c := next.Client()
+	for g := range 2 {
+		for _, k := range keys[g] {
+			n, _ := admitted.Load(k)
+			got := n.(*atomic.Int64).Load()
+			var remaining int64
+			if g == 1 {
+				v, err := c.Do(ctx(t), "CL.THROTTLE", k, limit-1, 1, 3600, 0).Int64Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				remaining = v[2]
+			} else {
+				v, err := cc.Do(ctx(t), "CL.THROTTLE", k, limit-1, 1, 3600, 0).Int64Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				remaining = v[2]
+			}
+			if got > limit || got > limit-remaining {
+				t.Errorf("%s (group %d): %d admitted, %d remaining of %d", k, g+1, got, remaining, limit)
+			}
+		}
+	}
+	t.Logf("errors: group 1 %d, group 2 (killed leader) %d", errs[0].Load(), errs[1].Load())
 }
