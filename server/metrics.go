@@ -55,6 +55,10 @@ var metricDescs = []struct {
 	{"sluice_raft_state", "1 for this node's Raft state (Leader, Follower, Candidate, Shutdown).", []string{"state"}},
 	{"sluice_raft_term", "Current Raft term.", nil},
 	{"sluice_raft_leader_live", "1 while this node leads and serves, or follows a leader it heard from within the heartbeat timeout.", nil},
+	{"sluice_cluster_map_epoch", "A sharded member's cluster map epoch.", nil},
+	{"sluice_cluster_fenced_epoch", "The epoch this group's state machine fences by (0: not yet; a sharded member only).", nil},
+	{"sluice_cluster_group_slots", "The slots each group of the cluster map owns.", []string{"group"}},
+	{"sluice_cluster_group_leader_known", "1 when this member knows the group's leader (its own group: a live leader; another: one answered ROLE as master).", []string{"group"}},
 	{"sluice_raft_last_index", "Last log index.", nil},
 	{"sluice_raft_commit_index", "Commit index.", nil},
 	{"sluice_raft_applied_index", "Applied index.", nil},
@@ -165,6 +169,29 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		gauge("sluice_snapshot_bytes", float64(pc.SnapshotBytes))
 		gauge("sluice_snapshot_failed", flag(pc.SnapshotFailed))
 		counter("sluice_snapshot_skipped_keys_total", float64(pc.SnapshotSkippedKeys))
+	}
+	if r := m.env.Shards; r != nil {
+		mp := r.Map()
+		gauge("sluice_cluster_map_epoch", float64(mp.Epoch))
+		fenced := 0.0
+		if o := m.env.Machine.Owned(); o != nil {
+			fenced = float64(o.Epoch)
+		}
+		gauge("sluice_cluster_fenced_epoch", fenced)
+		for g := range mp.Groups {
+			slots := 0
+			for _, rg := range mp.Groups[g].Ranges {
+				slots += rg.To - rg.From + 1
+			}
+			gauge("sluice_cluster_group_slots", float64(slots), mp.Groups[g].ID)
+			known := false
+			if g == r.Self() {
+				known = m.env.Cluster != nil && m.env.Cluster.LiveLeader()
+			} else {
+				_, known = r.Leader(g)
+			}
+			gauge("sluice_cluster_group_leader_known", flag(known), mp.Groups[g].ID)
+		}
 	}
 	if n := m.env.Cluster; n != nil {
 		s := n.Status()

@@ -104,6 +104,19 @@ func TestEveryREADMEMetricExists(t *testing.T) {
 		pages = append(pages, scrape(t, httpAddrs[i]))
 	}
 
+	// A sharded cluster of two one-member groups: its members name the
+	// groups, their slots and leaders.
+	shardHTTP := []string{freeAddr(t), freeAddr(t)}
+	StartShardedClusterWith(t, 1, [][]string{{"0-8191"}, {"8192-16383"}}, func(g, _ int) []string {
+		return []string{"--http-addr", shardHTTP[g]}
+	})
+	eventually(t, "the sharded members fenced", func() bool {
+		return strings.Contains(scrape(t, shardHTTP[0]), "sluice_cluster_fenced_epoch 1\n")
+	})
+	for _, a := range shardHTTP {
+		pages = append(pages, scrape(t, a))
+	}
+
 	// An application whose httplimit has no sluice to ask.
 	reg := prometheus.NewRegistry()
 	mw, err := httplimit.New(httplimit.Config{

@@ -25,6 +25,12 @@ type ShardedCluster struct {
 // g<i>n<j>), group i owning the slot ranges slots[i], and waits until each
 // group leads.
 func StartShardedCluster(t *testing.T, n int, slots [][]string, extra ...string) *ShardedCluster {
+	return StartShardedClusterWith(t, n, slots, nil, extra...)
+}
+
+// StartShardedClusterWith is StartShardedCluster with flags of node j of
+// group g from perNode (nil: none).
+func StartShardedClusterWith(t *testing.T, n int, slots [][]string, perNode func(g, j int) []string, extra ...string) *ShardedCluster {
 	t.Helper()
 	sc := &ShardedCluster{}
 	var b strings.Builder
@@ -52,6 +58,9 @@ func StartShardedCluster(t *testing.T, n int, slots [][]string, extra ...string)
 		for j, s := range group {
 			s.Args = append([]string{"--enable-debug-command", "--data-dir", s.DataDir,
 				"--node-id", fmt.Sprintf("g%dn%d", g+1, j+1), "--cluster-map", sc.MapPath}, extra...)
+			if perNode != nil {
+				s.Args = append(s.Args, perNode(g, j)...)
+			}
 			s.Start()
 			t.Cleanup(s.Kill)
 		}
@@ -99,7 +108,14 @@ func (sc *ShardedCluster) Addrs() []string {
 // commands across slots are CROSSSLOT; a check whose counters reach the
 // other group says cross-group checks are not supported yet.
 func TestShardedClusterRoutes(t *testing.T) {
-	sc := StartShardedCluster(t, 3, [][]string{{"0-8191"}, {"8192-12000", "12001-16383"}},
+	metrics := [2][3]string{}
+	for g := range metrics {
+		for j := range metrics[g] {
+			metrics[g][j] = freeAddr(t)
+		}
+	}
+	sc := StartShardedClusterWith(t, 3, [][]string{{"0-8191"}, {"8192-12000", "12001-16383"}},
+		func(g, j int) []string { return []string{"--metrics-addr", metrics[g][j]} },
 		"--rules", writeRules(t, "api.yaml", apiRules))
 	leaders := []*Server{sc.Leader(t, 0), sc.Leader(t, 1)}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 8})
@@ -165,6 +181,19 @@ func TestShardedClusterRoutes(t *testing.T) {
 	}
 	if !spanned {
 		t.Fatal("no RL.CHECK reached the other group's counters")
+	}
+	// Every member's metrics name both groups, their slots and leaders.
+	for g := range metrics {
+		for j := range metrics[g] {
+			text := scrape(t, metrics[g][j])
+			for _, want := range []string{"sluice_cluster_map_epoch 1\n", "sluice_cluster_fenced_epoch 1\n",
+				`sluice_cluster_group_slots{group="g1"} 8192`, `sluice_cluster_group_slots{group="g2"} 8192`,
+				`sluice_cluster_group_leader_known{group="g1"} 1`, `sluice_cluster_group_leader_known{group="g2"} 1`} {
+				if !strings.Contains(text, want) {
+					t.Errorf("node %d of group %d: /metrics lacks %q", j+1, g+1, want)
+				}
+			}
+		}
 	}
 }
 
