@@ -152,6 +152,8 @@ type statusJSON struct {
 	Overrides []statusOverr   `json:"overrides"`
 	Scales    []statusScale   `json:"scales"`
 	Persist   [][2]string     `json:"persistence"`
+	// Groups are a sharded cluster's groups (none otherwise).
+	Groups []statusGroup `json:"groups,omitempty"`
 	Indexes   map[string]uint `json:"raft_indexes,omitempty"`
 	// CountedAt says, on a follower, where decisions are made and counted:
 	// the leader (a follower redirects RESP clients and forwards gRPC and
@@ -191,6 +193,16 @@ type statusRule struct {
 	Window     int64    `json:"window_seconds"`
 	Shadow     bool     `json:"shadow"`
 	Source     string   `json:"source"`
+}
+
+// statusGroup is one group of a sharded cluster.
+type statusGroup struct {
+	ID      string   `json:"id"`
+	Slots   string   `json:"slots"`
+	Leader  string   `json:"leader"`
+	Members []string `json:"members"`
+	// Self: this node's group.
+	Self bool `json:"self"`
 }
 
 type statusOverr struct {
@@ -266,6 +278,29 @@ func (s *Server) statusData() statusJSON {
 				}
 				out.Members = append(out.Members, m)
 			}
+		}
+	}
+	if r := s.router; r != nil {
+		m := r.Map()
+		for g := range m.Groups {
+			grp := &m.Groups[g]
+			sg := statusGroup{ID: grp.ID, Self: g == r.Self()}
+			var ranges []string
+			for _, rg := range grp.Ranges {
+				ranges = append(ranges, rg.String())
+			}
+			sg.Slots = strings.Join(ranges, ", ")
+			for _, p := range grp.Members {
+				sg.Members = append(sg.Members, p.ID+" "+p.ClientAddr)
+			}
+			if sg.Self {
+				if id, addr, ok := s.node.Leader(); ok {
+					sg.Leader = id + " " + addr
+				}
+			} else if addr, ok := r.Leader(g); ok {
+				sg.Leader = addr
+			}
+			out.Groups = append(out.Groups, sg)
 		}
 	}
 	if h := e.Hot; h != nil {

@@ -2,7 +2,9 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -181,6 +183,25 @@ func TestShardedClusterRoutes(t *testing.T) {
 	}
 	if !spanned {
 		t.Fatal("no RL.CHECK reached the other group's counters")
+	}
+	// The status page lists the groups, their slots, leaders and members.
+	var st struct {
+		Groups []struct {
+			ID, Slots, Leader string
+			Members           []string
+			Self              bool
+		} `json:"groups"`
+	}
+	resp, err := http.Get("http://" + metrics[1][0] + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if len(st.Groups) != 2 || st.Groups[0].Slots != "0-8191" || st.Groups[1].Slots != "8192-12000, 12001-16383" ||
+		!st.Groups[1].Self || st.Groups[0].Self || st.Groups[0].Leader != leaders[0].Addr || len(st.Groups[1].Members) != 3 ||
+		!strings.HasSuffix(st.Groups[1].Leader, " "+leaders[1].Addr) {
+		t.Fatalf("status.json groups: %+v", st.Groups)
 	}
 	// Every member's metrics name both groups, their slots and leaders.
 	for g := range metrics {
