@@ -134,27 +134,27 @@ func (s *Server) statusHTML(w http.ResponseWriter, r *http.Request) {
 
 // statusJSON is what the page shows.
 type statusJSON struct {
-	Version   string          `json:"version"`
-	Node      string          `json:"node"`
-	Role      string          `json:"role"`
-	Leader    string          `json:"leader"`
-	Term      uint64          `json:"term"`
-	Members   []statusMember  `json:"members"`
-	Window    float64         `json:"window_seconds"`
-	Decisions float64         `json:"decisions_per_second"`
-	Refusals  float64         `json:"refusals_per_second"`
-	P99ms     float64         `json:"p99_ms"`
-	Allowed   int64           `json:"allowed_total"`
-	Limited   int64           `json:"limited_total"`
-	Keys      int             `json:"keys"`
-	TopKeys   []statusTopKey  `json:"top_refused_keys"`
-	Rules     []statusRule    `json:"rules"`
-	Overrides []statusOverr   `json:"overrides"`
-	Scales    []statusScale   `json:"scales"`
-	Persist   [][2]string     `json:"persistence"`
+	Version   string         `json:"version"`
+	Node      string         `json:"node"`
+	Role      string         `json:"role"`
+	Leader    string         `json:"leader"`
+	Term      uint64         `json:"term"`
+	Members   []statusMember `json:"members"`
+	Window    float64        `json:"window_seconds"`
+	Decisions float64        `json:"decisions_per_second"`
+	Refusals  float64        `json:"refusals_per_second"`
+	P99ms     float64        `json:"p99_ms"`
+	Allowed   int64          `json:"allowed_total"`
+	Limited   int64          `json:"limited_total"`
+	Keys      int            `json:"keys"`
+	TopKeys   []statusTopKey `json:"top_refused_keys"`
+	Rules     []statusRule   `json:"rules"`
+	Overrides []statusOverr  `json:"overrides"`
+	Scales    []statusScale  `json:"scales"`
+	Persist   [][2]string    `json:"persistence"`
 	// Groups are a sharded cluster's groups (none otherwise).
-	Groups []statusGroup `json:"groups,omitempty"`
-	Indexes   map[string]uint `json:"raft_indexes,omitempty"`
+	Groups  []statusGroup   `json:"groups,omitempty"`
+	Indexes map[string]uint `json:"raft_indexes,omitempty"`
 	// CountedAt says, on a follower, where decisions are made and counted:
 	// the leader (a follower redirects RESP clients and forwards gRPC and
 	// HTTP calls, so its own figures stay near zero).
