@@ -1,6 +1,10 @@
 package commands
 
-import "github.com/sluice-rl/sluice/machine"
+import (
+	"context"
+
+	"github.com/sluice-rl/sluice/machine"
+)
 
 // Batcher is an Applier that applies a connection's machine commands
 // together: all those of one read batch (a pipeline) go into one log
@@ -37,8 +41,13 @@ type deferredBatch struct {
 	cmds  [][][]byte
 	of    []*Command
 	pos   []int
+	// across marks the checks whose counters reach another group of a
+	// sharded cluster: Env.CrossGroup answers them, not the log.
+	across []bool
 	// spare is the buffer replies are rebuilt in, swapped with W.Buf.
 	spare []byte
+	// local are the commands for the log (those not across), reused.
+	local [][][]byte
 }
 
 // deferApply queues cmd for the batch, or answers at once with a redirect.
@@ -56,6 +65,7 @@ func (c *Ctx) deferApply(b Batcher, cmd *Command, args [][]byte) {
 	d.nargs = append(d.nargs, len(args))
 	d.of = append(d.of, cmd)
 	d.pos = append(d.pos, len(c.W.Buf))
+	d.across = append(d.across, c.Env.CrossGroup != nil && cmd.Name == "rl.check" && c.Env.CrossGroup.Spans(args))
 }
 
 // queued rebuilds the queued commands as argument slices over flat.
@@ -111,19 +121,39 @@ func (c *Ctx) Settle() {
 	if len(d.nargs) == 0 {
 		return
 	}
-	reply, err := d.b.ApplyAll(d.queued())
+	cmds := d.queued()
+	// The checks across groups are the coordinator's; the rest go through
+	// the log together.
+	d.local = d.local[:0]
+	for i, cmd := range cmds {
+		if !d.across[i] {
+			d.local = append(d.local, cmd)
+		}
+	}
+	var reply func(int) ([]byte, machine.Outcome)
+	var err error
+	if len(d.local) > 0 {
+		reply, err = d.b.ApplyAll(d.local)
+	}
 	out := d.spare[:0]
 	prev := 0
+	k := 0 // the next local command's index
 	for i, pos := range d.pos {
 		out = append(out, c.W.Buf[prev:pos]...)
 		prev = pos
+		if d.across[i] {
+			out = c.crossGroup(out, d.of[i], cmds[i])
+			continue
+		}
+		j := k
+		k++
 		if err != nil {
 			msg := d.b.ErrorReply(err, commandKey(d.of[i].Machine, d.cmds[i]))
 			out = appendError(out, c.W.Proto, msg)
 			c.settled(machine.Outcome{Err: msg})
 			continue
 		}
-		r, o := reply(i)
+		r, o := reply(j)
 		out = appendMachineReply(out, c.W.Proto, r)
 		c.settled(o)
 		c.Env.decided(d.of[i], d.cmds[i], o, len(r) > 0 && r[0] != '-')
@@ -131,7 +161,28 @@ func (c *Ctx) Settle() {
 	out = append(out, c.W.Buf[prev:]...)
 	d.spare, c.W.Buf = c.W.Buf[:0], out
 	clear(d.of)
-	d.flat, d.lens, d.nargs, d.of, d.pos = d.flat[:0], d.lens[:0], d.nargs[:0], d.of[:0], d.pos[:0]
+	clear(d.local)
+	d.flat, d.lens, d.nargs, d.of, d.pos, d.across = d.flat[:0], d.lens[:0], d.nargs[:0], d.of[:0], d.pos[:0], d.across[:0]
+}
+
+// crossGroup answers an RL.CHECK across groups through the coordinator,
+// appending its reply to out, and counts it as the log's would be.
+func (c *Ctx) crossGroup(out []byte, cmd *Command, args [][]byte) []byte {
+	res, err := c.Env.CrossGroup.Check(context.Background(), args)
+	if err != nil {
+		msg := "TRYAGAIN the check spans groups and one of them could not decide: " + err.Error()
+		c.settled(machine.Outcome{Err: msg})
+		return appendError(out, c.W.Proto, msg)
+	}
+	w := Writer{Buf: out, Proto: c.W.Proto}
+	machine.WriteCheck(&w, res)
+	o := machine.Outcome{Limited: res.Limited}
+	if res.Limited {
+		o.Limit, o.RetryAfter = res.Limit, res.RetryAfter
+	}
+	c.settled(o)
+	c.Env.decided(cmd, args, o, true)
+	return w.Buf
 }
 
 func appendError(dst []byte, proto int, msg string) []byte {

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
@@ -66,6 +67,16 @@ type Applier interface {
 	Apply(now int64, cmd *machine.Command, args [][]byte, w *resp.Writer) machine.Outcome
 }
 
+// CrossGroup runs checks across the groups of a sharded cluster (package
+// crossgroup).
+type CrossGroup interface {
+	// Spans reports whether an RL.CHECK charges a counter another group
+	// owns.
+	Spans(args [][]byte) bool
+	// Check runs such a check and returns its answer.
+	Check(ctx context.Context, args [][]byte) (machine.CheckResult, error)
+}
+
 // Env is what every command can reach: the state machine, the clock, the
 // settings and the counters. One Env serves one server.
 type Env struct {
@@ -77,6 +88,9 @@ type Env struct {
 	// Shards, on a member of a sharded cluster, routes each slot to the
 	// group that owns it (nil otherwise).
 	Shards *shardmap.Router
+	// CrossGroup, on a member of a sharded cluster, runs an RL.CHECK whose
+	// counters reach another group (nil otherwise).
+	CrossGroup CrossGroup
 	// Cluster is the replicated node this server is a member of; nil on a
 	// single node.
 	Cluster *cluster.Node

@@ -315,7 +315,8 @@ func runSettle(x *exec, args [][]byte) {
 			return
 		}
 		took := x.holdGroup(locks)
-		done := x.settleHeld(key, r, actual, resp.EqualFold(args[0], "rl.cancel"))
+		cancel := resp.EqualFold(args[0], "rl.cancel") || resp.EqualFold(args[0], "cancel")
+		done := x.settleHeld(key, r, actual, cancel)
 		x.releaseGroup(locks, took)
 		if done {
 			return

@@ -31,6 +31,10 @@ type CheckResult struct {
 // noLimit is the answer when no limit applies: unlimited.
 var noLimit = CheckResult{Limit: -1, Remaining: -1, RetryAfter: -1}
 
+// WriteCheck writes r as RL.CHECK's seven-element reply (a check a
+// coordinator answered from its parts).
+func WriteCheck(w *resp.Writer, r CheckResult) { writeCheck(w, r) }
+
 // writeCheck writes r as a seven-element reply.
 func writeCheck(w *resp.Writer, r CheckResult) {
 	w.Array(7)

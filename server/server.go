@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-rl/sluice/clock"
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/commands"
+	"github.com/sluice-rl/sluice/crossgroup"
 	"github.com/sluice-rl/sluice/hot"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine"
@@ -39,8 +40,10 @@ type Server struct {
 	born time.Time
 	// rules are the --rules files (nil without any).
 	rules *rulesState
-	// router is a sharded member's (nil otherwise; shards.go).
+	// router is a sharded member's (nil otherwise; shards.go), coord its
+	// coordinator of checks across groups.
 	router *shardmap.Router
+	coord  *crossgroup.Coordinator
 	table  *commands.Table
 
 	ln net.Listener
@@ -195,6 +198,12 @@ func (s *Server) startNode() error {
 		s.router = router
 		s.env.Shards = router
 		s.env.Applier = commands.Replicated{Node: n, Shards: router, Fenced: s.fenced}
+		s.coord = crossgroup.New(crossgroup.Config{Router: router, Machine: s.env.Machine, Password: s.cfg.RequirePass, Log: s.log,
+			OwnLeader: func() (string, bool) {
+				_, addr, ok := n.Leader()
+				return addr, ok && addr != ""
+			}})
+		s.env.CrossGroup = s.coord
 	}
 	s.env.Snapshots = &raftSnapshots{n: n}
 	return nil
@@ -292,6 +301,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if s.coord != nil {
+		s.coord.Close() // the settles and cancels in flight go out first
 	}
 	if serr := s.closeStore(); err == nil {
 		err = serr

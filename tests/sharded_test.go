@@ -107,8 +107,7 @@ func (sc *ShardedCluster) Addrs() []string {
 // to the group that owns its slot with no help; a key exists only in its
 // owner group; redis-cli -c follows MOVED; redis-cli --cluster check finds
 // the 16384 slots covered; the topology names both groups; multi-key
-// commands across slots are CROSSSLOT; a check whose counters reach the
-// other group says cross-group checks are not supported yet.
+// commands across slots are CROSSSLOT.
 func TestShardedClusterRoutes(t *testing.T) {
 	metrics := [2][3]string{}
 	for g := range metrics {
@@ -172,17 +171,11 @@ func TestShardedClusterRoutes(t *testing.T) {
 		b, _ := direct[1].Do(ctx(t), "RL.RULES", "LIST", "api").Slice()
 		return len(a) == 4 && len(b) == 4
 	})
-	var spanned bool
+	// Checks whose counters sit in either group are answered by any node.
 	for i := range 30 {
-		err := cc.Do(ctx(t), "RL.CHECK", "api", "DESCRIPTOR", "user", "u"+strconv.Itoa(i)).Err()
-		if err != nil && strings.Contains(err.Error(), "checks across groups are not supported yet") {
-			spanned = true
-		} else if err != nil {
+		if err := cc.Do(ctx(t), "RL.CHECK", "api", "DESCRIPTOR", "user", "u"+strconv.Itoa(i)).Err(); err != nil {
 			t.Fatalf("RL.CHECK: %v", err)
 		}
-	}
-	if !spanned {
-		t.Fatal("no RL.CHECK reached the other group's counters")
 	}
 	// The status page lists the groups, their slots, leaders and members.
 	var st struct {
@@ -353,4 +346,95 @@ func TestShardedGroupFailoverIsolated(t *testing.T) {
 		}
 	}
 	t.Logf("errors: group 1 %d, group 2 (killed leader) %d", errs[0].Load(), errs[1].Load())
+}
+
+const crossRules = `domain: x
+descriptors:
+  - key: user
+    rate_limit: {name: per-user, unit: day, requests_per_unit: 10, sluice: {algorithm: gcra, burst: 9}}
+  - key: endpoint
+    rate_limit: {name: per-endpoint, unit: day, requests_per_unit: 3, sluice: {algorithm: gcra, burst: 2}}
+`
+
+// A check whose counters sit in two groups is charged in both or in
+// neither: the endpoint's limit (one group) refuses after three checks,
+// and every user (half of them in the other group) of a refused check is
+// given its unit back; 50 concurrent callers through every node never
+// admit past the endpoint's limit.
+func TestCrossGroupCheckAllOrNothing(t *testing.T) {
+	sc := StartShardedCluster(t, 3, [][]string{{"0-8191"}, {"8192-16383"}}, "--rules", writeRules(t, "x.yaml", crossRules))
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 8})
+	t.Cleanup(func() { cc.Close() })
+	eventually(t, "rules in both groups, both fenced", func() bool {
+		for g := range 2 {
+			v, _ := sc.Leader(t, g).Client().Do(ctx(t), "RL.RULES", "LIST", "x").Slice()
+			if len(v) != 2 {
+				return false
+			}
+		}
+		return cc.Do(ctx(t), "RL.CHECK", "x", "COST", 0, "DESCRIPTOR", "user", "warm").Err() == nil
+	})
+	userLeft := func(u string) int64 {
+		v, err := cc.Do(ctx(t), "RL.CHECK", "x", "COST", 0, "DESCRIPTOR", "user", u).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v[2].(int64)
+	}
+	admitted := 0
+	for i := range 12 {
+		u := "u" + strconv.Itoa(i)
+		v, err := cc.Do(ctx(t), "RL.CHECK", "x", "DESCRIPTOR", "user", u, "DESCRIPTOR", "endpoint", "/e").Slice()
+		if err != nil {
+			t.Fatalf("check %d: %v", i, err)
+		}
+		want := int64(9) // charged
+		if v[0] == int64(1) {
+			want = 10 // refused: the user's unit given back
+			if v[5] != "per-endpoint" {
+				t.Fatalf("check %d refused by %v", i, v[5])
+			}
+		} else {
+			admitted++
+		}
+		eventually(t, "user "+u+"'s counter settled", func() bool { return userLeft(u) == want })
+	}
+	if admitted != 3 {
+		t.Fatalf("%d checks admitted on an endpoint limit of 3", admitted)
+	}
+
+	// 50 callers through every node on a second endpoint.
+	clients := make([]*redis.Client, 0, 6)
+	for _, a := range sc.Addrs() {
+		clients = append(clients, redis.NewClient(&redis.Options{Addr: a}))
+	}
+	t.Cleanup(func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	})
+	var ok, refusedN atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 6 {
+				v, err := cc.Do(context.Background(), "RL.CHECK", "x", "DESCRIPTOR", "user", fmt.Sprintf("w%d-%d", w, i), "DESCRIPTOR", "endpoint", "/busy").Slice()
+				if err != nil {
+					t.Errorf("caller %d: %v", w, err)
+					return
+				}
+				if v[0] == int64(0) {
+					ok.Add(1)
+				} else {
+					refusedN.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() > 3 || ok.Load() == 0 {
+		t.Fatalf("%d of %d concurrent checks admitted on an endpoint limit of 3", ok.Load(), ok.Load()+refusedN.Load())
+	}
 }
