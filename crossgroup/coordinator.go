@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -57,6 +58,31 @@ type Coordinator struct {
 	clients map[string]*redis.Client
 	// settling tracks the settles and cancels in flight (Close waits).
 	settling sync.WaitGroup
+	counts   counters
+}
+
+// counters are what Counts reports.
+type counters struct {
+	checks, parts, admitted, refused, failed, settled, cancelled, lost atomic.Int64
+}
+
+// Counts are a coordinator's totals since it started.
+type Counts struct {
+	// Checks across groups, and the parts they were split into (groups
+	// touched, summed); how the checks ended: admitted, refused (a part
+	// refused), failed (a part could not decide).
+	Checks, Parts, Admitted, Refused, Failed int64
+	// Settled and Cancelled are the parts finished (a cancel is a refund);
+	// Lost the settles and cancels that could not be sent (their
+	// reservations keep their charge until their ttl).
+	Settled, Cancelled, Lost int64
+}
+
+// Counts reports the coordinator's totals.
+func (c *Coordinator) Counts() Counts {
+	k := &c.counts
+	return Counts{Checks: k.checks.Load(), Parts: k.parts.Load(), Admitted: k.admitted.Load(), Refused: k.refused.Load(),
+		Failed: k.failed.Load(), Settled: k.settled.Load(), Cancelled: k.cancelled.Load(), Lost: k.lost.Load()}
 }
 
 // New makes a coordinator.
@@ -142,6 +168,8 @@ func (c *Coordinator) Check(ctx context.Context, args [][]byte) (machine.CheckRe
 	if len(parts) == 0 {
 		return machine.CheckResult{Limit: -1, Remaining: -1, RetryAfter: -1}, nil
 	}
+	c.counts.checks.Add(1)
+	c.counts.parts.Add(int64(len(parts)))
 	var wg sync.WaitGroup
 	for _, p := range parts {
 		wg.Add(1)
@@ -174,8 +202,14 @@ func (c *Coordinator) Check(ctx context.Context, args [][]byte) (machine.CheckRe
 			c.finish(p, domain, id, string(cost), admit)
 		}()
 	}
-	if failed != nil {
+	switch {
+	case failed != nil:
+		c.counts.failed.Add(1)
 		return machine.CheckResult{}, fmt.Errorf("%w: %w", ErrPart, failed)
+	case refused:
+		c.counts.refused.Add(1)
+	default:
+		c.counts.admitted.Add(1)
 	}
 	return combine(parts, refused), nil
 }
@@ -272,9 +306,15 @@ func (c *Coordinator) finish(p *part, domain, id, cost string, admit bool) {
 			err = nil // nothing held (the reserve never applied)
 		}
 	}
-	if err != nil {
+	switch {
+	case err != nil:
+		c.counts.lost.Add(1)
 		c.cfg.Log.Warn("a check part was not settled; its reservation keeps its charge until its ttl",
 			"group", c.cfg.Router.Map().Groups[p.group].ID, "admit", admit, "err", err)
+	case admit:
+		c.counts.settled.Add(1)
+	default:
+		c.counts.cancelled.Add(1)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-rl/sluice/commands"
+	"github.com/sluice-rl/sluice/crossgroup"
 	"github.com/sluice-rl/sluice/persist"
 )
 
@@ -56,6 +57,9 @@ var metricDescs = []struct {
 	{"sluice_raft_term", "Current Raft term.", nil},
 	{"sluice_raft_leader_live", "1 while this node leads and serves, or follows a leader it heard from within the heartbeat timeout.", nil},
 	{"sluice_cluster_map_epoch", "A sharded member's cluster map epoch.", nil},
+	{"sluice_crossgroup_checks_total", "Checks this member coordinated across groups, by how they ended: admitted, refused, failed.", []string{"outcome"}},
+	{"sluice_crossgroup_parts_total", "The parts those checks were split into (the groups each touched, summed).", nil},
+	{"sluice_crossgroup_part_finishes_total", "Parts finished off the reply path: settled (admitted), cancelled (refunded), lost (not sent: the reservation keeps its charge until its ttl).", []string{"outcome"}},
 	{"sluice_cluster_fenced_epoch", "The epoch this group's state machine fences by (0: not yet; a sharded member only).", nil},
 	{"sluice_cluster_group_slots", "The slots each group of the cluster map owns.", []string{"group"}},
 	{"sluice_cluster_group_leader_known", "1 when this member knows the group's leader (its own group: a live leader; another: one answered ROLE as master).", []string{"group"}},
@@ -169,6 +173,16 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		gauge("sluice_snapshot_bytes", float64(pc.SnapshotBytes))
 		gauge("sluice_snapshot_failed", flag(pc.SnapshotFailed))
 		counter("sluice_snapshot_skipped_keys_total", float64(pc.SnapshotSkippedKeys))
+	}
+	if cg, ok := m.env.CrossGroup.(interface{ Counts() crossgroup.Counts }); ok {
+		k := cg.Counts()
+		counter("sluice_crossgroup_checks_total", float64(k.Admitted), "admitted")
+		counter("sluice_crossgroup_checks_total", float64(k.Refused), "refused")
+		counter("sluice_crossgroup_checks_total", float64(k.Failed), "failed")
+		counter("sluice_crossgroup_parts_total", float64(k.Parts))
+		counter("sluice_crossgroup_part_finishes_total", float64(k.Settled), "settled")
+		counter("sluice_crossgroup_part_finishes_total", float64(k.Cancelled), "cancelled")
+		counter("sluice_crossgroup_part_finishes_total", float64(k.Lost), "lost")
 	}
 	if r := m.env.Shards; r != nil {
 		mp := r.Map()

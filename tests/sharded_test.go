@@ -362,7 +362,14 @@ descriptors:
 // given its unit back; 50 concurrent callers through every node never
 // admit past the endpoint's limit.
 func TestCrossGroupCheckAllOrNothing(t *testing.T) {
-	sc := StartShardedCluster(t, 3, [][]string{{"0-8191"}, {"8192-16383"}}, "--rules", writeRules(t, "x.yaml", crossRules))
+	var metrics [2][3]string
+	for g := range metrics {
+		for j := range metrics[g] {
+			metrics[g][j] = freeAddr(t)
+		}
+	}
+	sc := StartShardedClusterWith(t, 3, [][]string{{"0-8191"}, {"8192-16383"}},
+		func(g, j int) []string { return []string{"--metrics-addr", metrics[g][j]} }, "--rules", writeRules(t, "x.yaml", crossRules))
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 8})
 	t.Cleanup(func() { cc.Close() })
 	eventually(t, "rules in both groups, both fenced", func() bool {
@@ -401,6 +408,27 @@ func TestCrossGroupCheckAllOrNothing(t *testing.T) {
 	}
 	if admitted != 3 {
 		t.Fatalf("%d checks admitted on an endpoint limit of 3", admitted)
+	}
+	// The coordinators counted checks across groups, admitted and refused,
+	// and the refunds of the refused ones' parts.
+	sum := func(series string) (n float64) {
+		for g := range metrics {
+			for j := range metrics[g] {
+				for _, line := range strings.Split(scrape(t, metrics[g][j]), "\n") {
+					if v, ok := strings.CutPrefix(line, series+" "); ok {
+						f, _ := strconv.ParseFloat(v, 64)
+						n += f
+					}
+				}
+			}
+		}
+		return n
+	}
+	if sum(`sluice_crossgroup_checks_total{outcome="admitted"}`) < 1 || sum(`sluice_crossgroup_checks_total{outcome="refused"}`) < 1 ||
+		sum(`sluice_crossgroup_part_finishes_total{outcome="cancelled"}`) < 1 || sum(`sluice_crossgroup_parts_total`) < 2 {
+		t.Fatalf("crossgroup metrics: admitted %v refused %v cancelled %v parts %v", sum(`sluice_crossgroup_checks_total{outcome="admitted"}`),
+			sum(`sluice_crossgroup_checks_total{outcome="refused"}`), sum(`sluice_crossgroup_part_finishes_total{outcome="cancelled"}`),
+			sum(`sluice_crossgroup_parts_total`))
 	}
 
 	// 50 callers through every node on a second endpoint.
