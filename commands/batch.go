@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/resp"
 )
 
 // Batcher is an Applier that applies a connection's machine commands
@@ -42,8 +43,10 @@ type deferredBatch struct {
 	of    []*Command
 	pos   []int
 	// across marks the checks whose counters reach another group of a
-	// sharded cluster: Env.CrossGroup answers them, not the log.
-	across []bool
+	// sharded cluster: Env.CrossGroup answers them, not the log; everywhere
+	// the configuration changes every group applies after this one.
+	across     []bool
+	everywhere []bool
 	// spare is the buffer replies are rebuilt in, swapped with W.Buf.
 	spare []byte
 	// local are the commands for the log (those not across), reused.
@@ -66,6 +69,22 @@ func (c *Ctx) deferApply(b Batcher, cmd *Command, args [][]byte) {
 	d.of = append(d.of, cmd)
 	d.pos = append(d.pos, len(c.W.Buf))
 	d.across = append(d.across, c.Env.CrossGroup != nil && cmd.Name == "rl.check" && c.Env.CrossGroup.Spans(args))
+	d.everywhere = append(d.everywhere, c.Env.CrossGroup != nil && cmd.Machine.EveryGroup() && configChange(args))
+}
+
+// configChange reports a configuration command that changes something
+// (RL.RULES LOAD/CLEAR, RL.OVERRIDE SET/DEL, RL.SCALE SET), not a read.
+// RL.RULES LOAD-FILES is each group's leader's own.
+func configChange(args [][]byte) bool {
+	if len(args) < 2 {
+		return false
+	}
+	for _, sub := range []string{"load", "clear", "set", "del"} {
+		if resp.EqualFold(args[1], sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // queued rebuilds the queued commands as argument slices over flat.
@@ -154,6 +173,14 @@ func (c *Ctx) Settle() {
 			continue
 		}
 		r, o := reply(j)
+		if d.everywhere[i] && o.Err == "" && len(r) > 0 && r[0] != '-' {
+			if perr := c.Env.CrossGroup.Propagate(context.Background(), cmds[i]); perr != nil {
+				msg := "ERR applied in this group, not yet in every group (send it again): " + perr.Error()
+				out = appendError(out, c.W.Proto, msg)
+				c.settled(machine.Outcome{Err: msg})
+				continue
+			}
+		}
 		out = appendMachineReply(out, c.W.Proto, r)
 		c.settled(o)
 		c.Env.decided(d.of[i], d.cmds[i], o, len(r) > 0 && r[0] != '-')
@@ -163,6 +190,7 @@ func (c *Ctx) Settle() {
 	clear(d.of)
 	clear(d.local)
 	d.flat, d.lens, d.nargs, d.of, d.pos, d.across = d.flat[:0], d.lens[:0], d.nargs[:0], d.of[:0], d.pos[:0], d.across[:0]
+	d.everywhere = d.everywhere[:0]
 }
 
 // crossGroup answers an RL.CHECK across groups through the coordinator,

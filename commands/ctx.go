@@ -75,6 +75,9 @@ type CrossGroup interface {
 	Spans(args [][]byte) bool
 	// Check runs such a check and returns its answer.
 	Check(ctx context.Context, args [][]byte) (machine.CheckResult, error)
+	// Propagate applies a configuration command this group applied in
+	// every other group.
+	Propagate(ctx context.Context, args [][]byte) error
 }
 
 // Env is what every command can reach: the state machine, the clock, the

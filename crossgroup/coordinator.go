@@ -341,6 +341,40 @@ func (c *Coordinator) client(g int) (*redis.Client, error) {
 	return cl, nil
 }
 
+// Propagate applies a configuration command this group applied (RL.RULES,
+// RL.OVERRIDE, RL.SCALE) in every other group too, in parallel
+// (RL.PART APPLY); the error names the groups that did not take it.
+func (c *Coordinator) Propagate(ctx context.Context, args [][]byte) error {
+	m := c.cfg.Router.Map()
+	words := make([]any, 0, len(args)+2)
+	words = append(words, "RL.PART", "APPLY")
+	for _, a := range args {
+		words = append(words, string(a))
+	}
+	errs := make([]error, len(m.Groups))
+	var wg sync.WaitGroup
+	for g := range m.Groups {
+		if g == c.cfg.Router.Self() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := c.client(g)
+			if err == nil {
+				ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+				defer cancel()
+				err = cl.Do(ctx, words...).Err()
+			}
+			if err != nil {
+				errs[g] = fmt.Errorf("group %s: %w", m.Groups[g].ID, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // Close waits for the settles in flight and closes the clients.
 func (c *Coordinator) Close() {
 	c.settling.Wait()

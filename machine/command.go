@@ -135,6 +135,10 @@ func (c *Command) KeysOf(args [][]byte) []int {
 	return c.keys(args)
 }
 
+// EveryGroup reports configuration every group of a sharded cluster
+// applies (rules, overrides, scale).
+func (c *Command) EveryGroup() bool { return c.everyGroup }
+
 // MultiKey reports whether a call may name more than one key.
 func (c *Command) MultiKey() bool { return c.keys != nil || c.LastKey < 0 || c.LastKey > c.FirstKey }
 

@@ -20,12 +20,13 @@ func partCommands() []*Command {
 		Name: "rl.part", slots: allSlots, Arity: -4, Flags: []string{"write", "denyoom"},
 		Group: "sluice", Since: "1.3.0", Complexity: "O(D) where D is the number of descriptor entries",
 		Summary:     "RESERVE|SETTLE|CANCEL <domain> <id> …: a group's part of a check across groups (RL.RESERVE, RL.SETTLE, RL.CANCEL without a key, sent by the coordinator).",
-		subcommands: []string{"reserve", "settle", "cancel"},
+		subcommands: []string{"reserve", "settle", "cancel", "apply"},
 		Args: []Arg{
 			{Name: "subcommand", Type: "oneof", Sub: []Arg{
 				{Name: "reserve", Type: "pure-token", Token: "RESERVE"},
 				{Name: "settle", Type: "pure-token", Token: "SETTLE"},
 				{Name: "cancel", Type: "pure-token", Token: "CANCEL"},
+				{Name: "apply", Type: "pure-token", Token: "APPLY"},
 			}},
 			{Name: "domain", Type: "string"}, {Name: "reservation-id", Type: "string"},
 			{Name: "arg", Type: "string", Optional: true, Multiple: true},
@@ -36,6 +37,13 @@ func partCommands() []*Command {
 				runReserve(x, args[1:])
 			case resp.EqualFold(args[1], "settle") && len(args) == 5, resp.EqualFold(args[1], "cancel") && len(args) == 4:
 				runSettle(x, args[1:])
+			case resp.EqualFold(args[1], "apply"):
+				// Configuration another group applied, for this one too.
+				if cmd := x.m.Lookup(args[2]); cmd != nil && cmd.everyGroup && cmd.ArityOK(len(args)-2) {
+					cmd.run(x, args[2:])
+					return
+				}
+				x.fail(partSyntax)
 			default:
 				x.fail(partSyntax)
 			}
@@ -49,13 +57,17 @@ func partCommands() []*Command {
 				return checkReserve(m, args[1:])
 			case resp.EqualFold(args[1], "settle") && len(args) == 5, resp.EqualFold(args[1], "cancel") && len(args) == 4:
 				return checkSettle(m, args[1:])
+			case resp.EqualFold(args[1], "apply"):
+				if cmd := m.Lookup(args[2]); cmd != nil && cmd.everyGroup && cmd.ArityOK(len(args)-2) {
+					return cmd.Check(m, args[2:])
+				}
 			}
 			return partSyntax
 		},
 	}}
 }
 
-const partSyntax = "ERR syntax error: RL.PART RESERVE <domain> <id> <ttl> [COST <n>] DESCRIPTOR … | SETTLE <domain> <id> <actual> | CANCEL <domain> <id>"
+const partSyntax = "ERR syntax error: RL.PART RESERVE <domain> <id> <ttl> [COST <n>] DESCRIPTOR … | SETTLE <domain> <id> <actual> | CANCEL <domain> <id> | APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE …>"
 
 // DescriptorSlots plans an RL.CHECK without applying it: for each of its
 // descriptors, the slot of the counter its rule charges, or -1 when no

@@ -431,6 +431,29 @@ func TestCrossGroupCheckAllOrNothing(t *testing.T) {
 			sum(`sluice_crossgroup_parts_total`))
 	}
 
+	// An override and a scale set through one node apply in every group:
+	// each group lists them from its own copy.
+	if err := cc.Do(ctx(t), "RL.OVERRIDE", "SET", "x", 50, "day", "DESCRIPTOR", "user", "vip").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.Do(ctx(t), "RL.SCALE", "SET", "x", "0.5").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for g := range 2 {
+		c := sc.Leader(t, g).Client()
+		ov, err := c.Do(ctx(t), "RL.PART", "APPLY", "RL.OVERRIDE", "LIST", "x").Slice()
+		if err != nil || len(ov) != 1 {
+			t.Fatalf("group %d's overrides: %v %v", g+1, ov, err)
+		}
+		sc, err := c.Do(ctx(t), "RL.PART", "APPLY", "RL.SCALE", "GET", "x").Slice()
+		if err != nil || len(sc) == 0 || sc[0] != "0.500000" {
+			t.Fatalf("group %d's scale: %v %v", g+1, sc, err)
+		}
+	}
+	if err := cc.Do(ctx(t), "RL.SCALE", "SET", "x", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+
 	// 50 callers through every node on a second endpoint.
 	clients := make([]*redis.Client, 0, 6)
 	for _, a := range sc.Addrs() {
