@@ -2,7 +2,9 @@ package commands
 
 import (
 	"context"
+	"errors"
 
+	"github.com/sluice-rl/sluice/crossgroup"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/resp"
 )
@@ -198,7 +200,12 @@ func (c *Ctx) Settle() {
 func (c *Ctx) crossGroup(out []byte, cmd *Command, args [][]byte) []byte {
 	res, err := c.Env.CrossGroup.Check(context.Background(), args)
 	if err != nil {
+		// Nothing admitted: the parts charged elsewhere are being given
+		// back.
 		msg := "TRYAGAIN the check spans groups and one of them could not decide: " + err.Error()
+		if errors.Is(err, crossgroup.ErrNoLeader) {
+			msg = "CLUSTERDOWN a group this check spans has no leader: " + err.Error()
+		}
 		c.settled(machine.Outcome{Err: msg})
 		return appendError(out, c.W.Proto, msg)
 	}

@@ -28,8 +28,12 @@ import (
 )
 
 // ErrPart: a group's part of a check could not be decided (no leader
-// known, a failed call); the check is not admitted.
-var ErrPart = errors.New("crossgroup: a part of the check failed")
+// known, a failed call); the check is not admitted. ErrNoLeader, within
+// it: a group has no leader known.
+var (
+	ErrPart     = errors.New("crossgroup: a part of the check failed")
+	ErrNoLeader = errors.New("crossgroup: a group has no leader known")
+)
 
 // partTTL is how long a part's reservation is held if its settle or
 // cancel is lost.
@@ -328,7 +332,7 @@ func (c *Coordinator) client(g int) (*redis.Client, error) {
 		addr, ok = c.cfg.Router.Leader(g)
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: group %s has no known leader", ErrPart, c.cfg.Router.Map().Groups[g].ID)
+		return nil, fmt.Errorf("%w: group %s", ErrNoLeader, c.cfg.Router.Map().Groups[g].ID)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

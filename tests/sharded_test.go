@@ -489,3 +489,66 @@ func TestCrossGroupCheckAllOrNothing(t *testing.T) {
 		t.Fatalf("%d of %d concurrent checks admitted on an endpoint limit of 3", ok.Load(), ok.Load()+refusedN.Load())
 	}
 }
+
+// A group without a leader fails only the checks that touch it
+// (CLUSTERDOWN), and the part another group charged is given back; checks
+// that stay in a live group go on.
+func TestCrossGroupCheckWithAGroupDown(t *testing.T) {
+	sc := StartShardedCluster(t, 3, [][]string{{"0-8191"}, {"8192-16383"}}, "--rules", writeRules(t, "x.yaml", crossRules))
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 8})
+	t.Cleanup(func() { cc.Close() })
+	leaders := []*redis.Client{sc.Leader(t, 0).Client(), sc.Leader(t, 1).Client()}
+	eventually(t, "rules in both groups, both fenced", func() bool {
+		for g := range 2 {
+			if v, _ := leaders[g].Do(ctx(t), "RL.RULES", "LIST", "x").Slice(); len(v) != 2 {
+				return false
+			}
+		}
+		return cc.Do(ctx(t), "RL.CHECK", "x", "COST", 0, "DESCRIPTOR", "user", "warm").Err() == nil
+	})
+	// A user whose counter is in each group: charge one unit, and see
+	// which group's keys hold it.
+	var users [2]string
+	for i := 0; users[0] == "" || users[1] == ""; i++ {
+		if i == 200 {
+			t.Fatalf("no user's counter found in each group: %q", users)
+		}
+		u := "probe" + strconv.Itoa(i)
+		if err := cc.Do(ctx(t), "RL.CHECK", "x", "DESCRIPTOR", "user", u).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for g := range 2 {
+			keys, _ := leaders[g].Keys(ctx(t), "*="+strconv.Itoa(len(u))+":"+u+"#*").Result()
+			if len(keys) == 1 && users[g] == "" {
+				users[g] = u
+			}
+		}
+	}
+	left := func(u string) int64 {
+		v, err := cc.Do(ctx(t), "RL.CHECK", "x", "COST", 0, "DESCRIPTOR", "user", u).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v[2].(int64)
+	}
+	// The domain "x" is in slot 16287, group 2's: its leader coordinates.
+	// Group 1 loses its majority.
+	before := left(users[1])
+	leader1 := sc.Leader(t, 0)
+	leader1.Kill()
+	for _, s := range sc.Groups[0] {
+		if s != leader1 {
+			s.Kill()
+			break
+		}
+	}
+	var last error
+	eventually(t, "a check touching the group without a leader fails with CLUSTERDOWN", func() bool {
+		last = cc.Do(ctx(t), "RL.CHECK", "x", "DESCRIPTOR", "user", users[0], "DESCRIPTOR", "user", users[1]).Err()
+		return last != nil && strings.HasPrefix(last.Error(), "CLUSTERDOWN a group this check spans has no leader")
+	})
+	eventually(t, "the live group's part given back", func() bool { return left(users[1]) == before })
+	if v := checkInts(t, cc, "RL.CHECK", "x", "DESCRIPTOR", "user", users[1]); v[0] != 0 || v[2] != before-1 {
+		t.Fatalf("a check within the live group: %v (last cross-group error: %v)", v, last)
+	}
+}
