@@ -232,6 +232,7 @@ func TestShardedStartRefusals(t *testing.T) {
 		{[]string{"--cluster-map", good, "--node-id", "zz"}, `--node-id "zz" is not a member of the cluster map`},
 		{[]string{"--cluster-map", gap, "--node-id", "a1"}, "slots 101-16383 are owned by no group"},
 		{[]string{"--cluster-map", filepath.Join(dir, "missing.yaml"), "--node-id", "a1"}, "no such file"},
+		{[]string{"--cluster-map", good, "--node-id", "a1", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"}, "--cluster-map does not work with --tls-cert-file yet"},
 	} {
 		out, err := startMustFail(t, append([]string{"--addr", freeAddr(t), "--data-dir", t.TempDir()}, tc.args...)...)
 		if err == nil || !strings.Contains(out, tc.want) {
