@@ -118,6 +118,30 @@ func (p *plan) addRule(r *policy.Rule, entries []policy.Entry) *limitCheck {
 	return &p.checks[len(p.checks)-1]
 }
 
+// addMatched matches each descriptor RL.CHECK's syntax parsed (entries,
+// bounds) against domain d's rules, replaces applied, and plans the limit
+// of every rule that limits (not an unlimited one); p.matched holds each
+// descriptor's rule. Call forDomain first.
+func (p *plan) addMatched(d *policy.Domain) {
+	from := 0
+	for _, end := range p.bounds {
+		p.matched = append(p.matched, d.Match(p.entries[from:end]))
+		from = end
+	}
+	policy.ApplyReplaces(p.matched)
+	from = 0
+	for i, r := range p.matched {
+		end := p.bounds[i]
+		if limits(r) {
+			p.addRule(r, p.entries[from:end])
+		}
+		from = end
+	}
+}
+
+// limits reports a matched rule that limits (nil: no rule matched).
+func limits(r *policy.Rule) bool { return r != nil && r.Algorithm != policy.Unlimited }
+
 // addOwnLimit plans a descriptor's own limit (RL.SHOULDRATELIMIT's
 // requests_per_unit and unit): no override or scale applies to it.
 func (p *plan) addOwnLimit(desc rlsDescriptor, entries []policy.Entry) *limitCheck {

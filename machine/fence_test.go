@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-rl/sluice/keyspace"
-	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -85,26 +83,7 @@ func TestFencing(t *testing.T) {
 		t.Fatalf("after FLUSHALL: %q", got)
 	}
 	// Through a snapshot.
-	restored := New(Options{})
-	for i := range slot.Count {
-		s := m.keys.Lock(i)
-		s.Keys(m.Applied(), func(key []byte, e keyspace.Entry) bool {
-			b, err := AppendState(nil, s, e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			obj, err := DecodeState(e.Kind(), b, quota.LoadZone)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := restored.keys.LockKey(key)
-			StoreState(r, key, e.Kind(), s.Word(e), obj)
-			r.Unlock()
-			return true
-		})
-		s.Unlock()
-	}
-	restored.Restore(m.Applied())
+	restored := snapshotCopy(t, m, nil)
 	if got := do(restored, t0+4, "GET", theirs); !strings.Contains(got, "TRYAGAIN") {
 		t.Fatalf("after a restore: %q", got)
 	}

@@ -33,6 +33,51 @@ func (j *journalLog) QuotaDeleted(key []byte) Ticket {
 
 func (j *journalLog) Flushed() Ticket { j.lines = append(j.lines, "flush"); return Ticket{} }
 
+// count is how many lines start with prefix.
+func (j *journalLog) count(prefix string) int {
+	n := 0
+	for _, l := range j.lines {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// snapshotCopy moves every record of m into a new machine as a snapshot
+// moves it (AppendState, DecodeState, StoreState, then Restore); seen, when
+// set, gets each record's kind and encoding.
+func snapshotCopy(t *testing.T, m *Machine, seen func(kind keyspace.Kind, enc []byte)) *Machine {
+	t.Helper()
+	restored := New(Options{})
+	for i := range slot.Count {
+		s := m.keys.Lock(i)
+		s.Keys(m.Applied(), func(key []byte, e keyspace.Entry) bool {
+			b, err := AppendState(nil, s, e)
+			if err != nil {
+				t.Fatalf("%q: %v", key, err)
+			}
+			if seen != nil {
+				seen(e.Kind(), b)
+			}
+			obj, err := DecodeState(e.Kind(), b, quota.LoadZone)
+			if err != nil {
+				t.Fatalf("%q: %v", key, err)
+			}
+			r := restored.keys.LockKey(key)
+			err = StoreState(r, key, e.Kind(), s.Word(e), obj)
+			r.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return true
+		})
+		s.Unlock()
+	}
+	restored.Restore(m.Applied())
+	return restored
+}
+
 // An override and a scale an older version stored under the hashed tag of
 // a braced domain are found after a restore: they move to the domain's own
 // slot, apply to RL.CHECK, and the move is journaled.

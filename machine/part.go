@@ -1,7 +1,6 @@
 package machine
 
 import (
-	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -80,28 +79,22 @@ func (m *Machine) DescriptorSlots(args [][]byte) (slots []int, bad string) {
 	if bad := parseDescriptors(args[2:], p); bad != "" {
 		return nil, bad
 	}
-	d := m.rules().Domain(view(args[1]))
-	from := 0
-	for _, end := range p.bounds {
-		var r *policy.Rule
-		if d != nil {
-			r = d.Match(p.entries[from:end])
-		}
-		p.matched = append(p.matched, r)
-		from = end
+	slots = make([]int, len(p.bounds))
+	for i := range slots {
+		slots[i] = -1
 	}
-	policy.ApplyReplaces(p.matched)
-	from = 0
+	d := m.rules().Domain(view(args[1]))
+	if d == nil {
+		return slots, ""
+	}
+	p.forDomain(view(args[1]), false)
+	p.addMatched(d)
+	k := 0 // the planned checks are the limiting descriptors', in order
 	for i, r := range p.matched {
-		end := p.bounds[i]
-		s := -1
-		if r != nil && r.Algorithm != policy.Unlimited {
-			start := len(p.keys)
-			p.keys = r.AppendKey(p.keys, p.entries[from:end])
-			s = slot.Of(p.keys[start:])
+		if limits(r) {
+			slots[i] = slot.Of(p.span(p.spans[k].counter))
+			k++
 		}
-		slots = append(slots, s)
-		from = end
 	}
 	return slots, ""
 }

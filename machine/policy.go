@@ -129,22 +129,8 @@ func runRLCheck(x *exec, args [][]byte) {
 		writeCheck(x.w, noLimit)
 		return
 	}
-	from := 0
-	for _, end := range p.bounds {
-		p.matched = append(p.matched, d.Match(p.entries[from:end]))
-		from = end
-	}
-	policy.ApplyReplaces(p.matched)
 	p.forDomain(domain, x.m.policyRecords.Load())
-	from = 0
-	for i, r := range p.matched {
-		end := p.bounds[i]
-		entries := p.entries[from:end]
-		from = end
-		if r != nil && r.Algorithm != policy.Unlimited {
-			p.addRule(r, entries)
-		}
-	}
+	p.addMatched(d)
 	if len(p.checks) == 0 {
 		writeCheck(x.w, noLimit)
 		return

@@ -101,20 +101,7 @@ func runReserve(x *exec, args [][]byte) {
 	domain := view(args[1])
 	p.forDomain(domain, x.m.policyRecords.Load())
 	if d := x.m.rules().Domain(domain); d != nil {
-		from := 0
-		for _, end := range p.bounds {
-			p.matched = append(p.matched, d.Match(p.entries[from:end]))
-			from = end
-		}
-		policy.ApplyReplaces(p.matched)
-		from = 0
-		for i, r := range p.matched {
-			end := p.bounds[i]
-			if r != nil && r.Algorithm != policy.Unlimited {
-				p.addRule(r, p.entries[from:end])
-			}
-			from = end
-		}
+		p.addMatched(d)
 	}
 	p.seal()
 	// The reservation's key goes after the plan's: the checks' keys are

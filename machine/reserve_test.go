@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/keyspace"
-	"github.com/sluice-rl/sluice/quota"
-	"github.com/sluice-rl/sluice/slot"
 )
 
 const reserveRules = `domain: llm
@@ -153,32 +151,12 @@ func TestReservationSurvivesASnapshot(t *testing.T) {
 	m := New(Options{})
 	do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules)
 	do(m, t0, "RL.RESERVE", "llm", "held", "60", "COST", "40", "DESCRIPTOR", "gcra", "a", "DESCRIPTOR", "exact", "a", "DESCRIPTOR", "quota", "a")
-	restored := New(Options{})
 	var enc []byte
-	for i := range slot.Count {
-		s := m.keys.Lock(i)
-		s.Keys(m.Applied(), func(key []byte, e keyspace.Entry) bool {
-			b, err := AppendState(nil, s, e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if e.Kind() == keyspace.KindReservation {
-				enc = b
-			}
-			obj, err := DecodeState(e.Kind(), b, quota.LoadZone)
-			if err != nil {
-				t.Fatalf("%q: %v", key, err)
-			}
-			r := restored.keys.LockKey(key)
-			if err := StoreState(r, key, e.Kind(), s.Word(e), obj); err != nil {
-				t.Fatal(err)
-			}
-			r.Unlock()
-			return true
-		})
-		s.Unlock()
-	}
-	restored.Restore(m.Applied())
+	restored := snapshotCopy(t, m, func(kind keyspace.Kind, b []byte) {
+		if kind == keyspace.KindReservation {
+			enc = b
+		}
+	})
 	if d1, _ := m.Digest(); d1 != must(restored.Digest()) {
 		t.Fatal("digests differ after the restore")
 	}

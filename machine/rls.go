@@ -197,7 +197,7 @@ func runShouldRateLimit(x *exec, args [][]byte) {
 			switch r := p.matched[i]; {
 			case desc.unit != policy.NoUnit:
 				c = p.addOwnLimit(desc, entries)
-			case r == nil || r.Algorithm == policy.Unlimited:
+			case !limits(r):
 				p.of = append(p.of, -1)
 				continue
 			default:
