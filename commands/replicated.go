@@ -71,7 +71,11 @@ func crossSlot(keys []int, args [][]byte) string {
 func (r Replicated) RedirectKey(key []byte) string {
 	if r.Shards != nil && key != nil {
 		s := slot.Of(key)
-		if addr, mine := r.Shards.Route(s); !mine {
+		switch addr, mine := r.Shards.Route(s); {
+		case mine:
+		case addr == "":
+			return "CLUSTERDOWN The cluster is down" // the owner group has no leader known
+		default:
 			return "MOVED " + strconv.Itoa(s) + " " + addr
 		}
 	}

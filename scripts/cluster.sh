@@ -74,7 +74,7 @@ if [ "$groups" -gt 1 ]; then
 	for _ in $(seq 1 100); do
 		busy=""
 		for k in $(seq 1 $((groups * 40))); do
-			if redis-cli -c -p "$base" EXISTS "probe:$k" 2>&1 | grep -q TRYAGAIN; then busy=1; break; fi
+			if redis-cli -c -p "$base" EXISTS "probe:$k" 2>&1 | grep -qE 'TRYAGAIN|CLUSTERDOWN'; then busy=1; break; fi
 		done
 		[ -z "$busy" ] && break
 		sleep 0.1

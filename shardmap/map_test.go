@@ -114,7 +114,7 @@ func TestRouter(t *testing.T) {
 	if _, mine := r.Route(100); !mine {
 		t.Fatal("slot 100 is g1's")
 	}
-	if addr, mine := r.Route(9000); mine || addr != "127.0.0.1:7004" {
+	if addr, mine := r.Route(9000); mine || addr != "" {
 		t.Fatalf("slot 9000 before a leader is known: %s %v", addr, mine)
 	}
 	r.SetLeader(1, "127.0.0.1:7006")

@@ -6,8 +6,7 @@ import (
 )
 
 // Router tells a member of one group where each slot's commands go: its
-// own group, or another group's leader (the last one learned; until one
-// is, the group's first member, which sends a client on to its leader).
+// own group, or another group's leader (the last one learned).
 // It is safe for concurrent use.
 type Router struct {
 	m    *Map
@@ -34,17 +33,15 @@ func (r *Router) Map() *Map { return r.m }
 func (r *Router) Self() int { return r.self }
 
 // Route is where a command for slot s goes: mine when this member's group
-// owns it, else the owner's leader's client address (or its first
-// member's while no leader is known).
+// owns it, else the owner's leader's client address ("" while none is
+// known).
 func (r *Router) Route(s int) (addr string, mine bool) {
 	g := int(r.m.owner[s])
 	if g == r.self {
 		return "", true
 	}
-	if p := r.leaders[g].Load(); p != nil && *p != "" {
-		return *p, false
-	}
-	return r.m.Groups[g].Members[0].ClientAddr, false
+	addr, _ = r.Leader(g)
+	return addr, false
 }
 
 // SetLeader records group g's leader client address ("": none known).
