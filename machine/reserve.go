@@ -385,19 +385,9 @@ func (x *exec) refund(l *HeldLimit, n, now int64) (int64, error) {
 		// nanosecond after the charge gives back all but that nanosecond.
 		return min((given+l.Step/2)/l.Step, n), nil
 	case keyspace.KindSlidingCounter:
-		st, err := windowStateOf[window.CounterState](s, e)
-		if err != nil {
-			return 0, err
-		}
-		st, given := st.Refund(l.Step, anchorOr(l.Anchor, st.Start), n)
-		return given, storeInline(s, key, l.Kind, e, true, s.Word(e), &st)
+		return refundWindow[window.CounterState](s, e, l, n)
 	case keyspace.KindFixedWindow:
-		st, err := windowStateOf[window.FixedState](s, e)
-		if err != nil {
-			return 0, err
-		}
-		st, given := st.Refund(l.Step, anchorOr(l.Anchor, st.Start), n)
-		return given, storeInline(s, key, l.Kind, e, true, s.Word(e), &st)
+		return refundWindow[window.FixedState](s, e, l, n)
 	case keyspace.KindSlidingLog:
 		st, err := x.logAt(s, e)
 		if err != nil {
@@ -470,29 +460,9 @@ func (x *exec) force(l *HeldLimit, n, now int64) (int64, error) {
 		}
 		return n, nil
 	case keyspace.KindSlidingCounter:
-		var st window.CounterState
-		if found {
-			if st, err = windowStateOf[window.CounterState](s, e); err != nil {
-				return 0, err
-			}
-		}
-		st, exp, err := st.Force(found, now, p, n)
-		if err != nil {
-			return 0, err
-		}
-		return n, storeInline(s, key, l.Kind, e, found, exp, &st)
+		return forceWindow[window.CounterState](s, e, found, l, p, n, now)
 	case keyspace.KindFixedWindow:
-		var st window.FixedState
-		if found {
-			if st, err = windowStateOf[window.FixedState](s, e); err != nil {
-				return 0, err
-			}
-		}
-		st, exp, err := st.Force(found, now, p, n)
-		if err != nil {
-			return 0, err
-		}
-		return n, storeInline(s, key, l.Kind, e, found, exp, &st)
+		return forceWindow[window.FixedState](s, e, found, l, p, n, now)
 	case keyspace.KindSlidingLog:
 		var st window.LogState
 		if found {
@@ -525,6 +495,41 @@ func (x *exec) force(l *HeldLimit, n, now int64) (int64, error) {
 		return n, nil
 	}
 	return 0, nil
+}
+
+// settledWindow is a window kind whose state lives in its record
+// (sliding counter, fixed window), as a reservation settles it.
+type settledWindow[S any] interface {
+	Refund(w, start, n int64) (S, int64)
+	Force(exists bool, now int64, p window.Params, cost int64) (S, int64, error)
+	Latest() int64
+}
+
+// refundWindow gives n units of l back from the record e holds.
+func refundWindow[S settledWindow[S]](s *keyspace.Slot, e keyspace.Entry, l *HeldLimit, n int64) (int64, error) {
+	st, err := windowStateOf[S](s, e)
+	if err != nil {
+		return 0, err
+	}
+	next, given := st.Refund(l.Step, anchorOr(l.Anchor, st.Latest()), n)
+	return given, storeInline(s, l.Key, l.Kind, e, true, s.Word(e), &next)
+}
+
+// forceWindow charges n more units of l at now into the record e holds
+// (found) or a new one.
+func forceWindow[S settledWindow[S]](s *keyspace.Slot, e keyspace.Entry, found bool, l *HeldLimit, p window.Params, n, now int64) (int64, error) {
+	var st S
+	if found {
+		var err error
+		if st, err = windowStateOf[S](s, e); err != nil {
+			return 0, err
+		}
+	}
+	next, exp, err := st.Force(found, now, p, n)
+	if err != nil {
+		return 0, err
+	}
+	return n, storeInline(s, l.Key, l.Kind, e, found, exp, &next)
 }
 
 // logAt is the sliding log a record holds (decoded into the apply's

@@ -122,3 +122,10 @@ func (s LogState) Force(exists bool, now int64, p Params, cost int64) (LogState,
 	st := s.admit(s.firstAfter(horizon), horizon, eff, cost)
 	return st, eff + p.Window, nil
 }
+
+// Latest is the start of the window the state counted its latest units
+// in (a refund of the latest charge takes them from there).
+func (s CounterState) Latest() int64 { return s.Start }
+
+// Latest is the start of the window the state counts.
+func (s FixedState) Latest() int64 { return s.Start }
