@@ -70,7 +70,8 @@ func (c *Ctx) deferApply(b Batcher, cmd *Command, args [][]byte) {
 	d.nargs = append(d.nargs, len(args))
 	d.of = append(d.of, cmd)
 	d.pos = append(d.pos, len(c.W.Buf))
-	d.across = append(d.across, c.Env.CrossGroup != nil && cmd.Name == "rl.check" && c.Env.CrossGroup.Spans(args))
+	d.across = append(d.across, c.Env.CrossGroup != nil && (cmd.Name == "rl.check" || cmd.Name == "rl.shouldratelimit") &&
+		c.Env.CrossGroup.Spans(args))
 	d.everywhere = append(d.everywhere, c.Env.CrossGroup != nil && cmd.Machine.EveryGroup() && configChange(args))
 }
 
@@ -175,6 +176,11 @@ func (c *Ctx) Settle() {
 			continue
 		}
 		r, o := reply(j)
+		if msg := c.rulesDiffer(d.of[i], cmds[i], r); msg != "" {
+			out = appendError(out, c.W.Proto, msg)
+			c.settled(machine.Outcome{Err: msg})
+			continue
+		}
 		if d.everywhere[i] && o.Err == "" && len(r) > 0 && r[0] != '-' {
 			if perr := c.Env.CrossGroup.Propagate(context.Background(), cmds[i]); perr != nil {
 				msg := "ERR applied in this group, not yet in every group (send it again): " + perr.Error()
@@ -195,29 +201,60 @@ func (c *Ctx) Settle() {
 	d.everywhere = d.everywhere[:0]
 }
 
-// crossGroup answers an RL.CHECK across groups through the coordinator,
-// appending its reply to out, and counts it as the log's would be.
+// crossGroup answers an RL.CHECK or RL.SHOULDRATELIMIT across groups
+// through the coordinator, appending its reply to out, and counts it as
+// the log's would be.
 func (c *Ctx) crossGroup(out []byte, cmd *Command, args [][]byte) []byte {
-	res, err := c.Env.CrossGroup.Check(context.Background(), args)
+	res, err := c.Env.CrossGroup.Decide(context.Background(), args)
 	if err != nil {
 		// Nothing admitted: the parts charged elsewhere are being given
 		// back.
 		msg := "TRYAGAIN the check spans groups and one of them could not decide: " + err.Error()
-		if errors.Is(err, crossgroup.ErrNoLeader) {
+		switch {
+		case errors.Is(err, crossgroup.ErrNoLeader):
 			msg = "CLUSTERDOWN a group this check spans has no leader: " + err.Error()
+		case errors.Is(err, crossgroup.ErrRulesDiffer):
+			msg = "ERR the groups hold different rules for this domain (load them again): " + err.Error()
 		}
 		c.settled(machine.Outcome{Err: msg})
 		return appendError(out, c.W.Proto, msg)
 	}
 	w := Writer{Buf: out, Proto: c.W.Proto}
-	machine.WriteCheck(&w, res)
 	o := machine.Outcome{Limited: res.Limited}
-	if res.Limited {
-		o.Limit, o.RetryAfter = res.Limit, res.RetryAfter
+	if cmd.Name == "rl.shouldratelimit" {
+		machine.WriteRLS(&w, res.Limited, res.Statuses)
+		o.Statuses = res.Statuses
+	} else {
+		machine.WriteCheck(&w, res.Check)
+		if res.Limited {
+			o.Limit, o.RetryAfter = res.Check.Limit, res.Check.RetryAfter
+		}
 	}
 	c.settled(o)
 	c.Env.decided(cmd, args, o, true)
 	return w.Buf
+}
+
+// rulesDiffer is, for an RL.RULES LIST answered in a sharded cluster, the
+// error that says the groups hold different rules (the list would be only
+// this group's), or "".
+func (c *Ctx) rulesDiffer(cmd *Command, args [][]byte, reply []byte) string {
+	if c.Env.CrossGroup == nil || cmd.Name != "rl.rules" || len(args) < 2 || !resp.EqualFold(args[1], "list") ||
+		len(reply) == 0 || reply[0] == '-' {
+		return ""
+	}
+	domain := ""
+	if len(args) == 3 {
+		domain = string(args[2])
+	}
+	differ, err := c.Env.CrossGroup.RulesDiffer(context.Background(), domain)
+	switch {
+	case err != nil:
+		return "TRYAGAIN could not compare the groups' rules: " + err.Error()
+	case differ != "":
+		return "ERR RULESDIFFER the groups hold different rules (load them again through any node): " + differ
+	}
+	return ""
 }
 
 func appendError(dst []byte, proto int, msg string) []byte {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-rl/sluice/clock"
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/crossgroup"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/pubsub"
 	"github.com/sluice-rl/sluice/resp"
@@ -70,14 +71,17 @@ type Applier interface {
 // CrossGroup runs checks across the groups of a sharded cluster (package
 // crossgroup).
 type CrossGroup interface {
-	// Spans reports whether an RL.CHECK charges a counter another group
-	// owns.
+	// Spans reports whether an RL.CHECK or RL.SHOULDRATELIMIT charges a
+	// counter another group owns.
 	Spans(args [][]byte) bool
-	// Check runs such a check and returns its answer.
-	Check(ctx context.Context, args [][]byte) (machine.CheckResult, error)
+	// Decide runs such a check and returns its answer.
+	Decide(ctx context.Context, args [][]byte) (crossgroup.Result, error)
 	// Propagate applies a configuration command this group applied in
 	// every other group.
 	Propagate(ctx context.Context, args [][]byte) error
+	// RulesDiffer is "" when every group holds the rules this one does
+	// for domain ("" for all), else each group's rules digest.
+	RulesDiffer(ctx context.Context, domain string) (string, error)
 }
 
 // Env is what every command can reach: the state machine, the clock, the
@@ -91,8 +95,9 @@ type Env struct {
 	// Shards, on a member of a sharded cluster, routes each slot to the
 	// group that owns it (nil otherwise).
 	Shards *shardmap.Router
-	// CrossGroup, on a member of a sharded cluster, runs an RL.CHECK whose
-	// counters reach another group (nil otherwise).
+	// CrossGroup, on a member of a sharded cluster, runs an RL.CHECK or
+	// RL.SHOULDRATELIMIT whose counters reach another group (nil
+	// otherwise).
 	CrossGroup CrossGroup
 	// Cluster is the replicated node this server is a member of; nil on a
 	// single node.

@@ -32,7 +32,7 @@ var examples = map[string][]string{
 	"rl.reserve":         {"RL.RESERVE", "api", "r1", "30", "COST", "2", "DESCRIPTOR", "user", "u1"},
 	"rl.settle":          {"RL.SETTLE", "api", "r1", "1"},
 	"rl.cancel":          {"RL.CANCEL", "api", "r1"},
-	"rl.part":            {"RL.PART", "RESERVE", "api", "p1", "30", "COST", "2", "DESCRIPTOR", "user", "u1"},
+	"rl.part":            {"RL.PART", "RESERVE", "none", "p1", "30", "RL.CHECK", "api", "COST", "2", "DESCRIPTOR", "user", "u1"},
 	"rl.rules":           {"RL.RULES", "LOAD", "f.yaml", "domain: d\ndescriptors:\n  - key: u\n    rate_limit: {unit: second, requests_per_unit: 2}\n"},
 	"rl.override":        {"RL.OVERRIDE", "SET", "api", "5", "minute", "BURST", "2", "START", "1", "UNTIL", "8000000000", "DESCRIPTOR", "user", "u1"},
 	"rl.scale":           {"RL.SCALE", "SET", "api", "0.5", "RECOVER", "30"},

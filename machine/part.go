@@ -1,100 +1,249 @@
 package machine
 
 import (
+	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
 
 // A check across the groups of a sharded cluster is split by group (the
 // coordinator, package crossgroup): each group is sent the descriptors
-// whose counters it owns as a part — RL.PART RESERVE, then RL.PART SETTLE
-// when every part admitted, or RL.PART CANCEL of the admitted ones when
-// one refused (the exact refunds of reservations). A part is RL.RESERVE,
-// RL.SETTLE or RL.CANCEL without a key, so the group it is sent to applies
-// it instead of redirecting by the domain's slot; its fence still refuses
-// counters the group does not own.
+// whose counters it owns as a part, and the check is admitted only when
+// every part is.
+//
+//	RL.PART RESERVE <rules> <id> <ttl> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> …
+//	RL.PART KEEP <domain> <id>         every part admitted: keep the charges
+//	RL.PART CANCEL <domain> <id>       a part refused: give them back
+//	RL.PART DECIDE <rules> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> …
+//	RL.PART APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE …>
+//	RL.PART DIGEST [<domain>]
+//
+// RESERVE decides the command as its group's share and holds what it
+// charged as a reservation (RL.RESERVE's), so CANCEL gives it back with
+// the exact, never-lax refunds of reservations and KEEP only drops it;
+// DECIDE is a check whose counters all sit in one group, decided once.
+// A part has no key, so the group it is sent to applies it instead of
+// redirecting by the domain's slot; its fence still refuses counters the
+// group does not own. Every deciding part carries the digest of the
+// domain's rules at its coordinator (RulesDigest): a group whose rules
+// differ refuses it, naming both, rather than decide by other rules.
+// APPLY is configuration another group applied, for this one too; DIGEST
+// is RulesDigest (RL.RULES LIST compares the groups').
 
 func partCommands() []*Command {
 	return []*Command{{
-		Name: "rl.part", slots: allSlots, Arity: -4, Flags: []string{"write", "denyoom"},
+		Name: "rl.part", slots: allSlots, Arity: -2, Flags: []string{"write", "denyoom"},
 		Group: "sluice", Since: "1.3.0", Complexity: "O(D) where D is the number of descriptor entries",
-		Summary:     "RESERVE|SETTLE|CANCEL <domain> <id> …: a group's part of a check across groups (RL.RESERVE, RL.SETTLE, RL.CANCEL without a key, sent by the coordinator).",
-		subcommands: []string{"reserve", "settle", "cancel", "apply"},
+		Summary:     "RESERVE|KEEP|CANCEL|DECIDE|APPLY|DIGEST …: a group's part of a check across groups, sent by the coordinator of a sharded cluster.",
+		subcommands: []string{"reserve", "keep", "cancel", "decide", "apply", "digest"},
 		Args: []Arg{
 			{Name: "subcommand", Type: "oneof", Sub: []Arg{
 				{Name: "reserve", Type: "pure-token", Token: "RESERVE"},
-				{Name: "settle", Type: "pure-token", Token: "SETTLE"},
+				{Name: "keep", Type: "pure-token", Token: "KEEP"},
 				{Name: "cancel", Type: "pure-token", Token: "CANCEL"},
+				{Name: "decide", Type: "pure-token", Token: "DECIDE"},
 				{Name: "apply", Type: "pure-token", Token: "APPLY"},
+				{Name: "digest", Type: "pure-token", Token: "DIGEST"},
 			}},
-			{Name: "domain", Type: "string"}, {Name: "reservation-id", Type: "string"},
 			{Name: "arg", Type: "string", Optional: true, Multiple: true},
 		},
-		run: func(x *exec, args [][]byte) {
-			switch {
-			case resp.EqualFold(args[1], "reserve"):
-				runReserve(x, args[1:])
-			case resp.EqualFold(args[1], "settle") && len(args) == 5, resp.EqualFold(args[1], "cancel") && len(args) == 4:
-				runSettle(x, args[1:])
-			case resp.EqualFold(args[1], "apply"):
-				// Configuration another group applied, for this one too.
-				if cmd := x.m.Lookup(args[2]); cmd != nil && cmd.everyGroup && cmd.ArityOK(len(args)-2) {
-					cmd.run(x, args[2:])
-					return
-				}
-				x.fail(partSyntax)
-			default:
-				x.fail(partSyntax)
-			}
-		},
+		run: runPart,
 		check: func(m *Machine, args [][]byte) string {
-			switch {
-			case resp.EqualFold(args[1], "reserve"):
-				if len(args) < 8 {
-					return partSyntax
-				}
-				return checkReserve(m, args[1:])
-			case resp.EqualFold(args[1], "settle") && len(args) == 5, resp.EqualFold(args[1], "cancel") && len(args) == 4:
-				return checkSettle(m, args[1:])
-			case resp.EqualFold(args[1], "apply"):
-				if cmd := m.Lookup(args[2]); cmd != nil && cmd.everyGroup && cmd.ArityOK(len(args)-2) {
-					return cmd.Check(m, args[2:])
-				}
-			}
-			return partSyntax
+			_, bad := parsePart(m, args)
+			return bad
 		},
 	}}
 }
 
-const partSyntax = "ERR syntax error: RL.PART RESERVE <domain> <id> <ttl> [COST <n>] DESCRIPTOR … | SETTLE <domain> <id> <actual> | CANCEL <domain> <id> | APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE …>"
+const partSyntax = "ERR syntax error: RL.PART RESERVE <rules> <id> <ttl> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | KEEP <domain> <id> | CANCEL <domain> <id> | DECIDE <rules> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE> … | DIGEST [<domain>]"
 
-// DescriptorSlots plans an RL.CHECK without applying it: for each of its
-// descriptors, the slot of the counter its rule charges, or -1 when no
-// limit applies to it (no rule, an unlimited one, or an unknown domain).
-// The coordinator splits a check by the groups that own these slots. bad
-// is the error reply of a malformed check.
-func (m *Machine) DescriptorSlots(args [][]byte) (slots []int, bad string) {
+// part is an RL.PART parsed: its subcommand, and for a deciding one the
+// command it decides (cmd, args: the command's own arguments).
+type part struct {
+	sub  string
+	cmd  *Command
+	args [][]byte
+	// rules is the coordinator's digest of the domain's rules; id and ttl
+	// a reservation's.
+	rules []byte
+	held  heldAs
+}
+
+// parsePart reads an RL.PART, with its command's checks.
+func parsePart(m *Machine, args [][]byte) (part, string) {
+	var pt part
+	for _, sub := range []string{"reserve", "keep", "cancel", "decide", "apply", "digest"} {
+		if resp.EqualFold(args[1], sub) {
+			pt.sub = sub
+		}
+	}
+	switch pt.sub {
+	case "reserve", "decide":
+		i := 3
+		if pt.sub == "reserve" {
+			i = 5
+		}
+		if len(args) < i+2 {
+			return pt, partSyntax
+		}
+		pt.rules, pt.args = args[2], args[i:]
+		pt.cmd = m.Lookup(args[i])
+		if pt.cmd == nil || (pt.cmd.Name != "rl.check" && pt.cmd.Name != "rl.shouldratelimit") {
+			return pt, "ERR a part decides RL.CHECK or RL.SHOULDRATELIMIT"
+		}
+		if !pt.cmd.ArityOK(len(pt.args)) {
+			return pt, "ERR wrong number of arguments for '" + pt.cmd.Name + "' command"
+		}
+		if pt.sub == "reserve" {
+			// RL.RESERVE's rules for the id and ttl.
+			ttl, bad := parseReserveHead([][]byte{nil, nil, args[3], args[4]})
+			if bad != "" {
+				return pt, bad
+			}
+			pt.held = heldAs{id: args[3], ttl: ttl}
+		}
+		return pt, pt.cmd.Check(m, pt.args)
+	case "keep", "cancel":
+		if len(args) != 4 {
+			return pt, partSyntax
+		}
+		_, bad := parseSettle(args[1:])
+		return pt, bad
+	case "apply":
+		if len(args) < 3 {
+			return pt, partSyntax
+		}
+		if cmd := m.Lookup(args[2]); cmd != nil && cmd.everyGroup && cmd.ArityOK(len(args)-2) {
+			pt.cmd, pt.args = cmd, args[2:]
+			return pt, cmd.Check(m, pt.args)
+		}
+	case "digest":
+		if len(args) <= 3 {
+			return pt, ""
+		}
+	}
+	return pt, partSyntax
+}
+
+func runPart(x *exec, args [][]byte) {
+	pt, bad := parsePart(x.m, args)
+	if bad != "" {
+		x.fail(bad)
+		return
+	}
+	switch pt.sub {
+	case "reserve", "decide":
+		domain := view(pt.args[1])
+		if mine := x.m.RulesDigest(domain); mine != string(pt.rules) {
+			x.fail("ERR RULESDIFFER domain '" + resp.Clip(pt.args[1], 64) + "': the coordinator's rules are " +
+				resp.Clip(pt.rules, 64) + ", this group's " + mine)
+			return
+		}
+		switch {
+		case pt.sub == "decide":
+			pt.cmd.run(x, pt.args)
+		case pt.cmd.Name == "rl.shouldratelimit":
+			shouldRateLimit(x, pt.args, &pt.held)
+		default:
+			// RL.RESERVE's arguments: <domain> <id> <ttl> then RL.CHECK's.
+			reserve := make([][]byte, 0, len(pt.args)+2)
+			reserve = append(reserve, args[1], pt.args[1], args[3], args[4])
+			runReserve(x, append(reserve, pt.args[2:]...))
+		}
+	case "keep":
+		settle(x, args[2], args[3], 0, settleKeep)
+	case "cancel":
+		settle(x, args[2], args[3], 0, settleCancel)
+	case "apply":
+		pt.cmd.run(x, pt.args)
+	case "digest":
+		x.instant()
+		domain := ""
+		if len(args) == 3 {
+			domain = string(args[2])
+		}
+		x.w.BulkString(x.m.RulesDigest(domain))
+	}
+}
+
+// SplitDescriptor is one descriptor of a check as a coordinator splits it
+// by group.
+type SplitDescriptor struct {
+	// Args is where its words are in the command: args[Args[0]:Args[1]].
+	Args [2]int
+	// Slot is the slot of the counter it charges, or -1 when no limit
+	// applies to it (no rule, an unlimited one, an unknown domain): then
+	// Status is its RL.SHOULDRATELIMIT status, the same in every group.
+	Slot   int
+	Status RLSStatus
+	// Hits is what it charges (RL.SHOULDRATELIMIT's; RL.CHECK's cost).
+	Hits int64
+}
+
+// Split plans an RL.CHECK or RL.SHOULDRATELIMIT (args, the command's name
+// first) without applying it: where each descriptor's words are, and the
+// slot of the counter it charges. The words before the first descriptor
+// (the command, its domain, COST or hits_addend) are args[:head]. bad is
+// the error reply of a malformed command.
+func (m *Machine) Split(args [][]byte) (head int, descs []SplitDescriptor, bad string) {
 	p := m.plan()
 	defer m.release(p)
-	if bad := parseDescriptors(args[2:], p); bad != "" {
-		return nil, bad
+	rls := resp.EqualFold(args[0], "rl.shouldratelimit")
+	if rls {
+		bad = parseShouldRateLimit(args, p)
+	} else {
+		bad = parseDescriptors(args[2:], p)
 	}
-	slots = make([]int, len(p.bounds))
-	for i := range slots {
-		slots[i] = -1
+	if bad != "" {
+		return 0, nil, bad
 	}
-	d := m.rules().Domain(view(args[1]))
+	domain := view(args[1])
+	if rls {
+		head = 3
+		m.planShouldRateLimit(p, domain, false)
+		descs = make([]SplitDescriptor, len(p.descs))
+		at := head
+		for i, desc := range p.descs {
+			n := 4 + 2*(desc.to-desc.from)
+			d := &descs[i]
+			d.Args, d.Slot, d.Hits = [2]int{at, at + n}, -1, desc.hits
+			at += n
+			if desc.negative {
+				d.Hits = 0
+			}
+			if i < len(p.of) && p.of[i] >= 0 {
+				d.Slot = slot.Of(p.span(p.spans[p.of[i]].counter))
+				continue
+			}
+			unlimited := i < len(p.matched) && p.matched[i] != nil && p.matched[i].Algorithm == policy.Unlimited
+			d.Status = rlsStatus(nil, desc, unlimited, false, 0)
+		}
+		return head, descs, ""
+	}
+	head = 2
+	if len(args) > 2 && resp.EqualFold(args[2], "cost") {
+		head = 4
+	}
+	descs = make([]SplitDescriptor, len(p.bounds))
+	from, at := 0, head
+	for i, end := range p.bounds {
+		n := 1 + 2*(end-from)
+		descs[i] = SplitDescriptor{Args: [2]int{at, at + n}, Slot: -1, Hits: p.cost}
+		at += n
+		from = end
+	}
+	d := m.rules().Domain(domain)
 	if d == nil {
-		return slots, ""
+		return head, descs, ""
 	}
-	p.forDomain(view(args[1]), false)
+	p.forDomain(domain, false)
 	p.addMatched(d)
 	k := 0 // the planned checks are the limiting descriptors', in order
 	for i, r := range p.matched {
 		if limits(r) {
-			slots[i] = slot.Of(p.span(p.spans[k].counter))
+			descs[i].Slot = slot.Of(p.span(p.spans[k].counter))
 			k++
 		}
 	}
-	return slots, ""
+	return head, descs, ""
 }

@@ -3,9 +3,11 @@ package machine
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"math"
 	"math/bits"
+	"slices"
 
 	"github.com/sluice-rl/sluice/policy"
 )
@@ -55,6 +57,11 @@ type RulesState struct {
 	// server re-applies its files only when they differ from it, so a
 	// CLEAR stays cleared until the files change or are reloaded.
 	FilesDigest [32]byte
+	// digests identify each domain's rules (its file's bytes), and all
+	// identifies the whole set: what the groups of a sharded cluster
+	// compare (Machine.RulesDigest). Read-only once built.
+	digests map[string]string
+	all     string
 }
 
 // FilesDigestOf identifies a set of rule files by their names and bytes.
@@ -94,10 +101,56 @@ func ParseRules(files []RuleFile) (*RulesState, error) {
 		return nil, err
 	}
 	names := make([]string, len(domains))
+	digests := make(map[string]string, len(domains))
 	for i, d := range domains {
 		names[i] = d.Name
+		digests[d.Name] = digestOf(d.Name, files[i].Source)
 	}
-	return &RulesState{Files: files, Set: set, Domains: names}, nil
+	// The set's digest is over the domains' in name order: two groups that
+	// loaded the same files in another order hold the same rules.
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	var b []byte
+	for _, name := range sorted {
+		b = append(b, name...)
+		b = append(b, 0)
+		b = append(b, digests[name]...)
+	}
+	return &RulesState{Files: files, Set: set, Domains: names, digests: digests, all: digestOf("", b)}, nil
+}
+
+// NoRules is the digest of a domain no rule file defines (and of no
+// rules at all).
+const NoRules = "none"
+
+// digestOf is a short, stable name for a domain's rules: 16 hex digits of
+// the SHA-256 of its name and source.
+func digestOf(domain string, source []byte) string {
+	h := sha256.New()
+	h.Write([]byte(domain))
+	h.Write([]byte{0})
+	h.Write(source)
+	var d [32]byte
+	return hex.EncodeToString(h.Sum(d[:0])[:8])
+}
+
+// RulesDigest identifies the rules of domain in force ("" for the whole
+// set), NoRules when there are none: equal digests, equal rules.
+func (m *Machine) RulesDigest(domain string) string {
+	st := m.ruleState.Load()
+	if st == nil {
+		return NoRules
+	}
+	if domain == "" {
+		if len(st.Domains) == 0 {
+			return NoRules
+		}
+		return st.all
+	}
+	if d, ok := st.digests[domain]; ok {
+		return d
+	}
+	return NoRules
 }
 
 // rulesTrailer starts what follows the files in the encoding since rules

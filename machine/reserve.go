@@ -159,6 +159,32 @@ func runReserve(x *exec, args [][]byte) {
 	writeCheck(x.w, res)
 }
 
+// heldAs is a reservation a decision other than RL.RESERVE's keeps (a
+// group's part of an RL.SHOULDRATELIMIT across groups): its id and ttl
+// (ns).
+type heldAs struct {
+	id  []byte
+	ttl int64
+}
+
+// errReservationHeld: a part's reservation id is held already (ids are
+// random, so this is a replayed part: it must not charge twice).
+var errReservationHeld = errors.New("the reservation id is held already")
+
+// start makes the holder of a decision that keeps its charge as held, at
+// the plan's anchor in domainSlot.
+func (held *heldAs) start(p *plan, domainSlot *keyspace.Slot, now int64) (*reserving, error) {
+	_, found, err := domainSlot.GetKind(p.anchor, keyspace.KindReservation, now)
+	switch {
+	case err != nil:
+		return nil, err
+	case found:
+		return nil, errReservationHeld
+	}
+	p.reserving = reserving{state: &ReservationState{}, key: p.anchor, slot: domainSlot, at: now, expireAt: now + held.ttl, cost: p.cost}
+	return &p.reserving, nil
+}
+
 // reserving is RL.RESERVE's holder: it keeps the reservation in the
 // domain's slot once the limits admit, before they are charged.
 type reserving struct {
@@ -257,6 +283,17 @@ func parseSettle(args [][]byte) (int64, string) {
 	return n, ""
 }
 
+// How a settle ends a reservation: at an actual cost (RL.SETTLE), giving
+// everything back (RL.CANCEL), or keeping every charge as it is (a part of
+// a check across groups that every group admitted).
+type settleMode int
+
+const (
+	settleActual settleMode = iota
+	settleCancel
+	settleKeep
+)
+
 // runSettle is RL.SETTLE <domain> <id> <actual> and RL.CANCEL <domain> <id>.
 func runSettle(x *exec, args [][]byte) {
 	actual, bad := parseSettle(args)
@@ -264,9 +301,18 @@ func runSettle(x *exec, args [][]byte) {
 		x.fail(bad)
 		return
 	}
+	mode := settleActual
+	if resp.EqualFold(args[0], "rl.cancel") {
+		mode = settleCancel
+	}
+	settle(x, args[1], args[2], actual, mode)
+}
+
+// settle ends the reservation id of domain.
+func settle(x *exec, domain, id []byte, actual int64, mode settleMode) {
 	p := x.m.plan()
 	defer x.m.release(p)
-	p.keys = appendReservationKey(p.keys, view(args[1]), args[2])
+	p.keys = appendReservationKey(p.keys, view(domain), id)
 	key := p.keys
 	keySlot := slot.Of(key)
 	// The counters' slots are known from the reservation: read it, hold
@@ -302,8 +348,7 @@ func runSettle(x *exec, args [][]byte) {
 			return
 		}
 		took := x.holdGroup(locks)
-		cancel := resp.EqualFold(args[0], "rl.cancel") || resp.EqualFold(args[0], "cancel")
-		done := x.settleHeld(key, r, actual, cancel)
+		done := x.settleHeld(key, r, actual, mode)
 		x.releaseGroup(locks, took)
 		if done {
 			return
@@ -315,7 +360,7 @@ func runSettle(x *exec, args [][]byte) {
 // settleHeld settles r, held at key, with every slot it touches held. It
 // reports false when the key no longer holds r (settled or replaced
 // meanwhile): the caller looks again.
-func (x *exec) settleHeld(key []byte, r *ReservationState, actual int64, cancel bool) bool {
+func (x *exec) settleHeld(key []byte, r *ReservationState, actual int64, mode settleMode) bool {
 	s, now := x.lockSlot(slot.Of(key))
 	e, found, _ := s.GetKind(key, keyspace.KindReservation, now)
 	if !found {
@@ -326,7 +371,7 @@ func (x *exec) settleHeld(key []byte, r *ReservationState, actual int64, cancel 
 		return false
 	}
 	s.Delete(e)
-	if cancel {
+	if mode == settleCancel {
 		x.m.reservations.cancelled.Add(1)
 	} else {
 		x.m.reservations.settled.Add(1)
@@ -336,6 +381,9 @@ func (x *exec) settleHeld(key []byte, r *ReservationState, actual int64, cancel 
 		l := &r.Limits[i]
 		var refunded, charged int64
 		var err error
+		if mode == settleKeep {
+			actual = l.Units
+		}
 		switch {
 		case actual < l.Units:
 			refunded, err = x.refund(l, l.Units-actual, now)

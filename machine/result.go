@@ -77,6 +77,21 @@ func (s *RLSStatus) HasLimit() bool { return s.RequestsPerUnit >= 0 }
 // noRLSLimit is the status of a descriptor no limit applies to.
 var noRLSLimit = RLSStatus{Code: RLSCodeOK, RequestsPerUnit: -1, ResetSeconds: -1, PolicyQuota: -1}
 
+// WriteRLS writes an RL.SHOULDRATELIMIT reply (a check a coordinator
+// decided across groups).
+func WriteRLS(w *resp.Writer, refused bool, statuses []RLSStatus) { writeRLS(w, refused, statuses) }
+
+// Uncharged is s, the status of a descriptor its group admitted, as it
+// reads when the check was refused (by another group) and so charged
+// nothing: what remains is what was there, as a refused check's statuses
+// say in one group.
+func (s RLSStatus) Uncharged(hits int64) RLSStatus {
+	if s.Code == RLSCodeOK && !s.Shadow && s.HasLimit() {
+		s.Remaining = min(s.Remaining+max(hits, 0), s.RequestsPerUnit)
+	}
+	return s
+}
+
 // writeRLS writes RL.SHOULDRATELIMIT's reply: the overall code, then each
 // status's nine fields.
 func writeRLS(w *resp.Writer, refused bool, statuses []RLSStatus) {

@@ -170,59 +170,95 @@ func checkShouldRateLimit(m *Machine, args [][]byte) string {
 
 // runShouldRateLimit is RL.SHOULDRATELIMIT (see above). Its typed result,
 // one RLSStatus per descriptor, is the apply's Outcome.Statuses.
-func runShouldRateLimit(x *exec, args [][]byte) {
+func runShouldRateLimit(x *exec, args [][]byte) { shouldRateLimit(x, args, nil) }
+
+// planShouldRateLimit plans the descriptors parseShouldRateLimit read:
+// each matched against the domain's rules (or its own limit), p.of the
+// check of each (-1: none). An unknown domain limits nothing, as in Envoy
+// (a descriptor's own limit included: Envoy looks the domain up first).
+func (m *Machine) planShouldRateLimit(p *plan, domain string, records bool) {
+	p.cost = 1 // every descriptor has its own hits
+	d := m.rules().Domain(domain)
+	if d == nil {
+		return
+	}
+	for _, desc := range p.descs {
+		var r *policy.Rule
+		if desc.unit == policy.NoUnit {
+			r = d.Match(p.entries[desc.from:desc.to])
+		}
+		p.matched = append(p.matched, r)
+	}
+	policy.ApplyReplaces(p.matched)
+	p.forDomain(domain, records)
+	for i, desc := range p.descs {
+		entries := p.entries[desc.from:desc.to]
+		var c *limitCheck
+		switch r := p.matched[i]; {
+		case desc.unit != policy.NoUnit:
+			c = p.addOwnLimit(desc, entries)
+		case !limits(r):
+			p.of = append(p.of, -1)
+			continue
+		default:
+			c = p.addRule(r, entries)
+		}
+		c.cost, c.hasCost = desc.hits, true
+		if desc.negative {
+			// A refund: it takes part in no decision (checked at no
+			// cost, never refusing); its units go back afterwards.
+			c.cost, c.shadow = 0, true
+		}
+		p.of = append(p.of, len(p.checks)-1)
+	}
+}
+
+// shouldRateLimit decides an RL.SHOULDRATELIMIT; with held, it also keeps
+// what it charged as a reservation (a group's part of a check across
+// groups, RL.PART RESERVE).
+func shouldRateLimit(x *exec, args [][]byte, held *heldAs) {
 	p := x.m.plan()
 	defer x.m.release(p)
 	if bad := parseShouldRateLimit(args, p); bad != "" {
 		x.fail(bad)
 		return
 	}
-	p.cost = 1 // every descriptor has its own hits
 	domain := view(args[1])
-	// An unknown domain limits nothing, as in Envoy (a descriptor's own
-	// limit included: Envoy looks the domain up first).
-	if d := x.m.rules().Domain(domain); d != nil {
-		for _, desc := range p.descs {
-			var r *policy.Rule
-			if desc.unit == policy.NoUnit {
-				r = d.Match(p.entries[desc.from:desc.to])
-			}
-			p.matched = append(p.matched, r)
-		}
-		policy.ApplyReplaces(p.matched)
-		p.forDomain(domain, x.m.policyRecords.Load())
-		for i, desc := range p.descs {
-			entries := p.entries[desc.from:desc.to]
-			var c *limitCheck
-			switch r := p.matched[i]; {
-			case desc.unit != policy.NoUnit:
-				c = p.addOwnLimit(desc, entries)
-			case !limits(r):
-				p.of = append(p.of, -1)
-				continue
-			default:
-				c = p.addRule(r, entries)
-			}
-			c.cost, c.hasCost = desc.hits, true
-			if desc.negative {
-				// A refund: it takes part in no decision (checked at no
-				// cost, never refusing); its units go back afterwards.
-				c.cost, c.shadow = 0, true
-			}
-			p.of = append(p.of, len(p.checks)-1)
-		}
+	x.m.planShouldRateLimit(p, domain, x.m.policyRecords.Load())
+	start := len(p.keys)
+	if held != nil {
+		p.keys = appendReservationKey(p.keys, domain, held.id)
 	}
+	end := len(p.keys)
 	var v verdict
-	if len(p.checks) > 0 {
+	if len(p.checks) > 0 || held != nil {
 		p.seal()
+		var h *reserving
+		if held != nil {
+			p.anchor = p.keys[start:end] // the reservation's key
+		}
 		now, ds, took, err := x.lockPlan(p)
 		if err != nil {
 			x.error(err)
 			return
 		}
 		defer x.releaseGroup(&p.locks, took)
-		if v, err = x.decideLocked(p, now, ds, nil); err == nil {
-			err = x.negativeHits(p, now)
+		if held != nil {
+			if h, err = held.start(p, ds, now); err != nil {
+				x.error(err)
+				return
+			}
+		}
+		if len(p.checks) == 0 {
+			err = h.hold(nil)
+		} else {
+			var hold holder
+			if h != nil {
+				hold = h
+			}
+			if v, err = x.decideLocked(p, now, ds, hold); err == nil {
+				err = x.negativeHits(p, now)
+			}
 		}
 		if err != nil {
 			x.error(err)
@@ -230,6 +266,9 @@ func runShouldRateLimit(x *exec, args [][]byte) {
 		}
 		if v.binding >= 0 {
 			x.noteBinding(p.checks, v.binding, v.refused)
+		}
+		if h != nil && !v.refused {
+			x.m.reservations.reserved.Add(1)
 		}
 		x.out.Limited = v.refused
 	}

@@ -77,8 +77,10 @@ type NodeDecider struct {
 
 	sessions sync.Pool
 	mu       sync.Mutex
-	fwd      *redis.Client
-	fwdAddr  string
+	// fwd are the kept-open clients to the nodes calls are forwarded to:
+	// this group's leader, and in a sharded cluster the leaders of the
+	// groups that own the domains asked about.
+	fwd map[string]*redis.Client
 }
 
 // NewNodeDecider decides with env's state machine; node is the replicated
@@ -91,7 +93,7 @@ func NewNodeDecider(env *commands.Env, node *cluster.Node, fwd ForwardOptions, m
 	if metrics == nil {
 		metrics, _ = NewMetrics(nil)
 	}
-	d := &NodeDecider{env: env, node: node, fwdOpts: fwd, metrics: metrics}
+	d := &NodeDecider{env: env, node: node, fwdOpts: fwd, metrics: metrics, fwd: map[string]*redis.Client{}}
 	d.sessions.New = func() any { return env.NewSession("rls") }
 	return d
 }
@@ -107,7 +109,7 @@ func (d *NodeDecider) Ready() bool {
 // Decide implements Decider.
 func (d *NodeDecider) Decide(ctx context.Context, args [][]byte) (machine.Outcome, error) {
 	if d.node != nil && !d.node.Serving() {
-		return d.forward(ctx, args)
+		return d.forward(ctx, args, "")
 	}
 	s := d.sessions.Get().(*commands.Session)
 	defer d.sessions.Put(s)
@@ -116,9 +118,10 @@ func (d *NodeDecider) Decide(ctx context.Context, args [][]byte) (machine.Outcom
 		return machine.Outcome{}, err
 	}
 	if redirected(out.Err) {
-		// Leadership moved between the check and the apply; nothing was
-		// logged here, so the leader may decide.
-		return d.forward(ctx, args)
+		// Nothing was logged here: the domain is another group's (MOVED
+		// to its leader), or leadership moved between the check and the
+		// apply.
+		return d.forward(ctx, args, movedTo(out.Err))
 	}
 	// The statuses are the session's until its next call, and it goes
 	// back to the pool on return.
@@ -132,12 +135,28 @@ func redirected(msg string) bool {
 	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "TRYAGAIN") || strings.HasPrefix(msg, "CLUSTERDOWN")
 }
 
-// forward asks the leader over a kept-open RESP connection. It never
-// retries a call that may have reached the leader: a retry could charge
-// twice. A call that cannot have reached it (the dial failed) goes to the
-// next leader if one is known by then; otherwise it is ErrUnavailable. Any
-// other failure is ErrOutcomeUnknown.
-func (d *NodeDecider) forward(ctx context.Context, args [][]byte) (machine.Outcome, error) {
+// movedTo is the address a MOVED reply names ("" for another reply).
+func movedTo(msg string) string {
+	f := strings.Fields(msg)
+	if len(f) == 3 && f[0] == "MOVED" {
+		return f[2]
+	}
+	return ""
+}
+
+// maxHops bounds the MOVED replies a forwarded call follows: this group's
+// leader, then the domain's group's (a map changing under the call may
+// add one).
+const maxHops = 3
+
+// forward asks addr ("": this group's leader) over a kept-open RESP
+// connection, following a MOVED reply (a sharded cluster's domain owned by
+// another group) to the leader it names. It never retries a call that may
+// have reached a leader: a retry could charge twice. A call that cannot
+// have reached it (the dial failed) goes to this group's next leader if
+// one is known by then; otherwise it is ErrUnavailable. Any other failure
+// is ErrOutcomeUnknown.
+func (d *NodeDecider) forward(ctx context.Context, args [][]byte, addr string) (machine.Outcome, error) {
 	if _, has := ctx.Deadline(); !has {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d.fwdOpts.Timeout)
@@ -148,10 +167,13 @@ func (d *NodeDecider) forward(ctx context.Context, args [][]byte) (machine.Outco
 		words[i] = a
 	}
 	tried := ""
-	for {
-		id, addr, ok := d.node.Leader()
-		if !ok || addr == "" || id == d.node.Self() || addr == tried || !d.node.LiveLeader() {
-			return machine.Outcome{}, ErrUnavailable
+	for hops := 0; ; {
+		if addr == "" {
+			id, leader, ok := d.node.Leader()
+			if !ok || leader == "" || id == d.node.Self() || leader == tried || !d.node.LiveLeader() {
+				return machine.Outcome{}, ErrUnavailable
+			}
+			addr = leader
 		}
 		v, err := d.client(addr).Do(ctx, words...).Result()
 		var re redis.Error
@@ -159,20 +181,28 @@ func (d *NodeDecider) forward(ctx context.Context, args [][]byte) (machine.Outco
 		case errors.As(err, &re):
 			d.metrics.forwarded.WithLabelValues("answered").Inc()
 			msg := re.Error()
+			if to := movedTo(msg); to != "" && hops < maxHops {
+				hops++
+				addr = to
+				continue
+			}
 			if redirected(msg) {
 				return machine.Outcome{}, ErrUnavailable
 			}
 			return machine.Outcome{Err: msg}, nil
 		case err != nil && unsent(err):
 			d.metrics.forwarded.WithLabelValues("unsent").Inc()
-			tried = addr
+			if tried == addr {
+				return machine.Outcome{}, ErrUnavailable
+			}
+			tried, addr = addr, ""
 			continue
 		case err != nil:
 			d.metrics.forwarded.WithLabelValues("failed").Inc()
 			return machine.Outcome{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 		}
 		d.metrics.forwarded.WithLabelValues("answered").Inc()
-		return fromReply(v)
+		return machine.ReadRLSReply(v)
 	}
 }
 
@@ -182,16 +212,12 @@ func (d *NodeDecider) forward(ctx context.Context, args [][]byte) (machine.Outco
 // CPUs queue: 7.5k/s; with this, 10.5k/s — scripts/bench_rls.sh, c=50).
 const forwardConns = 256
 
-// client is the kept-open client to the leader at addr, made anew when
-// the leader moves.
+// client is the kept-open client to the node at addr.
 func (d *NodeDecider) client(addr string) *redis.Client {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.fwd != nil && d.fwdAddr == addr {
-		return d.fwd
-	}
-	if d.fwd != nil {
-		d.fwd.Close()
+	if c := d.fwd[addr]; c != nil {
+		return c
 	}
 	cfg := d.fwdOpts.TLS
 	if cfg != nil {
@@ -217,24 +243,26 @@ func (d *NodeDecider) client(addr string) *redis.Client {
 		}
 		return c, nil
 	}
-	d.fwd = redis.NewClient(&redis.Options{
+	// The nodes a call is forwarded to are the cluster's members, so the
+	// clients are few; those of nodes no longer leading idle out.
+	c := redis.NewClient(&redis.Options{
 		Addr: addr, Password: d.fwdOpts.Password, Protocol: 2, Dialer: dial, DialerRetries: 1,
 		MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: d.fwdOpts.Timeout, WriteTimeout: time.Second,
 		ContextTimeoutEnabled: true, MinIdleConns: 1, DisableIdentity: true,
-		PoolSize: forwardConns,
+		PoolSize: forwardConns, ConnMaxIdleTime: time.Minute,
 	})
-	d.fwdAddr = addr
-	return d.fwd
+	d.fwd[addr] = c
+	return c
 }
 
-// Close closes the connection to the leader.
+// Close closes the connections calls were forwarded on.
 func (d *NodeDecider) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.fwd == nil {
-		return nil
+	var errs []error
+	for addr, c := range d.fwd {
+		errs = append(errs, c.Close())
+		delete(d.fwd, addr)
 	}
-	err := d.fwd.Close()
-	d.fwd = nil
-	return err
+	return errors.Join(errs...)
 }

@@ -203,6 +203,8 @@ func errorStatus(err error) *status.Status {
 			return status.New(codes.Unknown, "sluice: "+msg)
 		case strings.HasPrefix(msg, "ERR internal error"), strings.HasPrefix(msg, "WRONGTYPE"):
 			return status.New(codes.Internal, "sluice: "+msg)
+		case strings.HasPrefix(msg, "ERR the groups hold different rules"):
+			return status.New(codes.FailedPrecondition, "sluice: "+strings.TrimPrefix(msg, "ERR "))
 		case strings.HasPrefix(msg, "ERR quota changes cannot be written"), strings.HasPrefix(msg, "LOADING"):
 			return status.New(codes.Unavailable, "sluice: "+msg)
 		case strings.HasPrefix(msg, "ERR"):

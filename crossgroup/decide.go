@@ -1,0 +1,289 @@
+package crossgroup
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/resp"
+)
+
+// ErrRulesDiffer: a group holds other rules for the check's domain than
+// the coordinator's; the check is not admitted (it would be decided by
+// two rule sets).
+var ErrRulesDiffer = errors.New("crossgroup: the groups' rules differ")
+
+// Result is a check's answer across groups, as one group's would be.
+type Result struct {
+	// Limited: some part refused, so nothing was admitted.
+	Limited bool
+	// Check is an RL.CHECK's answer: the refusing part with the longest
+	// retry_after, or the admitting one with the least remaining.
+	Check machine.CheckResult
+	// Statuses are an RL.SHOULDRATELIMIT's, one per descriptor in request
+	// order.
+	Statuses []machine.RLSStatus
+}
+
+// Spans reports whether the RL.CHECK or RL.SHOULDRATELIMIT args (the
+// command's name first) charges a counter another group owns (then Decide
+// must run it); a malformed check does not span (its error comes from the
+// ordinary path).
+func (c *Coordinator) Spans(args [][]byte) bool {
+	_, descs, bad := c.cfg.Machine.Split(args)
+	if bad != "" {
+		return false
+	}
+	for _, d := range descs {
+		if d.Slot < 0 {
+			continue
+		}
+		if _, mine := c.cfg.Router.Route(d.Slot); !mine {
+			return true
+		}
+	}
+	return false
+}
+
+// part is one group's share of a check: the words sent, and which of the
+// check's descriptors it carries.
+type part struct {
+	group int
+	args  []any
+	descs []int
+	res   Result
+	err   error
+}
+
+// Decide runs the RL.CHECK or RL.SHOULDRATELIMIT args across the groups
+// its counters sit in.
+func (c *Coordinator) Decide(ctx context.Context, args [][]byte) (Result, error) {
+	head, descs, bad := c.cfg.Machine.Split(args)
+	if bad != "" {
+		return Result{}, errors.New(bad)
+	}
+	rls := resp.EqualFold(args[0], "rl.shouldratelimit")
+	domain := string(args[1])
+	rules := c.cfg.Machine.RulesDigest(domain)
+	byGroup := map[int]*part{}
+	var parts []*part
+	for i, d := range descs {
+		if d.Slot < 0 {
+			continue // no limit: nothing to charge
+		}
+		g := c.groupOf(d.Slot)
+		p := byGroup[g]
+		if p == nil {
+			p = &part{group: g}
+			byGroup[g] = p
+			parts = append(parts, p)
+		}
+		p.descs = append(p.descs, i)
+	}
+	res := Result{Check: machine.CheckResult{Limit: -1, Remaining: -1, RetryAfter: -1}}
+	if rls {
+		res.Statuses = make([]machine.RLSStatus, len(descs))
+		for i, d := range descs {
+			res.Statuses[i] = d.Status // those of no limit; the parts' replace the others
+		}
+	}
+	if len(parts) == 0 {
+		return res, nil
+	}
+	// One group: the check goes there whole, decided once. More: each
+	// reserves its part, kept or cancelled once all have answered.
+	id := ""
+	for _, p := range parts {
+		if len(parts) == 1 {
+			p.args = append(p.args, "RL.PART", "DECIDE", rules)
+		} else {
+			if id == "" {
+				id = rand.Text()
+			}
+			p.args = append(p.args, "RL.PART", "RESERVE", rules, id, partTTL)
+		}
+		for _, a := range args[:head] {
+			p.args = append(p.args, string(a))
+		}
+		for _, i := range p.descs {
+			for _, a := range args[descs[i].Args[0]:descs[i].Args[1]] {
+				p.args = append(p.args, string(a))
+			}
+		}
+	}
+	if len(parts) > 1 {
+		c.counts.checks.Add(1)
+		c.counts.parts.Add(int64(len(parts)))
+	}
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.res, p.err = c.ask(ctx, p, rls)
+		}()
+	}
+	wg.Wait()
+	var failed error
+	for _, p := range parts {
+		switch {
+		case p.err != nil:
+			failed = errors.Join(failed, p.err)
+		case p.res.Limited:
+			res.Limited = true
+		}
+	}
+	if len(parts) > 1 {
+		// Keep or cancel every part, off the reply path: an admitted
+		// check's parts keep their charge, a refused or failed one's give
+		// it back (a part whose outcome is unknown is cancelled too: a
+		// cancel of nothing is nil).
+		admit := failed == nil && !res.Limited
+		for _, p := range parts {
+			c.settling.Add(1)
+			go func() {
+				defer c.settling.Done()
+				c.finish(p, domain, id, admit)
+			}()
+		}
+		switch {
+		case failed != nil:
+			c.counts.failed.Add(1)
+		case res.Limited:
+			c.counts.refused.Add(1)
+		default:
+			c.counts.admitted.Add(1)
+		}
+	}
+	if failed != nil {
+		if errors.Is(failed, ErrRulesDiffer) || errors.Is(failed, ErrNoLeader) {
+			return Result{}, failed
+		}
+		return Result{}, fmt.Errorf("%w: %w", ErrPart, failed)
+	}
+	if rls {
+		for _, p := range parts {
+			for j, i := range p.descs {
+				st := p.res.Statuses[j]
+				if res.Limited && !p.res.Limited {
+					st = st.Uncharged(descs[i].Hits) // given back: charged nothing
+				}
+				res.Statuses[i] = st
+			}
+		}
+		return res, nil
+	}
+	res.Check = combine(parts, res.Limited)
+	return res, nil
+}
+
+// combine is an RL.CHECK's answer from its parts': refused, the refusing
+// part with the longest retry_after (-1, never, counts as longest);
+// allowed, the part with the least remaining.
+func combine(parts []*part, refused bool) machine.CheckResult {
+	best := -1
+	for i, p := range parts {
+		r := &p.res.Check
+		if refused != r.Limited || r.Limit < 0 {
+			continue
+		}
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := &parts[best].res.Check
+		if refused && rank(r.RetryAfter) > rank(b.RetryAfter) || !refused && r.Remaining < b.Remaining {
+			best = i
+		}
+	}
+	if best < 0 {
+		return machine.CheckResult{Limit: -1, Remaining: -1, RetryAfter: -1}
+	}
+	return parts[best].res.Check
+}
+
+func rank(retry int64) int64 {
+	if retry < 0 {
+		return 1<<63 - 1
+	}
+	return retry
+}
+
+func (c *Coordinator) groupOf(s int) int {
+	m := c.cfg.Router.Map()
+	for g := range m.Groups {
+		if m.Groups[g].Owns(s) {
+			return g
+		}
+	}
+	return -1
+}
+
+// ask sends a part to its group's leader and reads its answer.
+func (c *Coordinator) ask(ctx context.Context, p *part, rls bool) (Result, error) {
+	group := c.cfg.Router.Map().Groups[p.group].ID
+	cl, err := c.client(p.group)
+	if err != nil {
+		return Result{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	v, err := cl.Do(ctx, p.args...).Result()
+	var re redis.Error
+	switch {
+	case errors.As(err, &re) && strings.HasPrefix(re.Error(), "ERR RULESDIFFER"):
+		return Result{}, fmt.Errorf("%w: group %s: %s", ErrRulesDiffer, group, strings.TrimPrefix(re.Error(), "ERR RULESDIFFER "))
+	case err != nil:
+		return Result{}, fmt.Errorf("group %s: %w", group, err)
+	}
+	if rls {
+		out, err := machine.ReadRLSReply(v)
+		if err == nil && len(out.Statuses) != len(p.descs) {
+			err = fmt.Errorf("%w: %d statuses for %d descriptors", machine.ErrBadReply, len(out.Statuses), len(p.descs))
+		}
+		if err != nil {
+			return Result{}, fmt.Errorf("group %s: %w", group, err)
+		}
+		return Result{Limited: out.Limited, Statuses: out.Statuses}, nil
+	}
+	r, err := machine.ReadCheckReply(v)
+	if err != nil {
+		return Result{}, fmt.Errorf("group %s: %w", group, err)
+	}
+	return Result{Limited: r.Limited, Check: r}, nil
+}
+
+// finish keeps (admit) or cancels a part's reservation, once; a failure
+// leaves the reservation to its ttl, which keeps the charge (never lax),
+// and is logged.
+func (c *Coordinator) finish(p *part, domain, id string, admit bool) {
+	cl, err := c.client(p.group)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+		defer cancel()
+		sub := "CANCEL"
+		if admit {
+			sub = "KEEP"
+		}
+		err = cl.Do(ctx, "RL.PART", sub, domain, id).Err()
+		if errors.Is(err, redis.Nil) {
+			err = nil // nothing held (the reserve never applied, or refused)
+		}
+	}
+	switch {
+	case err != nil:
+		c.counts.lost.Add(1)
+		c.cfg.Log.Warn("a check part was not settled; its reservation keeps its charge until its ttl",
+			"group", c.cfg.Router.Map().Groups[p.group].ID, "admit", admit, "err", err)
+	case admit:
+		c.counts.settled.Add(1)
+	default:
+		c.counts.cancelled.Add(1)
+	}
+}

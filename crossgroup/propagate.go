@@ -1,0 +1,83 @@
+package crossgroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Propagate applies a configuration command this group applied (RL.RULES,
+// RL.OVERRIDE, RL.SCALE) in every other group too, in parallel
+// (RL.PART APPLY); the error names the groups that did not take it.
+func (c *Coordinator) Propagate(ctx context.Context, args [][]byte) error {
+	words := make([]any, 0, len(args)+2)
+	words = append(words, "RL.PART", "APPLY")
+	for _, a := range args {
+		words = append(words, string(a))
+	}
+	_, err := c.everyOther(ctx, words)
+	return err
+}
+
+// RulesDiffer compares the digest of domain's rules ("" for every domain)
+// in every group with this one's: "" when all agree, else each group's
+// digest ("g1 3fa2… g2 none"). A group that cannot be asked is an error.
+func (c *Coordinator) RulesDiffer(ctx context.Context, domain string) (string, error) {
+	words := []any{"RL.PART", "DIGEST"}
+	if domain != "" {
+		words = append(words, domain)
+	}
+	digests, err := c.everyOther(ctx, words)
+	if err != nil {
+		return "", err
+	}
+	m := c.cfg.Router.Map()
+	digests[c.cfg.Router.Self()] = c.cfg.Machine.RulesDigest(domain)
+	if len(slices.Compact(slices.Sorted(slices.Values(digests)))) == 1 {
+		return "", nil
+	}
+	var b strings.Builder
+	for g, d := range digests {
+		if g > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(m.Groups[g].ID + " " + d)
+	}
+	return b.String(), nil
+}
+
+// everyOther sends words to every other group's leader in parallel, and
+// returns each group's string reply (this group's is left empty); the
+// error names the groups that did not answer.
+func (c *Coordinator) everyOther(ctx context.Context, words []any) ([]string, error) {
+	m := c.cfg.Router.Map()
+	replies := make([]string, len(m.Groups))
+	errs := make([]error, len(m.Groups))
+	var wg sync.WaitGroup
+	for g := range m.Groups {
+		if g == c.cfg.Router.Self() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := c.client(g)
+			if err == nil {
+				ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+				defer cancel()
+				var v any
+				if v, err = cl.Do(ctx, words...).Result(); err == nil {
+					replies[g], _ = v.(string)
+				}
+			}
+			if err != nil {
+				errs[g] = fmt.Errorf("group %s: %w", m.Groups[g].ID, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return replies, errors.Join(errs...)
+}

@@ -1,0 +1,202 @@
+package machine
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/slot"
+)
+
+// outcome applies args and returns the typed outcome with the reply.
+func outcome(m *Machine, now int64, args ...string) (Outcome, string) {
+	b := make([][]byte, len(args))
+	for i, a := range args {
+		b[i] = []byte(a)
+	}
+	var w resp.Writer
+	o := m.ApplyArgs(now, b, &w)
+	o.Statuses = slices.Clone(o.Statuses)
+	return o, string(w.Buf)
+}
+
+// A part of an RL.SHOULDRATELIMIT across groups: RESERVE charges as the
+// command does and holds it; CANCEL gives every unit back, KEEP keeps
+// them and drops the reservation (once).
+func TestPartReserveKeepCancelOfShouldRateLimit(t *testing.T) {
+	m := loadRLS(t)
+	rules := m.RulesDigest("another")
+	if rules == NoRules || m.RulesDigest("") == NoRules || m.RulesDigest("nope") != NoRules {
+		t.Fatalf("digests: %q %q %q", rules, m.RulesDigest(""), m.RulesDigest("nope"))
+	}
+	reserve := func(now int64, id string) string {
+		return compact(t, do(m, now, "RL.PART", "RESERVE", rules, id, "60", "RL.SHOULDRATELIMIT", "another", "1",
+			"1", "3", "-", "-", "key2", "a", "1", "-", "-", "-", "free", "x"))
+	}
+	remaining := func(now int64) string {
+		// hits 0: checks without charging.
+		return compact(t, do(m, now, "RL.SHOULDRATELIMIT", "another", "1", "1", "0", "-", "-", "key2", "a"))
+	}
+	if got := reserve(t0, "p1"); got != `1 | 1 20 minute "" 17 60 0 20 60 | 1 -1 "" "" 4294967295 -1 0 -1 0` {
+		t.Fatalf("reserve: %s", got)
+	}
+	if got := reserve(t0, "p1"); !strings.Contains(got, "held already") {
+		t.Fatalf("a replayed part charged again: %s", got)
+	}
+	if got := do(m, t0+1, "RL.PART", "CANCEL", "another", "p1"); !strings.HasSuffix(got, ":3\r\n:0\r\n:3\r\n:0\r\n") {
+		t.Fatalf("cancel: %q", got)
+	}
+	if got := remaining(t0 + 2); !strings.Contains(got, " 20 60 0 ") {
+		t.Fatalf("after cancel: %s", got)
+	}
+	reserve(t0+3, "p2")
+	if got := do(m, t0+4, "RL.PART", "KEEP", "another", "p2"); !strings.HasSuffix(got, ":3\r\n:3\r\n:0\r\n:0\r\n") {
+		t.Fatalf("keep: %q", got)
+	}
+	if got := do(m, t0+5, "RL.PART", "KEEP", "another", "p2"); got != "$-1\r\n" {
+		t.Fatalf("a second keep: %q", got)
+	}
+	if got := remaining(t0 + 6); !strings.Contains(got, " 17 60 0 ") {
+		t.Fatalf("after keep: %s", got)
+	}
+	// DECIDE is the command itself, decided once.
+	d := compact(t, do(m, t0+7, "RL.PART", "DECIDE", rules, "RL.SHOULDRATELIMIT", "another", "2", "1", "-", "-", "-", "key2", "a"))
+	if d != `1 | 1 20 minute "" 15 60 0 20 60` {
+		t.Fatalf("decide: %s", d)
+	}
+}
+
+// A part decided by other rules is refused, naming both digests, and
+// charges nothing; malformed parts are errors, never a panic.
+func TestPartRefusedWhenRulesDiffer(t *testing.T) {
+	m := loadRLS(t)
+	mine := m.RulesDigest("another")
+	got := do(m, t0, "RL.PART", "DECIDE", "0123456789abcdef", "RL.SHOULDRATELIMIT", "another", "5", "1", "-", "-", "-", "key2", "a")
+	if !strings.HasPrefix(got, "-ERR RULESDIFFER") || !strings.Contains(got, "0123456789abcdef") || !strings.Contains(got, mine) {
+		t.Fatalf("got %q", got)
+	}
+	if got := compact(t, do(m, t0+1, "RL.SHOULDRATELIMIT", "another", "1", "1", "0", "-", "-", "key2", "a")); !strings.Contains(got, " 20 60 0 ") {
+		t.Fatalf("the refused part charged: %s", got)
+	}
+	for _, bad := range [][]string{
+		{"RL.PART", "APPLY"}, {"RL.PART", "RESERVE"}, {"RL.PART", "RESERVE", mine, "id", "60", "GET", "x"},
+		{"RL.PART", "DECIDE", mine, "RL.CHECK"}, {"RL.PART", "RESERVE", mine, "id", "0", "RL.CHECK", "another", "DESCRIPTOR", "k", "v"},
+		{"RL.PART", "KEEP", "another"}, {"RL.PART", "NOPE"}, {"RL.PART", "DIGEST", "a", "b"},
+	} {
+		if got := do(m, t0, bad...); !strings.HasPrefix(got, "-ERR") {
+			t.Errorf("%q: %q", bad, got)
+		}
+	}
+	if got := do(m, t0, "RL.PART", "DIGEST", "another"); got != "$16\r\n"+mine+"\r\n" {
+		t.Errorf("digest: %q", got)
+	}
+}
+
+// The rules digest is of the rules, not of how they were loaded: the same
+// files in another order have the same set digest; another file changes
+// its domain's.
+func TestRulesDigestFollowsTheRules(t *testing.T) {
+	a, b := New(Options{}), New(Options{})
+	other := "domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"
+	do(a, t0, "RL.RULES", "LOAD", "r.yaml", rlsRules, "o.yaml", other)
+	do(b, t0, "RL.RULES", "LOAD", "o.yaml", other, "r.yaml", rlsRules)
+	if a.RulesDigest("") != b.RulesDigest("") || a.RulesDigest("other") != b.RulesDigest("other") {
+		t.Fatal("the same rules in another order differ")
+	}
+	do(b, t0, "RL.RULES", "LOAD", "o.yaml", strings.Replace(other, "1}", "2}", 1))
+	if a.RulesDigest("other") == b.RulesDigest("other") || a.RulesDigest("another") != b.RulesDigest("another") ||
+		a.RulesDigest("") == b.RulesDigest("") {
+		t.Fatal("a changed file did not change its domain's digest alone")
+	}
+}
+
+// Split says where each descriptor's words are and which slot its counter
+// is in: the words put back together are the command, and each slot is
+// the slot of the key the command charges (found by applying each
+// descriptor alone).
+func TestSplitFindsEachCounterSlot(t *testing.T) {
+	m := loadRLS(t)
+	args := [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte("another"), []byte("1")}
+	words := []string{"key2", "key3", "free", "nothing", "shadow"}
+	for i, k := range words {
+		args = append(args, []byte("1"), []byte("-"), []byte("-"), []byte("-"), []byte(k), []byte{byte('a' + i)})
+	}
+	args = append(args, []byte("1"), []byte("2"), []byte("5"), []byte("minute"), []byte("own"), []byte("x"))
+	head, descs, bad := m.Split(args)
+	if bad != "" || head != 3 || len(descs) != 6 {
+		t.Fatalf("%d %d %q", head, len(descs), bad)
+	}
+	for i, d := range descs {
+		alone := append(slices.Clone(args[:head]), args[d.Args[0]:d.Args[1]]...)
+		before := allKeys(m)
+		var w resp.Writer
+		m.ApplyArgs(t0, alone, &w)
+		var made []string
+		for _, k := range allKeys(m) {
+			if !slices.Contains(before, k) {
+				made = append(made, k)
+			}
+		}
+		switch {
+		case d.Slot < 0 && len(made) != 0:
+			t.Errorf("descriptor %d has no counter but made %q", i, made)
+		case d.Slot >= 0 && (len(made) != 1 || slot.Of([]byte(made[0])) != d.Slot):
+			t.Errorf("descriptor %d: slot %d, made %q", i, d.Slot, made)
+		}
+	}
+	if descs[2].Status.Remaining != 4294967295 || descs[3].Status.RequestsPerUnit != -1 || descs[5].Hits != 2 {
+		t.Errorf("statuses: %+v", descs)
+	}
+	check := [][]byte{[]byte("RL.CHECK"), []byte("another"), []byte("COST"), []byte("3"),
+		[]byte("DESCRIPTOR"), []byte("key2"), []byte("a"), []byte("DESCRIPTOR"), []byte("free"), []byte("b"), []byte("c"), []byte("d")}
+	head, descs, bad = m.Split(check)
+	if bad != "" || head != 4 || len(descs) != 2 || descs[0].Args != [2]int{4, 7} || descs[1].Args != [2]int{7, 12} ||
+		descs[0].Slot < 0 || descs[1].Slot >= 0 || descs[0].Hits != 3 {
+		t.Fatalf("%d %+v %q", head, descs, bad)
+	}
+}
+
+// What a refused check's admitted descriptors say is the same in one group
+// and across groups: the statuses of a group's part that admitted, as
+// Uncharged reads them, equal those one group answers for the same
+// check refused by another descriptor — over random counts and hits.
+func TestUnchargedStatusesMatchOneGroup(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	for trial := range 200 {
+		one, part := loadRLS(t), loadRLS(t)
+		used, used3 := rng.IntN(25), rng.IntN(12)
+		for _, m := range []*Machine{one, part} {
+			// The same history: some units of key2 used, key3 and the
+			// smooth limit maybe.
+			do(m, t0, "RL.SHOULDRATELIMIT", "another", itoa(int64(used)), "1", "-", "-", "-", "key2", "a")
+			do(m, t0, "RL.SHOULDRATELIMIT", "another", itoa(int64(used3)), "1", "-", "-", "-", "key3", "b")
+		}
+		hits := itoa(int64(rng.IntN(30)))
+		descs := []string{"1", hits, "-", "-", "key2", "a", "1", "-", "-", "-", "key3", "b"}
+		// The refusal: a limit of 0 refuses any request.
+		refuse := []string{"1", "-", "-", "-", "block", "z"}
+		full := append(append([]string{"RL.SHOULDRATELIMIT", "another", "1"}, descs...), refuse...)
+		want, _ := outcome(one, t0+1, full...)
+		got, reply := outcome(part, t0+1, append([]string{"RL.PART", "RESERVE", part.RulesDigest("another"), "id", "60",
+			"RL.SHOULDRATELIMIT", "another", "1"}, descs...)...)
+		if got.Err != "" {
+			t.Fatal(reply)
+		}
+		if !want.Limited {
+			t.Fatalf("trial %d: the check with a blocking descriptor was admitted", trial)
+		}
+		hitsOf := []int64{int64(len(hits)), 1}
+		hitsOf[0], _ = resp.ParseInt([]byte(hits))
+		for i := range 2 {
+			st := got.Statuses[i]
+			if !got.Limited {
+				st = st.Uncharged(hitsOf[i])
+			}
+			if st != want.Statuses[i] {
+				t.Fatalf("trial %d descriptor %d: across groups %+v, one group %+v", trial, i, st, want.Statuses[i])
+			}
+		}
+	}
+}
