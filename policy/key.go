@@ -35,10 +35,42 @@ import (
 // to stored state), while a rule that switches algorithm starts on a fresh
 // key instead of hitting a key of another type. Envoy's keys likewise carry
 // the descriptor, not the limit.
+//
+// A domain with a shard_key (the domain-level sluice extension) tags the
+// counter of a descriptor that carries that entry with the slot of its
+// value instead ("rl:{<slot.Tag>}…", four bytes, never sixteen hex
+// digits): every counter of one value shares that slot — the slot a Redis
+// client computes for the value as a key —, so a check by it is one group's
+// and one apply in a sharded cluster.
 func (r *Rule) AppendKey(dst []byte, entries []Entry) []byte {
+	if r.shardKey != "" {
+		for i, e := range entries {
+			if e.Key != r.shardKey {
+				continue
+			}
+			v := e.Value
+			if i < len(r.shared) && r.shared[i] != "" {
+				v = r.shared[i] // one counter for every value the pattern matches
+			}
+			// The value's slot, hashed where the key goes (no allocation).
+			start := len(dst)
+			tag := slot.Tag(slot.Of(append(dst, v...)[start:]))
+			dst = append(dst[:start], "rl:{"...)
+			dst = append(dst, tag[:]...)
+			dst = append(dst, '}')
+			return r.appendBody(dst, entries)
+		}
+	}
 	dst = append(dst, "rl:{0123456789abcdef}"...)
 	tag := len(dst) - 17
 	body := len(dst)
+	dst = r.appendBody(dst, entries)
+	appendHex16(dst[tag:tag], fnv64aBytes(dst[body:]))
+	return dst
+}
+
+// appendBody appends what follows a counter key's hash tag.
+func (r *Rule) appendBody(dst []byte, entries []Entry) []byte {
 	if r.prefix != "" {
 		dst = append(dst, r.prefix...)
 	} else {
@@ -46,9 +78,7 @@ func (r *Rule) AppendKey(dst []byte, entries []Entry) []byte {
 	}
 	dst = appendEntries(dst, entries, r.shared)
 	dst = append(dst, '#')
-	dst = append(dst, r.Algorithm.String()...)
-	appendHex16(dst[tag:tag], fnv64aBytes(dst[body:]))
-	return dst
+	return append(dst, r.Algorithm.String()...)
 }
 
 // AppendDescriptorKey appends the canonical bytes of a descriptor of a

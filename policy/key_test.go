@@ -122,3 +122,95 @@ func TestLegacyDomainKey(t *testing.T) {
 		}
 	}
 }
+
+const shardRules = `domain: api
+sluice: {shard_key: tenant}
+descriptors:
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 100}
+    descriptors:
+      - key: path
+        rate_limit: {unit: second, requests_per_unit: 5}
+  - key: region
+    descriptors:
+      - key: tenant
+        rate_limit: {unit: minute, requests_per_unit: 7}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: team
+    value: "t*"
+    share_threshold: true
+    descriptors:
+      - key: tenant
+        value: "big*"
+        share_threshold: true
+        rate_limit: {unit: minute, requests_per_unit: 3}
+`
+
+// With a shard_key, every counter of a descriptor that carries the entry
+// is in the slot of its value, at any level; the others spread as
+// before; keys of distinct descriptors stay distinct.
+func TestShardKeyCoLocatesCounters(t *testing.T) {
+	d, err := Parse("shard.yaml", []byte(shardRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ShardKey != "tenant" {
+		t.Fatalf("shard key %q", d.ShardKey)
+	}
+	seen := map[string]bool{}
+	for i := range 300 {
+		v := fmt.Sprintf("acme-%d{x%d}", i, i%7)
+		want := slot.Of([]byte(v))
+		for _, entries := range [][]Entry{
+			{{Key: "tenant", Value: v}},
+			{{Key: "tenant", Value: v}, {Key: "path", Value: "/a"}},
+			{{Key: "region", Value: "eu"}, {Key: "tenant", Value: v}},
+		} {
+			key := d.Match(entries).AppendKey(nil, entries)
+			if got := slot.Of(key); got != want {
+				t.Fatalf("%q: slot %d, want the slot of %q, %d", key, got, v, want)
+			}
+			if seen[string(key)] {
+				t.Fatalf("two descriptors share %q", key)
+			}
+			seen[string(key)] = true
+		}
+		// Without the entry: the 16-digit hash, spread as before.
+		u := []Entry{{Key: "user", Value: v}}
+		if key := string(d.Match(u).AppendKey(nil, u)); len(key) < 21 || key[20] != '}' {
+			t.Fatalf("a descriptor without the shard key: %q", key)
+		}
+	}
+	// A shared (share_threshold) level counts every match on one counter:
+	// the pattern's slot, whatever the value.
+	a := []Entry{{Key: "team", Value: "t1"}, {Key: "tenant", Value: "big-one"}}
+	b := []Entry{{Key: "team", Value: "t2"}, {Key: "tenant", Value: "big-two"}}
+	ka, kb := d.Match(a).AppendKey(nil, a), d.Match(b).AppendKey(nil, b)
+	if string(ka) != string(kb) || slot.Of(ka) != slot.Of([]byte("big*")) {
+		t.Fatalf("shared counters: %q %q", ka, kb)
+	}
+	for _, bad := range []string{
+		"domain: x\nsluice: {shard_key: \"\"}\n",
+		"domain: x\nsluice: {shard: tenant}\n",
+		"domain: x\nsluice: [tenant]\n",
+	} {
+		if _, err := Parse("bad.yaml", []byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func BenchmarkAppendKeyShardKey(b *testing.B) {
+	d, err := Parse("shard.yaml", []byte(shardRules))
+	if err != nil {
+		b.Fatal(err)
+	}
+	entries := []Entry{{Key: "tenant", Value: "acme"}, {Key: "path", Value: "/a"}}
+	r := d.Match(entries)
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = r.AppendKey(buf[:0], entries)
+	}
+}

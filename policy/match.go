@@ -16,6 +16,10 @@ type Domain struct {
 	File string
 	// Rules lists every rule of the domain in file order.
 	Rules []*Rule
+	// ShardKey is the descriptor entry whose value puts a counter in its
+	// slot (the domain's "sluice: {shard_key: …}"), "" for none: checks by
+	// one value are then one group's in a sharded cluster.
+	ShardKey string
 
 	root node
 }

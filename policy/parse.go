@@ -193,7 +193,7 @@ func (p *parser) integer(f field, what string, lo, hi int64) (int64, error) {
 
 // domain interprets the top-level mapping.
 func (p *parser) domain(root *yaml.Node) (*Domain, error) {
-	fs, err := p.fields(root, "the top level", "domain", "descriptors")
+	fs, err := p.fields(root, "the top level", "domain", "descriptors", "sluice")
 	if err != nil {
 		return nil, err
 	}
@@ -209,12 +209,38 @@ func (p *parser) domain(root *yaml.Node) (*Domain, error) {
 		return nil, p.fail(f.key.Line, ErrInvalid, "domain must not be empty")
 	}
 	p.dom = &Domain{Name: name, File: p.file}
+	if x, ok := fs["sluice"]; ok {
+		if err := p.domainExtension(x.value); err != nil {
+			return nil, err
+		}
+	}
 	if d, ok := fs["descriptors"]; ok {
 		if err := p.descriptors(&p.dom.root, d.value, nil); err != nil {
 			return nil, err
 		}
 	}
 	return p.dom, nil
+}
+
+// domainExtension reads the domain-level sluice extension:
+//
+//	sluice: {shard_key: tenant}
+func (p *parser) domainExtension(n *yaml.Node) error {
+	fs, err := p.fields(n, "the domain's sluice block", "shard_key")
+	if err != nil {
+		return err
+	}
+	if f, ok := fs["shard_key"]; ok {
+		key, err := p.text(f, "shard_key")
+		if err != nil {
+			return err
+		}
+		if key == "" {
+			return p.fail(f.key.Line, ErrInvalid, "shard_key must name a descriptor key")
+		}
+		p.dom.ShardKey = key
+	}
+	return nil
 }
 
 // level is what the path to a descriptor contributes to its rule.

@@ -31,7 +31,7 @@ func (p *parser) rateLimit(n *yaml.Node, path []level, line int) (*Rule, error) 
 		return nil, err
 	}
 	r := &Rule{Domain: p.dom.Name, File: p.file, Line: line, shared: make([]string, len(path)),
-		prefix: string(appendLenPrefixed(nil, p.dom.Name, ':'))}
+		prefix: string(appendLenPrefixed(nil, p.dom.Name, ':')), shardKey: p.dom.ShardKey}
 	parts := make([]string, len(path))
 	for i, lv := range path {
 		parts[i] = lv.path

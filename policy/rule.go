@@ -142,6 +142,9 @@ type Rule struct {
 	// prefix is the domain's part of every counter key after its hash
 	// tag (see AppendKey), worked out once.
 	prefix string
+	// shardKey is the domain's shard_key: a descriptor entry whose value
+	// picks the counter's slot (AppendKey); "" for none.
+	shardKey string
 }
 
 // Depth is how many entries a descriptor must have to match the rule.

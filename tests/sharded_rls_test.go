@@ -225,3 +225,78 @@ func TestCrossGroupRulesMustAgree(t *testing.T) {
 		t.Fatalf("the check after the rules agree: %v (the refused one charged?)", v)
 	}
 }
+
+const shardKeyRules = `domain: t
+sluice: {shard_key: tenant}
+descriptors:
+  - key: tenant
+    rate_limit: {unit: day, requests_per_unit: 5}
+    descriptors:
+      - key: path
+        rate_limit: {unit: day, requests_per_unit: 2}
+`
+
+// A domain's shard_key puts every counter of one tenant in the tenant's
+// slot: checks by tenant are one group's and one apply (no part is
+// reserved anywhere), and the keys are where a cluster client sends the
+// tenant's own keys.
+func TestShardKeyKeepsChecksInOneGroup(t *testing.T) {
+	sc := StartShardedCluster(t, 1, [][]string{{"0-8191"}, {"8192-16383"}},
+		"--rules", writeRules(t, "t.yaml", shardKeyRules), "--rules", writeRules(t, "x.yaml", crossRules))
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 8})
+	t.Cleanup(func() { cc.Close() })
+	eventually(t, "rules in both groups, both fenced", func() bool {
+		for g := range 2 {
+			if v, _ := sc.Groups[g][0].Client().Do(ctx(t), "RL.RULES", "LIST", "t").Slice(); len(v) != 2 {
+				return false
+			}
+		}
+		return cc.Do(ctx(t), "RL.CHECK", "x", "COST", 0, "DESCRIPTOR", "user", "warm").Err() == nil
+	})
+	reserved := func() (n int64) {
+		for g := range 2 {
+			info, err := sc.Groups[g][0].Client().Info(ctx(t), "stats").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(info, "\r\n") {
+				if v, ok := strings.CutPrefix(line, "reservations_reserved:"); ok {
+					k, _ := strconv.ParseInt(v, 10, 64)
+					n += k
+				}
+			}
+		}
+		return n
+	}
+	for i := range 16 {
+		tenant := "tenant-" + strconv.Itoa(i)
+		for j := range 3 {
+			v := checkInts(t, cc, "RL.CHECK", "t", "DESCRIPTOR", "tenant", tenant, "DESCRIPTOR", "tenant", tenant, "path", "/a")
+			if (j < 2) != (v[0] == 0) {
+				t.Fatalf("%s check %d: %v", tenant, j, v)
+			}
+		}
+		// Both counters, in the tenant's slot's group only.
+		owner := 0
+		if cc.ClusterKeySlot(ctx(t), tenant).Val() >= 8192 {
+			owner = 1
+		}
+		for g := range 2 {
+			keys, _ := sc.Groups[g][0].Client().Keys(ctx(t), "*tenant=*"+tenant+"*").Result()
+			if want := map[bool]int{true: 2, false: 0}[g == owner]; len(keys) != want {
+				t.Fatalf("%s: group %d holds %q", tenant, g+1, keys)
+			}
+		}
+	}
+	if n := reserved(); n != 0 {
+		t.Fatalf("checks by tenant reserved %d parts", n)
+	}
+	// Without a shard key, the same kind of check by user spans groups.
+	for i := range 8 {
+		u := "user-" + strconv.Itoa(i)
+		checkInts(t, cc, "RL.CHECK", "x", "DESCRIPTOR", "user", u, "DESCRIPTOR", "endpoint", "/"+u)
+	}
+	if reserved() == 0 {
+		t.Fatal("checks across groups reserved no part: the count shows nothing")
+	}
+}
