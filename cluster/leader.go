@@ -35,10 +35,11 @@ func (n *Node) watchLeadership() {
 		if n.raft.State() != raft.Leader {
 			continue
 		}
-		base, fresh := n.fsm.stampBase()
-		if fresh {
-			// A log never stamped: its time starts at the wall clock, once.
-			base = n.cfg.Wall()
+		last, fresh := n.fsm.stampBase()
+		base, jumped := TakeoverBase(last, fresh, n.cfg.Wall(), int64(n.cfg.ClockCatchUp))
+		if jumped > 0 {
+			n.log.Info("leader: the log's time caught up with the wall clock", "node", n.cfg.NodeID,
+				"forward", time.Duration(jumped), "behind_still", time.Duration(max(n.cfg.Wall()-base, 0)))
 		}
 		n.clock.Store(NewLeaderClock(base, n.cfg.Mono))
 		n.serving.Store(true)

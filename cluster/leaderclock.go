@@ -58,3 +58,22 @@ func addElapsed(base, start, now int64) int64 {
 	}
 	return int64(uint64(base) + elapsed)
 }
+
+// TakeoverBase is where a new leader's clock starts: last, the log's time
+// (the last applied stamp plus the monotonic time since it applied), moved
+// forward to wall, the leader's wall clock, when the log is behind it — a
+// group that was down comes back at real time, as if its limits had kept
+// running — but by at most catchUp (a wall clock far ahead cannot expire
+// limits by more), and never back: a leader whose wall clock is behind
+// the log continues from the log. fresh is a log never stamped: it starts
+// at wall. jumped is how far the time moved forward.
+func TakeoverBase(last int64, fresh bool, wall int64, catchUp int64) (base, jumped int64) {
+	if fresh {
+		return wall, 0
+	}
+	if wall <= last || catchUp <= 0 {
+		return last, 0
+	}
+	jumped = min(wall-last, catchUp)
+	return last + jumped, jumped
+}

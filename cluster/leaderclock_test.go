@@ -111,3 +111,32 @@ func TestLeaderClockConcurrentStampsAreNonDecreasing(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A new leader's clock: a log behind the wall clock (a group that was
+// down) comes forward to it, by at most the catch-up bound; a wall clock
+// behind the log never moves it back; a fresh log starts at the wall.
+func TestTakeoverBase(t *testing.T) {
+	const min, hour = int64(60e9), int64(3600e9)
+	day := 24 * hour
+	for _, tc := range []struct {
+		name                 string
+		last, wall, catchUp  int64
+		fresh                bool
+		wantBase, wantJumped int64
+	}{
+		{"down ten minutes", 1000 * hour, 1000*hour + 10*min, day, false, 1000*hour + 10*min, 10 * min},
+		{"down two days: a day forward", 1000 * hour, 1000*hour + 2*day, day, false, 1000*hour + day, day},
+		{"wall behind the log", 1000 * hour, 999 * hour, day, false, 1000 * hour, 0},
+		{"wall equal", 1000 * hour, 1000 * hour, day, false, 1000 * hour, 0},
+		{"catch-up off", 1000 * hour, 1001 * hour, -1, false, 1000 * hour, 0},
+		{"fresh log", 0, 1234, day, true, 1234, 0},
+	} {
+		base, jumped := TakeoverBase(tc.last, tc.fresh, tc.wall, tc.catchUp)
+		if base != tc.wantBase || jumped != tc.wantJumped {
+			t.Errorf("%s: base %d jumped %d, want %d %d", tc.name, base, jumped, tc.wantBase, tc.wantJumped)
+		}
+		if !tc.fresh && base < tc.last {
+			t.Errorf("%s: time went back", tc.name)
+		}
+	}
+}

@@ -82,9 +82,16 @@ type Config struct {
 	// time moves on every replica and expired keys can be swept
 	// (default 1 s).
 	TickInterval time.Duration
-	// Wall is the wall clock, Unix ns: read once, to stamp the very first
-	// entry of a log that has never been stamped.
+	// Wall is the wall clock, Unix ns: read when a leader takes over, to
+	// stamp the very first entry of a log that has never been stamped, and
+	// to bring a log that fell behind it (a group that was down) forward.
 	Wall func() int64
+	// ClockCatchUp bounds how far a new leader moves the log's time
+	// forward to its wall clock (TakeoverBase; default 24 h): a group down
+	// for a while resumes at real time, and a wall clock far ahead moves
+	// it no further. Negative: never (the log's time runs on from its last
+	// stamp, as if the downtime had not passed).
+	ClockCatchUp time.Duration
 	// Mono is a monotonic clock in ns; the leader's stamps advance with it.
 	Mono func() int64
 	// LogSyncInterval, when positive, syncs the Raft log every interval
@@ -117,6 +124,7 @@ func (c *Config) withDefaults() Config {
 	def(&d.ApplyTimeout, 2*time.Second)
 	def(&d.SnapshotInterval, 30*time.Second)
 	def(&d.TickInterval, time.Second)
+	def(&d.ClockCatchUp, 24*time.Hour)
 	if d.SnapshotThreshold == 0 {
 		d.SnapshotThreshold = 16384
 	}

@@ -162,7 +162,9 @@ func (c *Ctx) infoFields(name string) [][2]string {
 	case "cpu":
 		return cpuFields()
 	case "cluster":
-		return [][2]string{{"cluster_enabled", "1"}}
+		// The log's time (the instant the state machine last applied at,
+		// ms): a sharded cluster's members read each group's lag by it.
+		return [][2]string{{"cluster_enabled", "1"}, {"sluice_log_time_ms", strconv.FormatInt(e.Machine.Applied()/1e6, 10)}}
 	case "keyspace":
 		st := e.Machine.Keys().Stats()
 		if st.Keys == 0 {

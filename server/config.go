@@ -149,6 +149,10 @@ type Replication struct {
 	// LogSyncInterval syncs the Raft log on a timer instead of every append
 	// (0: every append; see cluster.Config).
 	LogSyncInterval time.Duration
+	// ClockCatchUp bounds how far a new leader moves a log that fell
+	// behind its wall clock forward (0: cluster's default, 24 h; negative:
+	// never; see cluster.TakeoverBase).
+	ClockCatchUp time.Duration
 	// DialVia maps member ids to addresses to dial them at instead of
 	// their Raft address.
 	DialVia map[string]string
@@ -309,7 +313,7 @@ func (r Replication) clusterConfig(dataDir string) cluster.Config {
 		HeartbeatTimeout: r.HeartbeatTimeout, ElectionTimeout: r.ElectionTimeout, LeaderLeaseTimeout: r.LeaderLeaseTimeout,
 		CommitTimeout: r.CommitTimeout, ApplyTimeout: r.ApplyTimeout,
 		SnapshotInterval: r.SnapshotInterval, SnapshotThreshold: r.SnapshotThreshold, DialVia: r.DialVia,
-		TickInterval: r.TickInterval, LogSyncInterval: r.LogSyncInterval,
+		TickInterval: r.TickInterval, LogSyncInterval: r.LogSyncInterval, ClockCatchUp: r.ClockCatchUp,
 	}
 }
 

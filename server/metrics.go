@@ -2,6 +2,7 @@ package server
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -63,6 +64,9 @@ var metricDescs = []struct {
 	{"sluice_cluster_fenced_epoch", "The epoch this group's state machine fences by (0: not yet; a sharded member only).", nil},
 	{"sluice_cluster_group_slots", "The slots each group of the cluster map owns.", []string{"group"}},
 	{"sluice_cluster_group_leader_known", "1 when this member knows the group's leader (its own group: a live leader; another: one answered ROLE as master).", []string{"group"}},
+	{"sluice_cluster_group_leader", "1 for each group's leader as this member knows it (its client address).", []string{"group", "leader"}},
+	{"sluice_cluster_group_lag_seconds", "How far each group's log time is behind this member's wall clock (its own group's: as applied here; another's: when its leader last answered).", []string{"group"}},
+	{"sluice_cluster_member_group", "1 for the group this member belongs to (join with sluice_raft_state for each group's roles).", []string{"group"}},
 	{"sluice_raft_last_index", "Last log index.", nil},
 	{"sluice_raft_commit_index", "Commit index.", nil},
 	{"sluice_raft_applied_index", "Applied index.", nil},
@@ -198,13 +202,27 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 				slots += rg.To - rg.From + 1
 			}
 			gauge("sluice_cluster_group_slots", float64(slots), mp.Groups[g].ID)
-			known := false
+			known, leader := false, ""
+			var lag int64
+			lagKnown := false
 			if g == r.Self() {
 				known = m.env.Cluster != nil && m.env.Cluster.LiveLeader()
+				if known {
+					_, leader, _ = m.env.Cluster.Leader()
+				}
+				lag, lagKnown = time.Now().UnixNano()-m.env.Machine.Applied(), m.env.Machine.Applied() > 0
+				gauge("sluice_cluster_member_group", 1, mp.Groups[g].ID)
 			} else {
-				_, known = r.Leader(g)
+				leader, known = r.Leader(g)
+				lag, lagKnown = r.Lag(g)
 			}
 			gauge("sluice_cluster_group_leader_known", flag(known), mp.Groups[g].ID)
+			if known && leader != "" {
+				gauge("sluice_cluster_group_leader", 1, mp.Groups[g].ID, leader)
+			}
+			if lagKnown {
+				gauge("sluice_cluster_group_lag_seconds", float64(lag)/1e9, mp.Groups[g].ID)
+			}
 		}
 	}
 	if n := m.env.Cluster; n != nil {

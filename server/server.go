@@ -32,6 +32,9 @@ import (
 
 // Server is one sluice node.
 type Server struct {
+	// staleMap is set once this member has said its cluster map is older
+	// than its group's.
+	staleMap bool
 	cfg Config
 	log *slog.Logger
 	env *commands.Env

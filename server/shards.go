@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +41,18 @@ func (s *Server) fenced() bool {
 // syncOwnership, on a serving leader whose group is not yet fenced by the
 // map, logs the slots it owns.
 func (s *Server) syncOwnership() {
-	if s.router == nil || !s.node.Serving() || s.fenced() {
+	if s.router == nil {
+		return
+	}
+	if o := s.env.Machine.Owned(); o != nil && o.Epoch > s.cfg.Replication.Map.Epoch && !s.staleMap {
+		// Safe (the group's state machine fences by its own, newer map) but
+		// this member routes by the older one: say so, once.
+		s.staleMap = true
+		s.log.Error("this member's --cluster-map is older than its group's: its group's slots were refused to it, "+
+			"and it answers TRYAGAIN for slots the two maps disagree on; restart it with the current map",
+			"map_epoch", s.cfg.Replication.Map.Epoch, "group_epoch", o.Epoch)
+	}
+	if !s.node.Serving() || s.fenced() {
 		return
 	}
 	args := [][]byte{[]byte("SLUICE.OWN"), strconv.AppendUint(nil, s.cfg.Replication.Map.Epoch, 10)}
@@ -103,11 +115,24 @@ func (s *Server) probeLeaders(clients map[string]*redis.Client) {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 				defer cancel()
-				v, err := c.Do(ctx, "ROLE").Slice()
-				if err == nil && len(v) > 0 && v[0] == "master" {
-					mu.Lock()
-					leaders[g] = p.ClientAddr
-					mu.Unlock()
+				// ROLE says who leads; the leader's INFO cluster its log
+				// time: against this member's wall clock, the group's lag.
+				var role *redis.Cmd
+				var info *redis.StringCmd
+				c.Pipelined(ctx, func(p redis.Pipeliner) error {
+					role = p.Do(ctx, "ROLE")
+					info = p.Info(ctx, "cluster")
+					return nil
+				})
+				v, err := role.Slice()
+				if err != nil || len(v) == 0 || v[0] != "master" {
+					return
+				}
+				mu.Lock()
+				leaders[g] = p.ClientAddr
+				mu.Unlock()
+				if ms, ok := infoField(info.Val(), "sluice_log_time_ms"); ok {
+					s.router.SetLag(g, time.Now().UnixNano()-ms*1e6)
 				}
 			}()
 		}
@@ -118,4 +143,15 @@ func (s *Server) probeLeaders(clients map[string]*redis.Client) {
 			s.router.SetLeader(g, addr)
 		}
 	}
+}
+
+// infoField reads an integer field of an INFO reply.
+func infoField(info, name string) (int64, bool) {
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

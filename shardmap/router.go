@@ -2,6 +2,7 @@ package shardmap
 
 import (
 	"fmt"
+	"math"
 	"sync/atomic"
 )
 
@@ -14,13 +15,20 @@ type Router struct {
 	// leaders holds each group's last known leader client address ("":
 	// unknown).
 	leaders []atomic.Pointer[string]
+	// lags holds each other group's lag behind this member's wall clock
+	// as last measured, ns (math.MinInt64: never measured).
+	lags []atomic.Int64
 }
 
 // NewRouter is the router of a member of group selfGroup.
 func NewRouter(m *Map, selfGroup string) (*Router, error) {
 	for i := range m.Groups {
 		if m.Groups[i].ID == selfGroup {
-			return &Router{m: m, self: i, leaders: make([]atomic.Pointer[string], len(m.Groups))}, nil
+			r := &Router{m: m, self: i, leaders: make([]atomic.Pointer[string], len(m.Groups)), lags: make([]atomic.Int64, len(m.Groups))}
+			for g := range r.lags {
+				r.lags[g].Store(math.MinInt64)
+			}
+			return r, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: no group %q", ErrMap, selfGroup)
@@ -53,6 +61,16 @@ func (r *Router) Leader(g int) (string, bool) {
 		return *p, true
 	}
 	return "", false
+}
+
+// SetLag records how far group g's log time was behind this member's wall
+// clock when its leader last answered, in ns (negative: ahead).
+func (r *Router) SetLag(g int, lag int64) { r.lags[g].Store(lag) }
+
+// Lag is group g's lag as last recorded, if ever.
+func (r *Router) Lag(g int) (int64, bool) {
+	v := r.lags[g].Load()
+	return v, v != math.MinInt64
 }
 
 // OwnedRanges are the slot ranges of this member's group, as SLUICE.OWN

@@ -170,6 +170,11 @@ func TestDashboardsAndAlerts(t *testing.T) {
 		return []string{"--http-addr", clusterHTTP[i], "--grpc-addr", clusterGRPC[i]}
 	}, "--rules", rules)
 	leader := cl.Leader()
+	// A sharded cluster of two one-member groups: its group without a
+	// leader pages.
+	shardHTTP := []string{freeAddr(t), freeAddr(t)}
+	sharded := StartShardedClusterWith(t, 1, [][]string{{"0-8191"}, {"8192-16383"}},
+		func(g, _ int) []string { return []string{"--http-addr", shardHTTP[g]} }, "--rules", rules)
 
 	// An application whose httplimit talks to a sluice that is not there:
 	// its breaker opens, it fails open.
@@ -213,9 +218,11 @@ scrape_configs:
     static_configs: [{targets: %s}]
   - job_name: sluice-cluster
     static_configs: [{targets: %s}]
+  - job_name: sluice-sharded
+    static_configs: [{targets: %s}]
   - job_name: app
     static_configs: [{targets: %s}]
-`, quoted(singleHTTP), quoted(clusterHTTP...), quoted(appAddr))
+`, quoted(singleHTTP), quoted(clusterHTTP...), quoted(shardHTTP...), quoted(appAddr))
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +237,7 @@ scrape_configs:
 	t.Cleanup(func() { prom.Process.Kill(); prom.Wait() })
 	eventually(t, "Prometheus scraping every target", func() bool {
 		n, err := promQuery(t, promAddr, `up == 1`)
-		return err == nil && n == 5
+		return err == nil && n == 7
 	})
 
 	// A healthy cluster and node under load raise no alert: for healthyFor,
@@ -353,9 +360,11 @@ scrape_configs:
 	if got := firing(t, promAddr); got["SluiceNoLeader"] {
 		t.Fatalf("SluiceNoLeader fires with two of three members up: %v", got)
 	}
-	// The majority gone: no leader.
+	// The majority gone: no leader. The sharded cluster's second group
+	// gone: its first pages it.
 	followers[1].Kill()
-	want := []string{"SluiceQuotaStoreFailing", "SluiceNoLeader", "SluiceNodeDown", "SluiceHTTPLimitBreakerOpen"}
+	sharded.Groups[1][0].Kill()
+	want := []string{"SluiceQuotaStoreFailing", "SluiceNoLeader", "SluiceNodeDown", "SluiceHTTPLimitBreakerOpen", "SluiceGroupNoLeader"}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		got := firing(t, promAddr)

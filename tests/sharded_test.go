@@ -34,9 +34,15 @@ func StartShardedCluster(t *testing.T, n int, slots [][]string, extra ...string)
 // group g from perNode (nil: none).
 func StartShardedClusterWith(t *testing.T, n int, slots [][]string, perNode func(g, j int) []string, extra ...string) *ShardedCluster {
 	t.Helper()
+	return startSharded(t, 1, n, slots, perNode, extra...)
+}
+
+// startSharded is StartShardedClusterWith with the map's epoch.
+func startSharded(t *testing.T, epoch, n int, slots [][]string, perNode func(g, j int) []string, extra ...string) *ShardedCluster {
+	t.Helper()
 	sc := &ShardedCluster{}
 	var b strings.Builder
-	b.WriteString("epoch: 1\ngroups:\n")
+	fmt.Fprintf(&b, "epoch: %d\ngroups:\n", epoch)
 	for g, ranges := range slots {
 		var group []*Server
 		var members []string
@@ -430,6 +436,32 @@ func TestCrossGroupCheckAllOrNothing(t *testing.T) {
 		t.Fatalf("crossgroup metrics: admitted %v refused %v cancelled %v parts %v", sum(`sluice_crossgroup_checks_total{outcome="admitted"}`),
 			sum(`sluice_crossgroup_checks_total{outcome="refused"}`), sum(`sluice_crossgroup_part_finishes_total{outcome="cancelled"}`),
 			sum(`sluice_crossgroup_parts_total`))
+	}
+
+	// Every member knows each group's leader and how far its log time is
+	// from the wall clock (a running group: within a tick and a probe).
+	for g := range metrics {
+		for j := range metrics[g] {
+			page := scrape(t, metrics[g][j])
+			if !strings.Contains(page, fmt.Sprintf(`sluice_cluster_member_group{group="g%d"} 1`, g+1)) {
+				t.Errorf("member %d of group %d does not name its group", j+1, g+1)
+			}
+			for h := range 2 {
+				leader := sc.Leader(t, h).Addr
+				if !strings.Contains(page, fmt.Sprintf(`sluice_cluster_group_leader{group="g%d",leader=%q} 1`, h+1, leader)) {
+					t.Errorf("member %d of group %d does not name group %d's leader %s", j+1, g+1, h+1, leader)
+				}
+				lag := -1e9
+				for _, line := range strings.Split(page, "\n") {
+					if v, ok := strings.CutPrefix(line, fmt.Sprintf(`sluice_cluster_group_lag_seconds{group="g%d"} `, h+1)); ok {
+						lag, _ = strconv.ParseFloat(v, 64)
+					}
+				}
+				if lag < -1 || lag > 3 {
+					t.Errorf("member %d of group %d: group %d's lag %v s", j+1, g+1, h+1, lag)
+				}
+			}
+		}
 	}
 
 	// An override and a scale set through one node apply in every group:

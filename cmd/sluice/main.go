@@ -107,6 +107,7 @@ func run(args []string) error {
 	fs.DurationVar(&rep.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "how long a client waits for its change to commit; past it the outcome is unknown and the reply an error")
 	fs.DurationVar(&rep.SnapshotInterval, "raft-snapshot-interval", 30*time.Second, "how often Raft checks whether to snapshot")
 	fs.Uint64Var(&rep.SnapshotThreshold, "raft-snapshot-threshold", 16384, "entries logged since the last snapshot before Raft takes another")
+	fs.DurationVar(&rep.ClockCatchUp, "clock-catch-up", 24*time.Hour, "how far a new leader moves a log whose time fell behind its wall clock (a group that was down) forward to it; negative: never")
 	fs.DurationVar(&rep.TickInterval, "raft-tick-interval", time.Second, "how often an idle leader logs an empty entry so time moves on every replica and expired keys go")
 	fs.Func("raft-log-sync", "when the Raft log reaches the disk: always (every append, before it counts) or interval:<duration> (on a timer; an append counts once a majority holds it in memory)", func(v string) error {
 		switch {
