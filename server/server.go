@@ -35,9 +35,9 @@ type Server struct {
 	// staleMap is set once this member has said its cluster map is older
 	// than its group's.
 	staleMap bool
-	cfg Config
-	log *slog.Logger
-	env *commands.Env
+	cfg      Config
+	log      *slog.Logger
+	env      *commands.Env
 	// born is when the server was made: latencies are measured from it on
 	// the monotonic clock.
 	born time.Time
