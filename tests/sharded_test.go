@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // ShardedCluster is groups of replicated nodes under one cluster map.
@@ -583,5 +585,73 @@ func TestCrossGroupCheckWithAGroupDown(t *testing.T) {
 	eventually(t, "the live group's part given back", func() bool { return left(users[1]) == before })
 	if v := checkInts(t, cc, "RL.CHECK", "x", "DESCRIPTOR", "user", users[1]); v[0] != 0 || v[2] != before-1 {
 		t.Fatalf("a check within the live group: %v (last cross-group error: %v)", v, last)
+	}
+}
+
+// waitShardedRules waits until domain has n rules in every group and both
+// groups are fenced.
+func waitShardedRules(t *testing.T, sc *ShardedCluster, domain string, n int) {
+	t.Helper()
+	eventually(t, "rules in every group", func() bool {
+		for g := range sc.Groups {
+			if v, _ := sc.Leader(t, g).Client().Do(ctx(t), "RL.RULES", "LIST", domain).Slice(); len(v) != n {
+				return false
+			}
+		}
+		return true
+	})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 8})
+	defer cc.Close()
+	eventually(t, "every group fenced", func() bool {
+		// Keys over many slots: every group answers (not TRYAGAIN).
+		for i := range 16 {
+			if cc.Do(ctx(t), "CL.THROTTLE", fmt.Sprintf("fence-probe-%d", i), 100, 100, 60, 0).Err() != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// keysOnlyInOwners checks that each key a client printed ("key <k>" lines
+// of out) exists in the group owning its slot and in no other, and that
+// every group's members hold the same state (DEBUG DIGEST).
+func keysOnlyInOwners(t *testing.T, sc *ShardedCluster, out string) {
+	t.Helper()
+	owner := func(s int) int {
+		if s < 8192 {
+			return 0
+		}
+		return 1
+	}
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		k, ok := strings.CutPrefix(strings.TrimSpace(line), "key ")
+		if !ok {
+			continue
+		}
+		n++
+		for g := range sc.Groups {
+			keys, err := sc.Leader(t, g).Client().Keys(ctx(t), k).Result()
+			if want := map[bool]int{true: 1, false: 0}[g == owner(slot.Of([]byte(k)))]; err != nil || len(keys) != want {
+				t.Fatalf("key %s (slot %d): group %d holds %v (%v)", k, slot.Of([]byte(k)), g+1, keys, err)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatalf("the client wrote no key:\n%s", out)
+	}
+	for g, group := range sc.Groups {
+		eventually(t, fmt.Sprintf("group %d's members at one digest", g+1), func() bool {
+			want := ""
+			for _, s := range group {
+				d, err := s.Client().Do(ctx(t), "DEBUG", "DIGEST").Text()
+				if err != nil || (want != "" && d != want) {
+					return false
+				}
+				want = d
+			}
+			return true
+		})
 	}
 }

@@ -1,0 +1,178 @@
+// ioredis Cluster against a sharded sluice cluster: two groups of three
+// processes under one --cluster-map. Every limiter command, on keys of
+// both groups' slots, goes to the group that owns it with no help (a key
+// exists in its owner group only); RL.CHECK across the groups is all or
+// nothing. `make test-node` runs it with SLUICE_BIN.
+"use strict";
+
+const { test, before, after } = require("node:test");
+const assert = require("node:assert/strict");
+const { spawn } = require("node:child_process");
+const fs = require("node:fs");
+const net = require("node:net");
+const os = require("node:os");
+const path = require("node:path");
+const Redis = require("ioredis");
+
+const rules = `domain: x
+descriptors:
+  - key: user
+    rate_limit: {name: per-user, unit: day, requests_per_unit: 10, sluice: {algorithm: gcra, burst: 9}}
+  - key: endpoint
+    rate_limit: {name: per-endpoint, unit: day, requests_per_unit: 3, sluice: {algorithm: gcra, burst: 2}}
+`;
+
+let dir;
+const groups = [[], []]; // each member: {port, proc}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function start(bin, args) {
+  const proc = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });
+  let logs = "";
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`sluice not ready after 20s:\n${logs}`)), 20000);
+    proc.stderr.on("data", (chunk) => {
+      logs += chunk;
+      if (logs.includes("sluice ready")) {
+        clearTimeout(timer);
+        proc.stderr.resume();
+        resolve(proc);
+      }
+    });
+    proc.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`sluice exited with ${code}:\n${logs}`));
+    });
+  });
+}
+
+async function eventually(what, fn, ms = 20000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    try {
+      if (await fn()) return;
+    } catch {
+      // not yet
+    }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+before(async () => {
+  const bin = process.env.SLUICE_BIN || path.join(__dirname, "..", "..", "bin", "sluice");
+  assert.ok(fs.existsSync(bin), `sluice binary ${bin} not found (make test-node builds it)`);
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-node-sharded-"));
+  const slots = ['"0-8191"', '"8192-16383"'];
+  let map = "epoch: 1\ngroups:\n";
+  for (let g = 0; g < 2; g++) {
+    const members = [];
+    for (let j = 0; j < 3; j++) {
+      const port = await freePort();
+      const raft = await freePort();
+      groups[g].push({ id: `g${g + 1}n${j + 1}`, port });
+      members.push(`g${g + 1}n${j + 1}: "127.0.0.1:${port}@127.0.0.1:${raft}"`);
+    }
+    map += `  - id: g${g + 1}\n    slots: [${slots[g]}]\n    members: {${members.join(", ")}}\n`;
+  }
+  fs.writeFileSync(path.join(dir, "cluster.yaml"), map);
+  fs.writeFileSync(path.join(dir, "x.yaml"), rules);
+  await Promise.all(
+    groups.flat().map(async (m) => {
+      m.proc = await start(bin, [
+        "--addr", `127.0.0.1:${m.port}`, "--data-dir", path.join(dir, m.id), "--node-id", m.id,
+        "--cluster-map", path.join(dir, "cluster.yaml"), "--rules", path.join(dir, "x.yaml"),
+      ]);
+    }),
+  );
+});
+
+after(() => {
+  for (const m of groups.flat()) if (m.proc) m.proc.kill("SIGKILL");
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test("ioredis Cluster routes every limiter command to the group that owns it", { timeout: 60000 }, async () => {
+  const cluster = new Redis.Cluster(
+    groups.flat().map((m) => ({ host: "127.0.0.1", port: m.port })),
+    { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1 } },
+  );
+  await cluster.connect();
+  try {
+    // Both groups led and fenced, their rules loaded.
+    await eventually("both groups serving", async () => {
+      for (let i = 0; i < 16; i++) await cluster.call("CL.THROTTLE", `probe${i}`, 100, 100, 60, 0);
+      for (const g of groups) {
+        const leader = await leaderOf(g);
+        if (!leader) return false;
+        const list = await leader.client.call("RL.RULES", "LIST", "x");
+        leader.client.disconnect();
+        if (list.length !== 2) return false;
+      }
+      return true;
+    });
+    const keys = [];
+    const calls = [
+      (k) => ["CL.THROTTLE", k, 2, 5, 60],
+      (k) => ["SW.CHECK", k, 5, 60],
+      (k) => ["FW.CHECK", k, 5, 60],
+      (k) => ["QUOTA.CHECK", k, 5, "DAY"],
+      (k) => ["CONC.ACQUIRE", k, 2, 30, "r1"],
+    ];
+    for (let i = 0; i < 30; i++) {
+      const k = `io${i}`;
+      const reply = await cluster.call(...calls[i % calls.length](k));
+      assert.equal(reply[0], 0, `${k}: ${reply}`);
+      keys.push(k);
+    }
+    // Each key in its owner group only.
+    const leaders = [await leaderOf(groups[0]), await leaderOf(groups[1])];
+    const owners = new Set();
+    for (const k of keys) {
+      const slot = Number(await leaders[0].client.call("CLUSTER", "KEYSLOT", k));
+      const owner = slot < 8192 ? 0 : 1;
+      owners.add(owner);
+      for (let g = 0; g < 2; g++) {
+        const found = await leaders[g].client.keys(k);
+        assert.equal(found.length, g === owner ? 1 : 0, `${k} (slot ${slot}) in group ${g + 1}: ${found}`);
+      }
+    }
+    assert.equal(owners.size, 2, "the keys fell in one group only");
+    // RL.CHECK across the groups: three admitted on the endpoint's limit.
+    let admitted = 0;
+    for (let i = 0; i < 8; i++) {
+      const r = await cluster.call("RL.CHECK", "x", "DESCRIPTOR", "user", `iou${i}`, "DESCRIPTOR", "endpoint", "/io");
+      if (r[0] === 0) admitted++;
+    }
+    assert.equal(admitted, 3);
+    for (const l of leaders) l.client.disconnect();
+  } finally {
+    cluster.disconnect();
+  }
+});
+
+// leaderOf is a client of the member of group g that says it is master.
+async function leaderOf(g) {
+  for (const m of g) {
+    const client = new Redis({ host: "127.0.0.1", port: m.port, lazyConnect: true, maxRetriesPerRequest: 1 });
+    try {
+      await client.connect();
+      const role = await client.call("ROLE");
+      if (role[0] === "master") return { client };
+    } catch {
+      // down or starting
+    }
+    client.disconnect();
+  }
+  return null;
+}
