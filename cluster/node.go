@@ -102,6 +102,10 @@ type Config struct {
 	// nil uses raft-wal (or the Pebble store a directory already holds; see
 	// stores.go).
 	Stores func(dir string, log *slog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error)
+	// Transport, when set, carries Raft instead of TCP on the member's
+	// Raft address (an in-process simulation: raft.NewInmemTransport);
+	// the node closes it. Members' health notes need the TCP transport.
+	Transport raft.Transport
 	// DialVia maps member ids to the address this node dials them at
 	// instead of their Raft address (a tunnel, a NAT, or a test proxy that
 	// cuts the link); the Raft configuration keeps the real addresses.
@@ -193,7 +197,7 @@ type Node struct {
 	log    *slog.Logger
 	raft   *raft.Raft
 	fsm    *fsm
-	trans  *raft.NetworkTransport
+	trans  raft.WithClose
 	stores io.Closer
 
 	// clientAddrs maps member ids to their Redis-protocol addresses.
@@ -262,16 +266,27 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 		closer.Close()
 		return nil, fmt.Errorf("cluster: snapshots in %s: %w", cfg.Dir, err)
 	}
-	addr, err := net.ResolveTCPAddr("tcp", self.RaftAddr)
-	if err != nil {
-		closer.Close()
-		return nil, fmt.Errorf("cluster: raft address %s: %w", self.RaftAddr, err)
-	}
-	n.trans, err = raft.NewTCPTransportWithConfig(self.RaftAddr, addr, &raft.NetworkTransportConfig{
-		ServerAddressProvider: dialVia{n}, Logger: hlog, MaxPool: 3, Timeout: 5 * time.Second})
-	if err != nil {
-		closer.Close()
-		return nil, fmt.Errorf("cluster: listen for Raft on %s: %w", self.RaftAddr, err)
+	var trans raft.Transport
+	if cfg.Transport != nil {
+		trans = cfg.Transport
+		n.trans, _ = cfg.Transport.(raft.WithClose)
+		if n.trans == nil {
+			n.trans = noClose{}
+		}
+	} else {
+		addr, err := net.ResolveTCPAddr("tcp", self.RaftAddr)
+		if err != nil {
+			closer.Close()
+			return nil, fmt.Errorf("cluster: raft address %s: %w", self.RaftAddr, err)
+		}
+		tcp, err := raft.NewTCPTransportWithConfig(self.RaftAddr, addr, &raft.NetworkTransportConfig{
+			ServerAddressProvider: dialVia{n}, Logger: hlog, MaxPool: 3, Timeout: 5 * time.Second})
+		if err != nil {
+			closer.Close()
+			return nil, fmt.Errorf("cluster: listen for Raft on %s: %w", self.RaftAddr, err)
+		}
+		n.trans = tcp
+		trans = &trackingTransport{NetworkTransport: tcp, health: &n.health}
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -295,7 +310,7 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 		n.closeTransport()
 		return nil, fmt.Errorf("cluster: read Raft state in %s: %w", cfg.Dir, err)
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, &trackingTransport{NetworkTransport: n.trans, health: &n.health})
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, trans)
 	if err != nil {
 		n.closeTransport()
 		return nil, fmt.Errorf("cluster: start Raft: %w", err)
@@ -343,6 +358,11 @@ func (n *Node) Close() error {
 	return err
 }
 
+// noClose is a transport's closer when it has none.
+type noClose struct{}
+
+func (noClose) Close() error { return nil }
+
 // dialVia is where this node dials each member: Config.DialVia, else the
 // member's Raft address.
 type dialVia struct{ n *Node }
@@ -359,3 +379,6 @@ func (d dialVia) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 	}
 	return raft.ServerAddress(a), nil
 }
+
+// Machine is the state machine the node drives.
+func (n *Node) Machine() *machine.Machine { return n.fsm.m }

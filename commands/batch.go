@@ -213,6 +213,8 @@ func (c *Ctx) crossGroup(out []byte, cmd *Command, args [][]byte) []byte {
 		switch {
 		case errors.Is(err, crossgroup.ErrNoLeader):
 			msg = "CLUSTERDOWN a group this check spans has no leader: " + err.Error()
+		case errors.Is(err, crossgroup.ErrOutcomeUnknown):
+			msg = "ERR the outcome is unknown: the group this check was sent to did not answer (it may have been charged): " + err.Error()
 		case errors.Is(err, crossgroup.ErrRulesDiffer):
 			msg = "ERR the groups hold different rules for this domain (load them again): " + err.Error()
 		}

@@ -14,6 +14,7 @@
 package crossgroup
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,10 @@ var (
 	ErrNoLeader = errors.New("crossgroup: a group has no leader known")
 )
 
+// ErrOutcomeUnknown: a check sent whole to one group got no answer; that
+// group may have charged it.
+var ErrOutcomeUnknown = errors.New("crossgroup: the check's outcome is unknown")
+
 // partTTL is how long a part's reservation is held if its settle or
 // cancel is lost.
 const partTTL = 60
@@ -49,17 +54,23 @@ type Config struct {
 	OwnLeader func() (string, bool)
 	// Password is every member's --requirepass ("" for none).
 	Password string
+	// Caller reaches the members (nil: go-redis clients, with Password).
+	Caller Caller
 	// Timeout bounds one part's call (default 2 s).
 	Timeout time.Duration
+	// FinishRetry is how long a keep or cancel that could not be sent is
+	// sent again (default 30 s, half a part's reservation ttl).
+	FinishRetry time.Duration
 	// Log receives what goes wrong off the reply path.
 	Log *slog.Logger
 }
 
 // Coordinator runs checks across groups. Safe for concurrent use.
 type Coordinator struct {
-	cfg     Config
-	mu      sync.Mutex
-	clients map[string]*redis.Client
+	cfg Config
+	// closing ends the keeps' and cancels' retries (Close).
+	closing   chan struct{}
+	closeOnce sync.Once
 	// settling tracks the settles and cancels in flight (Close waits).
 	settling sync.WaitGroup
 	counts   counters
@@ -94,14 +105,29 @@ func New(cfg Config) *Coordinator {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}
+	if cfg.FinishRetry <= 0 {
+		cfg.FinishRetry = partTTL * time.Second / 2
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Coordinator{cfg: cfg, clients: map[string]*redis.Client{}}
+	if cfg.Caller == nil {
+		cfg.Caller = &redisCaller{password: cfg.Password, clients: map[string]*redis.Client{}}
+	}
+	return &Coordinator{cfg: cfg, closing: make(chan struct{})}
 }
 
-// client is a kept-open client to group g's leader.
-func (c *Coordinator) client(g int) (*redis.Client, error) {
+// Caller sends one command to the member at addr and returns its reply as
+// go-redis decodes one: int64, string, []any; nil with redis.Nil for a
+// null; an error reply as a redis.Error. The coordinator's default keeps a
+// go-redis client per member; an in-process simulation plugs in its own.
+type Caller interface {
+	Call(ctx context.Context, addr string, args ...any) (any, error)
+	Close() error
+}
+
+// call sends args to group g's leader.
+func (c *Coordinator) call(ctx context.Context, g int, args ...any) (any, error) {
 	var addr string
 	var ok bool
 	if g == c.cfg.Router.Self() {
@@ -112,23 +138,45 @@ func (c *Coordinator) client(g int) (*redis.Client, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: group %s", ErrNoLeader, c.cfg.Router.Map().Groups[g].ID)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cl := c.clients[addr]
-	if cl == nil {
-		cl = redis.NewClient(&redis.Options{Addr: addr, Password: c.cfg.Password, MaxRetries: -1, Protocol: 2,
-			DisableIdentity: true, PoolSize: 64, DialTimeout: time.Second})
-		c.clients[addr] = cl
-	}
-	return cl, nil
+	return c.cfg.Caller.Call(ctx, addr, args...)
 }
 
-// Close waits for the settles in flight and closes the clients.
+// Drain waits for the keeps and cancels in flight.
+func (c *Coordinator) Drain() { c.settling.Wait() }
+
+// Close waits for the keeps and cancels in flight and closes the
+// connections.
 func (c *Coordinator) Close() {
-	c.settling.Wait()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, cl := range c.clients {
-		cl.Close()
+	c.closeOnce.Do(func() { close(c.closing) })
+	c.Drain()
+	c.cfg.Caller.Close()
+}
+
+// redisCaller keeps a go-redis client open per member.
+type redisCaller struct {
+	password string
+	mu       sync.Mutex
+	clients  map[string]*redis.Client
+}
+
+func (r *redisCaller) Call(ctx context.Context, addr string, args ...any) (any, error) {
+	r.mu.Lock()
+	cl := r.clients[addr]
+	if cl == nil {
+		cl = redis.NewClient(&redis.Options{Addr: addr, Password: r.password, MaxRetries: -1, Protocol: 2,
+			DisableIdentity: true, PoolSize: 64, DialTimeout: time.Second})
+		r.clients[addr] = cl
 	}
+	r.mu.Unlock()
+	return cl.Do(ctx, args...).Result()
+}
+
+func (r *redisCaller) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for addr, cl := range r.clients {
+		cl.Close()
+		delete(r.clients, addr)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -162,8 +163,15 @@ func (c *Coordinator) Decide(ctx context.Context, args [][]byte) (Result, error)
 		}
 	}
 	if failed != nil {
-		if errors.Is(failed, ErrRulesDiffer) || errors.Is(failed, ErrNoLeader) {
+		var re redis.Error
+		switch {
+		case errors.Is(failed, ErrRulesDiffer) || errors.Is(failed, ErrNoLeader):
 			return Result{}, failed
+		case len(parts) == 1 && !errors.As(failed, &re):
+			// The whole check went to one group, which may have decided
+			// it before the answer was lost: there is nothing to give
+			// back, and no saying it was not charged.
+			return Result{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, failed)
 		}
 		return Result{}, fmt.Errorf("%w: %w", ErrPart, failed)
 	}
@@ -228,13 +236,9 @@ func (c *Coordinator) groupOf(s int) int {
 // ask sends a part to its group's leader and reads its answer.
 func (c *Coordinator) ask(ctx context.Context, p *part, rls bool) (Result, error) {
 	group := c.cfg.Router.Map().Groups[p.group].ID
-	cl, err := c.client(p.group)
-	if err != nil {
-		return Result{}, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	v, err := cl.Do(ctx, p.args...).Result()
+	v, err := c.call(ctx, p.group, p.args...)
 	var re redis.Error
 	switch {
 	case errors.As(err, &re) && strings.HasPrefix(re.Error(), "ERR RULESDIFFER"):
@@ -259,22 +263,39 @@ func (c *Coordinator) ask(ctx context.Context, p *part, rls bool) (Result, error
 	return Result{Limited: r.Limited, Check: r}, nil
 }
 
-// finish keeps (admit) or cancels a part's reservation, once; a failure
-// leaves the reservation to its ttl, which keeps the charge (never lax),
-// and is logged.
+// finish keeps (admit) or cancels a part's reservation. Both are
+// idempotent (a second is nil), so one that may not have arrived — the
+// group electing a leader, a call lost — is sent again, backing off, for
+// up to half the reservation's ttl (finishRetry); one that still fails, or
+// is refused, leaves the reservation to its ttl, which keeps the charge
+// (never lax), and is logged.
 func (c *Coordinator) finish(p *part, domain, id string, admit bool) {
-	cl, err := c.client(p.group)
-	if err == nil {
+	sub := "CANCEL"
+	if admit {
+		sub = "KEEP"
+	}
+	deadline := time.Now().Add(c.cfg.FinishRetry)
+	wait := 25 * time.Millisecond
+	var err error
+	for {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
-		defer cancel()
-		sub := "CANCEL"
-		if admit {
-			sub = "KEEP"
-		}
-		err = cl.Do(ctx, "RL.PART", sub, domain, id).Err()
+		_, err = c.call(ctx, p.group, "RL.PART", sub, domain, id)
+		cancel()
 		if errors.Is(err, redis.Nil) {
 			err = nil // nothing held (the reserve never applied, or refused)
 		}
+		if err == nil || !retryable(err) || time.Now().Add(wait).After(deadline) {
+			break
+		}
+		select {
+		case <-c.closing:
+			deadline = time.Time{} // shutting down: no more tries
+		case <-time.After(wait):
+		}
+		if deadline.IsZero() {
+			break
+		}
+		wait = min(2*wait, time.Second)
 	}
 	switch {
 	case err != nil:
@@ -286,4 +307,21 @@ func (c *Coordinator) finish(p *part, domain, id string, admit bool) {
 	default:
 		c.counts.cancelled.Add(1)
 	}
+}
+
+// retryable reports a failed keep or cancel worth sending again: not
+// answered, or answered that the group cannot decide now; an error reply
+// of another kind will not change.
+func retryable(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return true
+	}
+	msg := re.Error()
+	for _, p := range []string{"TRYAGAIN", "CLUSTERDOWN", "MOVED", "LOADING", "ERR the outcome is unknown"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -64,14 +64,11 @@ func (c *Coordinator) everyOther(ctx context.Context, words []any) ([]string, er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl, err := c.client(g)
+			ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+			defer cancel()
+			v, err := c.call(ctx, g, words...)
 			if err == nil {
-				ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-				defer cancel()
-				var v any
-				if v, err = cl.Do(ctx, words...).Result(); err == nil {
-					replies[g], _ = v.(string)
-				}
+				replies[g], _ = v.(string)
 			}
 			if err != nil {
 				errs[g] = fmt.Errorf("group %s: %w", m.Groups[g].ID, err)
