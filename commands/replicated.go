@@ -139,3 +139,21 @@ func (r Replicated) ErrorReply(err error, key []byte) string {
 	}
 	return errorReply(err)
 }
+
+// ApplyHere logs one command when this node leads and returns its reply
+// (RESP2); ok is false when it does not (nothing was logged: the caller
+// asks the leader). A check's coordinator applies its own group's part so.
+func (r Replicated) ApplyHere(args [][]byte) (reply []byte, ok bool, err error) {
+	if !r.Node.Serving() {
+		return nil, false, nil
+	}
+	get, err := r.ApplyAll([][][]byte{args})
+	switch {
+	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrTransferring):
+		return nil, false, nil
+	case err != nil:
+		return nil, true, err
+	}
+	reply, _ = get(0)
+	return reply, true, nil
+}

@@ -4,10 +4,10 @@
 // (RL.PART RESERVE) in parallel, and the check is admitted only when every
 // part is. When a part refuses, or cannot be asked, the parts admitted
 // elsewhere are cancelled (RL.PART CANCEL: the exact, never-lax refunds of
-// reservations); when all admit, each part keeps its charge (RL.PART KEEP
-// only drops the reservation). Both happen once, off the reply path; a
-// part never settled keeps its charge and is forgotten when its ttl ends,
-// so a lost keep or cancel is never lax. A check whose counters all sit in
+// reservations), off the reply path, sent again while it may not have
+// arrived; when all admit, each part's reservation is left to expire after
+// partTTL, which keeps its charge — no call, no log entry. A cancel that
+// never arrives leaves the charge too: never lax. A check whose counters all sit in
 // one other group is sent there whole (RL.PART DECIDE). Every part carries
 // the digest of the domain's rules: a group whose rules differ refuses it,
 // and the check fails naming both (ErrRulesDiffer).
@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/shardmap"
 )
 
@@ -40,9 +42,11 @@ var (
 // group may have charged it.
 var ErrOutcomeUnknown = errors.New("crossgroup: the check's outcome is unknown")
 
-// partTTL is how long a part's reservation is held if its settle or
-// cancel is lost.
-const partTTL = 60
+// partTTL is how long a part's reservation is held: an admitted check's
+// parts are left to expire (which keeps their charge), so it bounds the
+// reservations held (checks across groups per second × partTTL per
+// group), and a refused check's cancels must arrive within it.
+const partTTL = 10
 
 // Config is what a coordinator needs.
 type Config struct {
@@ -56,10 +60,16 @@ type Config struct {
 	Password string
 	// Caller reaches the members (nil: go-redis clients, with Password).
 	Caller Caller
+	// Local, when set, applies a command for this member's own group here,
+	// through its log, instead of over a connection to itself: it returns
+	// the reply, or ok false when this member cannot (it does not lead;
+	// nothing was logged). The leader coordinating a check saves the round
+	// trip to itself.
+	Local func(args [][]byte) (reply []byte, ok bool, err error)
 	// Timeout bounds one part's call (default 2 s).
 	Timeout time.Duration
-	// FinishRetry is how long a keep or cancel that could not be sent is
-	// sent again (default 30 s, half a part's reservation ttl).
+	// FinishRetry is how long a cancel that could not be sent is sent
+	// again (default 5 s, half a part's reservation ttl).
 	FinishRetry time.Duration
 	// Log receives what goes wrong off the reply path.
 	Log *slog.Logger
@@ -128,6 +138,30 @@ type Caller interface {
 
 // call sends args to group g's leader.
 func (c *Coordinator) call(ctx context.Context, g int, args ...any) (any, error) {
+	if g == c.cfg.Router.Self() && c.cfg.Local != nil {
+		words := make([][]byte, len(args))
+		for i, a := range args {
+			switch v := a.(type) {
+			case string:
+				words[i] = []byte(v)
+			case int:
+				words[i] = strconv.AppendInt(nil, int64(v), 10)
+			default:
+				words[i] = fmt.Append(nil, v)
+			}
+		}
+		reply, ok, err := c.cfg.Local(words)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			v, err := resp.DecodeReply(reply)
+			if errors.Is(err, resp.ErrNull) {
+				err = redis.Nil
+			}
+			return v, err
+		}
+	}
 	var addr string
 	var ok bool
 	if g == c.cfg.Router.Self() {
@@ -141,11 +175,11 @@ func (c *Coordinator) call(ctx context.Context, g int, args ...any) (any, error)
 	return c.cfg.Caller.Call(ctx, addr, args...)
 }
 
-// Drain waits for the keeps and cancels in flight.
+// Drain waits for the cancels in flight.
 func (c *Coordinator) Drain() { c.settling.Wait() }
 
-// Close waits for the keeps and cancels in flight and closes the
-// connections.
+// Close ends the cancels' retries, waits for those in flight and closes
+// the connections.
 func (c *Coordinator) Close() {
 	c.closeOnce.Do(func() { close(c.closing) })
 	c.Drain()

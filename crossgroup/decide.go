@@ -141,17 +141,20 @@ func (c *Coordinator) Decide(ctx context.Context, args [][]byte) (Result, error)
 		}
 	}
 	if len(parts) > 1 {
-		// Keep or cancel every part, off the reply path: an admitted
-		// check's parts keep their charge, a refused or failed one's give
-		// it back (a part whose outcome is unknown is cancelled too: a
-		// cancel of nothing is nil).
-		admit := failed == nil && !res.Limited
-		for _, p := range parts {
-			c.settling.Add(1)
-			go func() {
-				defer c.settling.Done()
-				c.finish(p, domain, id, admit)
-			}()
+		// An admitted check's parts keep their charge: their reservations
+		// are left to expire, which keeps it (no call, no log entry). A
+		// refused or failed check's are cancelled, off the reply path — a
+		// part whose outcome is unknown too (a cancel of nothing is nil).
+		if failed == nil && !res.Limited {
+			c.counts.settled.Add(int64(len(parts)))
+		} else {
+			for _, p := range parts {
+				c.settling.Add(1)
+				go func() {
+					defer c.settling.Done()
+					c.cancel(p, domain, id)
+				}()
+			}
 		}
 		switch {
 		case failed != nil:
@@ -263,23 +266,19 @@ func (c *Coordinator) ask(ctx context.Context, p *part, rls bool) (Result, error
 	return Result{Limited: r.Limited, Check: r}, nil
 }
 
-// finish keeps (admit) or cancels a part's reservation. Both are
+// cancel gives back what a part's reservation holds. A cancel is
 // idempotent (a second is nil), so one that may not have arrived — the
 // group electing a leader, a call lost — is sent again, backing off, for
-// up to half the reservation's ttl (finishRetry); one that still fails, or
-// is refused, leaves the reservation to its ttl, which keeps the charge
-// (never lax), and is logged.
-func (c *Coordinator) finish(p *part, domain, id string, admit bool) {
-	sub := "CANCEL"
-	if admit {
-		sub = "KEEP"
-	}
+// up to half the reservation's ttl (Config.FinishRetry); one that still
+// fails, or is refused, leaves the reservation to its ttl, which keeps the
+// charge (never lax), and is logged.
+func (c *Coordinator) cancel(p *part, domain, id string) {
 	deadline := time.Now().Add(c.cfg.FinishRetry)
 	wait := 25 * time.Millisecond
 	var err error
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
-		_, err = c.call(ctx, p.group, "RL.PART", sub, domain, id)
+		_, err = c.call(ctx, p.group, "RL.PART", "CANCEL", domain, id)
 		cancel()
 		if errors.Is(err, redis.Nil) {
 			err = nil // nothing held (the reserve never applied, or refused)
@@ -297,16 +296,13 @@ func (c *Coordinator) finish(p *part, domain, id string, admit bool) {
 		}
 		wait = min(2*wait, time.Second)
 	}
-	switch {
-	case err != nil:
+	if err != nil {
 		c.counts.lost.Add(1)
-		c.cfg.Log.Warn("a check part was not settled; its reservation keeps its charge until its ttl",
-			"group", c.cfg.Router.Map().Groups[p.group].ID, "admit", admit, "err", err)
-	case admit:
-		c.counts.settled.Add(1)
-	default:
-		c.counts.cancelled.Add(1)
+		c.cfg.Log.Warn("a check part was not cancelled; its reservation keeps its charge until its ttl",
+			"group", c.cfg.Router.Map().Groups[p.group].ID, "err", err)
+		return
 	}
+	c.counts.cancelled.Add(1)
 }
 
 // retryable reports a failed keep or cancel worth sending again: not

@@ -12,7 +12,6 @@ import (
 // every part is.
 //
 //	RL.PART RESERVE <rules> <id> <ttl> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> …
-//	RL.PART KEEP <domain> <id>         every part admitted: keep the charges
 //	RL.PART CANCEL <domain> <id>       a part refused: give them back
 //	RL.PART DECIDE <rules> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> …
 //	RL.PART APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE …>
@@ -20,7 +19,8 @@ import (
 //
 // RESERVE decides the command as its group's share and holds what it
 // charged as a reservation (RL.RESERVE's), so CANCEL gives it back with
-// the exact, never-lax refunds of reservations and KEEP only drops it;
+// the exact, never-lax refunds of reservations; when every part admitted
+// the reservation is left to expire, which keeps the charge;
 // DECIDE is a check whose counters all sit in one group, decided once.
 // A part has no key, so the group it is sent to applies it instead of
 // redirecting by the domain's slot; its fence still refuses counters the
@@ -34,12 +34,11 @@ func partCommands() []*Command {
 	return []*Command{{
 		Name: "rl.part", slots: allSlots, Arity: -2, Flags: []string{"write", "denyoom"},
 		Group: "sluice", Since: "1.3.0", Complexity: "O(D) where D is the number of descriptor entries",
-		Summary:     "RESERVE|KEEP|CANCEL|DECIDE|APPLY|DIGEST …: a group's part of a check across groups, sent by the coordinator of a sharded cluster.",
-		subcommands: []string{"reserve", "keep", "cancel", "decide", "apply", "digest"},
+		Summary:     "RESERVE|CANCEL|DECIDE|APPLY|DIGEST …: a group's part of a check across groups, sent by the coordinator of a sharded cluster.",
+		subcommands: []string{"reserve", "cancel", "decide", "apply", "digest"},
 		Args: []Arg{
 			{Name: "subcommand", Type: "oneof", Sub: []Arg{
 				{Name: "reserve", Type: "pure-token", Token: "RESERVE"},
-				{Name: "keep", Type: "pure-token", Token: "KEEP"},
 				{Name: "cancel", Type: "pure-token", Token: "CANCEL"},
 				{Name: "decide", Type: "pure-token", Token: "DECIDE"},
 				{Name: "apply", Type: "pure-token", Token: "APPLY"},
@@ -55,7 +54,7 @@ func partCommands() []*Command {
 	}}
 }
 
-const partSyntax = "ERR syntax error: RL.PART RESERVE <rules> <id> <ttl> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | KEEP <domain> <id> | CANCEL <domain> <id> | DECIDE <rules> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE> … | DIGEST [<domain>]"
+const partSyntax = "ERR syntax error: RL.PART RESERVE <rules> <id> <ttl> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | CANCEL <domain> <id> | DECIDE <rules> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE> … | DIGEST [<domain>]"
 
 // part is an RL.PART parsed: its subcommand, and for a deciding one the
 // command it decides (cmd, args: the command's own arguments).
@@ -72,7 +71,7 @@ type part struct {
 // parsePart reads an RL.PART, with its command's checks.
 func parsePart(m *Machine, args [][]byte) (part, string) {
 	var pt part
-	for _, sub := range []string{"reserve", "keep", "cancel", "decide", "apply", "digest"} {
+	for _, sub := range []string{"reserve", "cancel", "decide", "apply", "digest"} {
 		if resp.EqualFold(args[1], sub) {
 			pt.sub = sub
 		}
@@ -103,7 +102,7 @@ func parsePart(m *Machine, args [][]byte) (part, string) {
 			pt.held = heldAs{id: args[3], ttl: ttl}
 		}
 		return pt, pt.cmd.Check(m, pt.args)
-	case "keep", "cancel":
+	case "cancel":
 		if len(args) != 4 {
 			return pt, partSyntax
 		}
@@ -150,8 +149,6 @@ func runPart(x *exec, args [][]byte) {
 			reserve = append(reserve, args[1], pt.args[1], args[3], args[4])
 			runReserve(x, append(reserve, pt.args[2:]...))
 		}
-	case "keep":
-		settle(x, args[2], args[3], 0, settleKeep)
 	case "cancel":
 		settle(x, args[2], args[3], 0, settleCancel)
 	case "apply":

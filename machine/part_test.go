@@ -23,8 +23,8 @@ func outcome(m *Machine, now int64, args ...string) (Outcome, string) {
 }
 
 // A part of an RL.SHOULDRATELIMIT across groups: RESERVE charges as the
-// command does and holds it; CANCEL gives every unit back, KEEP keeps
-// them and drops the reservation (once).
+// command does and holds it; CANCEL gives every unit back; left to expire,
+// it keeps them.
 func TestPartReserveKeepCancelOfShouldRateLimit(t *testing.T) {
 	m := loadRLS(t)
 	rules := m.RulesDigest("another")
@@ -51,19 +51,18 @@ func TestPartReserveKeepCancelOfShouldRateLimit(t *testing.T) {
 	if got := remaining(t0 + 2); !strings.Contains(got, " 20 60 0 ") {
 		t.Fatalf("after cancel: %s", got)
 	}
-	reserve(t0+3, "p2")
-	if got := do(m, t0+4, "RL.PART", "KEEP", "another", "p2"); !strings.HasSuffix(got, ":3\r\n:3\r\n:0\r\n:0\r\n") {
-		t.Fatalf("keep: %q", got)
+	// Left alone, the reservation expires after its ttl and the charge
+	// stays: what an admitted check's parts do.
+	do(m, t0+3, "RL.PART", "RESERVE", rules, "p2", "1", "RL.SHOULDRATELIMIT", "another", "1", "1", "3", "-", "-", "key2", "a")
+	if got := do(m, t0+3+2e9, "RL.PART", "CANCEL", "another", "p2"); got != "$-1\r\n" {
+		t.Fatalf("a cancel after the ttl: %q", got)
 	}
-	if got := do(m, t0+5, "RL.PART", "KEEP", "another", "p2"); got != "$-1\r\n" {
-		t.Fatalf("a second keep: %q", got)
-	}
-	if got := remaining(t0 + 6); !strings.Contains(got, " 17 60 0 ") {
-		t.Fatalf("after keep: %s", got)
+	if got := remaining(t0 + 3e9); !strings.Contains(got, " 17 ") {
+		t.Fatalf("after the ttl: %s", got)
 	}
 	// DECIDE is the command itself, decided once.
-	d := compact(t, do(m, t0+7, "RL.PART", "DECIDE", rules, "RL.SHOULDRATELIMIT", "another", "2", "1", "-", "-", "-", "key2", "a"))
-	if d != `1 | 1 20 minute "" 15 60 0 20 60` {
+	d := compact(t, do(m, t0+4e9, "RL.PART", "DECIDE", rules, "RL.SHOULDRATELIMIT", "another", "2", "1", "-", "-", "-", "key2", "a"))
+	if d != `1 | 1 20 minute "" 15 56 0 20 60` {
 		t.Fatalf("decide: %s", d)
 	}
 }
@@ -83,7 +82,7 @@ func TestPartRefusedWhenRulesDiffer(t *testing.T) {
 	for _, bad := range [][]string{
 		{"RL.PART", "APPLY"}, {"RL.PART", "RESERVE"}, {"RL.PART", "RESERVE", mine, "id", "60", "GET", "x"},
 		{"RL.PART", "DECIDE", mine, "RL.CHECK"}, {"RL.PART", "RESERVE", mine, "id", "0", "RL.CHECK", "another", "DESCRIPTOR", "k", "v"},
-		{"RL.PART", "KEEP", "another"}, {"RL.PART", "NOPE"}, {"RL.PART", "DIGEST", "a", "b"},
+		{"RL.PART", "CANCEL", "another"}, {"RL.PART", "KEEP", "another", "p"}, {"RL.PART", "NOPE"}, {"RL.PART", "DIGEST", "a", "b"},
 	} {
 		if got := do(m, t0, bad...); !strings.HasPrefix(got, "-ERR") {
 			t.Errorf("%q: %q", bad, got)

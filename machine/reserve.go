@@ -283,15 +283,13 @@ func parseSettle(args [][]byte) (int64, string) {
 	return n, ""
 }
 
-// How a settle ends a reservation: at an actual cost (RL.SETTLE), giving
-// everything back (RL.CANCEL), or keeping every charge as it is (a part of
-// a check across groups that every group admitted).
+// How a settle ends a reservation: at an actual cost (RL.SETTLE), or
+// giving everything back (RL.CANCEL, RL.PART CANCEL).
 type settleMode int
 
 const (
 	settleActual settleMode = iota
 	settleCancel
-	settleKeep
 )
 
 // runSettle is RL.SETTLE <domain> <id> <actual> and RL.CANCEL <domain> <id>.
@@ -381,9 +379,6 @@ func (x *exec) settleHeld(key []byte, r *ReservationState, actual int64, mode se
 		l := &r.Limits[i]
 		var refunded, charged int64
 		var err error
-		if mode == settleKeep {
-			actual = l.Units
-		}
 		switch {
 		case actual < l.Units:
 			refunded, err = x.refund(l, l.Units-actual, now)

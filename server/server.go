@@ -205,7 +205,8 @@ func (s *Server) startNode() error {
 			OwnLeader: func() (string, bool) {
 				_, addr, ok := n.Leader()
 				return addr, ok && addr != ""
-			}})
+			},
+			Local: commands.Replicated{Node: n}.ApplyHere})
 		s.env.CrossGroup = s.coord
 	}
 	s.env.Snapshots = &raftSnapshots{n: n}

@@ -15,12 +15,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/clock"
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/crossgroup"
 	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/shardmap"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -181,7 +183,7 @@ func (c *Cluster) attach(m *Member, n *cluster.Node) error {
 	mach := n.Machine()
 	m.Node, m.Router = n, router
 	m.Coord = crossgroup.New(crossgroup.Config{Router: router, Machine: mach, Caller: caller{c}, Timeout: 3 * time.Second,
-		Log: c.cfg.Log, OwnLeader: func() (string, bool) {
+		Local: commands.Replicated{Node: n}.ApplyHere, Log: c.cfg.Log, OwnLeader: func() (string, bool) {
 			_, addr, ok := n.Leader()
 			return addr, ok && addr != ""
 		}})
@@ -309,7 +311,11 @@ func (m *Member) Do(args ...string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decode(out)
+	v, err := resp.DecodeReply(out)
+	if errors.Is(err, resp.ErrNull) {
+		err = redis.Nil
+	}
+	return v, err
 }
 
 // Route runs a keyed command as a cluster client does: on a random
@@ -319,7 +325,7 @@ func (c *Cluster) Route(ctx context.Context, rng *rand.Rand, args ...string) (an
 	m := c.Members[rng.IntN(len(c.Members))]
 	for {
 		v, err := m.Do(args...)
-		var e errReply
+		var e resp.ReplyError
 		if !errors.As(err, &e) {
 			return v, err
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -262,7 +263,7 @@ const (
 // an error that says nothing was done), or unknown.
 func outcome(v any, err error) int {
 	if err != nil {
-		var e errReply
+		var e resp.ReplyError
 		if errors.As(err, &e) && (strings.HasPrefix(string(e), "TRYAGAIN") || strings.HasPrefix(string(e), "CLUSTERDOWN")) {
 			return refusedOutcome // nothing was logged, or its parts were given back
 		}
