@@ -13,6 +13,7 @@
 #
 # Environment: SLUICE (binary, default bin/sluice), ROUNDS (3), SECONDS_EACH
 # (10), RATE (throttles/s per group, 3000), CHECK_RATE (checks/s, 300), CONNS (50),
+# LOOP_CONNS (closed-loop callers per group, 8),
 # BASE_PORT (7700).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,7 @@ SECONDS_EACH=${SECONDS_EACH:-10}
 RATE=${RATE:-3000}
 CHECK_RATE=${CHECK_RATE:-300}
 CONNS=${CONNS:-50}
+LOOP_CONNS=${LOOP_CONNS:-8}
 base=${BASE_PORT:-7700}
 . scripts/lib.sh
 cat >"$work/bench.yaml" <<'YAML'
@@ -87,6 +89,9 @@ for r in $(seq "$ROUNDS"); do
 	run -mode throttle -rate "$RATE" -addrs "$one_addrs" -pids "$one_pids" | sed 's/^/one-group /' | tee -a "$out"
 	run -mode throttle -rate "$((2 * RATE))" -addrs "$two_addrs" -pids "$two_pids" | sed 's/^/two-groups /' | tee -a "$out"
 	run -mode throttle -rate "$((2 * RATE))" -addrs "$one_addrs" -pids "$one_pids" | sed 's/^/one-group-double /' | tee -a "$out"
+	# Closed loops, the same callers per group: each group batches alike.
+	"$work/groupsbench" -duration "${SECONDS_EACH}s" -mode throttle -rate 0 -conns "$LOOP_CONNS" -addrs "$one_addrs" -pids "$one_pids" | sed 's/^/one-group-closed /' | tee -a "$out"
+	"$work/groupsbench" -duration "${SECONDS_EACH}s" -mode throttle -rate 0 -conns "$((2 * LOOP_CONNS))" -addrs "$two_addrs" -pids "$two_pids" | sed 's/^/two-groups-closed /' | tee -a "$out"
 	run -mode single -rate "$CHECK_RATE" -rules "$work/bench.yaml" -addrs "$two_addrs" -pids "$two_pids" | tee -a "$out"
 	run -mode cross -rate "$CHECK_RATE" -rules "$work/bench.yaml" -addrs "$two_addrs" -pids "$two_pids" | tee -a "$out"
 done
@@ -98,7 +103,7 @@ for line in open(sys.argv[1]):
     if m:
         idle.setdefault(m[1], []).append(float(m[2]))
         continue
-    m = re.search(r"^(one-group throttle|two-groups throttle|one-group-double throttle|single|cross): (\d+) decisions in ([\d.]+)s.* p50 ([\d.]+)(µs|ms|s) p99 ([\d.]+)(µs|ms|s), cpu ([\d.]+)s", line)
+    m = re.search(r"^(one-group throttle|two-groups throttle|one-group-double throttle|one-group-closed throttle|two-groups-closed throttle|single|cross): (\d+) decisions in ([\d.]+)s.* p50 ([\d.]+)(µs|ms|s) p99 ([\d.]+)(µs|ms|s), cpu ([\d.]+)s", line)
     if not m:
         continue
     unit = {"µs": 1, "ms": 1000, "s": 1e6}
@@ -120,6 +125,8 @@ if "one-group throttle" in med and "two-groups throttle" in med:
     print(f"CPU per decision, two groups / one group, the same rate per group: {med['two-groups throttle'][2] / med['one-group throttle'][2]:.3f} (target within 10%)")
 if "one-group-double throttle" in med and "two-groups throttle" in med:
     print(f"CPU per decision, two groups / one group, the same total rate: {med['two-groups throttle'][2] / med['one-group-double throttle'][2]:.3f}")
+if "one-group-closed throttle" in med and "two-groups-closed throttle" in med:
+    print(f"CPU per decision, two groups / one group, closed loops of the same callers per group: {med['two-groups-closed throttle'][2] / med['one-group-closed throttle'][2]:.3f}")
 if "single" in med and "cross" in med:
     print(f"check across groups / within a group: CPU {med['cross'][2] / med['single'][2]:.2f}x (target <= 2), p50 {med['cross'][0] / med['single'][0]:.2f}x (target <= 1.5)")
 PY

@@ -37,7 +37,7 @@ func main() {
 	mode := flag.String("mode", "throttle", "throttle, single or cross")
 	rules := flag.String("rules", "", "the rule file the servers load (single, cross: to place counters)")
 	split := flag.Int("split", 8192, "the first slot of the second group (single, cross)")
-	rate := flag.Int("rate", 4000, "decisions offered per second")
+	rate := flag.Int("rate", 4000, "decisions offered per second (0: each caller sends its next as soon as it has an answer)")
 	conns := flag.Int("conns", 50, "callers")
 	duration := flag.Duration("duration", 10*time.Second, "how long to run")
 	pids := flag.String("pids", "", "comma-separated pids of every member (CPU is summed over them)")
@@ -66,7 +66,10 @@ func main() {
 	cpu0 := cpuSeconds(procs)
 	var ops, errs atomic.Int64
 	lat := make([][]time.Duration, *conns)
-	interval := time.Duration(int64(time.Second) * int64(*conns) / int64(*rate))
+	var interval time.Duration
+	if *rate > 0 {
+		interval = time.Duration(int64(time.Second) * int64(*conns) / int64(*rate))
+	}
 	start := time.Now()
 	deadline := start.Add(*duration)
 	var wg sync.WaitGroup
@@ -108,7 +111,7 @@ func main() {
 		return all[int(p*float64(len(all)-1))]
 	}
 	n := ops.Load()
-	fmt.Printf("%s: %d decisions in %.1fs (%.0f/s offered %d/s), %d errors, p50 %s p99 %s, cpu %.2fs = %.1f µs/decision\n",
+	fmt.Printf("%s: %d decisions in %.1fs (%.0f/s offered %d/s, 0: closed loop), %d errors, p50 %s p99 %s, cpu %.2fs = %.1f µs/decision\n",
 		*mode, n, elapsed.Seconds(), float64(n)/elapsed.Seconds(), *rate, errs.Load(),
 		q(0.5).Round(time.Microsecond), q(0.99).Round(time.Microsecond), cpu, cpu*1e6/float64(max(n, 1)))
 }
