@@ -229,7 +229,7 @@ func (m *Machine) fenceChecks(checks []limitCheck) error {
 // s, which another group owns.
 func spansGroups(s int, o *Ownership) string {
 	return "CROSSSLOT the check's counters are not all in this group's slots (slot " + strconv.Itoa(s) +
-		", cluster map epoch " + strconv.FormatUint(o.Epoch, 10) + "): its coordinator's map is not this group's"
+		", cluster map epoch " + strconv.FormatUint(o.Epoch, 10) + ")"
 }
 
 // fenceHeld is fenceChecks for a reservation's counters.
