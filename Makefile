@@ -8,6 +8,11 @@ PORTS   ?=
 GROUPS  ?= 1
 HTTP    ?=
 
+# The generated vtproto marshalers of Envoy's messages (the gRPC door's
+# codec) are behind this build tag; every go command make runs, and those
+# the tests run, build with it.
+export GOFLAGS := -tags=vtprotobuf $(GOFLAGS)
+
 .DEFAULT_GOAL := help
 .PHONY: help build run cluster cluster-stop provision test test-go test-node check-dashboards check-rls bench fmt lint
 
