@@ -52,17 +52,39 @@ func toDecision(out machine.Outcome, n int) (decision, error) {
 	if out.Limited {
 		overall = pb.RateLimitResponse_OVER_LIMIT
 	}
+	// One allocation per kind of part, not one per descriptor: statuses,
+	// their limits and durations each in one array.
+	statuses := make([]pb.RateLimitResponse_DescriptorStatus, n)
+	limits, durations := 0, 0
+	for i := range out.Statuses {
+		if out.Statuses[i].HasLimit() {
+			limits++
+		}
+		if out.Statuses[i].ResetSeconds >= 0 {
+			durations++
+		}
+	}
+	lims := make([]pb.RateLimitResponse_RateLimit, limits)
+	durs := make([]durationpb.Duration, durations)
+	policy := make([]int64, 2*n)
 	d := decision{resp: &pb.RateLimitResponse{OverallCode: overall, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, n)},
-		quotas: make([]int64, n), windows: make([]int64, n)}
+		quotas: policy[:n:n], windows: policy[n:]}
 	for i := range out.Statuses {
 		s := &out.Statuses[i]
-		st := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_Code(s.Code), LimitRemaining: uint32(min(max(s.Remaining, 0), maxUint32))}
+		st := &statuses[i]
+		st.Code, st.LimitRemaining = pb.RateLimitResponse_Code(s.Code), uint32(min(max(s.Remaining, 0), maxUint32))
 		if s.HasLimit() {
-			st.CurrentLimit = &pb.RateLimitResponse_RateLimit{Name: s.Name, RequestsPerUnit: uint32(min(s.RequestsPerUnit, maxUint32)), Unit: responseUnits[s.Unit]}
+			l := &lims[0]
+			lims = lims[1:]
+			l.Name, l.RequestsPerUnit, l.Unit = s.Name, uint32(min(s.RequestsPerUnit, maxUint32)), responseUnits[s.Unit]
+			st.CurrentLimit = l
 			d.quotas[i], d.windows[i] = s.PolicyQuota, s.PolicyWindow
 		}
 		if s.ResetSeconds >= 0 {
-			st.DurationUntilReset = &durationpb.Duration{Seconds: s.ResetSeconds}
+			du := &durs[0]
+			durs = durs[1:]
+			du.Seconds = s.ResetSeconds
+			st.DurationUntilReset = du
 		}
 		if s.Shadow {
 			d.shadow++

@@ -77,17 +77,18 @@ func (l Limits) check(req *pb.RateLimitRequest) error {
 	return nil
 }
 
-// commandArgs is the RL.SHOULDRATELIMIT a checked request becomes.
-func commandArgs(req *pb.RateLimitRequest) [][]byte {
-	n := 3
+// commandArgs is the RL.SHOULDRATELIMIT a checked request becomes, its
+// words written back to back into a.buf and sliced by a.args (both reused
+// from call to call: a request costs no allocation once they have grown).
+func commandArgs(req *pb.RateLimitRequest, a *argBuf) [][]byte {
+	a.buf, a.ends = a.buf[:0], a.ends[:0]
+	text := func(s string) { a.buf = append(a.buf, s...); a.ends = append(a.ends, len(a.buf)) }
+	num := func(n uint64) { a.buf = strconv.AppendUint(a.buf, n, 10); a.ends = append(a.ends, len(a.buf)) }
+	text("RL.SHOULDRATELIMIT")
+	text(req.Domain)
+	num(uint64(req.HitsAddend))
 	for _, d := range req.Descriptors {
-		n += 4 + 2*len(d.Entries)
-	}
-	args := make([][]byte, 0, n)
-	args = append(args, []byte("RL.SHOULDRATELIMIT"), []byte(req.Domain), strconv.AppendUint(nil, uint64(req.HitsAddend), 10))
-	dash := []byte("-")
-	for _, d := range req.Descriptors {
-		args = append(args, strconv.AppendInt(nil, int64(len(d.Entries)), 10))
+		num(uint64(len(d.Entries)))
 		switch h := d.GetHitsAddend(); {
 		case d.GetIsNegativeHits():
 			// A refund (is_negative_hits): the descriptor's hits, else the
@@ -97,23 +98,40 @@ func commandArgs(req *pb.RateLimitRequest) [][]byte {
 				n = h.GetValue()
 			}
 			if n == 0 {
-				args = append(args, []byte("0")) // nothing to give back
+				text("0") // nothing to give back
 			} else {
-				args = append(args, append([]byte("-"), strconv.AppendUint(nil, n, 10)...))
+				a.buf = append(a.buf, '-')
+				num(n)
 			}
 		case h != nil:
-			args = append(args, strconv.AppendUint(nil, h.GetValue(), 10))
+			num(h.GetValue())
 		default:
-			args = append(args, dash)
+			text("-")
 		}
 		if o := d.GetLimit(); o != nil {
-			args = append(args, strconv.AppendUint(nil, uint64(o.GetRequestsPerUnit()), 10), []byte(overrideUnits[o.GetUnit()]))
+			num(uint64(o.GetRequestsPerUnit()))
+			text(overrideUnits[o.GetUnit()])
 		} else {
-			args = append(args, dash, dash)
+			text("-")
+			text("-")
 		}
 		for _, e := range d.Entries {
-			args = append(args, []byte(e.Key), []byte(e.Value))
+			text(e.Key)
+			text(e.Value)
 		}
 	}
-	return args
+	a.args = a.args[:0]
+	from := 0
+	for _, end := range a.ends {
+		a.args = append(a.args, a.buf[from:end:end])
+		from = end
+	}
+	return a.args
+}
+
+// argBuf is the storage commandArgs reuses (Service.args pools them).
+type argBuf struct {
+	buf  []byte
+	ends []int
+	args [][]byte
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -34,6 +35,8 @@ type Service struct {
 	health *health.Server
 	stop   chan struct{}
 	done   chan struct{}
+	// args are the argBufs requests are written into.
+	args sync.Pool
 }
 
 // NewService answers with dec. known tells the domains of the loaded rules
@@ -142,7 +145,12 @@ func (s *Service) decide(ctx context.Context, transport string, req *pb.RateLimi
 		s.metrics.observe(transport, "invalid", time.Since(start))
 		return nil, status.Error(codes.InvalidArgument, strings.TrimPrefix(err.Error(), "rls: invalid request: "))
 	}
-	v, err := s.dec.Decide(ctx, commandArgs(req))
+	a, _ := s.args.Get().(*argBuf)
+	if a == nil {
+		a = &argBuf{}
+	}
+	v, err := s.dec.Decide(ctx, commandArgs(req, a))
+	s.args.Put(a) // the decider keeps none of the words
 	var d decision
 	if err == nil {
 		d, err = toDecision(v, len(req.Descriptors))

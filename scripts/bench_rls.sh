@@ -4,7 +4,8 @@
 # against, in the same run: sluice as one node, a 3-node sluice cluster's
 # leader and one of its followers (which forwards to the leader), and
 # envoyproxy/ratelimit over a local redis-server. Rounds alternate the
-# targets; ROUNDS (default 3) rounds, D (default 5s) per measurement.
+# targets; ROUNDS (default 3) rounds, D (default 5s) per measurement;
+# BASELINE=<binary> adds one node of another build to every round.
 #
 # Targets (issue #20): sluice single node >= 3x the reference's calls/s at
 # 50 callers with <= 1/3 of its p99; the 3-node cluster >= 1x the reference.
@@ -35,6 +36,11 @@ cp "$rules/bench.yaml" "$work/runtime/ratelimit/config/"
 # sluice, one node
 "$SLUICE" --addr "127.0.0.1:$base" --grpc-addr "127.0.0.1:$((base + 100))" --data-dir "$work/single" --rules "$rules" --log-level error &
 pids+=($!)
+# BASELINE (a binary of another version): one node of it, in the same rounds.
+if [ -n "${BASELINE:-}" ]; then
+	"$BASELINE" --addr "127.0.0.1:$((base + 60))" --grpc-addr "127.0.0.1:$((base + 160))" --data-dir "$work/baseline" --rules "$rules" --log-level error &
+	pids+=($!)
+fi
 # sluice, three nodes
 peers=""
 for i in 1 2 3; do peers="${peers:+$peers,}n$i=127.0.0.1:$((base + i))"; done
@@ -76,9 +82,10 @@ sleep 1 # the leader's rules reach every node
 
 for round in $(seq "$ROUNDS"); do
 	echo "== round $round"
-	for c in 1 10 50; do
+	for c in ${CALLERS:-1 10 50}; do
 		"$work/rlsbench" -addr "127.0.0.1:$((base + 150))" -c "$c" -d "$D" -label "envoyproxy/ratelimit+redis"
 		"$work/rlsbench" -addr "127.0.0.1:$((base + 100))" -c "$c" -d "$D" -label "sluice single node"
+		[ -z "${BASELINE:-}" ] || "$work/rlsbench" -addr "127.0.0.1:$((base + 160))" -c "$c" -d "$D" -label "baseline single node"
 		"$work/rlsbench" -addr "127.0.0.1:$((base + 100 + leader))" -c "$c" -d "$D" -label "sluice 3-node leader"
 		"$work/rlsbench" -addr "127.0.0.1:$((base + 100 + follower))" -c "$c" -d "$D" -label "sluice 3-node follower"
 	done
