@@ -77,10 +77,10 @@ type NodeDecider struct {
 
 	sessions sync.Pool
 	mu       sync.Mutex
-	// fwd are the kept-open clients to the nodes calls are forwarded to:
-	// this group's leader, and in a sharded cluster the leaders of the
-	// groups that own the domains asked about.
-	fwd map[string]*redis.Client
+	// fwd are the pipeliners to the nodes calls are forwarded to: this
+	// group's leader, and in a sharded cluster the leaders of the groups
+	// that own the domains asked about.
+	fwd map[string]*pipeliner
 }
 
 // NewNodeDecider decides with env's state machine; node is the replicated
@@ -93,7 +93,7 @@ func NewNodeDecider(env *commands.Env, node *cluster.Node, fwd ForwardOptions, m
 	if metrics == nil {
 		metrics, _ = NewMetrics(nil)
 	}
-	d := &NodeDecider{env: env, node: node, fwdOpts: fwd, metrics: metrics, fwd: map[string]*redis.Client{}}
+	d := &NodeDecider{env: env, node: node, fwdOpts: fwd, metrics: metrics, fwd: map[string]*pipeliner{}}
 	d.sessions.New = func() any { return env.NewSession("rls") }
 	return d
 }
@@ -175,7 +175,7 @@ func (d *NodeDecider) forward(ctx context.Context, args [][]byte, addr string) (
 			}
 			addr = leader
 		}
-		v, err := d.client(addr).Do(ctx, words...).Result()
+		v, err := d.pipe(addr).send(ctx, words)
 		var re redis.Error
 		switch {
 		case errors.As(err, &re):
@@ -206,18 +206,12 @@ func (d *NodeDecider) forward(ctx context.Context, args [][]byte, addr string) (
 	}
 }
 
-// forwardConns is the most connections a follower keeps to the leader:
-// one per call in flight, so a forwarded call never waits for another to
-// free a connection (go-redis' default, ten per CPU, made 50 callers on two
-// CPUs queue: 7.5k/s; with this, 10.5k/s — scripts/bench_rls.sh, c=50).
-const forwardConns = 256
-
-// client is the kept-open client to the node at addr.
-func (d *NodeDecider) client(addr string) *redis.Client {
+// pipe is the pipeliner to the node at addr, made on first use.
+func (d *NodeDecider) pipe(addr string) *pipeliner {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if c := d.fwd[addr]; c != nil {
-		return c
+	if p := d.fwd[addr]; p != nil {
+		return p
 	}
 	cfg := d.fwdOpts.TLS
 	if cfg != nil {
@@ -244,15 +238,17 @@ func (d *NodeDecider) client(addr string) *redis.Client {
 		return c, nil
 	}
 	// The nodes a call is forwarded to are the cluster's members, so the
-	// clients are few; those of nodes no longer leading idle out.
+	// pipeliners are few; the connections of nodes no longer leading idle
+	// out.
 	c := redis.NewClient(&redis.Options{
 		Addr: addr, Password: d.fwdOpts.Password, Protocol: 2, Dialer: dial, DialerRetries: 1,
 		MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: d.fwdOpts.Timeout, WriteTimeout: time.Second,
 		ContextTimeoutEnabled: true, MinIdleConns: 1, DisableIdentity: true,
-		PoolSize: forwardConns, ConnMaxIdleTime: time.Minute,
+		PoolSize: forwardPipelines, ConnMaxIdleTime: time.Minute,
 	})
-	d.fwd[addr] = c
-	return c
+	p := newPipeliner(c, d.fwdOpts.Timeout)
+	d.fwd[addr] = p
+	return p
 }
 
 // Close closes the connections calls were forwarded on.
@@ -261,7 +257,7 @@ func (d *NodeDecider) Close() error {
 	defer d.mu.Unlock()
 	var errs []error
 	for addr, c := range d.fwd {
-		errs = append(errs, c.Close())
+		errs = append(errs, c.close())
 		delete(d.fwd, addr)
 	}
 	return errors.Join(errs...)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -156,4 +157,55 @@ func indexOf(c *Cluster, s *Server) int {
 		}
 	}
 	return -1
+}
+
+// A follower forwards its callers' calls in pipelines over a few
+// connections: 50 concurrent callers through one follower are answered
+// each with its own reply — every remaining count from 999 down to 500
+// exactly once — over at most forwardPipelines (4) connections to the
+// leader (and a warm spare), not one per call in flight.
+func TestRLSFollowerPipelinesForwardedCalls(t *testing.T) {
+	rules := writeRules(t, "edge.yaml", rlsClusterRules)
+	grpcAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	cl := StartCluster(t, 3, func(i int, _ []string) []string {
+		return []string{"--grpc-addr", grpcAddrs[i]}
+	}, "--rules", rules)
+	leader := cl.Leader()
+	follower := cl.Followers(leader)[0]
+	c, _ := rlsClient(t, grpcAddrs[indexOf(cl, follower)])
+	eventually(t, "the follower forwards", func() bool {
+		resp, err := c.ShouldRateLimit(ctx(t), rlsRequest("edge", 0, "path=warmup"))
+		return err == nil && resp.Statuses[0].CurrentLimit != nil
+	})
+	seen := make([]atomic.Int32, 1000)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				resp, err := c.ShouldRateLimit(context.Background(), rlsRequest("edge", 1, "path=/piped"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				seen[resp.Statuses[0].LimitRemaining].Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	for r := 500; r < 1000; r++ {
+		if n := seen[r].Load(); n != 1 {
+			t.Fatalf("remaining %d answered %d times", r, n)
+		}
+	}
+	clients, err := leader.Client().ClientList(ctx(t)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// This client's, and the follower's pipelines (4) with at most one
+	// spare its pool keeps warm: before pipelines, one per call in flight.
+	if n := strings.Count(clients, "\n"); n > 1+4+1 {
+		t.Fatalf("the leader holds %d connections (the follower's and this one):\n%s", n, clients)
+	}
 }
