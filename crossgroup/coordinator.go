@@ -15,9 +15,11 @@ package crossgroup
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -58,8 +60,10 @@ type Config struct {
 	OwnLeader func() (string, bool)
 	// Password is every member's --requirepass ("" for none).
 	Password string
-	// Caller reaches the members (nil: go-redis clients, with Password).
+	// Caller reaches the members (nil: go-redis clients, with Password,
+	// over TLS when TLS is set).
 	Caller Caller
+	TLS    *tls.Config
 	// Local, when set, applies a command for this member's own group here,
 	// through its log, instead of over a connection to itself: it returns
 	// the reply, or ok false when this member cannot (it does not lead;
@@ -122,7 +126,7 @@ func New(cfg Config) *Coordinator {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Caller == nil {
-		cfg.Caller = &redisCaller{password: cfg.Password, clients: map[string]*redis.Client{}}
+		cfg.Caller = &redisCaller{password: cfg.Password, tls: cfg.TLS, clients: map[string]*redis.Client{}}
 	}
 	return &Coordinator{cfg: cfg, closing: make(chan struct{})}
 }
@@ -186,9 +190,23 @@ func (c *Coordinator) Close() {
 	c.cfg.Caller.Close()
 }
 
+// ForAddr is cfg (nil: plain TCP) for dialing addr: its host as the name
+// the certificate must carry, unless cfg names one.
+func ForAddr(cfg *tls.Config, addr string) *tls.Config {
+	if cfg == nil {
+		return nil
+	}
+	cfg = cfg.Clone()
+	if host, _, err := net.SplitHostPort(addr); err == nil && cfg.ServerName == "" {
+		cfg.ServerName = host
+	}
+	return cfg
+}
+
 // redisCaller keeps a go-redis client open per member.
 type redisCaller struct {
 	password string
+	tls      *tls.Config
 	mu       sync.Mutex
 	clients  map[string]*redis.Client
 }
@@ -198,7 +216,7 @@ func (r *redisCaller) Call(ctx context.Context, addr string, args ...any) (any, 
 	cl := r.clients[addr]
 	if cl == nil {
 		cl = redis.NewClient(&redis.Options{Addr: addr, Password: r.password, MaxRetries: -1, Protocol: 2,
-			DisableIdentity: true, PoolSize: 64, DialTimeout: time.Second})
+			DisableIdentity: true, PoolSize: 64, DialTimeout: time.Second, TLSConfig: ForAddr(r.tls, addr)})
 		r.clients[addr] = cl
 	}
 	r.mu.Unlock()

@@ -32,6 +32,9 @@ import (
 
 // Server is one sluice node.
 type Server struct {
+	// memberTLS is how members of a sharded cluster dial each other (nil:
+	// plain TCP).
+	memberTLS *tls.Config
 	// staleMap is set once this member has said its cluster map is older
 	// than its group's.
 	staleMap bool
@@ -201,7 +204,18 @@ func (s *Server) startNode() error {
 		s.router = router
 		s.env.Shards = router
 		s.env.Applier = commands.Replicated{Node: n, Shards: router, Fenced: s.fenced}
+		// Members call each other over RESP (parts of checks, the leader
+		// probes): over TLS when the doors serve TLS.
+		if err := s.loadCert(); err != nil {
+			n.Close()
+			return err
+		}
+		if s.memberTLS, err = s.forwardTLS(); err != nil {
+			n.Close()
+			return err
+		}
 		s.coord = crossgroup.New(crossgroup.Config{Router: router, Machine: s.env.Machine, Password: s.cfg.RequirePass, Log: s.log,
+			TLS: s.memberTLS,
 			OwnLeader: func() (string, bool) {
 				_, addr, ok := n.Leader()
 				return addr, ok && addr != ""
@@ -230,19 +244,32 @@ func (s *Server) Listen() error {
 	return s.ListenOn(raw)
 }
 
+// loadCert reads --tls-cert-file and --tls-key-file once (nil cert: plain
+// TCP): the doors serve with it, and the members of a sharded cluster
+// trust it when they call each other.
+func (s *Server) loadCert() error {
+	if s.cert != nil || s.cfg.TLSCertFile == "" {
+		return nil
+	}
+	cert, err := tls.LoadX509KeyPair(s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
+	if err != nil {
+		return fmt.Errorf("server: TLS certificate %s / key %s: %w", s.cfg.TLSCertFile, s.cfg.TLSKeyFile, err)
+	}
+	s.cert = &cert
+	return nil
+}
+
 // ListenOn serves the Redis protocol on raw, which the server then owns
 // (tests pass listeners of their own).
 func (s *Server) ListenOn(raw net.Listener) error {
-	if s.cfg.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
-		if err != nil {
-			raw.Close()
-			return fmt.Errorf("server: TLS certificate %s / key %s: %w", s.cfg.TLSCertFile, s.cfg.TLSKeyFile, err)
-		}
+	if err := s.loadCert(); err != nil {
+		raw.Close()
+		return err
+	}
+	if s.cert != nil {
 		// The handshake runs on a goroutine of its own (admitTLS), so a
 		// slow client never holds up Accept.
-		s.tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		s.cert = &cert
+		s.tlsConfig = &tls.Config{Certificates: []tls.Certificate{*s.cert}, MinVersion: tls.VersionTLS12}
 	}
 	ln := raw
 	s.ln = ln

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/commands"
+	"github.com/sluice-rl/sluice/crossgroup"
 	"github.com/sluice-rl/sluice/shardmap"
 )
 
@@ -106,6 +107,7 @@ func (s *Server) probeLeaders(clients map[string]*redis.Client) {
 			c := clients[p.ClientAddr]
 			if c == nil {
 				c = redis.NewClient(&redis.Options{Addr: p.ClientAddr, Password: s.cfg.RequirePass, MaxRetries: -1,
+					TLSConfig:   crossgroup.ForAddr(s.memberTLS, p.ClientAddr),
 					DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
 					PoolSize: 1, DisableIdentity: true, Protocol: 2})
 				clients[p.ClientAddr] = c

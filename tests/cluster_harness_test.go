@@ -79,7 +79,7 @@ func role(t testing.TB, s *Server) string {
 	if s.cmd == nil {
 		return ""
 	}
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second, TLSConfig: s.TLS})
 	defer c.Close()
 	v, err := c.Do(ctx(t), "ROLE").Slice()
 	if err != nil || len(v) == 0 {

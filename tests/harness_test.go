@@ -5,6 +5,7 @@ package tests
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -51,9 +52,12 @@ type Server struct {
 	Addr    string
 	DataDir string
 	Args    []string
-	cmd     *exec.Cmd
-	logs    *logBuffer
-	exited  chan struct{}
+	// TLS, when set, is how the harness's clients reach a server started
+	// with --tls-cert-file.
+	TLS    *tls.Config
+	cmd    *exec.Cmd
+	logs   *logBuffer
+	exited chan struct{}
 }
 
 // freeAddr returns a loopback address with a port nobody listens on.
@@ -158,7 +162,7 @@ func (s *Server) Logs() string { return s.logs.String() }
 
 // Client returns a go-redis client for the server, closed with the test.
 func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {
-	o := &redis.Options{Addr: s.Addr, Protocol: 2}
+	o := &redis.Options{Addr: s.Addr, Protocol: 2, TLSConfig: s.TLS}
 	for _, f := range opts {
 		f(o)
 	}

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -298,5 +299,48 @@ func TestShardKeyKeepsChecksInOneGroup(t *testing.T) {
 	}
 	if reserved() == 0 {
 		t.Fatal("checks across groups reserved no part: the count shows nothing")
+	}
+}
+
+// Members of a sharded cluster serving TLS call each other over TLS: the
+// leaders are learned (a cluster client is sent to the right group) and a
+// check across groups is decided by both.
+func TestShardedClusterOverTLS(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t)
+	sc := startSharded(t, 1, 1, [][]string{{"0-8191"}, {"8192-16383"}}, nil, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--rules", writeRules(t, "x.yaml", crossRules))
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 8,
+		TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
+	t.Cleanup(func() { cc.Close() })
+	var users [2]string
+	eventually(t, "both groups serving over TLS, each knowing the other's leader", func() bool {
+		for i := range 40 {
+			u := "tls" + strconv.Itoa(i)
+			if err := cc.Do(ctx(t), "CL.THROTTLE", u, 10, 10, 60, 0).Err(); err != nil {
+				return false
+			}
+			users[cc.ClusterKeySlot(ctx(t), u).Val()/8192] = u
+		}
+		return true
+	})
+	eventually(t, "rules in both groups", func() bool {
+		for g := range 2 {
+			if v, _ := sc.Leader(t, g).Client().Do(ctx(t), "RL.RULES", "LIST", "x").Slice(); len(v) != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	// Enough users that their counters sit in both groups: one check,
+	// charged in both.
+	args := []any{"RL.CHECK", "x"}
+	for i := range 8 {
+		args = append(args, "DESCRIPTOR", "user", "tu"+strconv.Itoa(i))
+	}
+	if v := checkInts(t, cc, args...); v[0] != 0 || v[2] != 9 {
+		t.Fatalf("a check across groups over TLS: %v", v)
+	}
+	if v := checkInts(t, cc, args...); v[0] != 0 || v[2] != 8 {
+		t.Fatalf("the same check again: %v", v)
 	}
 }

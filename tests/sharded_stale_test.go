@@ -17,7 +17,7 @@ import (
 // slot's counts are the other group's alone, exact; no key of it ever
 // exists in the stale member's group.
 func TestStaleMapNeverDecidesAnotherGroupsSlot(t *testing.T) {
-	sc := startSharded(t, 2, 3, [][]string{{"0-8191"}, {"8192-16383"}}, nil)
+	sc := startSharded(t, 2, 3, [][]string{{"0-8191"}, {"8192-16383"}}, nil, nil)
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 8})
 	t.Cleanup(func() { cc.Close() })
 	// A key in 8192-12000: group 2's now, group 1's in the stale map.

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -36,11 +37,12 @@ func StartShardedCluster(t *testing.T, n int, slots [][]string, extra ...string)
 // group g from perNode (nil: none).
 func StartShardedClusterWith(t *testing.T, n int, slots [][]string, perNode func(g, j int) []string, extra ...string) *ShardedCluster {
 	t.Helper()
-	return startSharded(t, 1, n, slots, perNode, extra...)
+	return startSharded(t, 1, n, slots, perNode, nil, extra...)
 }
 
-// startSharded is StartShardedClusterWith with the map's epoch.
-func startSharded(t *testing.T, epoch, n int, slots [][]string, perNode func(g, j int) []string, extra ...string) *ShardedCluster {
+// startSharded is StartShardedClusterWith with the map's epoch, and the
+// TLS the harness reaches the members with (nil: plain TCP).
+func startSharded(t *testing.T, epoch, n int, slots [][]string, perNode func(g, j int) []string, tlsCfg *tls.Config, extra ...string) *ShardedCluster {
 	t.Helper()
 	sc := &ShardedCluster{}
 	var b strings.Builder
@@ -49,7 +51,7 @@ func startSharded(t *testing.T, epoch, n int, slots [][]string, perNode func(g, 
 		var group []*Server
 		var members []string
 		for j := range n {
-			s := &Server{t: t, Addr: freeAddr(t), DataDir: t.TempDir()}
+			s := &Server{t: t, Addr: freeAddr(t), DataDir: t.TempDir(), TLS: tlsCfg}
 			members = append(members, fmt.Sprintf("g%dn%d: %q", g+1, j+1, s.Addr+"@"+freeAddr(t)))
 			group = append(group, s)
 		}
@@ -240,7 +242,6 @@ func TestShardedStartRefusals(t *testing.T) {
 		{[]string{"--cluster-map", good, "--node-id", "zz"}, `--node-id "zz" is not a member of the cluster map`},
 		{[]string{"--cluster-map", gap, "--node-id", "a1"}, "slots 101-16383 are owned by no group"},
 		{[]string{"--cluster-map", filepath.Join(dir, "missing.yaml"), "--node-id", "a1"}, "no such file"},
-		{[]string{"--cluster-map", good, "--node-id", "a1", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"}, "--cluster-map does not work with --tls-cert-file yet"},
 	} {
 		out, err := startMustFail(t, append([]string{"--addr", freeAddr(t), "--data-dir", t.TempDir()}, tc.args...)...)
 		if err == nil || !strings.Contains(out, tc.want) {

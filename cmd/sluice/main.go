@@ -160,11 +160,6 @@ func run(args []string) error {
 		}
 		rep.Peers = list
 	}
-	if *clusterMap != "" && cfg.TLSCertFile != "" {
-		// The members ask each other over RESP (leaders, a check's parts)
-		// without TLS yet.
-		return errors.New("--cluster-map does not work with --tls-cert-file yet")
-	}
 	if *clusterMap != "" {
 		m, err := shardmap.Load(*clusterMap)
 		if err != nil {
