@@ -344,3 +344,43 @@ func TestShardedClusterOverTLS(t *testing.T) {
 		t.Fatalf("the same check again: %v", v)
 	}
 }
+
+// RL.RESERVE whose counters sit in other groups than its domain's is
+// refused with a clear error and charges nothing; one whose counters are
+// all in the domain's group reserves and settles as on one group.
+func TestShardedReserveStaysInItsDomainsGroup(t *testing.T) {
+	sc := StartShardedCluster(t, 1, [][]string{{"0-8191"}, {"8192-16383"}}, "--rules", writeRules(t, "x.yaml", crossRules))
+	waitShardedRules(t, sc, "x", 2)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 8})
+	t.Cleanup(func() { cc.Close() })
+	home := cc.ClusterKeySlot(ctx(t), "x").Val() / 8192 // the domain's group
+	// A user whose counter is in the domain's group, one whose is not.
+	var local, remote string
+	for i := 0; local == "" || remote == ""; i++ {
+		u := "r" + strconv.Itoa(i)
+		if checkInts(t, cc, "RL.CHECK", "x", "COST", 0, "DESCRIPTOR", "user", u)[1] != 10 {
+			t.Fatal("no rule")
+		}
+		// Charge one unit and see which group holds the key.
+		checkInts(t, cc, "RL.CHECK", "x", "DESCRIPTOR", "user", u)
+		keys, _ := sc.Groups[home][0].Client().Keys(ctx(t), "*="+strconv.Itoa(len(u))+":"+u+"#*").Result()
+		if len(keys) == 1 && local == "" {
+			local = u
+		} else if len(keys) == 0 && remote == "" {
+			remote = u
+		}
+	}
+	err := cc.Do(ctx(t), "RL.RESERVE", "x", "id1", 60, "COST", 3, "DESCRIPTOR", "user", remote).Err()
+	if err == nil || !strings.Contains(err.Error(), "reservations across groups are not supported") {
+		t.Fatalf("RL.RESERVE across groups: %v", err)
+	}
+	if v := checkInts(t, cc, "RL.CHECK", "x", "COST", 0, "DESCRIPTOR", "user", remote); v[2] != 9 {
+		t.Fatalf("the refused reservation charged: %v", v)
+	}
+	if v := checkInts(t, cc, "RL.RESERVE", "x", "id2", 60, "COST", 3, "DESCRIPTOR", "user", local); v[0] != 0 || v[2] != 6 {
+		t.Fatalf("RL.RESERVE in the domain's group: %v", v)
+	}
+	if rows := settle(t, cc, "RL.SETTLE", "x", "id2", 1); len(rows) != 1 || rows[0].refunded != 2 {
+		t.Fatalf("RL.SETTLE: %+v", rows)
+	}
+}
