@@ -82,7 +82,7 @@ type Config struct {
 // Coordinator runs checks across groups. Safe for concurrent use.
 type Coordinator struct {
 	cfg Config
-	// closing ends the keeps' and cancels' retries (Close).
+	// closing ends the cancels' retries (Close).
 	closing   chan struct{}
 	closeOnce sync.Once
 	// settling tracks the settles and cancels in flight (Close waits).
@@ -101,9 +101,9 @@ type Counts struct {
 	// touched, summed); how the checks ended: admitted, refused (a part
 	// refused), failed (a part could not decide).
 	Checks, Parts, Admitted, Refused, Failed int64
-	// Settled and Cancelled are the parts finished (a cancel is a refund);
-	// Lost the settles and cancels that could not be sent (their
-	// reservations keep their charge until their ttl).
+	// Settled are the parts of admitted checks (left to expire, keeping
+	// their charge), Cancelled those given back; Lost the cancels that
+	// could not be sent (their reservations keep their charge).
 	Settled, Cancelled, Lost int64
 }
 

@@ -9,6 +9,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -24,250 +25,210 @@ import (
 // errDecode: a request that is not a well-formed RateLimitRequest.
 var errDecode = errors.New("rls: malformed RateLimitRequest")
 
-// consumeTag is protowire.ConsumeTag refusing field numbers protobuf does
-// not allow (above 2^29 - 1).
-func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
-	num, typ, n := protowire.ConsumeTag(b)
-	if n >= 0 && !num.IsValid() {
-		return 0, 0, -1
+// field reads one known field's value from b (its tag already read) and
+// returns the bytes it took; known false leaves it to be kept as unknown.
+type field func(num protowire.Number, typ protowire.Type, b []byte) (n int, known bool, err error)
+
+// walk reads every field of the message b, giving each to known, and
+// returns unknown grown by the fields known did not take (their tag
+// written anew, as protobuf writes it, then the value as it came).
+func walk(b, unknown []byte, known field) ([]byte, error) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || !num.IsValid() { // protobuf refuses numbers above 2^29 - 1
+			return nil, fmt.Errorf("%w: a field's tag", errDecode)
+		}
+		b = b[n:]
+		n, ok, err := known(num, typ, b)
+		switch {
+		case err != nil:
+			return nil, err
+		case !ok:
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return nil, fmt.Errorf("%w: %w", errDecode, protowire.ParseError(n))
+			}
+			unknown = append(protowire.AppendTag(unknown, num, typ), b[:n]...)
+		}
+		b = b[n:]
 	}
-	return num, typ, n
+	return unknown, nil
+}
+
+// bytesField is a length-delimited value; what is its name for errors.
+func bytesField(b []byte, what string) ([]byte, int, error) {
+	v, n := protowire.ConsumeBytes(b)
+	if n < 0 {
+		return nil, 0, fmt.Errorf("%w: %s", errDecode, what)
+	}
+	return v, n, nil
+}
+
+// stringField is a length-delimited value that must be UTF-8, as proto3
+// strings must.
+func stringField(b []byte, what string) (string, int, error) {
+	v, n, err := bytesField(b, what)
+	if err == nil && !utf8.Valid(v) {
+		err = fmt.Errorf("%w: %s is not UTF-8", errDecode, what)
+	}
+	return string(v), n, err
+}
+
+// varintField is a varint value.
+func varintField(b []byte, what string) (uint64, int, error) {
+	v, n := protowire.ConsumeVarint(b)
+	if n < 0 {
+		return 0, 0, fmt.Errorf("%w: %s", errDecode, what)
+	}
+	return v, n, nil
+}
+
+// keepUnknown stores m's unknown fields when walking added some.
+func keepUnknown(m protoreflect.Message, had int, unknown []byte) {
+	if len(unknown) > had {
+		m.SetUnknown(unknown)
+	}
 }
 
 // decodeRequest reads b into req (which it resets first).
 func decodeRequest(b []byte, req *pb.RateLimitRequest) error {
 	*req = pb.RateLimitRequest{}
-	var unknown []byte
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return fmt.Errorf("%w: %w", errDecode, protowire.ParseError(n))
-		}
-		b = b[n:]
+	unknown, err := walk(b, nil, func(num protowire.Number, typ protowire.Type, b []byte) (n int, known bool, err error) {
 		switch {
-		case num == 1 && typ == protowire.BytesType: // domain
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 || !utf8.Valid(v) {
-				return fmt.Errorf("%w: domain", errDecode)
+		case num == 1 && typ == protowire.BytesType:
+			req.Domain, n, err = stringField(b, "domain")
+		case num == 2 && typ == protowire.BytesType:
+			var v []byte
+			if v, n, err = bytesField(b, "descriptor"); err == nil {
+				d := &ratelimitv3.RateLimitDescriptor{}
+				err = decodeDescriptor(v, d)
+				req.Descriptors = append(req.Descriptors, d)
 			}
-			req.Domain, b = string(v), b[n:]
-		case num == 2 && typ == protowire.BytesType: // descriptors
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return fmt.Errorf("%w: descriptor", errDecode)
-			}
-			d := &ratelimitv3.RateLimitDescriptor{}
-			if err := decodeDescriptor(v, d); err != nil {
-				return err
-			}
-			req.Descriptors, b = append(req.Descriptors, d), b[n:]
-		case num == 3 && typ == protowire.VarintType: // hits_addend
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return fmt.Errorf("%w: hits_addend", errDecode)
-			}
-			req.HitsAddend, b = uint32(v), b[n:]
+		case num == 3 && typ == protowire.VarintType:
+			var v uint64
+			v, n, err = varintField(b, "hits_addend")
+			req.HitsAddend = uint32(v)
 		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return fmt.Errorf("%w: %w", errDecode, protowire.ParseError(n))
-			}
-			unknown = append(protowire.AppendTag(unknown, num, typ), b[:n]...)
-			b = b[n:]
+			return 0, false, nil
 		}
+		return n, true, err
+	})
+	if err != nil {
+		return err
 	}
-	if unknown != nil {
-		req.ProtoReflect().SetUnknown(unknown)
-	}
+	keepUnknown(req.ProtoReflect(), 0, unknown)
 	return nil
 }
 
 // decodeDescriptor merges b into d.
 func decodeDescriptor(b []byte, d *ratelimitv3.RateLimitDescriptor) error {
-	unknown := d.ProtoReflect().GetUnknown()
-	had := len(unknown)
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return fmt.Errorf("%w: %w", errDecode, protowire.ParseError(n))
-		}
-		b = b[n:]
+	had := d.ProtoReflect().GetUnknown()
+	unknown, err := walk(b, had, func(num protowire.Number, typ protowire.Type, b []byte) (n int, known bool, err error) {
+		var v []byte
 		switch {
 		case num == 1 && typ == protowire.BytesType: // entries
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return fmt.Errorf("%w: entry", errDecode)
+			if v, n, err = bytesField(b, "entry"); err == nil {
+				e := &ratelimitv3.RateLimitDescriptor_Entry{}
+				err = decodeEntry(v, e)
+				d.Entries = append(d.Entries, e)
 			}
-			e := &ratelimitv3.RateLimitDescriptor_Entry{}
-			if err := decodeEntry(v, e); err != nil {
-				return err
-			}
-			d.Entries, b = append(d.Entries, e), b[n:]
 		case num == 2 && typ == protowire.BytesType: // limit
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return fmt.Errorf("%w: limit", errDecode)
+			if v, n, err = bytesField(b, "limit"); err == nil {
+				if d.Limit == nil {
+					d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{}
+				}
+				err = decodeOverride(v, d.Limit)
 			}
-			if d.Limit == nil {
-				d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{}
-			}
-			if err := decodeOverride(v, d.Limit); err != nil {
-				return err
-			}
-			b = b[n:]
 		case num == 3 && typ == protowire.BytesType: // hits_addend
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return fmt.Errorf("%w: hits_addend", errDecode)
+			if v, n, err = bytesField(b, "hits_addend"); err == nil {
+				if d.HitsAddend == nil {
+					d.HitsAddend = &wrapperspb.UInt64Value{}
+				}
+				err = decodeWrapper(v, d.HitsAddend.ProtoReflect(), func(x uint64) { d.HitsAddend.Value = x })
 			}
-			if d.HitsAddend == nil {
-				d.HitsAddend = &wrapperspb.UInt64Value{}
-			}
-			if err := decodeUint64Value(v, d.HitsAddend); err != nil {
-				return err
-			}
-			b = b[n:]
 		case num == 4 && typ == protowire.VarintType: // is_negative_hits
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return fmt.Errorf("%w: is_negative_hits", errDecode)
-			}
-			d.IsNegativeHits, b = v != 0, b[n:]
+			var x uint64
+			x, n, err = varintField(b, "is_negative_hits")
+			d.IsNegativeHits = x != 0
 		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return fmt.Errorf("%w: %w", errDecode, protowire.ParseError(n))
-			}
-			unknown = append(protowire.AppendTag(unknown, num, typ), b[:n]...)
-			b = b[n:]
+			return 0, false, nil
 		}
+		return n, true, err
+	})
+	if err != nil {
+		return err
 	}
-	if len(unknown) > had {
-		d.ProtoReflect().SetUnknown(unknown)
-	}
+	keepUnknown(d.ProtoReflect(), len(had), unknown)
 	return nil
 }
 
 func decodeEntry(b []byte, e *ratelimitv3.RateLimitDescriptor_Entry) error {
-	var unknown []byte
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return fmt.Errorf("%w: %w", errDecode, protowire.ParseError(n))
+	unknown, err := walk(b, nil, func(num protowire.Number, typ protowire.Type, b []byte) (n int, known bool, err error) {
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			e.Key, n, err = stringField(b, "an entry's key")
+		case num == 2 && typ == protowire.BytesType:
+			e.Value, n, err = stringField(b, "an entry's value")
+		default:
+			return 0, false, nil
 		}
-		b = b[n:]
-		if (num == 1 || num == 2) && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 || !utf8.Valid(v) {
-				return fmt.Errorf("%w: entry key or value", errDecode)
-			}
-			if num == 1 {
-				e.Key = string(v)
-			} else {
-				e.Value = string(v)
-			}
-			b = b[n:]
-			continue
-		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return fmt.Errorf("%w: %w", errDecode, protowire.ParseError(n))
-		}
-		unknown = append(protowire.AppendTag(unknown, num, typ), b[:n]...)
-		b = b[n:]
+		return n, true, err
+	})
+	if err != nil {
+		return err
 	}
-	if unknown != nil {
-		e.ProtoReflect().SetUnknown(unknown)
-	}
+	keepUnknown(e.ProtoReflect(), 0, unknown)
 	return nil
 }
 
 // decodeOverride merges b into o.
 func decodeOverride(b []byte, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) error {
-	unknown := o.ProtoReflect().GetUnknown()
-	had := len(unknown)
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return fmt.Errorf("%w: %w", errDecode, protowire.ParseError(n))
-		}
-		b = b[n:]
+	had := o.ProtoReflect().GetUnknown()
+	unknown, err := walk(b, had, func(num protowire.Number, typ protowire.Type, b []byte) (n int, known bool, err error) {
+		var x uint64
 		switch {
-		case (num == 1 || num == 2) && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return fmt.Errorf("%w: limit", errDecode)
-			}
-			if num == 1 {
-				o.RequestsPerUnit = uint32(v)
-			} else {
-				o.Unit = typev3.RateLimitUnit(int32(v))
-			}
-			b = b[n:]
+		case num == 1 && typ == protowire.VarintType:
+			x, n, err = varintField(b, "requests_per_unit")
+			o.RequestsPerUnit = uint32(x)
+		case num == 2 && typ == protowire.VarintType:
+			x, n, err = varintField(b, "unit")
+			o.Unit = typev3.RateLimitUnit(int32(x))
 		case num == 3 && typ == protowire.BytesType: // unit_multiplier
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return fmt.Errorf("%w: unit_multiplier", errDecode)
+			var v []byte
+			if v, n, err = bytesField(b, "unit_multiplier"); err == nil {
+				if o.UnitMultiplier == nil {
+					o.UnitMultiplier = &wrapperspb.UInt32Value{}
+				}
+				err = decodeWrapper(v, o.UnitMultiplier.ProtoReflect(), func(x uint64) { o.UnitMultiplier.Value = uint32(x) })
 			}
-			if o.UnitMultiplier == nil {
-				o.UnitMultiplier = &wrapperspb.UInt32Value{}
-			}
-			var w wrapperspb.UInt64Value
-			w.Value = uint64(o.UnitMultiplier.Value)
-			if err := decodeWrapped(v, &w, o.UnitMultiplier.ProtoReflect().GetUnknown(), func(u []byte) {
-				o.UnitMultiplier.ProtoReflect().SetUnknown(u)
-			}); err != nil {
-				return err
-			}
-			o.UnitMultiplier.Value = uint32(w.Value)
-			b = b[n:]
 		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return fmt.Errorf("%w: %w", errDecode, protowire.ParseError(n))
-			}
-			unknown = append(protowire.AppendTag(unknown, num, typ), b[:n]...)
-			b = b[n:]
+			return 0, false, nil
 		}
+		return n, true, err
+	})
+	if err != nil {
+		return err
 	}
-	if len(unknown) > had {
-		o.ProtoReflect().SetUnknown(unknown)
-	}
+	keepUnknown(o.ProtoReflect(), len(had), unknown)
 	return nil
 }
 
-// decodeUint64Value merges b into w.
-func decodeUint64Value(b []byte, w *wrapperspb.UInt64Value) error {
-	return decodeWrapped(b, w, w.ProtoReflect().GetUnknown(), func(u []byte) { w.ProtoReflect().SetUnknown(u) })
-}
-
-// decodeWrapped merges a wrapper message (one varint, field 1) into w,
-// whose unknown fields so far are unknown; setUnknown stores more.
-func decodeWrapped(b []byte, w *wrapperspb.UInt64Value, unknown []byte, setUnknown func([]byte)) error {
-	had := len(unknown)
-	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
-		if n < 0 {
-			return fmt.Errorf("%w: %w", errDecode, protowire.ParseError(n))
+// decodeWrapper merges b into a wrapper message m (one varint, field 1),
+// whose value set stores.
+func decodeWrapper(b []byte, m protoreflect.Message, set func(uint64)) error {
+	had := m.GetUnknown()
+	unknown, err := walk(b, had, func(num protowire.Number, typ protowire.Type, b []byte) (n int, known bool, err error) {
+		if num != 1 || typ != protowire.VarintType {
+			return 0, false, nil
 		}
-		b = b[n:]
-		if num == 1 && typ == protowire.VarintType {
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return fmt.Errorf("%w: value", errDecode)
-			}
-			w.Value, b = v, b[n:]
-			continue
+		var x uint64
+		if x, n, err = varintField(b, "value"); err == nil {
+			set(x)
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return fmt.Errorf("%w: %w", errDecode, protowire.ParseError(n))
-		}
-		unknown = append(protowire.AppendTag(unknown, num, typ), b[:n]...)
-		b = b[n:]
+		return n, true, err
+	})
+	if err != nil {
+		return err
 	}
-	if len(unknown) > had {
-		setUnknown(unknown)
-	}
+	keepUnknown(m, len(had), unknown)
 	return nil
 }

@@ -60,7 +60,7 @@ var metricDescs = []struct {
 	{"sluice_cluster_map_epoch", "A sharded member's cluster map epoch.", nil},
 	{"sluice_crossgroup_checks_total", "Checks this member coordinated across groups, by how they ended: admitted, refused, failed.", []string{"outcome"}},
 	{"sluice_crossgroup_parts_total", "The parts those checks were split into (the groups each touched, summed).", nil},
-	{"sluice_crossgroup_part_finishes_total", "Parts finished off the reply path: settled (admitted), cancelled (refunded), lost (not sent: the reservation keeps its charge until its ttl).", []string{"outcome"}},
+	{"sluice_crossgroup_part_finishes_total", "How the parts of checks across groups ended: settled (the check admitted: left to expire, keeping the charge), cancelled (refunded), lost (the cancel never arrived: the charge stays).", []string{"outcome"}},
 	{"sluice_cluster_fenced_epoch", "The epoch this group's state machine fences by (0: not yet; a sharded member only).", nil},
 	{"sluice_cluster_group_slots", "The slots each group of the cluster map owns.", []string{"group"}},
 	{"sluice_cluster_group_leader_known", "1 when this member knows the group's leader (its own group: a live leader; another: one answered ROLE as master).", []string{"group"}},

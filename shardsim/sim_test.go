@@ -219,7 +219,7 @@ func simulate(t *testing.T, r run) {
 			}
 			got := read(i)
 			if got < a || got > min(a+u+lostFinishes, int64(limit)) {
-				t.Errorf("%s %d holds %d: %d admitted, %d unknown, %d keeps or cancels lost", what, i, got, a, u, lostFinishes)
+				t.Errorf("%s %d holds %d: %d admitted, %d unknown, %d cancels lost", what, i, got, a, u, lostFinishes)
 			}
 		}
 	}
@@ -235,7 +235,7 @@ func simulate(t *testing.T, r run) {
 	if admitted.Load() == 0 || checks.Load() == admitted.Load() {
 		t.Fatalf("%d of %d checks admitted: the run proves nothing", admitted.Load(), checks.Load())
 	}
-	t.Logf("checked in %s (%d keeps or cancels lost)", time.Since(start).Round(time.Millisecond), lostFinishes)
+	t.Logf("checked in %s (%d cancels lost)", time.Since(start).Round(time.Millisecond), lostFinishes)
 }
 
 // terms is the sum of every group's highest Raft term: it grows by one
