@@ -6,12 +6,11 @@
 
 const { test, before, after } = require("node:test");
 const assert = require("node:assert/strict");
-const { spawn } = require("node:child_process");
 const fs = require("node:fs");
-const net = require("node:net");
 const os = require("node:os");
 const path = require("node:path");
 const Redis = require("ioredis");
+const { freePort, startSluice } = require("./sluice");
 
 // 2100-01-01T00:00:00Z in ns: a frozen clock no real clock has passed.
 const FUTURE = 4102444800n * 1000000000n;
@@ -20,41 +19,12 @@ let server;
 let port;
 let dataDir;
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 before(async () => {
   const bin = process.env.SLUICE_BIN || path.join(__dirname, "..", "..", "bin", "sluice");
   assert.ok(fs.existsSync(bin), `sluice binary ${bin} not found (make test-node builds it)`);
   port = await freePort();
   dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-node-"));
-  server = spawn(bin, ["--addr", `127.0.0.1:${port}`, "--data-dir", dataDir, "--enable-debug-command"], {
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  let logs = "";
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`sluice not ready after 15s:\n${logs}`)), 15000);
-    server.stderr.on("data", (chunk) => {
-      logs += chunk;
-      if (logs.includes("sluice ready")) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    server.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`sluice exited with ${code}:\n${logs}`));
-    });
-  });
-  server.stderr.resume();
+  server = await startSluice(bin, ["--addr", `127.0.0.1:${port}`, "--data-dir", dataDir, "--enable-debug-command"], 15000);
 });
 
 after(() => {

@@ -7,12 +7,11 @@
 
 const { test, before, after } = require("node:test");
 const assert = require("node:assert/strict");
-const { spawn } = require("node:child_process");
 const fs = require("node:fs");
-const net = require("node:net");
 const os = require("node:os");
 const path = require("node:path");
 const Redis = require("ioredis");
+const { freePort, startSluice } = require("./sluice");
 
 const rules = `domain: x
 descriptors:
@@ -24,37 +23,6 @@ descriptors:
 
 let dir;
 const groups = [[], []]; // each member: {port, proc}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-function start(bin, args) {
-  const proc = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });
-  let logs = "";
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`sluice not ready after 20s:\n${logs}`)), 20000);
-    proc.stderr.on("data", (chunk) => {
-      logs += chunk;
-      if (logs.includes("sluice ready")) {
-        clearTimeout(timer);
-        proc.stderr.resume();
-        resolve(proc);
-      }
-    });
-    proc.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`sluice exited with ${code}:\n${logs}`));
-    });
-  });
-}
 
 async function eventually(what, fn, ms = 20000) {
   const end = Date.now() + ms;
@@ -89,7 +57,7 @@ before(async () => {
   fs.writeFileSync(path.join(dir, "x.yaml"), rules);
   await Promise.all(
     groups.flat().map(async (m) => {
-      m.proc = await start(bin, [
+      m.proc = await startSluice(bin, [
         "--addr", `127.0.0.1:${m.port}`, "--data-dir", path.join(dir, m.id), "--node-id", m.id,
         "--cluster-map", path.join(dir, "cluster.yaml"), "--rules", path.join(dir, "x.yaml"),
       ]);
