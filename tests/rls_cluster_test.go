@@ -25,17 +25,24 @@ descriptors:
     rate_limit: {unit: day, requests_per_unit: 1000}
 `
 
+// startRLSCluster starts a 3-node cluster with rlsClusterRules, each node
+// serving gRPC at the address of the same index.
+func startRLSCluster(t *testing.T) (*Cluster, []string) {
+	rules := writeRules(t, "edge.yaml", rlsClusterRules)
+	grpcAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	cl := StartCluster(t, 3, func(i int, _ []string) []string {
+		return []string{"--grpc-addr", grpcAddrs[i]}
+	}, "--rules", rules)
+	return cl, grpcAddrs
+}
+
 // Every node of a 3-node cluster answers: a follower forwards to the
 // leader and returns its answer, so calls spread over all nodes count on
 // one counter; killing the leader under load admits no more than the
 // limit; a node's health goes NOT_SERVING while it has no leader, then
 // SERVING again.
 func TestRLSCluster(t *testing.T) {
-	rules := writeRules(t, "edge.yaml", rlsClusterRules)
-	grpcAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	cl := StartCluster(t, 3, func(i int, _ []string) []string {
-		return []string{"--grpc-addr", grpcAddrs[i]}
-	}, "--rules", rules)
+	cl, grpcAddrs := startRLSCluster(t)
 	leader := cl.Leader()
 	eventually(t, "the leader applied its rules", func() bool {
 		c, _ := rlsClient(t, grpcAddrs[indexOf(cl, leader)])
@@ -165,11 +172,7 @@ func indexOf(c *Cluster, s *Server) int {
 // exactly once — over at most forwardPipelines (4) connections to the
 // leader (and a warm spare), not one per call in flight.
 func TestRLSFollowerPipelinesForwardedCalls(t *testing.T) {
-	rules := writeRules(t, "edge.yaml", rlsClusterRules)
-	grpcAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	cl := StartCluster(t, 3, func(i int, _ []string) []string {
-		return []string{"--grpc-addr", grpcAddrs[i]}
-	}, "--rules", rules)
+	cl, grpcAddrs := startRLSCluster(t)
 	leader := cl.Leader()
 	follower := cl.Followers(leader)[0]
 	c, _ := rlsClient(t, grpcAddrs[indexOf(cl, follower)])
