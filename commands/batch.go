@@ -61,12 +61,6 @@ func (c *Ctx) deferApply(b Batcher, cmd *Command, args [][]byte) {
 		c.W.Error(msg)
 		return
 	}
-	if c.Env.CrossGroup != nil && cmd.Name == "rl.reserve" && len(args) > 4 && c.Env.CrossGroup.Spans(reserveAsCheck(args)) {
-		// A reservation is kept in its domain's group, which settles it:
-		// its counters must be there too.
-		c.W.Error("CROSSSLOT RL.RESERVE's counters are not all in its domain's group: reservations across groups are not supported yet (RL.CHECK is)")
-		return
-	}
 	d := &c.batch
 	d.b = b
 	for _, a := range args {
@@ -79,14 +73,6 @@ func (c *Ctx) deferApply(b Batcher, cmd *Command, args [][]byte) {
 	d.across = append(d.across, c.Env.CrossGroup != nil && (cmd.Name == "rl.check" || cmd.Name == "rl.shouldratelimit") &&
 		c.Env.CrossGroup.Spans(args))
 	d.everywhere = append(d.everywhere, c.Env.CrossGroup != nil && cmd.Machine.EveryGroup() && configChange(args))
-}
-
-// reserveAsCheck is the RL.CHECK an RL.RESERVE's limits are: its domain
-// and descriptors, without the id and ttl.
-func reserveAsCheck(args [][]byte) [][]byte {
-	check := make([][]byte, 0, len(args)-2)
-	check = append(check, []byte("RL.CHECK"), args[1])
-	return append(check, args[4:]...)
 }
 
 // configChange reports a configuration command that changes something

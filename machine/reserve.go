@@ -112,7 +112,14 @@ func runReserve(x *exec, args [][]byte) {
 	key := p.keys[start:]
 	p.anchor = key // the domain's slot, where the reservation is kept
 	now, ds, took, err := x.lockPlan(p)
-	if err != nil {
+	var fenced fenceError
+	switch {
+	case errors.As(err, &fenced) && resp.EqualFold(args[0], "rl.reserve"):
+		// A reservation is kept, and settled, by its domain's group: its
+		// counters must be there too (a check's parts are split instead).
+		x.fail(string(fenced) + "; RL.RESERVE's counters must all be in its domain's group: reservations across groups are not supported yet (RL.CHECK is)")
+		return
+	case err != nil:
 		x.error(err)
 		return
 	}
