@@ -37,7 +37,8 @@ type Result struct {
 // must run it); a malformed check does not span (its error comes from the
 // ordinary path).
 func (c *Coordinator) Spans(args [][]byte) bool {
-	_, descs, bad := c.cfg.Machine.Split(args)
+	var buf [8]machine.SplitDescriptor
+	_, descs, bad := c.cfg.Machine.Split(args, buf[:0])
 	if bad != "" {
 		return false
 	}
@@ -65,7 +66,7 @@ type part struct {
 // Decide runs the RL.CHECK or RL.SHOULDRATELIMIT args across the groups
 // its counters sit in.
 func (c *Coordinator) Decide(ctx context.Context, args [][]byte) (Result, error) {
-	head, descs, bad := c.cfg.Machine.Split(args)
+	head, descs, bad := c.cfg.Machine.Split(args, nil)
 	if bad != "" {
 		return Result{}, errors.New(bad)
 	}

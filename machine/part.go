@@ -1,6 +1,8 @@
 package machine
 
 import (
+	"slices"
+
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -180,9 +182,11 @@ type SplitDescriptor struct {
 // Split plans an RL.CHECK or RL.SHOULDRATELIMIT (args, the command's name
 // first) without applying it: where each descriptor's words are, and the
 // slot of the counter it charges. The words before the first descriptor
-// (the command, its domain, COST or hits_addend) are args[:head]. bad is
-// the error reply of a malformed command.
-func (m *Machine) Split(args [][]byte) (head int, descs []SplitDescriptor, bad string) {
+// (the command, its domain, COST or hits_addend) are args[:head]. The
+// descriptors are written over buf (reused when it has room: a caller
+// that only looks, as Coordinator.Spans on every check, allocates
+// nothing). bad is the error reply of a malformed command.
+func (m *Machine) Split(args [][]byte, buf []SplitDescriptor) (head int, descs []SplitDescriptor, bad string) {
 	p := m.plan()
 	defer m.release(p)
 	rls := resp.EqualFold(args[0], "rl.shouldratelimit")
@@ -198,7 +202,7 @@ func (m *Machine) Split(args [][]byte) (head int, descs []SplitDescriptor, bad s
 	if rls {
 		head = 3
 		m.planShouldRateLimit(p, domain, false)
-		descs = make([]SplitDescriptor, len(p.descs))
+		descs = sized(buf, len(p.descs))
 		at := head
 		for i, desc := range p.descs {
 			n := 4 + 2*(desc.to-desc.from)
@@ -221,7 +225,7 @@ func (m *Machine) Split(args [][]byte) (head int, descs []SplitDescriptor, bad s
 	if len(args) > 2 && resp.EqualFold(args[2], "cost") {
 		head = 4
 	}
-	descs = make([]SplitDescriptor, len(p.bounds))
+	descs = sized(buf, len(p.bounds))
 	from, at := 0, head
 	for i, end := range p.bounds {
 		n := 1 + 2*(end-from)
@@ -243,4 +247,11 @@ func (m *Machine) Split(args [][]byte) (head int, descs []SplitDescriptor, bad s
 		}
 	}
 	return head, descs, ""
+}
+
+// sized is buf holding n zero descriptors, grown if it must.
+func sized(buf []SplitDescriptor, n int) []SplitDescriptor {
+	buf = slices.Grow(buf[:0], n)[:n]
+	clear(buf)
+	return buf
 }

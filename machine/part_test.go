@@ -123,7 +123,7 @@ func TestSplitFindsEachCounterSlot(t *testing.T) {
 		args = append(args, []byte("1"), []byte("-"), []byte("-"), []byte("-"), []byte(k), []byte{byte('a' + i)})
 	}
 	args = append(args, []byte("1"), []byte("2"), []byte("5"), []byte("minute"), []byte("own"), []byte("x"))
-	head, descs, bad := m.Split(args)
+	head, descs, bad := m.Split(args, nil)
 	if bad != "" || head != 3 || len(descs) != 6 {
 		t.Fatalf("%d %d %q", head, len(descs), bad)
 	}
@@ -145,12 +145,16 @@ func TestSplitFindsEachCounterSlot(t *testing.T) {
 			t.Errorf("descriptor %d: slot %d, made %q", i, d.Slot, made)
 		}
 	}
+	var buf [8]SplitDescriptor
+	if n := testing.AllocsPerRun(100, func() { m.Split(args, buf[:0]) }); n != 0 && !raceEnabled { // the race detector allocates
+		t.Errorf("Split into a buffer with room allocated %v times", n)
+	}
 	if descs[2].Status.Remaining != 4294967295 || descs[3].Status.RequestsPerUnit != -1 || descs[5].Hits != 2 {
 		t.Errorf("statuses: %+v", descs)
 	}
 	check := [][]byte{[]byte("RL.CHECK"), []byte("another"), []byte("COST"), []byte("3"),
 		[]byte("DESCRIPTOR"), []byte("key2"), []byte("a"), []byte("DESCRIPTOR"), []byte("free"), []byte("b"), []byte("c"), []byte("d")}
-	head, descs, bad = m.Split(check)
+	head, descs, bad = m.Split(check, nil)
 	if bad != "" || head != 4 || len(descs) != 2 || descs[0].Args != [2]int{4, 7} || descs[1].Args != [2]int{7, 12} ||
 		descs[0].Slot < 0 || descs[1].Slot >= 0 || descs[0].Hits != 3 {
 		t.Fatalf("%d %+v %q", head, descs, bad)
