@@ -84,11 +84,28 @@ func TestPipelinerNeverSendsAGivenUpCall(t *testing.T) {
 	if _, err := p.send(ctx, []any{[]byte("PING"), []byte("queued")}); !errors.Is(err, errGaveUp) || !unsent(err) {
 		t.Fatalf("a call given up in the queue: %v", err)
 	}
-	wg.Wait()
-	time.Sleep(100 * time.Millisecond) // a pipeline freed by the hung calls' ends may take the queue now
-	mu.Lock()
-	defer mu.Unlock()
-	if bytes.Contains(got.Bytes(), []byte("queued")) {
-		t.Fatal("the call given up in the queue was sent")
+	// A live call queued behind it: the pipeline that takes both must
+	// send this one alone.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		p.send(ctx, []any{[]byte("PING"), []byte("live")})
+	}()
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		live, leaked := bytes.Contains(got.Bytes(), []byte("live")), bytes.Contains(got.Bytes(), []byte("queued"))
+		mu.Unlock()
+		if leaked {
+			t.Fatal("the call given up in the queue was sent")
+		}
+		if live {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the live call queued behind it was never sent")
+		}
 	}
+	wg.Wait()
 }
