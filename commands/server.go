@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strconv"
 	"time"
+
+	"github.com/sluice-rl/sluice/slot"
 )
 
 func serverCommands() []*Command {
@@ -21,7 +23,7 @@ func serverCommands() []*Command {
 		// Waits: DIGEST walks every key, GC stops the world, SLEEP sleeps;
 		// none of that may hold up the event loop's other clients.
 		{Name: "debug", Arity: -2, Waits: true, Flags: []string{"admin", "noscript", "loading", "stale"}, Group: "server",
-			Since: "1.0.0", Summary: "DEBUG DIGEST; test hooks: DEBUG CLOCK SET <unix-ns> | ADVANCE <ns> | GET | REAL, DEBUG GC, DEBUG SLEEP <seconds>, DEBUG APPLY-PANIC <key>. Needs --enable-debug-command.",
+			Since: "1.0.0", Summary: "DEBUG DIGEST, DEBUG DIGEST-SLOTS <from> <to>; test hooks: DEBUG CLOCK SET <unix-ns> | ADVANCE <ns> | GET | REAL, DEBUG GC, DEBUG SLEEP <seconds>, DEBUG APPLY-PANIC <key>. Needs --enable-debug-command.",
 			Complexity: "O(1)", Run: runDebug, Args: []Arg{{Name: "subcommand", Type: "string"},
 				{Name: "arg", Type: "string", Optional: true, Multiple: true}}},
 		commandCommand(),
@@ -50,6 +52,10 @@ func runDebug(c *Ctx, args [][]byte) {
 		c.W.Simple(d)
 		return
 	}
+	if equalFold(args[1], "digest-slots") {
+		debugDigestSlots(c, args)
+		return
+	}
 	if !c.Env.Options.EnableDebug {
 		c.W.Error(errDebugDenied)
 		return
@@ -75,7 +81,7 @@ func runDebug(c *Ctx, args [][]byte) {
 		return
 	}
 	if !equalFold(args[1], "clock") || len(args) < 3 {
-		c.W.Error("ERR DEBUG supports only DIGEST | GC | SLEEP <seconds> | APPLY-PANIC <key> | CLOCK SET <unix-ns> | CLOCK ADVANCE <ns> | CLOCK REAL | CLOCK GET")
+		c.W.Error("ERR DEBUG supports only DIGEST | DIGEST-SLOTS <from> <to> | GC | SLEEP <seconds> | APPLY-PANIC <key> | CLOCK SET <unix-ns> | CLOCK ADVANCE <ns> | CLOCK REAL | CLOCK GET")
 		return
 	}
 	clk := c.Env.Clock
@@ -157,4 +163,28 @@ func humanBytes(n uint64) string {
 		return fmt.Sprintf("%.2fK", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%dB", n)
+}
+
+// debugDigestSlots is DEBUG DIGEST-SLOTS <from> <to>: the digest of the
+// counters in slots from to to and their count, [digest, keys]. Equal on a
+// migration's source at the cut-over and on its target after the import.
+func debugDigestSlots(c *Ctx, args [][]byte) {
+	if len(args) != 4 {
+		c.W.Error(errArity("debug|digest-slots"))
+		return
+	}
+	from, err1 := strconv.Atoi(string(args[2]))
+	to, err2 := strconv.Atoi(string(args[3]))
+	if err1 != nil || err2 != nil || from < 0 || to < from || to >= slot.Count {
+		c.W.Error("ERR DEBUG DIGEST-SLOTS takes <from> <to>, slots 0 to 16383, from ≤ to")
+		return
+	}
+	d, n, err := c.Env.Machine.DigestSlots(from, to)
+	if err != nil {
+		c.W.Error(errorReply(err))
+		return
+	}
+	c.W.Array(2)
+	c.W.BulkString(d)
+	c.W.Int(int64(n))
 }

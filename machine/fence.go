@@ -29,8 +29,10 @@ type Ownership struct {
 	Epoch uint64
 	// Ranges are the owned slots, From to To included, as logged.
 	Ranges [][2]int
+	// Jobs are the group's slot migrations (slotjobs.go).
+	Jobs []Job
 	// bits has slot s's bit set when it is owned.
-	bits [slot.Count / 64]uint64
+	bits slotBits
 }
 
 // Owns reports whether slot s is owned.
@@ -41,13 +43,7 @@ var errCorruptOwnership = errors.New("machine: corrupt slot ownership record")
 
 // newOwnership builds the ownership of ranges at epoch.
 func newOwnership(epoch uint64, ranges [][2]int) *Ownership {
-	o := &Ownership{Epoch: epoch, Ranges: ranges}
-	for _, r := range ranges {
-		for s := r[0]; s <= r[1]; s++ {
-			o.bits[s/64] |= 1 << (s % 64)
-		}
-	}
-	return o
+	return &Ownership{Epoch: epoch, Ranges: ranges, bits: bitsOf(ranges)}
 }
 
 // AppendBinary appends the ownership's encoding (snapshots, digests).
@@ -57,6 +53,9 @@ func (o *Ownership) AppendBinary(dst []byte) []byte {
 	for _, r := range o.Ranges {
 		dst = binary.AppendUvarint(dst, uint64(r[0]))
 		dst = binary.AppendUvarint(dst, uint64(r[1]))
+	}
+	if len(o.Jobs) > 0 {
+		dst = appendJobs(dst, o.Jobs)
 	}
 	return dst
 }
@@ -77,10 +76,16 @@ func decodeOwnership(b []byte) (*Ownership, error) {
 		}
 		ranges = append(ranges, [2]int{from, to})
 	}
+	var jobs []Job
+	if !d.bad && len(d.b) != 0 {
+		jobs = decodeJobs(&d) // records written before migrations have none
+	}
 	if d.bad || len(d.b) != 0 {
 		return nil, errCorruptOwnership
 	}
-	return newOwnership(epoch, ranges), nil
+	o := newOwnership(epoch, ranges)
+	o.Jobs = jobs
+	return o, nil
 }
 
 // Owned is the slots this group owns (nil: every slot).
@@ -131,6 +136,7 @@ func runOwn(x *exec, args [][]byte) {
 	}
 	next := newOwnership(epoch, ranges)
 	if cur := x.m.owned.Load(); cur != nil {
+		next.Jobs = cur.Jobs // a map's ownership keeps the group's migrations
 		switch {
 		case epoch < cur.Epoch:
 			x.fail("ERR stale cluster map: epoch " + strconv.FormatUint(epoch, 10) + ", this group is at epoch " + strconv.FormatUint(cur.Epoch, 10))

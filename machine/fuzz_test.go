@@ -48,6 +48,10 @@ var examples = map[string][]string{
 	"flushdb":            {"FLUSHDB"},
 	"debug":              {"DEBUG", "APPLY-PANIC", "k"},
 	"sluice.own":         {"SLUICE.OWN", "1", "0-8191", "8192-16383"},
+	"sluice.import":      {"SLUICE.IMPORT", "2", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4", "", "0-9"},
+	"sluice.cut":         {"SLUICE.CUT", "j1", "2", "0-9"},
+	"sluice.moved":       {"SLUICE.MOVED", "j1", "3", "120"},
+	"sluice.job":         {"SLUICE.JOB", "ADD", "j1", "g2", "a", "b", "0-99"},
 	"exec":               {"EXEC", "1", "w", "-", "5", "CL.THROTTLE", "k", "1", "1", "1", "3", "DEL", "w", "k"},
 }
 

@@ -1,0 +1,477 @@
+package machine
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"strconv"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/quota"
+	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/slot"
+)
+
+// Moving slots between groups. A chunk of slots changes group at two
+// points, one in each group's log:
+//
+//  1. the cut, in the source's log (SLUICE.CUT): the source stops owning
+//     the chunk, at a new epoch, and the job records the chunk as pending.
+//     From here the source refuses the chunk (TRYAGAIN), and its records
+//     there no longer change: the export read after the cut is the
+//     chunk's final state, the same however often it is read.
+//  2. the import, in the target's log (SLUICE.IMPORT): the records, their
+//     digest checked, and ownership of the chunk at an epoch above the
+//     target's, in one apply. A repeat of an applied import is a no-op; an
+//     import at an epoch the target has passed is refused, so a stale copy
+//     of one never revives a chunk that moved on.
+//
+// Then the source logs SLUICE.MOVED: the pending chunk is done and its
+// records there are dropped. Between 1 and 2 no group decides for the
+// chunk; never two.
+
+// ErrExport: a chunk's records could not be read for export.
+var ErrExport = errors.New("machine: slot export")
+
+// movable reports whether records of kind move with their slot: the
+// limiters' counters. Rules, overrides, scale, reservations and the
+// ownership record are configuration every group keeps.
+func movable(k keyspace.Kind) bool {
+	switch k {
+	case keyspace.KindGCRA, keyspace.KindSlidingCounter, keyspace.KindSlidingLog,
+		keyspace.KindFixedWindow, keyspace.KindLeases, keyspace.KindQuota:
+		return true
+	}
+	return false
+}
+
+// SlotExport is the movable records of some slots, as SLUICE.IMPORT takes
+// them.
+type SlotExport struct {
+	// Payload is the records: per record its kind (1 byte), key
+	// (uvarint length, bytes), word (8 bytes, little-endian) and state
+	// (uvarint length, EncodeState bytes); slot by slot, keys in order.
+	Payload []byte
+	// Keys is the number of records.
+	Keys int
+	// Digest is the payload's (40 hex characters).
+	Digest string
+}
+
+// ExportSlots reads the movable records of ranges live at the applied
+// instant. Read it after the chunk's cut applied: then nothing changes it.
+func (m *Machine) ExportSlots(ranges [][2]int) (SlotExport, error) {
+	applied := m.applied.Load()
+	var out SlotExport
+	var err error
+	for _, r := range ranges {
+		for i := r[0]; i <= r[1] && err == nil; i++ {
+			s := m.keys.Lock(i)
+			s.Keys(applied, func(key []byte, e keyspace.Entry) bool {
+				if !movable(e.Kind()) {
+					return true
+				}
+				out.Payload = append(out.Payload, byte(e.Kind()))
+				out.Payload = binary.AppendUvarint(out.Payload, uint64(len(key)))
+				out.Payload = append(out.Payload, key...)
+				out.Payload = binary.LittleEndian.AppendUint64(out.Payload, uint64(s.Word(e)))
+				var state []byte
+				if state, err = AppendState(nil, s, e); err != nil {
+					err = errors.Join(ErrExport, err)
+					return false
+				}
+				out.Payload = binary.AppendUvarint(out.Payload, uint64(len(state)))
+				out.Payload = append(out.Payload, state...)
+				out.Keys++
+				return true
+			})
+			s.Unlock()
+		}
+	}
+	out.Digest = payloadDigest(out.Payload)
+	return out, err
+}
+
+// DigestSlots is the digest of the movable records of slots from to to
+// (DEBUG DIGEST-SLOTS) and their count: equal on two machines exactly
+// when they hold the same counters there, whatever else they hold.
+func (m *Machine) DigestSlots(from, to int) (string, int, error) {
+	e, err := m.ExportSlots([][2]int{{from, to}})
+	return e.Digest, e.Keys, err
+}
+
+func payloadDigest(p []byte) string {
+	sum := sha256.Sum256(p)
+	return hex.EncodeToString(sum[:20])
+}
+
+// exportRecord is one record of a payload.
+type exportRecord struct {
+	kind  keyspace.Kind
+	key   []byte
+	word  int64
+	state []byte
+}
+
+// walkPayload calls fn for each record of p; a payload that does not
+// decode is an error.
+func walkPayload(p []byte, fn func(r exportRecord) error) error {
+	d := byteReader{b: p}
+	for len(d.b) > 0 {
+		var r exportRecord
+		r.kind = keyspace.Kind(d.b[0])
+		d.b = d.b[1:]
+		r.key = d.bytes()
+		if d.bad || len(d.b) < 8 {
+			return errBadPayload
+		}
+		r.word = int64(binary.LittleEndian.Uint64(d.b))
+		d.b = d.b[8:]
+		r.state = d.bytes()
+		if d.bad {
+			return errBadPayload
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var errBadPayload = errors.New("the payload does not decode")
+
+func slotMoveCommands() []*Command {
+	return []*Command{
+		{Name: "sluice.import", Arity: -5, Flags: []string{"write", "admin", "denyoom"}, slots: allSlots,
+			Group: "cluster", Since: "1.4.0", Complexity: "O(N) where N is the number of records",
+			Summary: "SLUICE.IMPORT <epoch> <digest> <payload> <from-to> …: takes slots moved from another group, their records and ownership at epoch (sent by the group moving them).",
+			run:     runImport, check: func(m *Machine, args [][]byte) string { _, bad := m.parseImport(args); return bad }},
+		{Name: "sluice.cut", Arity: -4, Flags: []string{"write", "admin"}, slots: ownershipSlots, internal: true,
+			Group: "cluster", Since: "1.4.0", Complexity: "O(R)",
+			Summary: "SLUICE.CUT <job> <epoch> <from-to> …: this group stops owning a chunk of a migration.",
+			run:     runCut, check: func(_ *Machine, args [][]byte) string { _, _, bad := parseOwn(args[1:]); return bad }},
+		{Name: "sluice.moved", Arity: 4, Flags: []string{"write", "admin"}, slots: allSlots, internal: true,
+			Group: "cluster", Since: "1.4.0", Complexity: "O(N) where N is the number of records moved",
+			Summary: "SLUICE.MOVED <job> <keys> <bytes>: the pending chunk of a migration was imported; its records here are dropped.",
+			run:     runMoved, check: checkMoved},
+		{Name: "sluice.job", Arity: -2, Flags: []string{"write", "admin"}, slots: ownershipSlots, internal: true,
+			Group: "cluster", Since: "1.4.0", Complexity: "O(J) where J is the number of jobs",
+			Summary: "SLUICE.JOB ADD <id> <target-group> <source-node> <target-node> <from-to> … | END <id> <state> [message] | CANCEL: a group's migration jobs.",
+			run:     runJob},
+	}
+}
+
+// importArgs is SLUICE.IMPORT parsed.
+type importArgs struct {
+	epoch   uint64
+	records []exportRecord
+	objs    []any
+	ranges  [][2]int
+}
+
+func (m *Machine) parseImport(args [][]byte) (importArgs, string) {
+	var a importArgs
+	epoch, ranges, bad := parseOwn(append([][]byte{args[0], args[1]}, args[4:]...))
+	if bad != "" {
+		return a, bad
+	}
+	a.epoch, a.ranges = epoch, ranges
+	if payloadDigest(args[3]) != string(args[2]) {
+		return a, "ERR the payload's digest is not " + resp.Clip(args[2], 40)
+	}
+	bits := bitsOf(ranges)
+	err := walkPayload(args[3], func(r exportRecord) error {
+		if !movable(r.kind) {
+			return errors.New("a record of kind " + KindName(r.kind) + " does not move")
+		}
+		if !bits.has(slot.Of(r.key)) {
+			return errors.New("key '" + resp.Clip(r.key, 32) + "' is outside the ranges")
+		}
+		obj, err := DecodeState(r.kind, r.state, m.zones.load)
+		if err != nil {
+			return err
+		}
+		a.records = append(a.records, r)
+		a.objs = append(a.objs, obj)
+		return nil
+	})
+	if err != nil {
+		return a, "ERR bad SLUICE.IMPORT payload: " + err.Error()
+	}
+	return a, ""
+}
+
+// StaleEpochPrefix starts the refusal of an import at an epoch the target
+// has passed; the group's epoch follows it.
+const StaleEpochPrefix = "STALEEPOCH "
+
+// runImport is SLUICE.IMPORT.
+func runImport(x *exec, args [][]byte) {
+	a, bad := x.m.parseImport(args)
+	if bad != "" {
+		x.fail(bad)
+		return
+	}
+	cur := x.m.owned.Load()
+	if cur == nil {
+		x.fail("ERR this group fences by no cluster map: it cannot import slots")
+		return
+	}
+	if cur.Epoch >= a.epoch {
+		if cur.bits.hasAll(a.ranges) {
+			x.w.OK() // applied before: a repeat
+			return
+		}
+		x.fail(StaleEpochPrefix + strconv.FormatUint(cur.Epoch, 10) + " this group is past the import's epoch " + strconv.FormatUint(a.epoch, 10))
+		return
+	}
+	if cur.bits.hasAny(a.ranges) {
+		x.fail("ERR this group already owns some of the slots imported")
+		return
+	}
+	x.dropMovable(a.ranges) // leftovers of an earlier stay here
+	for i, r := range a.records {
+		s, _ := x.lockKey(r.key)
+		err := StoreState(s, r.key, r.kind, r.word, a.objs[i])
+		if err == nil && r.kind == keyspace.KindQuota {
+			x.journaled(x.m.quotaChanged(r.key, a.objs[i].(*quota.State)))
+		}
+		x.unlock(s)
+		if err != nil {
+			x.error(err)
+			return
+		}
+	}
+	x.updateOwnership(func(cur *Ownership, _ int64) (*Ownership, string) {
+		bits := cur.bits
+		bits.add(a.ranges)
+		return cur.with(a.epoch, bits), ""
+	})
+}
+
+// dropMovable deletes the movable records of ranges (journaling quota
+// deletions).
+func (x *exec) dropMovable(ranges [][2]int) {
+	var keys [][]byte
+	for _, r := range ranges {
+		for i := r[0]; i <= r[1]; i++ {
+			s, now := x.lockSlot(i)
+			if s.Len() == 0 {
+				x.unlock(s)
+				continue
+			}
+			keys = keys[:0]
+			s.Keys(now, func(key []byte, e keyspace.Entry) bool {
+				if movable(e.Kind()) {
+					keys = append(keys, bytes.Clone(key))
+				}
+				return true
+			})
+			for _, k := range keys {
+				if e, ok := s.Get(k, now); ok {
+					if Journaled(e.Kind()) {
+						x.journaled(x.m.deleted(k))
+					}
+					s.Delete(e)
+				}
+			}
+			x.unlock(s)
+		}
+	}
+}
+
+// updateOwnership changes the ownership record under its slot's lock: fn
+// gets the current one (never nil here) and the instant, and returns the
+// next or an error reply.
+func (x *exec) updateOwnership(fn func(cur *Ownership, now int64) (*Ownership, string)) {
+	key := []byte(OwnershipKey)
+	s, now := x.lockKey(key)
+	cur := x.m.owned.Load()
+	if cur == nil {
+		x.unlock(s)
+		x.fail("ERR this group fences by no cluster map")
+		return
+	}
+	next, bad := fn(cur, now)
+	x.unlock(s)
+	if bad != "" {
+		x.fail(bad)
+		return
+	}
+	next.trimJobs()
+	x.setOwnership(next)
+	if x.out.Err == "" {
+		x.w.OK()
+	}
+}
+
+// runCut is SLUICE.CUT <job> <epoch> <ranges>: the chunk leaves this
+// group at epoch. Cutting the pending chunk again at a later epoch only
+// raises the epoch (the target had passed the first one).
+func runCut(x *exec, args [][]byte) {
+	epoch, ranges, bad := parseOwn(args[1:])
+	if bad != "" {
+		x.fail(bad)
+		return
+	}
+	id := string(args[1])
+	x.updateOwnership(func(cur *Ownership, now int64) (*Ownership, string) {
+		i, ok := cur.job(id)
+		if !ok {
+			return nil, "ERR no slot migration named " + resp.Clip(args[1], 40)
+		}
+		if epoch <= cur.Epoch {
+			return nil, "ERR the cut's epoch must be above the group's (" + strconv.FormatUint(cur.Epoch, 10) + ")"
+		}
+		j := cur.Jobs[i]
+		bits := cur.bits
+		switch {
+		case j.Pending != nil && bitsOf(j.Pending) == bitsOf(ranges):
+		case j.Pending != nil:
+			return nil, "ERR the migration has a chunk in flight"
+		case j.State != JobRunning || j.Cancel:
+			return nil, "ERR the migration is " + j.State
+		case !bits.hasAll(ranges) || !bitsOf(j.Remaining()).hasAll(ranges):
+			return nil, "ERR the chunk is not this migration's to cut"
+		default:
+			bits.remove(ranges)
+			j.Pending = ranges
+		}
+		j.PendingEpoch, j.Updated = epoch, now
+		next := cur.with(epoch, bits)
+		next.Jobs[i] = j
+		return next, ""
+	})
+}
+
+func checkMoved(_ *Machine, args [][]byte) string {
+	for _, a := range args[2:] {
+		if _, err := strconv.ParseUint(string(a), 10, 64); err != nil {
+			return "ERR keys and bytes must be non-negative integers"
+		}
+	}
+	return ""
+}
+
+// runMoved is SLUICE.MOVED <job> <keys> <bytes>: the pending chunk is in
+// the target group; its records here go. Without a pending chunk it is a
+// repeat: a no-op.
+func runMoved(x *exec, args [][]byte) {
+	cur := x.m.owned.Load()
+	if cur == nil {
+		x.fail("ERR this group fences by no cluster map")
+		return
+	}
+	i, ok := cur.job(string(args[1]))
+	if !ok {
+		x.fail("ERR no slot migration named " + resp.Clip(args[1], 40))
+		return
+	}
+	if cur.Jobs[i].Pending == nil {
+		x.w.OK()
+		return
+	}
+	x.dropMovable(cur.Jobs[i].Pending)
+	keys, _ := strconv.ParseUint(string(args[2]), 10, 64)
+	size, _ := strconv.ParseUint(string(args[3]), 10, 64)
+	x.updateOwnership(func(cur *Ownership, now int64) (*Ownership, string) {
+		next := cur.with(cur.Epoch, cur.bits)
+		j := &next.Jobs[i]
+		var done slotBits
+		done.add(j.Done)
+		done.add(j.Pending)
+		j.Done, j.Pending, j.PendingEpoch = done.ranges(), nil, 0
+		j.Keys += keys
+		j.Bytes += size
+		j.Updated = now
+		switch {
+		case len(j.Remaining()) == 0:
+			j.State, j.Ended = JobSuccess, now
+		case j.Cancel:
+			j.State, j.Ended = JobCancelled, now
+		}
+		return next, ""
+	})
+}
+
+// runJob is SLUICE.JOB ADD | END | CANCEL.
+func runJob(x *exec, args [][]byte) {
+	switch {
+	case resp.EqualFold(args[1], "add") && len(args) >= 7:
+		id, target, src, dst := string(args[2]), string(args[3]), string(args[4]), string(args[5])
+		_, ranges, bad := parseOwn(append([][]byte{nil, []byte("1")}, args[6:]...))
+		if bad != "" {
+			x.fail(bad)
+			return
+		}
+		x.updateOwnership(func(cur *Ownership, now int64) (*Ownership, string) {
+			if _, dup := cur.job(id); dup {
+				return nil, "ERR a slot migration named " + id + " exists"
+			}
+			if !cur.bits.hasAll(ranges) {
+				return nil, "ERR some of the slots are not this group's"
+			}
+			for _, j := range cur.Jobs {
+				if j.State == JobRunning && bitsOf(j.Remaining()).hasAny(ranges) {
+					return nil, "ERR some of the slots are already migrating (" + j.ID + ")"
+				}
+			}
+			next := cur.with(cur.Epoch, cur.bits)
+			next.Jobs = append(next.Jobs, Job{ID: id, TargetGroup: target, SourceNode: src, TargetNode: dst,
+				State: JobRunning, Ranges: bitsOf(ranges).ranges(), Created: now, Updated: now})
+			return next, ""
+		})
+	case resp.EqualFold(args[1], "end") && (len(args) == 4 || len(args) == 5):
+		state := string(args[3])
+		if state != JobSuccess && state != JobFailed && state != JobCancelled {
+			x.fail("ERR a job ends in success, failed or cancelled")
+			return
+		}
+		x.updateOwnership(func(cur *Ownership, now int64) (*Ownership, string) {
+			i, ok := cur.job(string(args[2]))
+			if !ok {
+				return nil, "ERR no slot migration named " + resp.Clip(args[2], 40)
+			}
+			if cur.Jobs[i].Pending != nil {
+				return nil, "ERR the migration has a chunk in flight"
+			}
+			next := cur.with(cur.Epoch, cur.bits)
+			j := &next.Jobs[i]
+			if j.State == JobRunning {
+				j.State, j.Ended, j.Updated = state, now, now
+				if len(args) == 5 {
+					j.Message = string(args[4])
+				}
+			}
+			return next, ""
+		})
+	case resp.EqualFold(args[1], "cancel") && len(args) == 2:
+		x.updateOwnership(func(cur *Ownership, now int64) (*Ownership, string) {
+			next := cur.with(cur.Epoch, cur.bits)
+			for i := range next.Jobs {
+				j := &next.Jobs[i]
+				if j.State != JobRunning {
+					continue
+				}
+				j.Cancel, j.Updated = true, now
+				if j.Pending == nil {
+					j.State, j.Ended = JobCancelled, now
+				}
+			}
+			return next, ""
+		})
+	default:
+		x.fail("ERR SLUICE.JOB takes ADD <id> <target-group> <source-node> <target-node> <from-to> …, END <id> <state> [message] or CANCEL")
+	}
+}
+
+// NewJobID is a fresh job name: 40 hex characters, as Valkey's. It is
+// made outside the log (the ADD carries it), so replicas agree.
+func NewJobID() string {
+	var b [20]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
