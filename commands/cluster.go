@@ -32,7 +32,7 @@ func clusterCommands() []*Command {
 	return []*Command{
 		{Name: "cluster", Arity: -2, Group: "cluster", Since: "3.0.0",
 			Summary: "A container for Redis Cluster commands.", Complexity: "Depends on subcommand.",
-			Subs: []*Command{
+			Subs: append([]*Command{
 				sub("info", 2, "Returns information about the state of a node.", runClusterInfo),
 				sub("myid", 2, "Returns the ID of a node.", func(c *Ctx, _ [][]byte) { c.W.BulkString(c.myID()) }),
 				myShardID,
@@ -47,7 +47,7 @@ func clusterCommands() []*Command {
 				sub("getkeysinslot", 4, "Returns the key names in a hash slot.", runClusterGetKeys,
 					Arg{Name: "slot", Type: "integer"}, Arg{Name: "count", Type: "integer"}),
 				sub("help", 2, "Returns helpful text about the different subcommands.", runClusterHelp),
-			}},
+			}, migrationCommands()...)},
 		{Name: "readonly", Arity: 1, Flags: []string{"loading", "stale", "fast"}, Group: "cluster", Since: "3.0.0",
 			Summary:    "Enables read-only queries for a connection to a Redis Cluster replica node (accepted).",
 			Complexity: "O(1)", Run: func(c *Ctx, _ [][]byte) { c.Conn.setFlag(FlagReadOnly, true); c.W.OK() }},

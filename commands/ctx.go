@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-rl/sluice/pubsub"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/shardmap"
+	"github.com/sluice-rl/sluice/slotmove"
 )
 
 // Options are the server settings commands consult.
@@ -84,6 +85,17 @@ type CrossGroup interface {
 	RulesDiffer(ctx context.Context, domain string) (string, error)
 }
 
+// Migrations moves slots between the groups of a sharded cluster
+// (package slotmove).
+type Migrations interface {
+	// Migrate starts one job per spec, all or none.
+	Migrate(specs []slotmove.Spec) error
+	// Cancel cancels the running jobs and says how many there were.
+	Cancel() (int, error)
+	// Jobs are the group's jobs, oldest first.
+	Jobs() []machine.Job
+}
+
 // Env is what every command can reach: the state machine, the clock, the
 // settings and the counters. One Env serves one server.
 type Env struct {
@@ -99,6 +111,9 @@ type Env struct {
 	// RL.SHOULDRATELIMIT whose counters reach another group (nil
 	// otherwise).
 	CrossGroup CrossGroup
+	// Migrations, on a member of a sharded cluster, starts, cancels and
+	// lists slot migrations (package slotmove); nil otherwise.
+	Migrations Migrations
 	// Cluster is the replicated node this server is a member of; nil on a
 	// single node.
 	Cluster *cluster.Node

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // infoSection is one INFO section; inDefault says whether INFO with no
@@ -164,7 +166,14 @@ func (c *Ctx) infoFields(name string) [][2]string {
 	case "cluster":
 		// The log's time (the instant the state machine last applied at,
 		// ms): a sharded cluster's members read each group's lag by it.
-		return [][2]string{{"cluster_enabled", "1"}, {"sluice_log_time_ms", strconv.FormatInt(e.Machine.Applied()/1e6, 10)}}
+		// The slots its group's log says it owns, at their epoch: the
+		// other groups' members route by them.
+		out := [][2]string{{"cluster_enabled", "1"}, {"sluice_log_time_ms", strconv.FormatInt(e.Machine.Applied()/1e6, 10)}}
+		if o := e.Machine.Owned(); o != nil {
+			out = append(out, [2]string{"sluice_slots_epoch", strconv.FormatUint(o.Epoch, 10)},
+				[2]string{"sluice_slots", slot.FormatRanges(o.Ranges)})
+		}
+		return out
 	case "keyspace":
 		st := e.Machine.Keys().Stats()
 		if st.Keys == 0 {

@@ -90,10 +90,7 @@ func (c *Ctx) shards() []topoShard {
 	out := make([]topoShard, 0, len(m.Groups))
 	for g := range m.Groups {
 		grp := &m.Groups[g]
-		var ranges [][2]int
-		for _, rg := range grp.Ranges {
-			ranges = append(ranges, [2]int{rg.From, rg.To})
-		}
+		ranges := r.Ranges(g) // live: slot migrations move them
 		if g == r.Self() {
 			own.ranges = ranges
 			out = append(out, own)
@@ -120,7 +117,7 @@ func (c *Ctx) shards() []topoShard {
 // epoch is the cluster map's epoch (1 without a map).
 func (c *Ctx) epoch() string {
 	if r := c.Env.Shards; r != nil {
-		return strconv.FormatUint(r.Map().Epoch, 10)
+		return strconv.FormatUint(r.Epoch(), 10)
 	}
 	return "1"
 }

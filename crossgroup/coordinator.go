@@ -179,6 +179,16 @@ func (c *Coordinator) call(ctx context.Context, g int, args ...any) (any, error)
 	return c.cfg.Caller.Call(ctx, addr, args...)
 }
 
+// CallGroup sends args to group g's leader (slot migration's imports).
+func (c *Coordinator) CallGroup(ctx context.Context, g int, args ...any) (any, error) {
+	return c.call(ctx, g, args...)
+}
+
+// CallMember sends args to the member at addr (a redirect's target).
+func (c *Coordinator) CallMember(ctx context.Context, addr string, args ...any) (any, error) {
+	return c.cfg.Caller.Call(ctx, addr, args...)
+}
+
 // Drain waits for the cancels in flight.
 func (c *Coordinator) Drain() { c.settling.Wait() }
 

@@ -227,15 +227,7 @@ func rank(retry int64) int64 {
 	return retry
 }
 
-func (c *Coordinator) groupOf(s int) int {
-	m := c.cfg.Router.Map()
-	for g := range m.Groups {
-		if m.Groups[g].Owns(s) {
-			return g
-		}
-	}
-	return -1
-}
+func (c *Coordinator) groupOf(s int) int { return c.cfg.Router.Owner(s) }
 
 // ask sends a part to its group's leader and reads its answer.
 func (c *Coordinator) ask(ctx context.Context, p *part, rls bool) (Result, error) {

@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-rl/sluice/pubsub"
 	"github.com/sluice-rl/sluice/rls"
 	"github.com/sluice-rl/sluice/shardmap"
+	"github.com/sluice-rl/sluice/slotmove"
 )
 
 // Server is one sluice node.
@@ -49,8 +50,10 @@ type Server struct {
 	// router is a sharded member's (nil otherwise; shards.go), coord its
 	// coordinator of checks across groups.
 	router *shardmap.Router
-	coord  *crossgroup.Coordinator
-	table  *commands.Table
+	// moves drives this group's slot migrations while it leads.
+	moves *slotmove.Driver
+	coord *crossgroup.Coordinator
+	table *commands.Table
 
 	ln net.Listener
 	// http serves --http-addr; grpc and rls --grpc-addr (server/frontdoor.go).
@@ -222,6 +225,22 @@ func (s *Server) startNode() error {
 			},
 			Local: commands.Replicated{Node: n}.ApplyHere})
 		s.env.CrossGroup = s.coord
+		rep := commands.Replicated{Node: n}
+		s.moves, err = slotmove.New(slotmove.Config{Router: router, Machine: s.env.Machine, Log: s.log, NodeID: s.env.NodeID,
+			Serving: n.Serving, CallGroup: s.coord.CallGroup, CallMember: s.coord.CallMember,
+			Apply: func(args [][]byte) ([]byte, error) {
+				get, err := rep.ApplyAll([][][]byte{args})
+				if err != nil {
+					return nil, err
+				}
+				reply, _ := get(0)
+				return reply, nil
+			}})
+		if err != nil {
+			n.Close()
+			return err
+		}
+		s.env.Migrations = s.moves
 	}
 	s.env.Snapshots = &raftSnapshots{n: n}
 	return nil
@@ -332,6 +351,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if s.moves != nil {
+		s.moves.Close() // a job in flight is resumed by the next leader
 	}
 	if s.coord != nil {
 		s.coord.Close() // the settles and cancels in flight go out first

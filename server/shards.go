@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/crossgroup"
 	"github.com/sluice-rl/sluice/shardmap"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // A sharded server is a member of one group of a cluster map
@@ -45,13 +46,16 @@ func (s *Server) syncOwnership() {
 	if s.router == nil {
 		return
 	}
-	if o := s.env.Machine.Owned(); o != nil && o.Epoch > s.cfg.Replication.Map.Epoch && !s.staleMap {
-		// Safe (the group's state machine fences by its own, newer map) but
-		// this member routes by the older one: say so, once.
-		s.staleMap = true
-		s.log.Error("this member's --cluster-map is older than its group's: its group's slots were refused to it, "+
-			"and it answers TRYAGAIN for slots the two maps disagree on; restart it with the current map",
-			"map_epoch", s.cfg.Replication.Map.Epoch, "group_epoch", o.Epoch)
+	if o := s.env.Machine.Owned(); o != nil {
+		// The group's log, not the file, says what it owns now.
+		s.router.Claim(s.router.Self(), o.Epoch, o.Ranges)
+		if o.Epoch > s.cfg.Replication.Map.Epoch && !s.staleMap {
+			// Slots moved since the file was written (or it is an older
+			// file): the file only started the cluster. Say so, once.
+			s.staleMap = true
+			s.log.Info("this member's --cluster-map is older than its group's: it routes by the slots each group's log claims",
+				"map_epoch", s.cfg.Replication.Map.Epoch, "group_epoch", o.Epoch)
+		}
 	}
 	if !s.node.Serving() || s.fenced() {
 		return
@@ -121,6 +125,18 @@ func (s *Server) probeLeaders(clients map[string]*redis.Client) {
 				// time: against this member's wall clock, the group's lag.
 				var role *redis.Cmd
 				var info *redis.StringCmd
+				defer func() {
+					// Any member's report of its group's slots is a claim
+					// its log made; the router keeps the latest.
+					if info == nil || info.Err() != nil {
+						return
+					}
+					if e, ok := infoField(info.Val(), "sluice_slots_epoch"); ok {
+						if rs, ok := slot.ParseRanges(infoString(info.Val(), "sluice_slots")); ok {
+							s.router.Claim(g, uint64(e), rs)
+						}
+					}
+				}()
 				c.Pipelined(ctx, func(p redis.Pipeliner) error {
 					role = p.Do(ctx, "ROLE")
 					info = p.Info(ctx, "cluster")
@@ -145,6 +161,16 @@ func (s *Server) probeLeaders(clients map[string]*redis.Client) {
 			s.router.SetLeader(g, addr)
 		}
 	}
+}
+
+// infoString reads a field of an INFO reply ("" when absent).
+func infoString(info, name string) string {
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // infoField reads an integer field of an INFO reply.

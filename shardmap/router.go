@@ -3,15 +3,31 @@ package shardmap
 import (
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
+
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // Router tells a member of one group where each slot's commands go: its
 // own group, or another group's leader (the last one learned).
 // It is safe for concurrent use.
+//
+// Which group owns a slot is live: the map file only starts it. Each group
+// logs the slots it owns, at an epoch (the state machine's fence, which
+// slot migration changes); the router keeps each group's latest claim as
+// learned (Claim: its own group's from its state machine, the others' from
+// their members) and routes a slot to the group whose claim of it has the
+// highest epoch. A slot no claim names (cut from its source, not yet
+// imported) stays with its last owner, which answers TRYAGAIN until the
+// import is learned. Claims only ever move forward, so a stale report
+// never routes a slot back.
 type Router struct {
-	m    *Map
-	self int
+	m      *Map
+	self   int
+	mu     sync.Mutex // serializes claims
+	claims []claim
+	table  atomic.Pointer[ownerTable]
 	// leaders holds each group's last known leader client address ("":
 	// unknown).
 	leaders []atomic.Pointer[string]
@@ -28,6 +44,18 @@ func NewRouter(m *Map, selfGroup string) (*Router, error) {
 			for g := range r.lags {
 				r.lags[g].Store(math.MinInt64)
 			}
+			r.claims = make([]claim, len(m.Groups))
+			t := &ownerTable{owner: m.owner}
+			for g := range m.Groups {
+				r.claims[g].epoch = m.Epoch
+				for _, rg := range m.Groups[g].Ranges {
+					for s := rg.From; s <= rg.To; s++ {
+						r.claims[g].bits[s/64] |= 1 << (s % 64)
+					}
+				}
+			}
+			t.epoch = m.Epoch
+			r.table.Store(t)
 			return r, nil
 		}
 	}
@@ -44,7 +72,7 @@ func (r *Router) Self() int { return r.self }
 // owns it, else the owner's leader's client address ("" while none is
 // known).
 func (r *Router) Route(s int) (addr string, mine bool) {
-	g := int(r.m.owner[s])
+	g := int(r.table.Load().owner[s])
 	if g == r.self {
 		return "", true
 	}
@@ -81,4 +109,113 @@ func (r *Router) OwnedRanges() []string {
 		out = append(out, fmt.Sprintf("%d-%d", rg.From, rg.To))
 	}
 	return out
+}
+
+// claim is what a group was last learned to own.
+type claim struct {
+	epoch uint64
+	bits  [slot.Count / 64]uint64
+}
+
+func (c *claim) has(s int) bool { return c.bits[s/64]&(1<<(s%64)) != 0 }
+
+// ownerTable is the routing table the claims make.
+type ownerTable struct {
+	owner [slot.Count]uint16
+	// epoch is the highest epoch claimed (CLUSTER INFO's current epoch).
+	epoch uint64
+}
+
+// Claim records that group g owns ranges (From-To pairs) at epoch, as its
+// log says. A claim older than g's last is ignored; it reports whether
+// the routing changed.
+func (r *Router) Claim(g int, epoch uint64, ranges [][2]int) bool {
+	var c claim
+	c.epoch = epoch
+	for _, rg := range ranges {
+		for s := rg[0]; s <= rg[1]; s++ {
+			c.bits[s/64] |= 1 << (s % 64)
+		}
+	}
+	return r.apply(g, func(cur *claim) bool {
+		if epoch < cur.epoch || (epoch == cur.epoch && c.bits == cur.bits) {
+			return false
+		}
+		*cur = c
+		return true
+	})
+}
+
+// Moved records that group g took ranges at epoch, before its full claim
+// is learned (the member that moved them knows first).
+func (r *Router) Moved(g int, epoch uint64, ranges [][2]int) bool {
+	return r.apply(g, func(cur *claim) bool {
+		cur.epoch = max(cur.epoch, epoch)
+		for _, rg := range ranges {
+			for s := rg[0]; s <= rg[1]; s++ {
+				cur.bits[s/64] |= 1 << (s % 64)
+			}
+		}
+		return true
+	})
+}
+
+// apply changes g's claim by fn and rebuilds the table when it changed.
+func (r *Router) apply(g int, fn func(*claim) bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !fn(&r.claims[g]) {
+		return false
+	}
+	old := r.table.Load()
+	t := &ownerTable{owner: old.owner}
+	for _, c := range r.claims {
+		t.epoch = max(t.epoch, c.epoch)
+	}
+	for s := range slot.Count {
+		best, bestEpoch := -1, uint64(0)
+		for i := range r.claims {
+			if r.claims[i].has(s) && (best < 0 || r.claims[i].epoch > bestEpoch) {
+				best, bestEpoch = i, r.claims[i].epoch
+			}
+		}
+		if best >= 0 {
+			t.owner[s] = uint16(best)
+		}
+	}
+	r.table.Store(t)
+	return true
+}
+
+// Epoch is the highest epoch any group claims.
+func (r *Router) Epoch() uint64 { return r.table.Load().epoch }
+
+// Owner is the group slot s is routed to.
+func (r *Router) Owner(s int) int { return int(r.table.Load().owner[s]) }
+
+// Ranges are the slots routed to group g, as sorted ranges.
+func (r *Router) Ranges(g int) [][2]int {
+	t := r.table.Load()
+	var out [][2]int
+	for s := 0; s < slot.Count; s++ {
+		if int(t.owner[s]) != g {
+			continue
+		}
+		from := s
+		for s+1 < slot.Count && int(t.owner[s+1]) == g {
+			s++
+		}
+		out = append(out, [2]int{from, s})
+	}
+	return out
+}
+
+// GroupIndex is the index of the group named id.
+func (r *Router) GroupIndex(id string) (int, bool) {
+	for i := range r.m.Groups {
+		if r.m.Groups[i].ID == id {
+			return i, true
+		}
+	}
+	return -1, false
 }

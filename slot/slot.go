@@ -138,3 +138,34 @@ func ParseRange(s string) (from, to int, ok bool) {
 		0 <= from && from <= to && to < Count
 	return from, to, ok
 }
+
+// FormatRanges writes ranges as ParseRanges reads them: "from-to" joined
+// by commas ("" for none).
+func FormatRanges(ranges [][2]int) string {
+	var b strings.Builder
+	for i, r := range ranges {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(r[0]))
+		b.WriteByte('-')
+		b.WriteString(strconv.Itoa(r[1]))
+	}
+	return b.String()
+}
+
+// ParseRanges reads what FormatRanges wrote.
+func ParseRanges(s string) ([][2]int, bool) {
+	if s == "" {
+		return nil, true
+	}
+	var out [][2]int
+	for _, part := range strings.Split(s, ",") {
+		from, to, ok := ParseRange(part)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, [2]int{from, to})
+	}
+	return out, true
+}

@@ -57,3 +57,20 @@ func TestTagLandsInItsSlot(t *testing.T) {
 		seen[tag] = true
 	}
 }
+
+func TestRangesRoundTrip(t *testing.T) {
+	for _, rs := range [][][2]int{nil, {{0, 0}}, {{0, 9}, {100, 16383}}} {
+		got, ok := ParseRanges(FormatRanges(rs))
+		if !ok || len(got) != len(rs) {
+			t.Fatalf("%v: %v %v", rs, got, ok)
+		}
+		for i := range rs {
+			if got[i] != rs[i] {
+				t.Fatalf("%v: %v", rs, got)
+			}
+		}
+	}
+	if _, ok := ParseRanges("1-2,x"); ok {
+		t.Fatal("a bad range parsed")
+	}
+}

@@ -1,0 +1,430 @@
+// Package slotmove moves hash slots between the groups of a running
+// sharded cluster (CLUSTER MIGRATESLOTS), whole chunks at a time, so that a
+// counter is never live in two groups and never lost.
+//
+// A job is replicated state of the source group (machine.Job, with the
+// slots the group owns). The leader of the source group drives it, chunk
+// by chunk; each chunk changes group at two points, one in each log
+// (machine/slotmove.go):
+//
+//  1. the cut, in the source's log: the source stops owning the chunk at
+//     a new epoch and the job marks the chunk pending. Clients of the chunk
+//     get TRYAGAIN from here.
+//  2. the import, in the target's log: the chunk's records (read from the
+//     source after the cut, so final) with their digest, and ownership at
+//     that epoch, in one apply. Clients get MOVED to the target from here.
+//
+// then the source logs the chunk done and drops its records. Every step is
+// idempotent and read back from the replicated job, so a new source leader
+// (or a restarted one) finds a pending chunk and finishes it: the import
+// either applied (a repeat is a no-op) or did not (it applies now). An
+// import a target has passed (an older epoch) is refused, never applied
+// late, and the source cuts the chunk again at a higher epoch. A cancelled
+// job cuts no further chunk; one already cut completes.
+package slotmove
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/shardmap"
+	"github.com/sluice-rl/sluice/slot"
+)
+
+// Errors.
+var (
+	// ErrRefused: CLUSTER MIGRATESLOTS asked for something that cannot
+	// start (its text says what); no job started.
+	ErrRefused = errors.New("slotmove: refused")
+	// ErrNotLeader: jobs start and are cancelled at the source group's
+	// leader.
+	ErrNotLeader = errors.New("slotmove: this member does not lead its group")
+)
+
+// Config is a member's driver of migrations.
+type Config struct {
+	// Router is the member's routing (groups, members, live ownership).
+	Router *shardmap.Router
+	// Machine is the member's state machine (the jobs, the records).
+	Machine *machine.Machine
+	// Apply logs one command in this member's group and returns its reply
+	// (RESP); it fails unless this member leads.
+	Apply func(args [][]byte) ([]byte, error)
+	// Serving reports whether this member leads its group.
+	Serving func() bool
+	// CallGroup sends a command to group g's leader; CallMember to the
+	// member at addr. Replies as go-redis decodes them.
+	CallGroup  func(ctx context.Context, g int, args ...any) (any, error)
+	CallMember func(ctx context.Context, addr string, args ...any) (any, error)
+	// NodeID is this member's node id (a job's source_node).
+	NodeID string
+	// ChunkSlots and ChunkKeys bound a chunk: at most ChunkSlots slots,
+	// and no more slots once ChunkKeys records are in it (a chunk has at
+	// least one slot). Smaller chunks keep each TRYAGAIN window short.
+	// Defaults 64 and 1000.
+	ChunkSlots, ChunkKeys int
+	// Timeout bounds one call to the target (default 5 s).
+	Timeout time.Duration
+	Log     *slog.Logger
+}
+
+// Validate fills defaults and checks the config.
+func (c *Config) Validate() error {
+	if c.Router == nil || c.Machine == nil || c.Apply == nil || c.Serving == nil || c.CallGroup == nil {
+		return errors.New("slotmove: Router, Machine, Apply, Serving and CallGroup are required")
+	}
+	if c.ChunkSlots == 0 {
+		c.ChunkSlots = 64
+	}
+	if c.ChunkKeys == 0 {
+		c.ChunkKeys = 1000
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 5 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.ChunkSlots < 1 || c.ChunkKeys < 1 || c.Timeout < 0 {
+		return errors.New("slotmove: ChunkSlots, ChunkKeys and Timeout must be positive")
+	}
+	return nil
+}
+
+// Driver drives the jobs of its member's group while the member leads.
+type Driver struct {
+	cfg  Config
+	wake chan struct{}
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New starts a driver.
+func New(cfg Config) (*Driver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Driver{cfg: cfg, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	d.wg.Add(1)
+	go d.run()
+	return d, nil
+}
+
+// Close stops the driver (jobs stay where they are; the next leader
+// resumes them).
+func (d *Driver) Close() {
+	close(d.stop)
+	d.wg.Wait()
+}
+
+// Wake makes the driver look at its jobs now.
+func (d *Driver) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Jobs are the group's migration jobs, oldest first.
+func (d *Driver) Jobs() []machine.Job {
+	if o := d.cfg.Machine.Owned(); o != nil {
+		return o.Jobs
+	}
+	return nil
+}
+
+func (d *Driver) run() {
+	defer d.wg.Done()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-d.wake:
+		case <-tick.C:
+		}
+		for d.cfg.Serving() && d.step() {
+			select {
+			case <-d.stop:
+				return
+			default:
+			}
+		}
+	}
+}
+
+// step advances the first running job by one step; it reports whether it
+// made progress (so the next step follows at once).
+func (d *Driver) step() bool {
+	o := d.cfg.Machine.Owned()
+	if o == nil {
+		return false
+	}
+	for _, j := range o.Jobs {
+		if j.State != machine.JobRunning {
+			continue
+		}
+		var err error
+		switch {
+		case j.Pending != nil:
+			err = d.finish(&j)
+		case j.Cancel:
+			continue // ends when its last chunk is confirmed
+		default:
+			err = d.cut(o, &j)
+		}
+		if err != nil {
+			d.cfg.Log.Warn("slot migration step failed; retrying", "job", j.ID, "err", err)
+			return false
+		}
+		return true
+	}
+	return false
+}
+
+// cut cuts the job's next chunk.
+func (d *Driver) cut(o *machine.Ownership, j *machine.Job) error {
+	g, ok := d.cfg.Router.GroupIndex(j.TargetGroup)
+	if !ok {
+		return d.end(j, machine.JobFailed, "the target group "+j.TargetGroup+" is not in the cluster map")
+	}
+	chunk := d.chunk(j.Remaining())
+	if len(chunk) == 0 {
+		return d.end(j, machine.JobSuccess, "")
+	}
+	epoch := max(o.Epoch, d.targetEpoch(g)) + 1
+	return d.apply("SLUICE.CUT", j.ID, strconv.FormatUint(epoch, 10), chunk)
+}
+
+// chunk picks the next chunk of remaining: whole slots from the first,
+// within ChunkSlots and ChunkKeys.
+func (d *Driver) chunk(remaining [][2]int) [][2]int {
+	if len(remaining) == 0 {
+		return nil
+	}
+	keys := d.cfg.Machine.Keys()
+	now := d.cfg.Machine.Applied()
+	from := remaining[0][0]
+	to := from
+	n := keys.CountInSlot(from, now)
+	for to < remaining[0][1] && to-from+1 < d.cfg.ChunkSlots && n < d.cfg.ChunkKeys {
+		c := keys.CountInSlot(to+1, now)
+		if n+c > d.cfg.ChunkKeys {
+			break
+		}
+		to++
+		n += c
+	}
+	return [][2]int{{from, to}}
+}
+
+// targetEpoch is group g's epoch as its leader reports it (0 if unknown:
+// an import below it is refused, and the chunk is cut again above it).
+func (d *Driver) targetEpoch(g int) uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Timeout)
+	defer cancel()
+	v, err := d.cfg.CallGroup(ctx, g, "INFO", "cluster")
+	if err != nil {
+		return 0
+	}
+	s, _ := v.(string)
+	for _, line := range strings.Split(s, "\r\n") {
+		if e, ok := strings.CutPrefix(line, "sluice_slots_epoch:"); ok {
+			n, _ := strconv.ParseUint(e, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// finish sends the pending chunk to the target and confirms it.
+func (d *Driver) finish(j *machine.Job) error {
+	g, ok := d.cfg.Router.GroupIndex(j.TargetGroup)
+	if !ok {
+		return fmt.Errorf("the target group %s is not in the cluster map", j.TargetGroup)
+	}
+	exp, err := d.cfg.Machine.ExportSlots(j.Pending)
+	if err != nil {
+		return err
+	}
+	args := []any{"SLUICE.IMPORT", strconv.FormatUint(j.PendingEpoch, 10), exp.Digest, exp.Payload}
+	for _, r := range j.Pending {
+		args = append(args, rangeArg(r))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Timeout)
+	defer cancel()
+	_, err = d.cfg.CallGroup(ctx, g, args...)
+	if err != nil && d.cfg.CallMember != nil {
+		// A leader changed since the probe: follow its redirect once.
+		if addr, ok := movedTo(err); ok {
+			_, err = d.cfg.CallMember(ctx, addr, args...)
+		}
+	}
+	if err != nil {
+		msg := err.Error()
+		if rest, ok := strings.CutPrefix(msg, machine.StaleEpochPrefix); ok {
+			// The target is past this epoch: cut the chunk again above it.
+			f, _, _ := strings.Cut(rest, " ")
+			e, perr := strconv.ParseUint(f, 10, 64)
+			if perr != nil {
+				return err
+			}
+			o := d.cfg.Machine.Owned()
+			return d.apply("SLUICE.CUT", j.ID, strconv.FormatUint(max(e, o.Epoch)+1, 10), j.Pending)
+		}
+		return err
+	}
+	if err := d.apply("SLUICE.MOVED", j.ID, strconv.Itoa(exp.Keys), strconv.Itoa(len(exp.Payload))); err != nil {
+		return err
+	}
+	d.cfg.Router.Moved(g, j.PendingEpoch, j.Pending)
+	if o := d.cfg.Machine.Owned(); o != nil {
+		d.cfg.Router.Claim(d.cfg.Router.Self(), o.Epoch, o.Ranges)
+	}
+	return nil
+}
+
+// end ends a job.
+func (d *Driver) end(j *machine.Job, state, msg string) error {
+	args := []any{"SLUICE.JOB", "END", j.ID, state}
+	if msg != "" {
+		args = append(args, msg)
+	}
+	return d.apply(args...)
+}
+
+// apply logs a command (words: strings, or [][2]int ranges spread as
+// from-to words) and turns an error reply into an error.
+func (d *Driver) apply(words ...any) error {
+	var args [][]byte
+	for _, w := range words {
+		switch v := w.(type) {
+		case string:
+			args = append(args, []byte(v))
+		case [][2]int:
+			for _, r := range v {
+				args = append(args, []byte(rangeArg(r)))
+			}
+		}
+	}
+	reply, err := d.cfg.Apply(args)
+	if err != nil {
+		return err
+	}
+	if len(reply) > 0 && reply[0] == '-' {
+		return fmt.Errorf("%s: %s", args[0], strings.TrimSpace(string(reply[1:])))
+	}
+	return nil
+}
+
+func rangeArg(r [2]int) string { return strconv.Itoa(r[0]) + "-" + strconv.Itoa(r[1]) }
+
+// movedTo reads a MOVED redirect's address.
+func movedTo(err error) (string, bool) {
+	f := strings.Fields(err.Error())
+	if len(f) == 3 && f[0] == "MOVED" {
+		return f[2], true
+	}
+	return "", false
+}
+
+// Spec is one SLUICE MIGRATESLOTS block: ranges to the group of node.
+type Spec struct {
+	Ranges [][2]int
+	// Node is a node id of a member of the target group.
+	Node string
+}
+
+// Migrate starts one job per spec, all or none: every range must be this
+// group's, none already migrating, every node a member of another group.
+func (d *Driver) Migrate(specs []Spec) error {
+	if !d.cfg.Serving() {
+		return ErrNotLeader
+	}
+	o := d.cfg.Machine.Owned()
+	if o == nil {
+		return fmt.Errorf("%w: this group fences by no cluster map", ErrRefused)
+	}
+	var seen [slot.Count]bool
+	var cmds [][]any
+	for _, sp := range specs {
+		g, ok := d.groupOfNode(sp.Node)
+		if !ok {
+			return fmt.Errorf("%w: unknown node %s", ErrRefused, sp.Node)
+		}
+		if g == d.cfg.Router.Self() {
+			return fmt.Errorf("%w: node %s is in this group", ErrRefused, sp.Node)
+		}
+		for _, r := range sp.Ranges {
+			for s := r[0]; s <= r[1]; s++ {
+				if seen[s] {
+					return fmt.Errorf("%w: slot %d is named twice", ErrRefused, s)
+				}
+				seen[s] = true
+				if !o.Owns(s) {
+					return fmt.Errorf("%w: slot %d is not this group's", ErrRefused, s)
+				}
+			}
+		}
+		for _, j := range o.Jobs {
+			if j.State != machine.JobRunning {
+				continue
+			}
+			for _, r := range j.Remaining() {
+				for s := r[0]; s <= r[1]; s++ {
+					if seen[s] {
+						return fmt.Errorf("%w: slot %d is already migrating", ErrRefused, s)
+					}
+				}
+			}
+		}
+		cmds = append(cmds, []any{"SLUICE.JOB", "ADD", machine.NewJobID(), d.cfg.Router.Map().Groups[g].ID,
+			d.cfg.NodeID, sp.Node, sp.Ranges})
+	}
+	for _, c := range cmds {
+		if err := d.apply(c...); err != nil {
+			return err
+		}
+	}
+	d.Wake()
+	return nil
+}
+
+// Cancel cancels the running jobs; it returns how many were running.
+func (d *Driver) Cancel() (int, error) {
+	if !d.cfg.Serving() {
+		return 0, ErrNotLeader
+	}
+	n := 0
+	for _, j := range d.Jobs() {
+		if j.State == machine.JobRunning && !j.Cancel {
+			n++
+		}
+	}
+	if err := d.apply("SLUICE.JOB", "CANCEL"); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// groupOfNode is the group of the member whose node id is id.
+func (d *Driver) groupOfNode(id string) (int, bool) {
+	m := d.cfg.Router.Map()
+	for g := range m.Groups {
+		for _, p := range m.Groups[g].Members {
+			if strings.EqualFold(cluster.MemberNodeID(p.ID, p.RaftAddr), id) || p.ID == id {
+				return g, true
+			}
+		}
+	}
+	return -1, false
+}
