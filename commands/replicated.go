@@ -73,6 +73,9 @@ func (r Replicated) RedirectKey(key []byte) string {
 		s := slot.Of(key)
 		switch addr, mine := r.Shards.Route(s); {
 		case mine:
+		case r.ownsHere(s):
+			// This group's log says it owns s: it took s (a slot
+			// migration's import) before the router learned so.
 		case addr == "":
 			return "CLUSTERDOWN The cluster is down" // the owner group has no leader known
 		default:
@@ -86,6 +89,12 @@ func (r Replicated) RedirectKey(key []byte) string {
 		return "TRYAGAIN the group is taking its slots from the cluster map"
 	}
 	return ""
+}
+
+// ownsHere reports whether this group's state machine owns slot s.
+func (r Replicated) ownsHere(s int) bool {
+	o := r.Node.Machine().Owned()
+	return o != nil && o.Owns(s)
 }
 
 // ApplyAll logs cmds as one group of the next entry and waits for it.

@@ -1,0 +1,320 @@
+package tests
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/slot"
+)
+
+// migration is one entry of CLUSTER GETSLOTMIGRATIONS.
+type migration map[string]any
+
+func slotMigrations(t *testing.T, c *redis.Client) []migration {
+	t.Helper()
+	v, err := c.Do(ctx(t), "CLUSTER", "GETSLOTMIGRATIONS").Slice()
+	if err != nil {
+		t.Fatalf("CLUSTER GETSLOTMIGRATIONS: %v", err)
+	}
+	var out []migration
+	for _, e := range v {
+		m := migration{}
+		switch f := e.(type) {
+		case []any: // RESP2: field, value, …
+			for i := 0; i+1 < len(f); i += 2 {
+				m[fmt.Sprint(f[i])] = f[i+1]
+			}
+		case map[any]any:
+			for k, v := range f {
+				m[fmt.Sprint(k)] = v
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// waitMigrated waits until every migration the group's leader lists has
+// ended, and returns them; each must have succeeded.
+func waitMigrated(t *testing.T, sc *ShardedCluster, g int) []migration {
+	t.Helper()
+	var ms []migration
+	eventuallyExplained(t, "the migrations ended", func() bool {
+		ms = slotMigrations(t, sc.Leader(t, g).Client())
+		for _, m := range ms {
+			if m["state"] == "running" {
+				return false
+			}
+		}
+		return len(ms) > 0
+	}, func() string { return fmt.Sprint(ms) })
+	for _, m := range ms {
+		if m["state"] != "success" {
+			t.Fatalf("migration %v", m)
+		}
+	}
+	return ms
+}
+
+// digestSlots is DEBUG DIGEST-SLOTS from to on c: the digest and count.
+func digestSlots(t *testing.T, c *redis.Client, from, to int) (string, int64) {
+	t.Helper()
+	v, err := c.Do(ctx(t), "DEBUG", "DIGEST-SLOTS", from, to).Slice()
+	if err != nil || len(v) != 2 {
+		t.Fatalf("DEBUG DIGEST-SLOTS %d %d: %v %v", from, to, v, err)
+	}
+	return v[0].(string), v[1].(int64)
+}
+
+// moveLoad is callers hammering CL.THROTTLE, QUOTA.CHECK and SW.CHECK
+// through a ClusterClient, counting what each key was granted.
+type moveLoad struct {
+	cc      *redis.ClusterClient
+	keys    []string
+	mu      sync.Mutex
+	granted map[string]int
+	calls   atomic.Int64
+	fails   atomic.Int64
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// moveLimit is each key's limit: CL.THROTTLE burst 9 (10 at once, one
+// more a day), QUOTA.CHECK 10 a month, SW.CHECK 10 an hour — nothing
+// refills during a test.
+const moveLimit = 10
+
+func startMoveLoad(t *testing.T, sc *ShardedCluster, nkeys, callers int) *moveLoad {
+	t.Helper()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 64,
+		MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond})
+	t.Cleanup(func() { cc.Close() })
+	l := &moveLoad{cc: cc, granted: map[string]int{}, stop: make(chan struct{})}
+	for i := range nkeys {
+		l.keys = append(l.keys, "mv:"+strconv.Itoa(i))
+	}
+	command := func(k string) []any {
+		switch k[len(k)-1] % 3 {
+		case 0:
+			return []any{"CL.THROTTLE", k, moveLimit - 1, 1, 86400}
+		case 1:
+			return []any{"QUOTA.CHECK", k, moveLimit, "month"}
+		}
+		return []any{"SW.CHECK", k, moveLimit, 3600}
+	}
+	admitted := func(v any) bool { return v.([]any)[0].(int64) == 0 } // the limiter reply: 0 allowed
+	eventually(t, "both groups serve", func() bool {
+		for _, k := range l.keys[:20] {
+			if err := cc.Do(ctx(t), "EXISTS", k).Err(); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	for w := range callers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				k := l.keys[r.IntN(len(l.keys))]
+				v, err := cc.Do(ctx(t), command(k)...).Result()
+				l.calls.Add(1)
+				if err != nil {
+					if l.fails.Add(1) <= 20 {
+						t.Logf("%s: %v", k, err)
+					}
+					continue
+				}
+				if admitted(v) {
+					l.mu.Lock()
+					l.granted[k]++
+					l.mu.Unlock()
+				}
+			}
+		}()
+	}
+	// Before a move, keys of the moving slots use up their limits: a
+	// counter a move lost would start afresh and admit again.
+	eventually(t, "keys at their limit", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		full := 0
+		for _, n := range l.granted {
+			if n == moveLimit {
+				full++
+			}
+		}
+		return full >= nkeys/4
+	})
+	return l
+}
+
+// finish waits for n more calls, stops the callers and checks no key was
+// granted more than its limit; it returns how many keys of slots
+// [from, to] were granted something.
+func (l *moveLoad) finish(t *testing.T, n int64, from, to int) int {
+	t.Helper()
+	before := l.calls.Load()
+	eventuallyExplained(t, "calls after the move", func() bool { return l.calls.Load() > before+n },
+		func() string {
+			return fmt.Sprintf("%d calls (%d before), %d failed", l.calls.Load(), before, l.fails.Load())
+		})
+	close(l.stop)
+	l.wg.Wait()
+	inRange := 0
+	for _, k := range l.keys {
+		if l.granted[k] > moveLimit {
+			t.Errorf("%s (slot %d) admitted %d times, limit %d", k, slot.Of([]byte(k)), l.granted[k], moveLimit)
+		}
+		if s := slot.Of([]byte(k)); from <= s && s <= to && l.granted[k] > 0 {
+			inRange++
+		}
+	}
+	if inRange == 0 {
+		t.Fatalf("no key of slots %d-%d was admitted", from, to)
+	}
+	return inRange
+}
+
+// sameCounters waits until every member of each group holds the same
+// counters.
+func sameCounters(t *testing.T, sc *ShardedCluster) {
+	t.Helper()
+	for g, group := range sc.Groups {
+		eventually(t, fmt.Sprintf("group %d's members hold the same counters", g+1), func() bool {
+			want := ""
+			for _, s := range group {
+				if s.cmd == nil {
+					continue
+				}
+				d, _ := digestSlots(t, s.Client(), 0, slot.Count-1)
+				if want != "" && d != want {
+					return false
+				}
+				want = d
+			}
+			return true
+		})
+	}
+}
+
+// Half of one group's slots move to the other while a go-redis
+// ClusterClient hammers CL.THROTTLE, QUOTA.CHECK and SW.CHECK on keys in
+// the moving half and in the staying half: no key is ever admitted more
+// than its limit (a counter live in two groups, or lost and started
+// afresh, would admit more) and no call fails; afterwards each key is only
+// in its new owner, every member of a group holds the same counters, the
+// job lists what Valkey 9 lists, and redis-cli --cluster check passes. A
+// second, idle move shows the target's digest of the moved slots equal to
+// the source's before it.
+func TestMigrateSlotsUnderLoad(t *testing.T) {
+	sc := StartShardedCluster(t, 3, [][]string{{"0-8191"}, {"8192-16383"}})
+	load := startMoveLoad(t, sc, 60, 8)
+	target := sc.Groups[1][0].Client()
+	nodeID, err := target.Do(ctx(t), "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := sc.Leader(t, 0).Client()
+	if err := src.Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", 0, 4095, "NODE", nodeID).Err(); err != nil {
+		t.Fatalf("MIGRATESLOTS: %v", err)
+	}
+	if err := src.Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", 4000, 4100, "NODE", nodeID).Err(); err == nil ||
+		!strings.Contains(err.Error(), "already migrating") {
+		t.Fatalf("an overlapping migration: %v", err)
+	}
+	ms := waitMigrated(t, sc, 0)
+	moved := load.finish(t, 500, 0, 4095)
+	if load.fails.Load() != 0 {
+		t.Fatalf("%d of %d calls failed through the move", load.fails.Load(), load.calls.Load())
+	}
+	m := ms[0]
+	if len(m["name"].(string)) != 40 || m["operation"] != "EXPORT" || m["slot_ranges"] != "0-4095" ||
+		m["target_node"] != nodeID || m["slots_moved"] != "0-4095" || m["keys_moved"].(int64) == 0 {
+		t.Fatalf("the migration's entry: %v", m)
+	}
+	t.Logf("%d calls, %d keys of the moved slots charged, %v", load.calls.Load(), moved, m)
+	// Each key only in its owner: the moved slots in group 2 only.
+	if _, n := digestSlots(t, sc.Leader(t, 0).Client(), 0, 4095); n != 0 {
+		t.Fatalf("group 1 keeps %d counters of the slots it moved", n)
+	}
+	sameCounters(t, sc)
+	out := redisCLI(t, sc.Groups[1][0].Addr, "--cluster", "check", sc.Groups[0][0].Addr)
+	if !strings.Contains(out, "[OK] All 16384 slots covered.") {
+		t.Fatalf("redis-cli --cluster check:\n%s", out)
+	}
+	// An idle move: the target's digest of the slots after it is the
+	// source's before it.
+	want, n := digestSlots(t, sc.Leader(t, 0).Client(), 4096, 6143)
+	if n == 0 {
+		t.Fatal("no counters in 4096-6143 to move")
+	}
+	if err := sc.Leader(t, 0).Client().Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", 4096, 6143, "NODE", nodeID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitMigrated(t, sc, 0)
+	for _, s := range sc.Groups[1] {
+		eventually(t, "the target's members hold the source's counters", func() bool {
+			got, k := digestSlots(t, s.Client(), 4096, 6143)
+			return got == want && k == n
+		})
+	}
+}
+
+// A move survives its source leader and then its target leader killed
+// (SIGKILL) mid-way: the source's new leader finds the job where the log
+// left it, finishes the pending chunk (whose import applied or not) and
+// the rest; nothing is admitted twice, each group's members agree.
+func TestMigrateSlotsSurvivesLeaderKills(t *testing.T) {
+	sc := StartShardedCluster(t, 3, [][]string{{"0-8191"}, {"8192-16383"}})
+	load := startMoveLoad(t, sc, 60, 6)
+	nodeID, _ := sc.Groups[1][0].Client().Do(ctx(t), "CLUSTER", "MYID").Text()
+	src := sc.Leader(t, 0)
+	if err := src.Client().Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", 0, 6143, "NODE", nodeID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	progressed := func(c *redis.Client) func() bool {
+		return func() bool {
+			ms, err := c.Do(ctx(t), "CLUSTER", "GETSLOTMIGRATIONS").Slice()
+			return err == nil && len(ms) > 0 && strings.Contains(fmt.Sprint(ms), "slots_moved 0-")
+		}
+	}
+	eventually(t, "a chunk moved", progressed(src.Client()))
+	if ms := slotMigrations(t, src.Client()); ms[0]["state"] != "running" {
+		t.Fatalf("the move ended before its leader was killed: %v", ms[0])
+	}
+	src.Kill()
+	dst := sc.Leader(t, 1)
+	eventually(t, "a new source leader", func() bool { return sc.Leader(t, 0) != src })
+	dst.Kill()
+	ms := waitMigrated(t, sc, 0)
+	if ms[0]["slots_moved"] != "0-6143" {
+		t.Fatalf("%v", ms[0])
+	}
+	// What a cluster client does after errors (go-redis also reloads
+	// every 10 s): ask for the slots again, which name the new leaders.
+	eventually(t, "the client follows the new leaders", func() bool {
+		load.cc.ReloadState(ctx(t))
+		return load.cc.Do(ctx(t), "CL.THROTTLE", load.keys[0], moveLimit-1, 1, 86400, 0).Err() == nil
+	})
+	load.finish(t, 300, 0, 6143)
+	if _, n := digestSlots(t, sc.Leader(t, 0).Client(), 0, 6143); n != 0 {
+		t.Fatalf("group 1 keeps %d counters of the slots it moved", n)
+	}
+	sameCounters(t, sc)
+	t.Logf("%d calls, %d failed (leaders killed)", load.calls.Load(), load.fails.Load())
+}
