@@ -88,9 +88,20 @@ type moveLoad struct {
 }
 
 // moveLimit is each key's limit: CL.THROTTLE burst 9 (10 at once, one
-// more a day), QUOTA.CHECK 10 a month, SW.CHECK 10 an hour — nothing
-// refills during a test.
+// more a day), QUOTA.CHECK 10 a month, SW.CHECK 10 an hour, RL.CHECK's
+// rule as CL.THROTTLE's — nothing refills during a test.
 const moveLimit = 10
+
+const moveRules = `domain: mv
+descriptors:
+  - key: user
+    rate_limit: {unit: day, requests_per_unit: 10, sluice: {algorithm: gcra, burst: 9}}
+`
+
+// startMoving starts two groups of three, with moveRules.
+func startMoving(t *testing.T) *ShardedCluster {
+	return StartShardedCluster(t, 3, [][]string{{"0-8191"}, {"8192-16383"}}, "--rules", writeRules(t, "mv.yaml", moveRules))
+}
 
 func startMoveLoad(t *testing.T, sc *ShardedCluster, nkeys, callers int) *moveLoad {
 	t.Helper()
@@ -102,18 +113,27 @@ func startMoveLoad(t *testing.T, sc *ShardedCluster, nkeys, callers int) *moveLo
 		l.keys = append(l.keys, "mv:"+strconv.Itoa(i))
 	}
 	command := func(k string) []any {
-		switch k[len(k)-1] % 3 {
+		switch k[len(k)-1] % 4 {
 		case 0:
 			return []any{"CL.THROTTLE", k, moveLimit - 1, 1, 86400}
 		case 1:
 			return []any{"QUOTA.CHECK", k, moveLimit, "month"}
+		case 2:
+			return []any{"SW.CHECK", k, moveLimit, 3600}
 		}
-		return []any{"SW.CHECK", k, moveLimit, 3600}
+		// Two counters (often in two groups), charged both or neither:
+		// k's checks are admitted at most moveLimit times.
+		return []any{"RL.CHECK", "mv", "DESCRIPTOR", "user", k, "DESCRIPTOR", "user", k + "~"}
 	}
 	admitted := func(v any) bool { return v.([]any)[0].(int64) == 0 } // the limiter reply: 0 allowed
-	eventually(t, "both groups serve", func() bool {
+	eventually(t, "both groups serve, with the rules", func() bool {
 		for _, k := range l.keys[:20] {
 			if err := cc.Do(ctx(t), "EXISTS", k).Err(); err != nil {
+				return false
+			}
+		}
+		for g := range sc.Groups {
+			if v, _ := sc.Leader(t, g).Client().Do(ctx(t), "RL.RULES", "LIST", "mv").Slice(); len(v) == 0 {
 				return false
 			}
 		}
@@ -213,7 +233,8 @@ func sameCounters(t *testing.T, sc *ShardedCluster) {
 }
 
 // Half of one group's slots move to the other while a go-redis
-// ClusterClient hammers CL.THROTTLE, QUOTA.CHECK and SW.CHECK on keys in
+// ClusterClient hammers CL.THROTTLE, QUOTA.CHECK, SW.CHECK and RL.CHECK (two
+// counters, often in two groups) on keys in
 // the moving half and in the staying half: no key is ever admitted more
 // than its limit (a counter live in two groups, or lost and started
 // afresh, would admit more) and no call fails; afterwards each key is only
@@ -222,7 +243,7 @@ func sameCounters(t *testing.T, sc *ShardedCluster) {
 // second, idle move shows the target's digest of the moved slots equal to
 // the source's before it.
 func TestMigrateSlotsUnderLoad(t *testing.T) {
-	sc := StartShardedCluster(t, 3, [][]string{{"0-8191"}, {"8192-16383"}})
+	sc := startMoving(t)
 	load := startMoveLoad(t, sc, 60, 8)
 	target := sc.Groups[1][0].Client()
 	nodeID, err := target.Do(ctx(t), "CLUSTER", "MYID").Text()
@@ -280,7 +301,7 @@ func TestMigrateSlotsUnderLoad(t *testing.T) {
 // left it, finishes the pending chunk (whose import applied or not) and
 // the rest; nothing is admitted twice, each group's members agree.
 func TestMigrateSlotsSurvivesLeaderKills(t *testing.T) {
-	sc := StartShardedCluster(t, 3, [][]string{{"0-8191"}, {"8192-16383"}})
+	sc := startMoving(t)
 	load := startMoveLoad(t, sc, 60, 6)
 	nodeID, _ := sc.Groups[1][0].Client().Do(ctx(t), "CLUSTER", "MYID").Text()
 	src := sc.Leader(t, 0)
