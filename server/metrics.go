@@ -8,7 +8,9 @@ import (
 
 	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/crossgroup"
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/persist"
+	"github.com/sluice-rl/sluice/slotmove"
 )
 
 // Metrics exposes the server's counters to Prometheus. It reads the same
@@ -57,10 +59,16 @@ var metricDescs = []struct {
 	{"sluice_raft_state", "1 for this node's Raft state (Leader, Follower, Candidate, Shutdown).", []string{"state"}},
 	{"sluice_raft_term", "Current Raft term.", nil},
 	{"sluice_raft_leader_live", "1 while this node leads and serves, or follows a leader it heard from within the heartbeat timeout.", nil},
-	{"sluice_cluster_map_epoch", "A sharded member's cluster map epoch.", nil},
+	{"sluice_cluster_map_epoch", "A sharded member's cluster map epoch: the highest any group's log claims its slots at.", nil},
 	{"sluice_crossgroup_checks_total", "Checks this member coordinated across groups, by how they ended: admitted, refused, failed.", []string{"outcome"}},
 	{"sluice_crossgroup_parts_total", "The parts those checks were split into (the groups each touched, summed).", nil},
 	{"sluice_crossgroup_part_finishes_total", "How the parts of checks across groups ended: settled (the check admitted: left to expire, keeping the charge), cancelled (refunded), lost (the cancel never arrived: the charge stays).", []string{"outcome"}},
+	{"sluice_slot_migration_chunks_total", "Chunks of slots this member moved to another group (as its group's leader).", nil},
+	{"sluice_slot_migration_keys_total", "Counters those chunks carried.", nil},
+	{"sluice_slot_migration_bytes_total", "Bytes of counter state those chunks carried.", nil},
+	{"sluice_slot_migration_cutover_seconds", "How long each chunk's slots answered TRYAGAIN: from before its cut was logged to the redirect to the target group.", nil},
+	{"sluice_slot_migrations_running", "Slot migrations this member's group is running (as source).", nil},
+	{"sluice_slot_migration_pending_seconds", "How long the oldest chunk cut from this group and not yet confirmed imported has waited (log time; 0: none): its slots answer TRYAGAIN meanwhile.", nil},
 	{"sluice_cluster_fenced_epoch", "The epoch this group's state machine fences by (0: not yet; a sharded member only).", nil},
 	{"sluice_cluster_group_slots", "The slots each group of the cluster map owns.", []string{"group"}},
 	{"sluice_cluster_group_leader_known", "1 when this member knows the group's leader (its own group: a live leader; another: one answered ROLE as master).", []string{"group"}},
@@ -188,18 +196,39 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter("sluice_crossgroup_part_finishes_total", float64(k.Cancelled), "cancelled")
 		counter("sluice_crossgroup_part_finishes_total", float64(k.Lost), "lost")
 	}
+	if mv, ok := m.env.Migrations.(interface{ Stats() slotmove.Stats }); ok {
+		st := mv.Stats()
+		counter("sluice_slot_migration_chunks_total", float64(st.Chunks))
+		counter("sluice_slot_migration_keys_total", float64(st.Keys))
+		counter("sluice_slot_migration_bytes_total", float64(st.Bytes))
+		ch <- histogram(m.d["sluice_slot_migration_cutover_seconds"], st.Cutover[:], st.CutoverNanos)
+	}
 	if r := m.env.Shards; r != nil {
 		mp := r.Map()
-		gauge("sluice_cluster_map_epoch", float64(mp.Epoch))
+		gauge("sluice_cluster_map_epoch", float64(r.Epoch()))
 		fenced := 0.0
 		if o := m.env.Machine.Owned(); o != nil {
 			fenced = float64(o.Epoch)
 		}
 		gauge("sluice_cluster_fenced_epoch", fenced)
+		running, pending := 0, 0.0
+		if o := m.env.Machine.Owned(); o != nil {
+			for _, j := range o.Jobs {
+				if j.State != machine.JobRunning {
+					continue
+				}
+				running++
+				if j.Pending != nil {
+					pending = max(pending, float64(m.env.Machine.Applied()-j.Updated)/1e9)
+				}
+			}
+		}
+		gauge("sluice_slot_migrations_running", float64(running))
+		gauge("sluice_slot_migration_pending_seconds", pending)
 		for g := range mp.Groups {
 			slots := 0
-			for _, rg := range mp.Groups[g].Ranges {
-				slots += rg.To - rg.From + 1
+			for _, rg := range r.Ranges(g) {
+				slots += rg[1] - rg[0] + 1
 			}
 			gauge("sluice_cluster_group_slots", float64(slots), mp.Groups[g].ID)
 			known, leader := false, ""

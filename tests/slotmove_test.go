@@ -44,7 +44,7 @@ func slotMigrations(t *testing.T, c *redis.Client) []migration {
 
 // waitMigrated waits until every migration the group's leader lists has
 // ended, and returns them; each must have succeeded.
-func waitMigrated(t *testing.T, sc *ShardedCluster, g int) []migration {
+func waitMigrated(t *testing.T, sc *movingCluster, g int) []migration {
 	t.Helper()
 	var ms []migration
 	eventuallyExplained(t, "the migrations ended", func() bool {
@@ -98,12 +98,39 @@ descriptors:
     rate_limit: {unit: day, requests_per_unit: 10, sluice: {algorithm: gcra, burst: 9}}
 `
 
-// startMoving starts two groups of three, with moveRules.
-func startMoving(t *testing.T) *ShardedCluster {
-	return StartShardedCluster(t, 3, [][]string{{"0-8191"}, {"8192-16383"}}, "--rules", writeRules(t, "mv.yaml", moveRules))
+// movingCluster is two groups of three, with moveRules; metrics[g][j] is
+// member j of group g's --http-addr.
+type movingCluster struct {
+	*ShardedCluster
+	metrics [2][3]string
 }
 
-func startMoveLoad(t *testing.T, sc *ShardedCluster, nkeys, callers int) *moveLoad {
+func startMoving(t *testing.T) *movingCluster {
+	mc := &movingCluster{}
+	for g := range mc.metrics {
+		for j := range mc.metrics[g] {
+			mc.metrics[g][j] = freeAddr(t)
+		}
+	}
+	mc.ShardedCluster = StartShardedClusterWith(t, 3, [][]string{{"0-8191"}, {"8192-16383"}},
+		func(g, j int) []string { return []string{"--http-addr", mc.metrics[g][j]} },
+		"--rules", writeRules(t, "mv.yaml", moveRules))
+	return mc
+}
+
+// leaderMetrics is group g's leader's --http-addr.
+func (mc *movingCluster) leaderMetrics(t *testing.T, g int) string {
+	l := mc.Leader(t, g)
+	for j, s := range mc.Groups[g] {
+		if s == l {
+			return mc.metrics[g][j]
+		}
+	}
+	t.Fatal("no leader")
+	return ""
+}
+
+func startMoveLoad(t *testing.T, sc *movingCluster, nkeys, callers int) *moveLoad {
 	t.Helper()
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 64,
 		MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond})
@@ -212,7 +239,7 @@ func (l *moveLoad) finish(t *testing.T, n int64, from, to int) int {
 
 // sameCounters waits until every member of each group holds the same
 // counters.
-func sameCounters(t *testing.T, sc *ShardedCluster) {
+func sameCounters(t *testing.T, sc *movingCluster) {
 	t.Helper()
 	for g, group := range sc.Groups {
 		eventually(t, fmt.Sprintf("group %d's members hold the same counters", g+1), func() bool {
@@ -269,6 +296,17 @@ func TestMigrateSlotsUnderLoad(t *testing.T) {
 		t.Fatalf("the migration's entry: %v", m)
 	}
 	t.Logf("%d calls, %d keys of the moved slots charged, %v", load.calls.Load(), moved, m)
+	// The source leader counted what it moved and each chunk's window.
+	met := sc.leaderMetrics(t, 0)
+	metric := func(series string) float64 { return metricValue(t, met, series) }
+	chunks := metric("sluice_slot_migration_chunks_total")
+	if chunks < 4096/64 || metric("sluice_slot_migration_keys_total") != float64(m["keys_moved"].(int64)) ||
+		metric("sluice_slot_migration_cutover_seconds_count") != chunks ||
+		metric("sluice_slot_migrations_running") != 0 || metric("sluice_slot_migration_pending_seconds") != 0 {
+		t.Fatalf("migration metrics: chunks %v keys %v windows %v running %v pending %v", chunks,
+			metric("sluice_slot_migration_keys_total"), metric("sluice_slot_migration_cutover_seconds_count"),
+			metric("sluice_slot_migrations_running"), metric("sluice_slot_migration_pending_seconds"))
+	}
 	// Each key only in its owner: the moved slots in group 2 only.
 	if _, n := digestSlots(t, sc.Leader(t, 0).Client(), 0, 4095); n != 0 {
 		t.Fatalf("group 1 keeps %d counters of the slots it moved", n)
