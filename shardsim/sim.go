@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/shardmap"
 	"github.com/sluice-rl/sluice/slot"
+	"github.com/sluice-rl/sluice/slotmove"
 )
 
 // Config is a simulated cluster.
@@ -80,6 +81,7 @@ type Member struct {
 	Env                *commands.Env
 	Router             *shardmap.Router
 	Coord              *crossgroup.Coordinator
+	Moves              *slotmove.Driver
 	trans              *raft.InmemTransport
 	sessions           sync.Pool
 	// cut is set while the member is cut off from its group.
@@ -187,9 +189,26 @@ func (c *Cluster) attach(m *Member, n *cluster.Node) error {
 			_, addr, ok := n.Leader()
 			return addr, ok && addr != ""
 		}})
+	rep := commands.Replicated{Node: n}
+	// Slot migrations driven as a server drives them: their imports go
+	// through the same lossy calls as the checks' parts.
+	m.Moves, err = slotmove.New(slotmove.Config{Router: router, Machine: mach, NodeID: m.ID, Log: c.cfg.Log,
+		Serving: func() bool { return n.Serving() && !m.cut.Load() }, CallGroup: m.Coord.CallGroup, CallMember: m.Coord.CallMember,
+		ChunkSlots: 8, ChunkKeys: 20,
+		Apply: func(args [][]byte) ([]byte, error) {
+			get, err := rep.ApplyAll([][][]byte{args})
+			if err != nil {
+				return nil, err
+			}
+			reply, _ := get(0)
+			return reply, nil
+		}})
+	if err != nil {
+		return err
+	}
 	table := commands.NewTable(mach)
 	m.Env = &commands.Env{Machine: mach, Clock: clock.New(nil), Table: table, Stats: &commands.Stats{},
-		Cluster: n, Shards: router, CrossGroup: m.Coord,
+		Cluster: n, Shards: router, CrossGroup: m.Coord, Migrations: m.Moves,
 		Applier: commands.Replicated{Node: n, Shards: router, Fenced: func() bool { return fenced(mach, c.Map) }}}
 	m.sessions.New = func() any { return m.Env.NewSession("sim") }
 	return nil
@@ -202,8 +221,8 @@ func fenced(m *machine.Machine, mp *shardmap.Map) bool {
 }
 
 // watch is what each member's server does in the background: learn the
-// other groups' leaders (here from the nodes themselves) and, leading,
-// log its group's slots until fenced.
+// other groups' leaders and the slots each group's log claims (here from
+// the nodes themselves) and, leading, log its group's slots until fenced.
 func (c *Cluster) watch() {
 	defer c.wg.Done()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -223,6 +242,14 @@ func (c *Cluster) watch() {
 				if g != m.Group {
 					m.Router.SetLeader(g, addr)
 				}
+				if l := c.byAddr[addr]; l != nil {
+					if o := l.Env.Machine.Owned(); o != nil {
+						m.Router.Claim(g, o.Epoch, o.Ranges)
+					}
+				}
+			}
+			if o := m.Env.Machine.Owned(); o != nil {
+				m.Router.Claim(m.Group, o.Epoch, o.Ranges)
 			}
 			if m.Node.Serving() && !fenced(m.Env.Machine, c.Map) {
 				args := [][]byte{[]byte("SLUICE.OWN"), []byte("1")}
@@ -359,6 +386,9 @@ func (c *Cluster) Close() {
 	}
 	c.wg.Wait()
 	for _, m := range c.Members {
+		if m.Moves != nil {
+			m.Moves.Close()
+		}
 		if m.Coord != nil {
 			m.Coord.Close()
 		}

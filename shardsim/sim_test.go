@@ -33,7 +33,7 @@ descriptors:
 )
 
 func TestSimulated10Groups(t *testing.T) {
-	simulate(t, run{groups: 10, callers: 8, ops: 1200, cuts: 3, users: 60, endpoints: 12, keys: 150})
+	simulate(t, run{groups: 10, callers: 8, ops: 1200, cuts: 3, moves: 6, users: 60, endpoints: 12, keys: 150})
 }
 
 func TestSimulated100Groups(t *testing.T) {
@@ -44,8 +44,8 @@ func TestSimulated100Groups(t *testing.T) {
 // leaders cut off during it, and the users, endpoints and throttled keys
 // the operations pick from.
 type run struct {
-	groups, callers, ops, cuts int
-	users, endpoints, keys     int
+	groups, callers, ops, cuts, moves int
+	users, endpoints, keys            int
 }
 
 // tally is what clients saw of one counter: admitted, and answers whose
@@ -124,6 +124,30 @@ func simulate(t *testing.T, r run) {
 			}
 		}()
 	}
+	// Slots moving between groups while the callers run: a range of group
+	// i's goes to group i+1, through lossy calls and cut-off leaders.
+	var moved sync.WaitGroup
+	for i := range r.moves {
+		moved.Add(1)
+		go func() {
+			defer moved.Done()
+			time.Sleep(time.Duration(i) * 300 * time.Millisecond)
+			g := i % r.groups
+			from := g * slot.Count / r.groups
+			lo := from + 500*(i/r.groups)
+			target := c.Map.Groups[(g+1)%r.groups].Members[0].ID
+			for ctx.Err() == nil {
+				l := c.Leader(g)
+				if l != nil {
+					_, err := l.Do("CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(lo+400), "NODE", target)
+					if err == nil {
+						return
+					}
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+	}
 	// Leaders cut off from their groups while the callers run.
 	var cuts sync.WaitGroup
 	for i := range r.cuts {
@@ -136,6 +160,7 @@ func simulate(t *testing.T, r run) {
 	}
 	wg.Wait()
 	cuts.Wait()
+	moved.Wait()
 	if ctx.Err() != nil {
 		t.Fatalf("the run did not finish in time (%d ops)", ops.Load())
 	}
@@ -156,6 +181,19 @@ func simulate(t *testing.T, r run) {
 		m.Coord.Drain()
 		lostFinishes += m.Coord.Counts().Lost
 	}
+	// Every migration ended, in success; each slot is owned by exactly one
+	// group's log.
+	owner := c.waitMoved(t, r.moves)
+	var chunks, movedKeys int64
+	for _, m := range c.Members {
+		st := m.Moves.Stats()
+		chunks += st.Chunks
+		movedKeys += st.Keys
+	}
+	t.Logf("%d migrations: %d chunks, %d counters moved", r.moves, chunks, movedKeys)
+	if r.moves > 0 && movedKeys == 0 {
+		t.Fatal("the migrations moved no counter: they prove nothing")
+	}
 
 	// Fencing: a counter exists only in the group that owns its slot.
 	for _, m := range c.Members {
@@ -168,8 +206,8 @@ func simulate(t *testing.T, r run) {
 				case keyspace.KindRules, keyspace.KindOverride, keyspace.KindScale, keyspace.KindReservation, keyspace.KindOwnership:
 					return true // configuration, and parts' reservations, are kept in every group
 				}
-				if owner := c.Map.Owner(s); owner.ID != c.Map.Groups[m.Group].ID {
-					t.Errorf("member %s (group %s) holds %q of slot %d, group %s's", m.ID, c.Map.Groups[m.Group].ID, key, s, owner.ID)
+				if owner[s] != m.Group {
+					t.Errorf("member %s (group %d) holds %q of slot %d, group %d's", m.ID, m.Group+1, key, s, owner[s]+1)
 				}
 				return true
 			})
@@ -236,6 +274,60 @@ func simulate(t *testing.T, r run) {
 		t.Fatalf("%d of %d checks admitted: the run proves nothing", admitted.Load(), checks.Load())
 	}
 	t.Logf("checked in %s (%d cancels lost)", time.Since(start).Round(time.Millisecond), lostFinishes)
+}
+
+// waitMoved waits until every group's migrations ended (there must be
+// moves of them), checks each succeeded, and returns each slot's owner
+// group as the groups' logs say — exactly one each.
+func (c *Cluster) waitMoved(t *testing.T, moves int) [slot.Count]int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		jobs, running := 0, 0
+		for g := range c.Groups {
+			l := c.Leader(g)
+			if l == nil {
+				running++
+				continue
+			}
+			for _, j := range l.Env.Machine.Owned().Jobs {
+				jobs++
+				if j.State == "running" {
+					running++
+				} else if j.State != "success" {
+					t.Fatalf("group %d's migration %+v", g+1, j)
+				}
+			}
+		}
+		if running == 0 && jobs == moves {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d migrations running after 30 s", running, jobs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var owner [slot.Count]int
+	for s := range owner {
+		owner[s] = -1
+	}
+	for g := range c.Groups {
+		o := c.Leader(g).Env.Machine.Owned()
+		for s := range slot.Count {
+			if o.Owns(s) {
+				if owner[s] >= 0 {
+					t.Fatalf("slot %d owned by groups %d and %d", s, owner[s]+1, g+1)
+				}
+				owner[s] = g
+			}
+		}
+	}
+	for s, g := range owner {
+		if g < 0 {
+			t.Fatalf("slot %d owned by no group", s)
+		}
+	}
+	return owner
 }
 
 // terms is the sum of every group's highest Raft term: it grows by one
