@@ -63,7 +63,10 @@ func parseMigrateSlots(args [][]byte) ([]slotmove.Spec, string) {
 		for i+1 < len(args) && !equalFold(args[i], "node") {
 			from, err1 := strconv.Atoi(string(args[i]))
 			to, err2 := strconv.Atoi(string(args[i+1]))
-			if err1 != nil || err2 != nil || from < 0 || to >= slot.Count || from > to {
+			if err1 != nil || err2 != nil {
+				return nil, syntax
+			}
+			if from < 0 || to >= slot.Count || from > to {
 				return nil, "ERR invalid slot range " + string(args[i]) + " " + string(args[i+1]) + ": slots are 0 to 16383, start ≤ end"
 			}
 			sp.Ranges = append(sp.Ranges, [2]int{from, to})
@@ -86,9 +89,10 @@ func migrationError(err error) string {
 	switch {
 	case errors.Is(err, slotmove.ErrNotLeader):
 		return "ERR slot migrations start and are cancelled at the source group's leader"
+	case errors.Is(err, slotmove.ErrNotFenced):
+		return "TRYAGAIN the group is taking its slots from the cluster map"
 	case errors.Is(err, slotmove.ErrRefused):
-		_, msg, _ := strings.Cut(err.Error(), ": ")
-		return "ERR " + msg
+		return "ERR " + strings.TrimPrefix(err.Error(), slotmove.ErrRefused.Error()+": ")
 	}
 	return errorReply(err)
 }

@@ -92,6 +92,9 @@ func (c *Ctx) shards() []topoShard {
 		grp := &m.Groups[g]
 		ranges := r.Ranges(g) // live: slot migrations move them
 		if g == r.Self() {
+			if o := c.Env.Machine.Owned(); o != nil {
+				ranges = o.Ranges // this group's own log, ahead of the router
+			}
 			own.ranges = ranges
 			out = append(out, own)
 			continue

@@ -128,3 +128,46 @@ func TestRouter(t *testing.T) {
 		t.Fatal("a router for no group")
 	}
 }
+
+// Routing follows the groups' logged claims: the highest epoch claiming a
+// slot wins; a slot no claim names (cut, not yet imported) stays with its
+// last owner; a claim older than a group's last is ignored, so a stale
+// report never routes a slot back.
+func TestRouterFollowsClaims(t *testing.T) {
+	m, err := Parse([]byte(twoGroups))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := NewRouter(m, "g1")
+	r.SetLeader(1, "g2-leader")
+	owner := func(s int) int { return r.Owner(s) }
+	// g1 cuts 0-99 at epoch 2: nobody claims them, g1 keeps routing them
+	// (its state machine answers TRYAGAIN).
+	if !r.Claim(0, 2, [][2]int{{100, 8191}}) {
+		t.Fatal("a newer claim changed nothing")
+	}
+	if _, mine := r.Route(50); !mine || r.Epoch() != 2 {
+		t.Fatalf("a cut slot: owner %d, epoch %d", owner(50), r.Epoch())
+	}
+	// g2 imports them at epoch 2.
+	r.Claim(1, 2, [][2]int{{0, 99}, {8192, 16383}})
+	if addr, mine := r.Route(50); mine || addr != "g2-leader" {
+		t.Fatalf("an imported slot routes to %q (mine %v)", addr, mine)
+	}
+	// A stale report of g1 (epoch 1, the file's) changes nothing.
+	if r.Claim(0, 1, [][2]int{{0, 8191}}) || owner(50) != 1 {
+		t.Fatalf("a stale claim moved slot 50 to group %d", owner(50)+1)
+	}
+	if got := r.Ranges(1); len(got) != 2 || got[0] != [2]int{0, 99} || got[1] != [2]int{8192, 16383} {
+		t.Fatalf("g2's ranges %v", got)
+	}
+	// Back to g1 at epoch 3, learned by Moved before g1's full claim.
+	r.Claim(1, 3, [][2]int{{8192, 16383}})
+	r.Moved(0, 3, [][2]int{{0, 99}})
+	if _, mine := r.Route(0); !mine || owner(99) != 0 || owner(100) != 0 || r.Epoch() != 3 {
+		t.Fatalf("moved back: owner %d %d, epoch %d", owner(0), owner(99), r.Epoch())
+	}
+	if i, ok := r.GroupIndex("g2"); !ok || i != 1 {
+		t.Fatal("GroupIndex")
+	}
+}

@@ -49,6 +49,9 @@ var (
 	// ErrNotLeader: jobs start and are cancelled at the source group's
 	// leader.
 	ErrNotLeader = errors.New("slotmove: this member does not lead its group")
+	// ErrNotFenced: the group has not logged its slots yet (a moment after
+	// it starts).
+	ErrNotFenced = errors.New("slotmove: the group has not logged its slots yet")
 )
 
 // Config is a member's driver of migrations.
@@ -405,7 +408,7 @@ func (d *Driver) Migrate(specs []Spec) error {
 	}
 	o := d.cfg.Machine.Owned()
 	if o == nil {
-		return fmt.Errorf("%w: this group fences by no cluster map", ErrRefused)
+		return ErrNotFenced
 	}
 	var seen [slot.Count]bool
 	var cmds [][]any

@@ -2,6 +2,8 @@ package tests
 
 import (
 	"fmt"
+	"net"
+	"os/exec"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -376,4 +378,94 @@ func TestMigrateSlotsSurvivesLeaderKills(t *testing.T) {
 	}
 	sameCounters(t, sc)
 	t.Logf("%d calls, %d failed (leaders killed)", load.calls.Load(), load.fails.Load())
+}
+
+// CLUSTER MIGRATESLOTS refuses what cannot start, with nothing started; a
+// single node has no migrations; CANCELSLOTMIGRATIONS stops a job before its
+// next chunk — the chunks moved stay moved, the rest stays — and every
+// member of the group lists the job (it is replicated state).
+func TestMigrateSlotsRefusalsAndCancel(t *testing.T) {
+	single := StartServer(t)
+	if err := single.Client().Do(ctx(t), "CLUSTER", "GETSLOTMIGRATIONS").Err(); err == nil || !strings.Contains(err.Error(), "sharded cluster") {
+		t.Fatalf("a single node: %v", err)
+	}
+	sc := startMoving(t)
+	leader := sc.Leader(t, 0)
+	eventually(t, "group 1 fenced", func() bool {
+		info, _ := leader.Client().Info(ctx(t), "cluster").Result()
+		return strings.Contains(info, "sluice_slots_epoch:")
+	})
+	var follower *Server
+	for _, s := range sc.Groups[0] {
+		if s != leader {
+			follower = s
+		}
+	}
+	own, _ := leader.Client().Do(ctx(t), "CLUSTER", "MYID").Text()
+	other, _ := sc.Groups[1][1].Client().Do(ctx(t), "CLUSTER", "MYID").Text()
+	for _, tc := range []struct {
+		on   *Server
+		args []any
+		want string
+	}{
+		{follower, []any{"SLOTSRANGE", 0, 10, "NODE", other}, "source group's leader"},
+		{leader, []any{"SLOTSRANGE", 0, 10}, "wrong number of arguments"},
+		{leader, []any{"SLOTSRANGE", 0, 10, "NOD", other}, "syntax"},
+		{leader, []any{"SLOTSRANGE", 10, 5, "NODE", other}, "invalid slot range"},
+		{leader, []any{"SLOTSRANGE", 0, 16384, "NODE", other}, "invalid slot range"},
+		{leader, []any{"SLOTSRANGE", 8000, 8200, "NODE", other}, "slot 8192 is not this group's"},
+		{leader, []any{"SLOTSRANGE", 0, 10, "NODE", own}, "is in this group"},
+		{leader, []any{"SLOTSRANGE", 0, 10, "NODE", "nobody"}, "unknown node"},
+		{leader, []any{"SLOTSRANGE", 0, 10, "NODE", other, "SLOTSRANGE", 5, 20, "NODE", other}, "slot 5 is named twice"},
+	} {
+		err := tc.on.Client().Do(ctx(t), append([]any{"CLUSTER", "MIGRATESLOTS"}, tc.args...)...).Err()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("MIGRATESLOTS %v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if ms := slotMigrations(t, leader.Client()); len(ms) != 0 {
+		t.Fatalf("a refused MIGRATESLOTS started %v", ms)
+	}
+	// Cancel a move of every slot of group 1 right after it starts.
+	if err := leader.Client().Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", 0, 8191, "NODE", other).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Client().Do(ctx(t), "CLUSTER", "CANCELSLOTMIGRATIONS").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var m migration
+	eventually(t, "the job cancelled", func() bool {
+		m = slotMigrations(t, leader.Client())[0]
+		return m["state"] == "cancelled"
+	})
+	movedTo := -1
+	if done := m["slots_moved"].(string); done != "" {
+		var from int
+		if _, err := fmt.Sscanf(done, "%d-%d", &from, &movedTo); err != nil || from != 0 || strings.Contains(done, " ") {
+			t.Fatalf("slots moved %q: not a prefix of the job's", done)
+		}
+	}
+	if movedTo >= 8191 {
+		t.Fatalf("the cancel came after the whole move: %v", m)
+	}
+	eventually(t, "every member lists the job", func() bool {
+		ms := slotMigrations(t, follower.Client())
+		return len(ms) == 1 && ms[0]["name"] == m["name"] && ms[0]["state"] == "cancelled"
+	})
+	// The rest stays group 1's; the cluster is whole once every member
+	// has heard (each asks the others every 250 ms).
+	var out []byte
+	eventuallyExplained(t, "redis-cli --cluster check passes", func() bool {
+		host, port, _ := net.SplitHostPort(leader.Addr)
+		out, _ = exec.Command("redis-cli", "-h", host, "-p", port, "--cluster", "check", leader.Addr).CombinedOutput()
+		return strings.Contains(string(out), "[OK] All 16384 slots covered.") && !strings.Contains(string(out), "[ERR]")
+	}, func() string { return string(out) })
+	want := fmt.Sprintf("[%d-8191]", movedTo+1)
+	if movedTo < 0 {
+		want = "[0-8191]"
+	}
+	if !strings.Contains(string(out), want) {
+		t.Fatalf("group 1 should keep %s:\n%s", want, out)
+	}
+	t.Logf("cancelled after %d slots", movedTo+1)
 }
