@@ -2,9 +2,9 @@ package tests
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os/exec"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
