@@ -134,6 +134,70 @@ test("ioredis Cluster routes every limiter command to the group that owns it", {
   }
 });
 
+test("ioredis Cluster keeps its limits through a slot migration", { timeout: 60000 }, async () => {
+  const cluster = new Redis.Cluster(
+    groups.flat().map((m) => ({ host: "127.0.0.1", port: m.port })),
+    { lazyConnect: true, retryDelayOnTryAgain: 5, redisOptions: { maxRetriesPerRequest: 1 } },
+  );
+  await cluster.connect();
+  const source = await leaderOf(groups[0]);
+  const target = await leaderOf(groups[1]);
+  try {
+    // Ten units per key (burst 9, one a day): nothing refills meanwhile.
+    const keys = Array.from({ length: 40 }, (_, i) => `mig${i}`);
+    const granted = new Map(keys.map((k) => [k, 0]));
+    let stop = false;
+    let calls = 0;
+    const errors = [];
+    const caller = async (seed) => {
+      for (let i = seed; !stop; i += 7) {
+        const k = keys[i % keys.length];
+        try {
+          const r = await cluster.call("CL.THROTTLE", k, 9, 1, 86400);
+          calls++;
+          if (r[0] === 0) granted.set(k, granted.get(k) + 1);
+        } catch (e) {
+          errors.push(`${k}: ${e.message}`);
+        }
+      }
+    };
+    const loops = [1, 2, 3, 4].map(caller);
+    await eventually("calls before the move", async () => calls > 200);
+    const node = await target.client.call("CLUSTER", "MYID");
+    assert.equal(await source.client.call("CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", 0, 4095, "NODE", node), "OK");
+    let job;
+    await eventually("the migration succeeded", async () => {
+      const jobs = await source.client.call("CLUSTER", "GETSLOTMIGRATIONS");
+      job = {};
+      const last = jobs[jobs.length - 1];
+      for (let i = 0; i + 1 < last.length; i += 2) job[last[i]] = last[i + 1];
+      return job.state !== "running";
+    });
+    assert.equal(job.state, "success", JSON.stringify(job));
+    const after = calls;
+    await eventually("calls after the move", async () => calls > after + 200);
+    stop = true;
+    await Promise.all(loops);
+    assert.deepEqual(errors, []);
+    let moved = 0;
+    for (const [k, n] of granted) {
+      assert.ok(n <= 10, `${k} admitted ${n} times, limit 10`);
+      const slot = Number(await source.client.call("CLUSTER", "KEYSLOT", k));
+      if (slot <= 4095 && n > 0) moved++;
+      // Each key only in its owner now: the moved slots in group 2.
+      const owner = slot <= 4095 || slot >= 8192 ? target : source;
+      const other = owner === target ? source : target;
+      assert.equal((await owner.client.keys(k)).length, n > 0 ? 1 : 0, `${k} (slot ${slot}) in its owner`);
+      assert.equal((await other.client.keys(k)).length, 0, `${k} (slot ${slot}) outside its owner`);
+    }
+    assert.ok(moved > 0, "no key of the moved slots was charged");
+  } finally {
+    source.client.disconnect();
+    target.client.disconnect();
+    cluster.disconnect();
+  }
+});
+
 // leaderOf is a client of the member of group g that says it is master.
 async function leaderOf(g) {
   for (const m of g) {
