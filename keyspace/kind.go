@@ -34,6 +34,9 @@ const (
 	// KindOwnership is the slots a group of a sharded cluster owns (one
 	// key, see package machine's fencing).
 	KindOwnership
+	// KindGroups is the groups added to or removed from a running sharded
+	// cluster (one key, see package machine's groups.go).
+	KindGroups
 	kindCount
 )
 

@@ -93,7 +93,7 @@ func (m *Machine) Owned() *Ownership { return m.owned.Load() }
 
 func fenceCommands() []*Command {
 	return []*Command{{
-		Name: "sluice.own", Arity: -3, Flags: []string{"write", "admin"},
+		Name: "sluice.own", Arity: -2, Flags: []string{"write", "admin"},
 		Group: "cluster", Since: "1.3.0", Complexity: "O(R) where R is the number of ranges",
 		Summary:  "SLUICE.OWN <epoch> <from-to> …: the slots this group owns at the cluster map's epoch (logged by its leader).",
 		internal: true, slots: ownershipSlots,

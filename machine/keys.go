@@ -184,6 +184,11 @@ func (x *exec) flushAll() {
 		if o := x.m.owned.Load(); o != nil {
 			x.setOwnership(o)
 		}
+		if l := x.m.groups.Load(); l != nil {
+			s, _ := x.lockKey([]byte(GroupsKey))
+			x.setGroups(s, l)
+			x.unlock(s)
+		}
 	}()
 	var t Ticket
 	before := func(slots func(i int) *keyspace.Slot) {

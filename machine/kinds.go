@@ -33,6 +33,7 @@ var kindNames = [...]string{
 	keyspace.KindScale:          "ratelimit-scale",
 	keyspace.KindReservation:    "ratelimit-reservation",
 	keyspace.KindOwnership:      "slot-ownership",
+	keyspace.KindGroups:         "cluster-groups",
 }
 
 // KindName is the name TYPE answers for a key of kind k.
@@ -101,6 +102,10 @@ func EncodeState(dst []byte, kind keyspace.Kind, obj any) ([]byte, error) {
 		if kind == keyspace.KindOwnership {
 			return st.AppendBinary(dst), nil
 		}
+	case *GroupList:
+		if kind == keyspace.KindGroups {
+			return st.AppendBinary(dst), nil
+		}
 	}
 	return dst, fmt.Errorf("%w: kind %s, state %T", ErrUnencodable, KindName(kind), obj)
 }
@@ -146,6 +151,8 @@ func DecodeState(kind keyspace.Kind, b []byte, zone func(string) (*time.Location
 		return decodeReservation(b)
 	case keyspace.KindOwnership:
 		return decodeOwnership(b)
+	case keyspace.KindGroups:
+		return decodeGroupList(b)
 	}
 	return nil, fmt.Errorf("unknown kind %d", kind)
 }

@@ -40,6 +40,9 @@ type Machine struct {
 	// owned mirrors OwnershipKey: the slots this group owns (nil: all;
 	// fence.go).
 	owned atomic.Pointer[Ownership]
+	// groups mirrors GroupsKey: the groups added to or removed from a
+	// running sharded cluster (nil: none).
+	groups atomic.Pointer[GroupList]
 	// reservations counts RL.RESERVE's reservations by how they ended.
 	reservations struct{ reserved, settled, cancelled atomic.Int64 }
 	durable      Durability
@@ -75,7 +78,7 @@ func New(opts Options) *Machine {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Machine{keys: keyspace.New(), durable: opts.Durable, log: log, byName: map[string]*Command{}}
-	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), reserveCommands(), partCommands(), fenceCommands(), slotMoveCommands(), keyCommands(), serverKeyCommands(), debugCommands(), txCommands()} {
+	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), reserveCommands(), partCommands(), fenceCommands(), slotMoveCommands(), groupCommands(), keyCommands(), serverKeyCommands(), debugCommands(), txCommands()} {
 		for _, c := range group {
 			if _, dup := m.byName[c.Name]; dup {
 				panic("machine: duplicate command " + c.Name)
@@ -148,6 +151,7 @@ func (m *Machine) Restore(applied int64) {
 	m.applied.Store(applied)
 	m.reloadRules()
 	m.reloadOwnership()
+	m.reloadGroups()
 	m.moveLegacyRecords(applied)
 	m.findPolicyRecords()
 }

@@ -146,3 +146,33 @@ func TestCancelSlotMigration(t *testing.T) {
 		t.Fatal("ownership after the cancel")
 	}
 }
+
+// The groups added to and removed from a running cluster: an add again is a
+// no-op, other members for the same id are refused, a removal is final (the
+// id is not used again), a map file's group can be removed; the list
+// survives FLUSHALL.
+func TestGroupList(t *testing.T) {
+	m := New(Options{})
+	add := []string{"SLUICE.GROUPS", "ADD", "g3", "c1=127.0.0.1:7007@127.0.0.1:17007", "c2=127.0.0.1:7008@127.0.0.1:17008"}
+	for range 2 {
+		if got := do(m, t0, add...); got != "+OK\r\n" {
+			t.Fatal(got)
+		}
+	}
+	if got := do(m, t0, "SLUICE.GROUPS", "ADD", "g3", "c1=127.0.0.1:9@127.0.0.1:10"); !strings.Contains(got, "other members") {
+		t.Fatalf("%q", got)
+	}
+	if got := do(m, t0, "SLUICE.GROUPS", "ADD", "g4", "c1"); !strings.Contains(got, "<member-id>=") {
+		t.Fatalf("%q", got)
+	}
+	do(m, t0, "FLUSHALL")
+	do(m, t0, "SLUICE.GROUPS", "DEL", "g1")
+	do(m, t0, "SLUICE.GROUPS", "DEL", "g3")
+	if got := do(m, t0, add...); !strings.Contains(got, "not used again") {
+		t.Fatalf("%q", got)
+	}
+	l := m.Groups()
+	if len(l.Groups) != 2 || l.Groups[0].ID != "g3" || !l.Groups[0].Removed || len(l.Groups[0].Members) != 2 || l.Groups[1].ID != "g1" || !l.Groups[1].Removed {
+		t.Fatalf("%+v", l)
+	}
+}

@@ -35,6 +35,12 @@ type Group struct {
 	Ranges []Range
 	// Members are its members, by id.
 	Members []cluster.Peer
+	// Epoch is the epoch its slots were last claimed at, when the map
+	// says (0: the map's).
+	Epoch uint64
+	// Removed is set on a group removed from a running cluster (CLUSTER
+	// REMOVEGROUP): it owns nothing and is no longer asked anything.
+	Removed bool
 }
 
 // Range is the slots From to To, both included.
@@ -102,6 +108,9 @@ type fileGroup struct {
 	ID      string            `yaml:"id"`
 	Slots   []string          `yaml:"slots"`
 	Members map[string]string `yaml:"members"`
+	// Epoch is the epoch the group's log owns its slots at, when it is
+	// not the map's (maps a running cluster writes: CLUSTER SLUICEMAP).
+	Epoch *int64 `yaml:"epoch"`
 }
 
 // maxMapBytes bounds a map file (a thousand groups fit in far less).
@@ -150,13 +159,16 @@ func parseGroup(fg fileGroup, groupIDs map[string]bool, memberOf, addrOf map[str
 		return Group{}, fmt.Errorf("group id %q holds white space", fg.ID)
 	case groupIDs[fg.ID]:
 		return Group{}, fmt.Errorf("group id %q appears twice", fg.ID)
-	case len(fg.Slots) == 0:
-		return Group{}, fmt.Errorf("group %s owns no slots", fg.ID)
+	case fg.Epoch != nil && *fg.Epoch < 1:
+		return Group{}, fmt.Errorf("group %s: epoch must be a positive integer", fg.ID)
 	case len(fg.Members) == 0:
 		return Group{}, fmt.Errorf("group %s has no members", fg.ID)
 	}
 	groupIDs[fg.ID] = true
 	g := Group{ID: fg.ID}
+	if fg.Epoch != nil {
+		g.Epoch = uint64(*fg.Epoch)
+	}
 	for _, s := range fg.Slots {
 		r, err := parseRange(s)
 		if err != nil {

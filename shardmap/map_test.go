@@ -89,7 +89,7 @@ func TestParseRefuses(t *testing.T) {
 		{"epoch: 1\ngroups:\n" + group("g1", `["0-8191"]`, m1) + group("g2", `["8192-16383"]`, `{a1: "127.0.0.1:7002"}`), `member id "a1" is in groups g1 and g2`},
 		{"epoch: 1\ngroups:\n" + group("g1", `["0-8191"]`, m1) + group("g2", `["8192-16383"]`, `{b1: "127.0.0.1:7001"}`), "address 127.0.0.1:7001 is used by members a1 and b1"},
 		{"epoch: 1\ngroups:\n" + group("g1", `["0-16383"]`, `{}`), "group g1 has no members"},
-		{"epoch: 1\ngroups:\n" + group("g1", `[]`, m1), "group g1 owns no slots"},
+		{"epoch: 1\ngroups:\n" + group("g1", `[]`, m1), "slots 0-16383 are owned by no group"},
 		{"epoch: 1\ngroups:\n" + group("g1", `["0-16383"]`, `{a1: "nowhere"}`), "group g1"},
 		{"epoch: 1\ngroups:\n" + group("", `["0-16383"]`, m1), "a group has no id"},
 		{"epoch: 1\ngroups:\n" + group("g1", `["0-16383"]`, `{a1: "127.0.0.1:7001", a1: "127.0.0.1:7002"}`), "already defined"},
@@ -169,5 +169,32 @@ func TestRouterFollowsClaims(t *testing.T) {
 	}
 	if i, ok := r.GroupIndex("g2"); !ok || i != 1 {
 		t.Fatal("GroupIndex")
+	}
+}
+
+// A running cluster's map, groups added and claims moved, written and read
+// back: the same groups, slots and claim epochs.
+func TestFormatRoundTrip(t *testing.T) {
+	m, _ := Parse([]byte(twoGroups))
+	r, _ := NewRouter(m, "g1")
+	g3, err := r.AddGroup(Group{ID: "g3", Members: []cluster.Peer{{ID: "c1", ClientAddr: "127.0.0.1:7007", RaftAddr: "127.0.0.1:17007"}}})
+	if err != nil || g3 != 2 {
+		t.Fatal(g3, err)
+	}
+	r.Claim(0, 4, [][2]int{{100, 8191}})
+	r.Claim(2, 4, [][2]int{{0, 99}})
+	back, err := Parse(r.Format())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, r.Format())
+	}
+	r2, _ := NewRouter(back, "g3")
+	if back.Epoch != 4 || len(back.Groups) != 3 || r2.Owner(50) != 2 || r2.Owner(100) != 0 || r2.Owner(9000) != 1 ||
+		r2.ClaimEpoch(1) != 1 || r2.ClaimEpoch(2) != 4 {
+		t.Fatalf("read back:\n%s", r.Format())
+	}
+	// A claim of g2 at epoch 2 (below the map's 4, above its own 1) is
+	// still taken: each group's claim keeps its own epoch.
+	if !r2.Claim(1, 2, [][2]int{{8192, 16383}, {0, 49}}) {
+		t.Fatal("a later claim of g2 ignored")
 	}
 }

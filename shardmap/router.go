@@ -3,6 +3,7 @@ package shardmap
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -23,9 +24,12 @@ import (
 // import is learned. Claims only ever move forward, so a stale report
 // never routes a slot back.
 type Router struct {
-	m      *Map
+	// m is the map routed by: the file's groups, then those added while
+	// running (AddGroup). Groups are only ever appended, so a group's
+	// index never changes.
+	m      atomic.Pointer[Map]
 	self   int
-	mu     sync.Mutex // serializes claims
+	mu     sync.Mutex // serializes claims and added groups
 	claims []claim
 	table  atomic.Pointer[ownerTable]
 	// leaders holds each group's last known leader client address ("":
@@ -40,7 +44,8 @@ type Router struct {
 func NewRouter(m *Map, selfGroup string) (*Router, error) {
 	for i := range m.Groups {
 		if m.Groups[i].ID == selfGroup {
-			r := &Router{m: m, self: i, leaders: make([]atomic.Pointer[string], len(m.Groups)), lags: make([]atomic.Int64, len(m.Groups))}
+			r := &Router{self: i, leaders: make([]atomic.Pointer[string], MaxGroups), lags: make([]atomic.Int64, MaxGroups)}
+			r.m.Store(m)
 			for g := range r.lags {
 				r.lags[g].Store(math.MinInt64)
 			}
@@ -48,13 +53,18 @@ func NewRouter(m *Map, selfGroup string) (*Router, error) {
 			t := &ownerTable{owner: m.owner}
 			for g := range m.Groups {
 				r.claims[g].epoch = m.Epoch
+				if e := m.Groups[g].Epoch; e != 0 {
+					r.claims[g].epoch = e
+				}
 				for _, rg := range m.Groups[g].Ranges {
 					for s := rg.From; s <= rg.To; s++ {
 						r.claims[g].bits[s/64] |= 1 << (s % 64)
 					}
 				}
 			}
-			t.epoch = m.Epoch
+			for _, c := range r.claims {
+				t.epoch = max(t.epoch, c.epoch)
+			}
 			r.table.Store(t)
 			return r, nil
 		}
@@ -62,8 +72,55 @@ func NewRouter(m *Map, selfGroup string) (*Router, error) {
 	return nil, fmt.Errorf("%w: no group %q", ErrMap, selfGroup)
 }
 
+// MaxGroups is the most groups a cluster can have.
+const MaxGroups = 1024
+
 // Map is the map routed by.
-func (r *Router) Map() *Map { return r.m }
+func (r *Router) Map() *Map { return r.m.Load() }
+
+// AddGroup adds a group that joined the running cluster (it owns no slots
+// until some move to it); it is a no-op for a group already known. It
+// returns the group's index.
+func (r *Router) AddGroup(g Group) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.m.Load()
+	for i := range cur.Groups {
+		if cur.Groups[i].ID == g.ID {
+			return i, nil
+		}
+	}
+	if len(cur.Groups) >= MaxGroups {
+		return -1, fmt.Errorf("%w: more than %d groups", ErrMap, MaxGroups)
+	}
+	next := *cur
+	next.Groups = append(slices.Clip(cur.Groups), g)
+	r.claims = append(r.claims, claim{})
+	r.lags[len(cur.Groups)].Store(math.MinInt64)
+	r.m.Store(&next)
+	return len(cur.Groups), nil
+}
+
+// RemoveGroup marks group g removed (it must own no slots).
+func (r *Router) RemoveGroup(g int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.m.Load()
+	if cur.Groups[g].Removed {
+		return
+	}
+	next := *cur
+	next.Groups = slices.Clone(cur.Groups)
+	next.Groups[g].Removed = true
+	r.m.Store(&next)
+}
+
+// ClaimEpoch is the epoch of group g's claim as last learned.
+func (r *Router) ClaimEpoch(g int) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.claims[g].epoch
+}
 
 // Self is the index of this member's group.
 func (r *Router) Self() int { return r.self }
@@ -105,7 +162,7 @@ func (r *Router) Lag(g int) (int64, bool) {
 // takes them.
 func (r *Router) OwnedRanges() []string {
 	var out []string
-	for _, rg := range r.m.Groups[r.self].Ranges {
+	for _, rg := range r.Map().Groups[r.self].Ranges {
 		out = append(out, fmt.Sprintf("%d-%d", rg.From, rg.To))
 	}
 	return out
@@ -212,8 +269,9 @@ func (r *Router) Ranges(g int) [][2]int {
 
 // GroupIndex is the index of the group named id.
 func (r *Router) GroupIndex(id string) (int, bool) {
-	for i := range r.m.Groups {
-		if r.m.Groups[i].ID == id {
+	m := r.Map()
+	for i := range m.Groups {
+		if m.Groups[i].ID == id {
 			return i, true
 		}
 	}

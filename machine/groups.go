@@ -1,0 +1,204 @@
+package machine
+
+import (
+	"encoding/binary"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/slot"
+)
+
+// The groups of a running sharded cluster beyond its map file: added by
+// CLUSTER ADDGROUP, removed by CLUSTER REMOVEGROUP. Like the rules, every
+// group's log holds the list (SLUICE.GROUPS is applied in one group, then
+// in every other), so every member learns a new group from its own state
+// machine, and a member joining later reads the list from any member.
+
+// GroupsKey holds the list (kind groups).
+const GroupsKey = "sluice:groups"
+
+// GroupList is the groups added to or removed from the cluster, in the
+// order of their changes.
+type GroupList struct {
+	Groups []GroupSpec
+}
+
+// GroupSpec is one added or removed group.
+type GroupSpec struct {
+	ID string
+	// Members are "<member-id>=<client-addr>@<raft-addr>", as given.
+	Members []string
+	// Removed is set once the group is removed; an id is never reused.
+	Removed bool
+}
+
+// Groups is the list this group's log holds (nil: none).
+func (m *Machine) Groups() *GroupList { return m.groups.Load() }
+
+func (l *GroupList) find(id string) int {
+	for i := range l.Groups {
+		if l.Groups[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// AppendBinary appends the list's encoding.
+func (l *GroupList) AppendBinary(dst []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(l.Groups)))
+	str := func(s string) {
+		dst = binary.AppendUvarint(dst, uint64(len(s)))
+		dst = append(dst, s...)
+	}
+	for _, g := range l.Groups {
+		str(g.ID)
+		removed := byte(0)
+		if g.Removed {
+			removed = 1
+		}
+		dst = append(dst, removed)
+		dst = binary.AppendUvarint(dst, uint64(len(g.Members)))
+		for _, m := range g.Members {
+			str(m)
+		}
+	}
+	return dst
+}
+
+var errCorruptGroups = errors.New("machine: corrupt group list record")
+
+func decodeGroupList(b []byte) (*GroupList, error) {
+	d := byteReader{b: b}
+	n := d.uvarint(1 << 16)
+	l := &GroupList{}
+	for range n {
+		var g GroupSpec
+		g.ID = string(d.bytes())
+		if d.bad || len(d.b) == 0 {
+			return nil, errCorruptGroups
+		}
+		g.Removed = d.b[0] == 1
+		d.b = d.b[1:]
+		members := d.uvarint(1 << 16)
+		for range members {
+			g.Members = append(g.Members, string(d.bytes()))
+		}
+		if d.bad {
+			return nil, errCorruptGroups
+		}
+		l.Groups = append(l.Groups, g)
+	}
+	if d.bad || len(d.b) != 0 {
+		return nil, errCorruptGroups
+	}
+	return l, nil
+}
+
+func groupCommands() []*Command {
+	return []*Command{{
+		Name: "sluice.groups", Arity: -3, Flags: []string{"write", "admin"}, internal: true, everyGroup: true,
+		slots: func([][]byte) ([]int, bool) { return []int{slot.Of([]byte(GroupsKey))}, false },
+		Group: "cluster", Since: "1.4.0", Complexity: "O(G) where G is the number of groups",
+		Summary: "SLUICE.GROUPS ADD <id> <member-id>=<client-addr>@<raft-addr> … | DEL <id>: groups added to or removed from a running cluster.",
+		run:     runGroups, check: checkGroups,
+	}}
+}
+
+func checkGroups(_ *Machine, args [][]byte) string {
+	id := string(args[2])
+	if id == "" || strings.ContainsAny(id, " \t\r\n") {
+		return "ERR a group id is a word"
+	}
+	switch {
+	case resp.EqualFold(args[1], "add") && len(args) >= 4:
+		for _, a := range args[3:] {
+			mid, addrs, ok := strings.Cut(string(a), "=")
+			client, raft, ok2 := strings.Cut(addrs, "@")
+			if !ok || !ok2 || mid == "" || client == "" || raft == "" || strings.ContainsAny(string(a), " \t\r\n") {
+				return "ERR a member is <member-id>=<client-addr>@<raft-addr>"
+			}
+		}
+		return ""
+	case resp.EqualFold(args[1], "del") && len(args) == 3:
+		return ""
+	}
+	return "ERR SLUICE.GROUPS takes ADD <id> <member-id>=<client-addr>@<raft-addr> … or DEL <id>"
+}
+
+// runGroups is SLUICE.GROUPS: an add of the same group again, or a removal
+// of a removed one, is a no-op (it is applied in every group, and sent
+// again when one did not take it).
+func runGroups(x *exec, args [][]byte) {
+	if bad := checkGroups(x.m, args); bad != "" {
+		x.fail(bad)
+		return
+	}
+	key := []byte(GroupsKey)
+	s, _ := x.lockKey(key)
+	defer x.unlock(s)
+	next := &GroupList{}
+	if cur := x.m.groups.Load(); cur != nil {
+		next.Groups = slices.Clone(cur.Groups)
+	}
+	id := string(args[2])
+	i := next.find(id)
+	if resp.EqualFold(args[1], "add") {
+		members := make([]string, 0, len(args)-3)
+		for _, a := range args[3:] {
+			members = append(members, string(a))
+		}
+		switch {
+		case i >= 0 && next.Groups[i].Removed:
+			x.fail("ERR group " + id + " was removed: a group id is not used again")
+			return
+		case i >= 0 && slices.Equal(next.Groups[i].Members, members):
+			x.w.OK()
+			return
+		case i >= 0:
+			x.fail("ERR group " + id + " exists with other members")
+			return
+		}
+		next.Groups = append(next.Groups, GroupSpec{ID: id, Members: members})
+	} else {
+		switch {
+		case i >= 0 && next.Groups[i].Removed:
+			x.w.OK()
+			return
+		case i >= 0:
+			next.Groups[i].Removed = true
+		default:
+			next.Groups = append(next.Groups, GroupSpec{ID: id, Removed: true}) // a group of the map file
+		}
+	}
+	x.setGroups(s, next)
+	x.w.OK()
+}
+
+// setGroups stores l under GroupsKey (whose slot the caller holds).
+func (x *exec) setGroups(s *keyspace.Slot, l *GroupList) {
+	key := []byte(GroupsKey)
+	if e, ok := s.Get(key, x.instant()); ok {
+		s.Delete(e)
+	}
+	if _, err := s.Insert(key, keyspace.KindGroups, 0, l); err != nil {
+		x.error(err)
+		return
+	}
+	x.m.groups.Store(l)
+}
+
+// reloadGroups points groups at what GroupsKey holds (after a restore).
+func (m *Machine) reloadGroups() {
+	key := []byte(GroupsKey)
+	s := m.keys.LockKey(key)
+	defer s.Unlock()
+	var l *GroupList
+	if e, ok := s.Get(key, m.applied.Load()); ok && e.Kind() == keyspace.KindGroups {
+		l, _ = s.Object(e).(*GroupList)
+	}
+	m.groups.Store(l)
+}
