@@ -94,6 +94,10 @@ type Migrations interface {
 	Cancel() (int, error)
 	// Jobs are the group's jobs, oldest first.
 	Jobs() []machine.Job
+	// AddGroup adds a group to the running cluster; RemoveGroup removes
+	// one that owns no slots.
+	AddGroup(ctx context.Context, id string, members []cluster.Peer) error
+	RemoveGroup(ctx context.Context, id string) error
 }
 
 // Env is what every command can reach: the state machine, the clock, the

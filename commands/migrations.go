@@ -1,10 +1,12 @@
 package commands
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
 
+	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/slot"
 	"github.com/sluice-rl/sluice/slotmove"
@@ -27,7 +29,61 @@ func migrationCommands() []*Command {
 				{Name: "node-id", Type: "string", Token: "NODE"}}}),
 		sub("getslotmigrations", 2, "Lists this group's slot migrations, running and recently ended.", runGetSlotMigrations),
 		sub("cancelslotmigrations", 2, "Cancels this group's running slot migrations (a chunk already cut completes).", runCancelSlotMigrations),
+		sub("addgroup", -6, "Adds a group of members started with --cluster-join to the running cluster; it owns no slots until some move to it.", runAddGroup,
+			Arg{Name: "group-id", Type: "string"},
+			Arg{Name: "member", Type: "block", Multiple: true, Sub: []Arg{
+				{Name: "member-id", Type: "string"}, {Name: "client-addr", Type: "string"}, {Name: "raft-addr", Type: "string"}}}),
+		sub("removegroup", 3, "Removes a group that owns no slots from the running cluster.", runRemoveGroup,
+			Arg{Name: "group-id", Type: "string"}),
+		sub("sluicemap", 2, "Returns the live cluster map as --cluster-map reads it (what a joining member starts from).", runSluiceMap),
 	}
+}
+
+// runAddGroup is CLUSTER ADDGROUP <group-id> <member-id> <client-addr>
+// <raft-addr> [<member-id> <client-addr> <raft-addr> …].
+func runAddGroup(c *Ctx, args [][]byte) {
+	if c.Env.Migrations == nil {
+		c.W.Error(errNotSharded)
+		return
+	}
+	if (len(args)-3)%3 != 0 {
+		c.W.Error("ERR syntax: CLUSTER ADDGROUP <group-id> <member-id> <client-addr> <raft-addr> [<member-id> <client-addr> <raft-addr> …]")
+		return
+	}
+	var members []cluster.Peer
+	for i := 3; i+2 < len(args); i += 3 {
+		ps, err := cluster.ParsePeers(string(args[i]) + "=" + string(args[i+1]) + "@" + string(args[i+2]))
+		if err != nil {
+			c.W.Error("ERR member " + string(args[i]) + ": " + err.Error())
+			return
+		}
+		members = append(members, ps...)
+	}
+	if err := c.Env.Migrations.AddGroup(context.Background(), string(args[2]), members); err != nil {
+		c.W.Error(migrationError(err))
+		return
+	}
+	c.W.OK()
+}
+
+func runRemoveGroup(c *Ctx, args [][]byte) {
+	if c.Env.Migrations == nil {
+		c.W.Error(errNotSharded)
+		return
+	}
+	if err := c.Env.Migrations.RemoveGroup(context.Background(), string(args[2])); err != nil {
+		c.W.Error(migrationError(err))
+		return
+	}
+	c.W.OK()
+}
+
+func runSluiceMap(c *Ctx, _ [][]byte) {
+	if c.Env.Shards == nil {
+		c.W.Error(errNotSharded)
+		return
+	}
+	c.W.BulkString(string(c.Env.Shards.Format()))
 }
 
 const errNotSharded = "ERR slot migration needs a sharded cluster (--cluster-map)"
@@ -88,7 +144,9 @@ func parseMigrateSlots(args [][]byte) ([]slotmove.Spec, string) {
 func migrationError(err error) string {
 	switch {
 	case errors.Is(err, slotmove.ErrNotLeader):
-		return "ERR slot migrations start and are cancelled at the source group's leader"
+		return "ERR send it to a group's leader: slot migrations start and are cancelled at the source group's, groups are added and removed at any group's"
+	case errors.Is(err, slotmove.ErrNotEverywhere):
+		return "ERR " + strings.TrimPrefix(err.Error(), "slotmove: ")
 	case errors.Is(err, slotmove.ErrNotFenced):
 		return "TRYAGAIN the group is taking its slots from the cluster map"
 	case errors.Is(err, slotmove.ErrRefused):

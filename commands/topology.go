@@ -90,6 +90,9 @@ func (c *Ctx) shards() []topoShard {
 	out := make([]topoShard, 0, len(m.Groups))
 	for g := range m.Groups {
 		grp := &m.Groups[g]
+		if grp.Removed {
+			continue
+		}
 		ranges := r.Ranges(g) // live: slot migrations move them
 		if g == r.Self() {
 			if o := c.Env.Machine.Owned(); o != nil {

@@ -13,12 +13,18 @@ import (
 // RL.OVERRIDE, RL.SCALE) in every other group too, in parallel
 // (RL.PART APPLY); the error names the groups that did not take it.
 func (c *Coordinator) Propagate(ctx context.Context, args [][]byte) error {
+	return c.PropagateExcept(ctx, args, "")
+}
+
+// PropagateExcept is Propagate to every other group but the one named
+// skip (a group being added, which starts from the live map instead).
+func (c *Coordinator) PropagateExcept(ctx context.Context, args [][]byte, skip string) error {
 	words := make([]any, 0, len(args)+2)
 	words = append(words, "RL.PART", "APPLY")
 	for _, a := range args {
 		words = append(words, string(a))
 	}
-	_, err := c.everyOther(ctx, words)
+	_, err := c.everyOther(ctx, words, skip)
 	return err
 }
 
@@ -30,7 +36,7 @@ func (c *Coordinator) RulesDiffer(ctx context.Context, domain string) (string, e
 	if domain != "" {
 		words = append(words, domain)
 	}
-	digests, err := c.everyOther(ctx, words)
+	digests, err := c.everyOther(ctx, words, "")
 	if err != nil {
 		return "", err
 	}
@@ -52,13 +58,13 @@ func (c *Coordinator) RulesDiffer(ctx context.Context, domain string) (string, e
 // everyOther sends words to every other group's leader in parallel, and
 // returns each group's string reply (this group's is left empty); the
 // error names the groups that did not answer.
-func (c *Coordinator) everyOther(ctx context.Context, words []any) ([]string, error) {
+func (c *Coordinator) everyOther(ctx context.Context, words []any, skip string) ([]string, error) {
 	m := c.cfg.Router.Map()
 	replies := make([]string, len(m.Groups))
 	errs := make([]error, len(m.Groups))
 	var wg sync.WaitGroup
 	for g := range m.Groups {
-		if g == c.cfg.Router.Self() {
+		if g == c.cfg.Router.Self() || m.Groups[g].Removed || m.Groups[g].ID == skip {
 			continue
 		}
 		wg.Add(1)

@@ -226,6 +226,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		gauge("sluice_slot_migrations_running", float64(running))
 		gauge("sluice_slot_migration_pending_seconds", pending)
 		for g := range mp.Groups {
+			if mp.Groups[g].Removed {
+				continue
+			}
 			slots := 0
 			for _, rg := range r.Ranges(g) {
 				slots += rg[1] - rg[0] + 1

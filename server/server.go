@@ -227,7 +227,7 @@ func (s *Server) startNode() error {
 		s.env.CrossGroup = s.coord
 		rep := commands.Replicated{Node: n}
 		s.moves, err = slotmove.New(slotmove.Config{Router: router, Machine: s.env.Machine, Log: s.log, NodeID: s.env.NodeID,
-			Serving: n.Serving, CallGroup: s.coord.CallGroup, CallMember: s.coord.CallMember,
+			Serving: n.Serving, CallGroup: s.coord.CallGroup, CallMember: s.coord.CallMember, Propagate: s.coord.PropagateExcept,
 			Apply: func(args [][]byte) ([]byte, error) {
 				get, err := rep.ApplyAll([][][]byte{args})
 				if err != nil {

@@ -87,6 +87,7 @@ func (s *Server) shardLoop() {
 	defer tick.Stop()
 	for {
 		s.syncOwnership()
+		s.moves.SyncGroups() // groups added or removed while running
 		s.probeLeaders(clients)
 		select {
 		case <-s.stop:
@@ -104,7 +105,7 @@ func (s *Server) probeLeaders(clients map[string]*redis.Client) {
 	leaders := make([]string, len(m.Groups))
 	var mu sync.Mutex
 	for g := range m.Groups {
-		if g == s.router.Self() {
+		if g == s.router.Self() || m.Groups[g].Removed {
 			continue
 		}
 		for _, p := range m.Groups[g].Members {

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/shardmap"
 )
 
 // The status page: / on the HTTP listener is one HTML file (no build step,
@@ -284,10 +285,13 @@ func (s *Server) statusData() statusJSON {
 		m := r.Map()
 		for g := range m.Groups {
 			grp := &m.Groups[g]
+			if grp.Removed {
+				continue
+			}
 			sg := statusGroup{ID: grp.ID, Self: g == r.Self()}
 			var ranges []string
-			for _, rg := range grp.Ranges {
-				ranges = append(ranges, rg.String())
+			for _, rg := range r.Ranges(g) {
+				ranges = append(ranges, shardmap.Range{From: rg[0], To: rg[1]}.String())
 			}
 			sg.Slots = strings.Join(ranges, ", ")
 			for _, p := range grp.Members {

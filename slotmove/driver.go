@@ -69,6 +69,9 @@ type Config struct {
 	// member at addr. Replies as go-redis decodes them.
 	CallGroup  func(ctx context.Context, g int, args ...any) (any, error)
 	CallMember func(ctx context.Context, addr string, args ...any) (any, error)
+	// Propagate applies a command this group applied in every other group
+	// but the one named skip (group changes); nil: none.
+	Propagate func(ctx context.Context, args [][]byte, skip string) error
 	// NodeID is this member's node id (a job's source_node).
 	NodeID string
 	// ChunkSlots and ChunkKeys bound a chunk: at most ChunkSlots slots,

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,10 +107,11 @@ descriptors:
 type movingCluster struct {
 	*ShardedCluster
 	metrics [2][3]string
+	rules   string
 }
 
 func startMoving(t *testing.T) *movingCluster {
-	mc := &movingCluster{}
+	mc := &movingCluster{rules: writeRules(t, "mv.yaml", moveRules)}
 	for g := range mc.metrics {
 		for j := range mc.metrics[g] {
 			mc.metrics[g][j] = freeAddr(t)
@@ -116,7 +119,7 @@ func startMoving(t *testing.T) *movingCluster {
 	}
 	mc.ShardedCluster = StartShardedClusterWith(t, 3, [][]string{{"0-8191"}, {"8192-16383"}},
 		func(g, j int) []string { return []string{"--http-addr", mc.metrics[g][j]} },
-		"--rules", writeRules(t, "mv.yaml", moveRules))
+		"--rules", mc.rules)
 	return mc
 }
 
@@ -468,4 +471,88 @@ func TestMigrateSlotsRefusalsAndCancel(t *testing.T) {
 		t.Fatalf("group 1 should keep %s:\n%s", want, out)
 	}
 	t.Logf("cancelled after %d slots", movedTo+1)
+}
+
+// The cluster grows from two groups to three while a ClusterClient
+// hammers it: CLUSTER ADDGROUP names a third group, whose three processes
+// start with --cluster-join, and a quarter of the slots move to it from
+// both groups; then it shrinks back: the slots move home (one command,
+// two jobs), and CLUSTER REMOVEGROUP removes the empty group (refused
+// while it owns slots). No key is admitted past its limit (monthly quotas
+// keep their counts through both moves); every member of each group holds
+// the same counters; redis-cli --cluster check passes with three masters,
+// then with two.
+func TestGrowAndShrinkUnderLoad(t *testing.T) {
+	mc := startMoving(t)
+	load := startMoveLoad(t, mc, 60, 6)
+	var g3 []*Server
+	add := []any{"CLUSTER", "ADDGROUP", "g3"}
+	for j := 1; j <= 3; j++ {
+		s := &Server{t: t, Addr: freeAddr(t), DataDir: t.TempDir()}
+		add = append(add, fmt.Sprintf("g3n%d", j), s.Addr, freeAddr(t))
+		s.Args = []string{"--enable-debug-command", "--data-dir", s.DataDir, "--node-id", fmt.Sprintf("g3n%d", j),
+			"--cluster-join", mc.Groups[1][j-1].Addr, "--rules", mc.rules}
+		g3 = append(g3, s)
+	}
+	if err := mc.Leader(t, 0).Client().Do(ctx(t), add...).Err(); err != nil {
+		t.Fatalf("ADDGROUP: %v", err)
+	}
+	for _, s := range g3 {
+		s.Start()
+		t.Cleanup(s.Kill)
+	}
+	grown := &ShardedCluster{Groups: append(slices.Clone(mc.Groups), g3)}
+	l3 := grown.Leader(t, 2)
+	eventually(t, "group 3 fenced, with the rules", func() bool {
+		info, _ := l3.Client().Info(ctx(t), "cluster").Result()
+		v, _ := l3.Client().Do(ctx(t), "RL.RULES", "LIST", "mv").Slice()
+		return strings.Contains(info, "sluice_slots_epoch:") && len(v) > 0
+	})
+	node3, _ := g3[0].Client().Do(ctx(t), "CLUSTER", "MYID").Text()
+	for g, r := range [][2]int{{0, 2047}, {8192, 10239}} {
+		if err := mc.Leader(t, g).Client().Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", r[0], r[1], "NODE", node3).Err(); err != nil {
+			t.Fatalf("group %d to group 3: %v", g+1, err)
+		}
+	}
+	waitMigrated(t, mc, 0)
+	waitMigrated(t, mc, 1)
+	if err := mc.Leader(t, 0).Client().Do(ctx(t), "CLUSTER", "REMOVEGROUP", "g3").Err(); err == nil || !strings.Contains(err.Error(), "owns slots") {
+		t.Fatalf("REMOVEGROUP of a group owning slots: %v", err)
+	}
+	clusterCheck := func(masters int) {
+		t.Helper()
+		var out []byte
+		eventuallyExplained(t, fmt.Sprintf("redis-cli --cluster check passes with %d masters", masters), func() bool {
+			host, port, _ := net.SplitHostPort(mc.Groups[0][0].Addr)
+			out, _ = exec.Command("redis-cli", "-h", host, "-p", port, "--cluster", "check", mc.Groups[0][0].Addr).CombinedOutput()
+			return strings.Contains(string(out), "[OK] All 16384 slots covered.") && !strings.Contains(string(out), "[ERR]") &&
+				len(regexp.MustCompile(`M: [0-9a-f]{40} `).FindAll(out, -1)) == masters
+		}, func() string { return string(out) })
+	}
+	clusterCheck(3)
+	before := load.calls.Load()
+	eventually(t, "calls on the grown cluster", func() bool { return load.calls.Load() > before+300 })
+	// Shrink: both ranges home in one command, then the empty group goes.
+	node1, _ := mc.Groups[0][0].Client().Do(ctx(t), "CLUSTER", "MYID").Text()
+	node2, _ := mc.Groups[1][0].Client().Do(ctx(t), "CLUSTER", "MYID").Text()
+	if err := grown.Leader(t, 2).Client().Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", 0, 2047, "NODE", node1,
+		"SLOTSRANGE", 8192, 10239, "NODE", node2).Err(); err != nil {
+		t.Fatalf("home: %v", err)
+	}
+	ms := waitMigrated(t, &movingCluster{ShardedCluster: grown}, 2)
+	if len(ms) != 2 {
+		t.Fatalf("two jobs: %v", ms)
+	}
+	if err := mc.Leader(t, 1).Client().Do(ctx(t), "CLUSTER", "REMOVEGROUP", "g3").Err(); err != nil {
+		t.Fatalf("REMOVEGROUP: %v", err)
+	}
+	clusterCheck(2)
+	load.finish(t, 300, 0, 2047)
+	for _, r := range [][2]int{{0, 2047}, {8192, 10239}} {
+		if _, n := digestSlots(t, l3.Client(), r[0], r[1]); n != 0 {
+			t.Fatalf("group 3 keeps %d counters of %v after moving them home", n, r)
+		}
+	}
+	sameCounters(t, &movingCluster{ShardedCluster: grown})
+	t.Logf("%d calls, %d failed", load.calls.Load(), load.fails.Load())
 }

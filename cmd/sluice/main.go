@@ -100,6 +100,7 @@ func run(args []string) error {
 	rep := &cfg.Replication
 	fs.StringVar(&rep.NodeID, "node-id", "", "this member's id among --peers (replicated mode)")
 	peers := fs.String("peers", "", "every member of a replicated cluster: id=client-addr[@raft-addr],… (raft-addr defaults to the client port + 10000); empty runs one node")
+	clusterJoin := fs.String("cluster-join", "", "host:port of any member of a running sharded cluster: wait until CLUSTER ADDGROUP names --node-id, then serve as that member of its new group (the map is kept in --data-dir for restarts)")
 	clusterMap := fs.String("cluster-map", "", "a sharded cluster's map, YAML: epoch, and groups with their slots and members; this process is the member --node-id names, in its group (replaces --peers)")
 	fs.DurationVar(&rep.HeartbeatTimeout, "raft-heartbeat-timeout", 300*time.Millisecond, "how long a follower waits without hearing from the leader before it stands for election")
 	fs.DurationVar(&rep.ElectionTimeout, "raft-election-timeout", 300*time.Millisecond, "how long a candidate waits for votes")
@@ -150,8 +151,11 @@ func run(args []string) error {
 		// not keys.
 		debug.SetGCPercent(*gcPercent)
 	}
-	if *peers != "" && *clusterMap != "" {
-		return errors.New("give --peers or --cluster-map, not both")
+	if (*peers != "") && (*clusterMap != "") || (*clusterJoin != "") && (*peers != "" || *clusterMap != "") {
+		return errors.New("give one of --peers, --cluster-map and --cluster-join")
+	}
+	if *clusterJoin != "" && rep.NodeID == "" {
+		return errors.New("--cluster-join needs --node-id: the member id CLUSTER ADDGROUP will name")
 	}
 	if *peers != "" {
 		list, err := cluster.ParsePeers(*peers)
@@ -200,6 +204,16 @@ func run(args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if *clusterJoin != "" {
+		joinCtx, stopJoin := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		m, err := server.JoinMap(joinCtx, cfg.DataDir, *clusterJoin, rep.NodeID, cfg.RequirePass, log)
+		stopJoin()
+		if err != nil {
+			return err
+		}
+		g, _, _ := m.Member(rep.NodeID)
+		rep.Peers, rep.Map = g.Members, m
+	}
 
 	srv, err := server.New(cfg, log, nil)
 	if err != nil {
