@@ -106,6 +106,10 @@ type Config struct {
 	// Raft address (an in-process simulation: raft.NewInmemTransport);
 	// the node closes it. Members' health notes need the TCP transport.
 	Transport raft.Transport
+	// StreamLayer, when set, carries Raft over it instead of a TCP listener
+	// of the node's own on its Raft address: several groups hosted in one
+	// process share one Raft port (package raftmux). The node closes it.
+	StreamLayer raft.StreamLayer
 	// DialVia maps member ids to the address this node dials them at
 	// instead of their Raft address (a tunnel, a NAT, or a test proxy that
 	// cuts the link); the Raft configuration keeps the real addresses.
@@ -279,9 +283,12 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 			closer.Close()
 			return nil, fmt.Errorf("cluster: raft address %s: %w", self.RaftAddr, err)
 		}
-		tcp, err := raft.NewTCPTransportWithConfig(self.RaftAddr, addr, &raft.NetworkTransportConfig{
-			ServerAddressProvider: dialVia{n}, Logger: hlog, MaxPool: 3, Timeout: 5 * time.Second})
-		if err != nil {
+		var tcp *raft.NetworkTransport
+		if cfg.StreamLayer != nil {
+			tcp = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: cfg.StreamLayer,
+				ServerAddressProvider: dialVia{n}, Logger: hlog, MaxPool: 3, Timeout: 5 * time.Second})
+		} else if tcp, err = raft.NewTCPTransportWithConfig(self.RaftAddr, addr, &raft.NetworkTransportConfig{
+			ServerAddressProvider: dialVia{n}, Logger: hlog, MaxPool: 3, Timeout: 5 * time.Second}); err != nil {
 			closer.Close()
 			return nil, fmt.Errorf("cluster: listen for Raft on %s: %w", self.RaftAddr, err)
 		}

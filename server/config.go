@@ -10,9 +10,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/persist"
 	"github.com/sluice-rl/sluice/server/guard"
+
 	"github.com/sluice-rl/sluice/shardmap"
 )
 
@@ -160,6 +163,10 @@ type Replication struct {
 	// are its group's members, and the map says which slots each group
 	// owns (--cluster-map).
 	Map *shardmap.Map
+	// StreamLayer, when set, carries this member's Raft instead of a
+	// listener of its own: a process hosting members of several groups
+	// shares one Raft port among them (package raftmux).
+	StreamLayer raft.StreamLayer
 }
 
 // Enabled reports whether the server is a replicated node.
@@ -314,6 +321,7 @@ func (r Replication) clusterConfig(dataDir string) cluster.Config {
 		CommitTimeout: r.CommitTimeout, ApplyTimeout: r.ApplyTimeout,
 		SnapshotInterval: r.SnapshotInterval, SnapshotThreshold: r.SnapshotThreshold, DialVia: r.DialVia,
 		TickInterval: r.TickInterval, LogSyncInterval: r.LogSyncInterval, ClockCatchUp: r.ClockCatchUp,
+		StreamLayer: r.StreamLayer,
 	}
 }
 

@@ -191,12 +191,25 @@ func parseGroup(fg fileGroup, groupIDs map[string]bool, memberOf, addrOf map[str
 			return Group{}, fmt.Errorf("group %s: %w", fg.ID, err)
 		}
 		p := peers[0]
-		for _, a := range []string{p.ClientAddr, p.RaftAddr} {
-			if other, ok := addrOf[a]; ok {
-				return Group{}, fmt.Errorf("address %s is used by members %s and %s", a, other, id)
-			}
-			addrOf[a] = id
+		// A client address is one member's, and no member's Raft address.
+		// A Raft address may be shared by members of different groups: one
+		// process hosting them carries their groups over one Raft port
+		// (package raftmux).
+		if other, ok := addrOf["c "+p.ClientAddr]; ok {
+			return Group{}, fmt.Errorf("address %s is used by members %s and %s", p.ClientAddr, other, id)
 		}
+		if other, ok := addrOf["r "+p.ClientAddr]; ok {
+			return Group{}, fmt.Errorf("address %s is used by members %s and %s", p.ClientAddr, other, id)
+		}
+		if other, ok := addrOf["c "+p.RaftAddr]; ok {
+			return Group{}, fmt.Errorf("address %s is used by members %s and %s", p.RaftAddr, other, id)
+		}
+		if other, ok := addrOf["r "+p.RaftAddr+" "+fg.ID]; ok {
+			return Group{}, fmt.Errorf("address %s is used by members %s and %s of group %s", p.RaftAddr, other, id, fg.ID)
+		}
+		addrOf["c "+p.ClientAddr] = id
+		addrOf["r "+p.RaftAddr] = id
+		addrOf["r "+p.RaftAddr+" "+fg.ID] = id
 		g.Members = append(g.Members, p)
 	}
 	return g, nil

@@ -198,3 +198,22 @@ func TestFormatRoundTrip(t *testing.T) {
 		t.Fatal("a later claim of g2 ignored")
 	}
 }
+
+// Members of different groups may share a Raft address (one process, one
+// Raft port); two of one group may not, nor may a client address be one.
+func TestSharedRaftAddresses(t *testing.T) {
+	ok := "epoch: 1\ngroups:\n" +
+		"  - id: g1\n    slots: [\"0-8191\"]\n    members: {a1: \"127.0.0.1:7001@127.0.0.1:9001\", a2: \"127.0.0.1:7002@127.0.0.1:9002\"}\n" +
+		"  - id: g2\n    slots: [\"8192-16383\"]\n    members: {b1: \"127.0.0.1:7003@127.0.0.1:9001\", b2: \"127.0.0.1:7004@127.0.0.1:9002\"}\n"
+	if _, err := Parse([]byte(ok)); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{
+		strings.Replace(ok, "127.0.0.1:7002@127.0.0.1:9002", "127.0.0.1:7002@127.0.0.1:9001", 1),
+		strings.Replace(ok, "127.0.0.1:7004@127.0.0.1:9002", "127.0.0.1:9002@127.0.0.1:9003", 1),
+	} {
+		if _, err := Parse([]byte(bad)); err == nil || !strings.Contains(err.Error(), "is used by members") {
+			t.Errorf("%v\n%s", err, bad)
+		}
+	}
+}

@@ -29,6 +29,8 @@ func (d *Driver) AddGroup(ctx context.Context, id string, members []cluster.Peer
 		return ErrNotLeader
 	}
 	m := d.cfg.Router.Map()
+	// Client addresses are unique; a Raft address may be shared with other
+	// groups' members (one process hosting them, one Raft port).
 	ids, addrs := map[string]bool{}, map[string]bool{}
 	for _, g := range m.Groups {
 		if g.ID == id {
@@ -38,23 +40,23 @@ func (d *Driver) AddGroup(ctx context.Context, id string, members []cluster.Peer
 			return fmt.Errorf("%w: group id %s is taken", ErrRefused, id)
 		}
 		for _, p := range g.Members {
-			ids[p.ID], addrs[p.ClientAddr], addrs[p.RaftAddr] = true, true, true
+			ids[p.ID], addrs[p.ClientAddr] = true, true
 		}
 	}
 	if len(members) == 0 {
 		return fmt.Errorf("%w: a group needs members", ErrRefused)
 	}
+	rafts := map[string]bool{}
 	for _, p := range members {
-		if ids[p.ID] {
+		switch {
+		case ids[p.ID]:
 			return fmt.Errorf("%w: member id %s is taken", ErrRefused, p.ID)
+		case addrs[p.ClientAddr] || addrs[p.RaftAddr]:
+			return fmt.Errorf("%w: address %s is taken", ErrRefused, p.ClientAddr)
+		case rafts[p.RaftAddr] || rafts[p.ClientAddr]:
+			return fmt.Errorf("%w: two members of the group at %s", ErrRefused, p.RaftAddr)
 		}
-		for _, a := range []string{p.ClientAddr, p.RaftAddr} {
-			if addrs[a] {
-				return fmt.Errorf("%w: address %s is taken", ErrRefused, a)
-			}
-			addrs[a] = true
-		}
-		ids[p.ID] = true
+		ids[p.ID], addrs[p.ClientAddr], rafts[p.RaftAddr] = true, true, true
 	}
 	return d.logGroups(ctx, id, members)
 }

@@ -14,6 +14,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/raftmux"
 	"github.com/sluice-rl/sluice/server"
 	"github.com/sluice-rl/sluice/shardmap"
 )
@@ -164,16 +166,25 @@ func run(args []string) error {
 		}
 		rep.Peers = list
 	}
+	var hosted []string // several members of one map in this process
 	if *clusterMap != "" {
 		m, err := shardmap.Load(*clusterMap)
 		if err != nil {
 			return err
 		}
-		g, _, ok := m.Member(rep.NodeID)
-		if !ok {
-			return fmt.Errorf("--node-id %q is not a member of the cluster map %s", rep.NodeID, *clusterMap)
+		ids := strings.Split(rep.NodeID, ",")
+		for _, id := range ids {
+			if _, _, ok := m.Member(id); !ok {
+				return fmt.Errorf("--node-id %q is not a member of the cluster map %s", id, *clusterMap)
+			}
 		}
-		rep.Peers, rep.Map = g.Members, m
+		if len(ids) > 1 {
+			hosted = ids
+			rep.Map = m
+		} else {
+			g, _, _ := m.Member(rep.NodeID)
+			rep.Peers, rep.Map = g.Members, m
+		}
 	}
 	if *dialVia != "" {
 		rep.DialVia = map[string]string{}
@@ -215,27 +226,103 @@ func run(args []string) error {
 		rep.Peers, rep.Map = g.Members, m
 	}
 
-	srv, err := server.New(cfg, log, nil)
+	cfgs := []server.Config{cfg}
+	logs := []*slog.Logger{log}
+	if hosted != nil {
+		var mux *raftmux.Mux
+		if cfgs, mux, err = hostedConfigs(cfg, hosted, log); err != nil {
+			return err
+		}
+		defer mux.Close()
+		logs = logs[:0]
+		for _, id := range hosted {
+			logs = append(logs, log.With("member", id))
+		}
+	}
+	var srvs []*server.Server
+	for i, c := range cfgs {
+		srv, err := server.New(c, logs[i], nil)
+		if err != nil {
+			return err
+		}
+		if err := srv.Listen(); err != nil {
+			return err
+		}
+		srvs = append(srvs, srv)
+	}
+	return serve(srvs, log)
+}
+
+// hostedConfigs are the configs of several members of the cluster map hosted
+// in this process: each with its own client address (the map's) and data
+// directory (under --data-dir), their groups' Raft over one port they all
+// share (the map gives them one Raft address).
+func hostedConfigs(base server.Config, ids []string, log *slog.Logger) ([]server.Config, *raftmux.Mux, error) {
+	m := base.Replication.Map
+	if base.HTTPAddr != "" || base.GRPCAddr != "" {
+		return nil, nil, errors.New("several --node-id: --http-addr and --grpc-addr are per member, not supported for several members in one process yet")
+	}
+	var raftAddr string
+	groups := map[string]bool{}
+	var cfgs []server.Config
+	for _, id := range ids {
+		g, p, _ := m.Member(id)
+		switch {
+		case raftAddr != "" && p.RaftAddr != raftAddr:
+			return nil, nil, fmt.Errorf("members hosted in one process share one Raft address: %s has %s, not %s", id, p.RaftAddr, raftAddr)
+		case groups[g.ID]:
+			return nil, nil, fmt.Errorf("two members of group %s in one process", g.ID)
+		}
+		raftAddr, groups[g.ID] = p.RaftAddr, true
+		c := base
+		c.Addr = p.ClientAddr
+		c.DataDir = filepath.Join(base.DataDir, id)
+		c.Replication.NodeID, c.Replication.Peers = id, g.Members
+		cfgs = append(cfgs, c)
+	}
+	mux, err := raftmux.Listen(raftAddr, log)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if err := srv.Listen(); err != nil {
-		return err
+	for i, id := range ids {
+		g, _, _ := m.Member(id)
+		layer, err := mux.Layer(g.ID)
+		if err != nil {
+			mux.Close()
+			return nil, nil, err
+		}
+		cfgs[i].Replication.StreamLayer = layer
 	}
+	return cfgs, mux, nil
+}
+
+// serve runs the servers until SIGINT or SIGTERM (SIGHUP reloads their
+// rules), then shuts them down.
+func serve(srvs []*server.Server, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve() }()
+	served := make(chan error, len(srvs))
+	for _, srv := range srvs {
+		go func() { served <- srv.Serve() }()
+	}
+	var ended error
+	running := len(srvs)
 wait:
 	for {
 		select {
-		case err := <-served:
-			return err
+		case ended = <-served:
+			running--
+			if len(srvs) == 1 {
+				return ended
+			}
+			break wait // one member failed: stop the others
 		case <-hup:
-			srv.ReloadRules() // logs and counts its own failure
+			for _, srv := range srvs {
+				srv.ReloadRules() // logs and counts its own failure
+			}
 		case <-ctx.Done():
 			break wait
 		}
@@ -243,10 +330,19 @@ wait:
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	var errs []error
+	for _, srv := range srvs {
+		errs = append(errs, srv.Shutdown(shutdownCtx))
+	}
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	<-served
+	for ; running > 0; running-- {
+		<-served
+	}
+	if ended != nil {
+		return ended
+	}
 	log.Info("stopped")
 	return nil
 }

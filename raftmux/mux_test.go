@@ -1,0 +1,128 @@
+package raftmux
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/machine"
+)
+
+// A connection reaches the layer of the group it names, and only it; one
+// naming a group not hosted is closed.
+func TestRoutesByGroup(t *testing.T) {
+	m, err := Listen("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	a, _ := m.Layer("a")
+	b, _ := m.Layer("b")
+	if _, err := m.Layer("a"); err == nil {
+		t.Fatal("a second layer for a group")
+	}
+	go func() {
+		c, err := b.Dial(raft.ServerAddress(m.Addr().String()), time.Second)
+		if err == nil {
+			c.Write([]byte("to b"))
+			c.Close()
+		}
+	}()
+	c, err := b.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(c)
+	if string(got) != "to b" {
+		t.Fatalf("b read %q", got)
+	}
+	select {
+	case c := <-a.conns:
+		t.Fatalf("a got b's connection %v", c.RemoteAddr())
+	default:
+	}
+	// A group not hosted: the connection is closed at once.
+	other := &Layer{mux: m, group: "zzz"}
+	c, err = other.Dial(raft.ServerAddress(m.Addr().String()), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("a connection for an unknown group stays open: %d %v", n, err)
+	}
+	a.Close()
+	if _, err := a.Accept(); err != ErrClosed {
+		t.Fatalf("Accept after Close: %v", err)
+	}
+}
+
+// Two Raft groups of three members hosted by three processes (three
+// muxes, one port each): both groups elect leaders and commit entries.
+func TestGroupsShareOnePort(t *testing.T) {
+	var muxes []*Mux
+	for range 3 {
+		m, err := Listen("127.0.0.1:0", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		muxes = append(muxes, m)
+	}
+	var nodes [2][]*cluster.Node
+	for g, group := range []string{"g1", "g2"} {
+		var peers []cluster.Peer
+		for i, m := range muxes {
+			peers = append(peers, cluster.Peer{ID: fmt.Sprintf("%sn%d", group, i+1), ClientAddr: fmt.Sprintf("127.0.0.1:%d", 1000+10*g+i),
+				RaftAddr: m.Addr().String()})
+		}
+		for i, m := range muxes {
+			layer, err := m.Layer(group)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := cluster.NewNode(cluster.Config{NodeID: peers[i].ID, Peers: peers, Dir: filepath.Join(t.TempDir(), peers[i].ID),
+				StreamLayer: layer, HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+				LeaderLeaseTimeout: 250 * time.Millisecond, ApplyTimeout: 5 * time.Second, Log: slog.New(slog.DiscardHandler),
+				Stores: func(string, *slog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error) {
+					s := raft.NewInmemStore()
+					return s, s, io.NopCloser(nil), nil
+				}}, machine.New(machine.Options{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Close()
+			nodes[g] = append(nodes[g], n)
+		}
+	}
+	for g := range nodes {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var leader *cluster.Node
+			for _, n := range nodes[g] {
+				if n.Serving() {
+					leader = n
+				}
+			}
+			if leader != nil {
+				p := leader.Submit([][][]byte{{[]byte("CL.THROTTLE"), []byte("k"), []byte("5"), []byte("10"), []byte("60")}})
+				if err := p.Wait(); err == nil {
+					if reply, _ := p.Reply(0); strings.HasPrefix(string(reply), "*5") {
+						break
+					}
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group %d committed nothing", g+1)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
