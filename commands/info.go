@@ -171,7 +171,7 @@ func (c *Ctx) infoFields(name string) [][2]string {
 		out := [][2]string{{"cluster_enabled", "1"}, {"sluice_log_time_ms", strconv.FormatInt(e.Machine.Applied()/1e6, 10)}}
 		if o := e.Machine.Owned(); o != nil {
 			out = append(out, [2]string{"sluice_slots_epoch", strconv.FormatUint(o.Epoch, 10)},
-				[2]string{"sluice_slots", slot.FormatRanges(o.Ranges)})
+				[2]string{"sluice_slots", slot.FormatRanges(o.SlotRanges())})
 		}
 		return out
 	case "keyspace":

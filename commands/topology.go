@@ -96,7 +96,7 @@ func (c *Ctx) shards() []topoShard {
 		ranges := r.Ranges(g) // live: slot migrations move them
 		if g == r.Self() {
 			if o := c.Env.Machine.Owned(); o != nil {
-				ranges = o.Ranges // this group's own log, ahead of the router
+				ranges = o.SlotRanges() // this group's own log, ahead of the router
 			}
 			own.ranges = ranges
 			out = append(out, own)

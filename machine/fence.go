@@ -35,6 +35,10 @@ type Ownership struct {
 	bits slotBits
 }
 
+// SlotRanges are the owned slots as sorted, merged ranges (Ranges are as
+// logged: a map may list adjacent ranges apart).
+func (o *Ownership) SlotRanges() [][2]int { return o.bits.ranges() }
+
 // Owns reports whether slot s is owned.
 func (o *Ownership) Owns(s int) bool { return o.bits[s/64]&(1<<(s%64)) != 0 }
 

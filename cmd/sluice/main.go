@@ -153,8 +153,11 @@ func run(args []string) error {
 		// not keys.
 		debug.SetGCPercent(*gcPercent)
 	}
-	if (*peers != "") && (*clusterMap != "") || (*clusterJoin != "") && (*peers != "" || *clusterMap != "") {
-		return errors.New("give one of --peers, --cluster-map and --cluster-join")
+	if *peers != "" && *clusterMap != "" {
+		return errors.New("give --peers or --cluster-map, not both")
+	}
+	if *clusterJoin != "" && (*peers != "" || *clusterMap != "") {
+		return errors.New("give --cluster-join alone: the cluster it joins gives the map")
 	}
 	if *clusterJoin != "" && rep.NodeID == "" {
 		return errors.New("--cluster-join needs --node-id: the member id CLUSTER ADDGROUP will name")
