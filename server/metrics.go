@@ -201,7 +201,14 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter("sluice_slot_migration_chunks_total", float64(st.Chunks))
 		counter("sluice_slot_migration_keys_total", float64(st.Keys))
 		counter("sluice_slot_migration_bytes_total", float64(st.Bytes))
-		ch <- histogram(m.d["sluice_slot_migration_cutover_seconds"], st.Cutover[:], st.CutoverNanos)
+		cum := map[float64]uint64{}
+		var total uint64
+		for i, b := range slotmove.CutoverBounds {
+			total += uint64(st.Cutover[i])
+			cum[b.Seconds()] = total
+		}
+		total += uint64(st.Cutover[len(slotmove.CutoverBounds)])
+		ch <- prometheus.MustNewConstHistogram(m.d["sluice_slot_migration_cutover_seconds"], total, float64(st.CutoverNanos)/1e9, cum)
 	}
 	if r := m.env.Shards; r != nil {
 		mp := r.Map()

@@ -28,7 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/bits"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,23 +122,31 @@ type Driver struct {
 // counters are the driver's, read by Stats.
 type counters struct {
 	chunks, keys, bytes atomic.Int64
-	cutover             [CutoverBuckets]atomic.Int64
+	cutover             [len(CutoverBounds) + 1]atomic.Int64
 	cutoverNanos        atomic.Int64
 }
 
-// CutoverBuckets is the number of cut-over histogram buckets: bucket i
-// counts cut-overs of less than 2^i µs (the last: the rest).
-const CutoverBuckets = 32
+// CutoverBounds are the upper bounds of the cut-over histogram's buckets
+// (the last bucket: the rest), fine around the tens of milliseconds a
+// cut-over takes so its percentiles read to a few ms.
+var CutoverBounds = [...]time.Duration{
+	time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 4 * time.Millisecond, 5 * time.Millisecond,
+	6 * time.Millisecond, 8 * time.Millisecond, 10 * time.Millisecond, 12 * time.Millisecond, 15 * time.Millisecond,
+	20 * time.Millisecond, 25 * time.Millisecond, 30 * time.Millisecond, 40 * time.Millisecond, 50 * time.Millisecond,
+	75 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond, time.Second,
+	5 * time.Second,
+}
 
 // Stats are what this member's driver moved since it started.
 type Stats struct {
 	// Chunks, Keys and Bytes count the chunks confirmed moved.
 	Chunks, Keys, Bytes int64
 	// Cutover counts chunks by how long their slots answered TRYAGAIN
-	// (from before the cut was logged to the redirect to the target),
-	// per power-of-two microsecond bucket; CutoverNanos is their total.
-	// A chunk resumed by a new leader is not counted.
-	Cutover      [CutoverBuckets]int64
+	// (from before the cut was logged to the redirect to the target), per
+	// bucket of CutoverBounds (not cumulative; the last: longer);
+	// CutoverNanos is their total. A chunk resumed by a new leader is not
+	// counted.
+	Cutover      [len(CutoverBounds) + 1]int64
 	CutoverNanos int64
 }
 
@@ -335,8 +342,11 @@ func (d *Driver) finish(j *machine.Job) error {
 	d.cfg.Router.Moved(g, j.PendingEpoch, j.Pending)
 	if d.cutJob == j.ID {
 		took := time.Since(d.cutAt)
-		us := took.Microseconds()
-		d.stats.cutover[min(bits.Len64(uint64(max(us-1, 0))), CutoverBuckets-1)].Add(1)
+		b := 0
+		for b < len(CutoverBounds) && took > CutoverBounds[b] {
+			b++
+		}
+		d.stats.cutover[b].Add(1)
 		d.stats.cutoverNanos.Add(int64(took))
 		d.cutJob = ""
 	}
