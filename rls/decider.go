@@ -106,8 +106,35 @@ func (d *NodeDecider) Ready() bool {
 	return d.node.LiveLeader()
 }
 
-// Decide implements Decider.
+// Decide implements Decider. A TRYAGAIN answer (nothing was charged: a
+// slot being moved between groups, a group taking its slots) is asked
+// again after a short wait, until ctx ends — a Redis Cluster client retries
+// it by itself, Envoy does not.
 func (d *NodeDecider) Decide(ctx context.Context, args [][]byte) (machine.Outcome, error) {
+	wait := time.Millisecond
+	for {
+		out, err := d.decideOnce(ctx, args)
+		if !errors.Is(err, errTryAgain) {
+			return out, err
+		}
+		if _, has := ctx.Deadline(); !has {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d.fwdOpts.Timeout)
+			defer cancel()
+		}
+		select {
+		case <-ctx.Done():
+			return machine.Outcome{}, ErrUnavailable
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+}
+
+// errTryAgain: the call was answered TRYAGAIN; nothing was charged.
+var errTryAgain = errors.New("rls: TRYAGAIN")
+
+func (d *NodeDecider) decideOnce(ctx context.Context, args [][]byte) (machine.Outcome, error) {
 	if d.node != nil && !d.node.Serving() {
 		return d.forward(ctx, args, "")
 	}
@@ -116,6 +143,9 @@ func (d *NodeDecider) Decide(ctx context.Context, args [][]byte) (machine.Outcom
 	out, err := s.Decide(args)
 	if err != nil {
 		return machine.Outcome{}, err
+	}
+	if strings.HasPrefix(out.Err, "TRYAGAIN") && d.node != nil && d.node.Serving() {
+		return machine.Outcome{}, errTryAgain
 	}
 	if redirected(out.Err) {
 		// Nothing was logged here: the domain is another group's (MOVED
@@ -185,6 +215,9 @@ func (d *NodeDecider) forward(ctx context.Context, args [][]byte, addr string) (
 				hops++
 				addr = to
 				continue
+			}
+			if strings.HasPrefix(msg, "TRYAGAIN") {
+				return machine.Outcome{}, errTryAgain
 			}
 			if redirected(msg) {
 				return machine.Outcome{}, ErrUnavailable

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/slot"
@@ -87,8 +88,10 @@ type moveLoad struct {
 	granted map[string]int
 	calls   atomic.Int64
 	fails   atomic.Int64
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	// grpcCalls counts the ShouldRateLimit calls among calls.
+	grpcCalls atomic.Int64
+	stop      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // moveLimit is each key's limit: CL.THROTTLE burst 9 (10 at once, one
@@ -107,6 +110,7 @@ descriptors:
 type movingCluster struct {
 	*ShardedCluster
 	metrics [2][3]string
+	grpc    [2][3]string
 	rules   string
 }
 
@@ -114,11 +118,13 @@ func startMoving(t *testing.T) *movingCluster {
 	mc := &movingCluster{rules: writeRules(t, "mv.yaml", moveRules)}
 	for g := range mc.metrics {
 		for j := range mc.metrics[g] {
-			mc.metrics[g][j] = freeAddr(t)
+			mc.metrics[g][j], mc.grpc[g][j] = freeAddr(t), freeAddr(t)
 		}
 	}
 	mc.ShardedCluster = StartShardedClusterWith(t, 3, [][]string{{"0-8191"}, {"8192-16383"}},
-		func(g, j int) []string { return []string{"--http-addr", mc.metrics[g][j]} },
+		func(g, j int) []string {
+			return []string{"--http-addr", mc.metrics[g][j], "--grpc-addr", mc.grpc[g][j]}
+		},
 		"--rules", mc.rules)
 	return mc
 }
@@ -199,6 +205,47 @@ func startMoveLoad(t *testing.T, sc *movingCluster, nkeys, callers int) *moveLoa
 			}
 		}()
 	}
+	// Envoy's ShouldRateLimit through every node's gRPC door, on the
+	// RL.CHECK keys: the same two counters, charged both or neither.
+	for w := range 2 {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 9))
+			var clients []pb.RateLimitServiceClient
+			for g := range sc.grpc {
+				for _, addr := range sc.grpc[g] {
+					c, _ := rlsClient(t, addr)
+					clients = append(clients, c)
+				}
+			}
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				k := l.keys[r.IntN(len(l.keys))]
+				if k[len(k)-1]%4 != 3 {
+					continue
+				}
+				res, err := clients[r.IntN(len(clients))].ShouldRateLimit(ctx(t), rlsRequest("mv", 1, "user="+k, "user="+k+"~"))
+				l.calls.Add(1)
+				l.grpcCalls.Add(1)
+				if err != nil {
+					if l.fails.Add(1) <= 20 {
+						t.Logf("gRPC %s: %v", k, err)
+					}
+					continue
+				}
+				if res.OverallCode == pb.RateLimitResponse_OK {
+					l.mu.Lock()
+					l.granted[k]++
+					l.mu.Unlock()
+				}
+			}
+		}()
+	}
 	// Before a move, keys of the moving slots use up their limits: a
 	// counter a move lost would start afresh and admit again.
 	eventually(t, "keys at their limit", func() bool {
@@ -266,7 +313,8 @@ func sameCounters(t *testing.T, sc *movingCluster) {
 
 // Half of one group's slots move to the other while a go-redis
 // ClusterClient hammers CL.THROTTLE, QUOTA.CHECK, SW.CHECK and RL.CHECK (two
-// counters, often in two groups) on keys in
+// counters, often in two groups), and Envoy's ShouldRateLimit reaches every
+// node's gRPC door on the same counters, on keys in
 // the moving half and in the staying half: no key is ever admitted more
 // than its limit (a counter live in two groups, or lost and started
 // afresh, would admit more) and no call fails; afterwards each key is only
@@ -292,8 +340,8 @@ func TestMigrateSlotsUnderLoad(t *testing.T) {
 	}
 	ms := waitMigrated(t, sc, 0)
 	moved := load.finish(t, 500, 0, 4095)
-	if load.fails.Load() != 0 {
-		t.Fatalf("%d of %d calls failed through the move", load.fails.Load(), load.calls.Load())
+	if load.fails.Load() != 0 || load.grpcCalls.Load() == 0 {
+		t.Fatalf("%d of %d calls failed through the move (%d through gRPC)", load.fails.Load(), load.calls.Load(), load.grpcCalls.Load())
 	}
 	m := ms[0]
 	if len(m["name"].(string)) != 40 || m["operation"] != "EXPORT" || m["slot_ranges"] != "0-4095" ||
