@@ -98,6 +98,9 @@ type Migrations interface {
 	// one that owns no slots.
 	AddGroup(ctx context.Context, id string, members []cluster.Peer) error
 	RemoveGroup(ctx context.Context, id string) error
+	// HoldAfter stops the jobs after a step (a test hook: DEBUG
+	// SLOTMOVE-HOLD).
+	HoldAfter(step string) error
 }
 
 // Env is what every command can reach: the state machine, the clock, the

@@ -170,7 +170,8 @@ func runCancelSlotMigrations(c *Ctx, _ [][]byte) {
 // runGetSlotMigrations is one entry per job, a map of Valkey's fields
 // (name, operation, slot_ranges, source_node, target_node, create_time,
 // last_update_time, state, message) and sluice's (target_group,
-// slots_moved, keys_moved, bytes_moved, start_time, end_time, error).
+// slots_moved, slots_pending — the chunk cut and not yet confirmed —,
+// keys_moved, bytes_moved, start_time, end_time, error).
 func runGetSlotMigrations(c *Ctx, _ [][]byte) {
 	if c.Env.Migrations == nil {
 		c.W.Error(errNotSharded)
@@ -183,7 +184,7 @@ func runGetSlotMigrations(c *Ctx, _ [][]byte) {
 		if j.State == machine.JobFailed {
 			errText = j.Message
 		}
-		c.W.Map(16)
+		c.W.Map(17)
 		str := func(k, v string) { c.W.BulkString(k); c.W.BulkString(v) }
 		num := func(k string, v int64) { c.W.BulkString(k); c.W.Int(v) }
 		str("name", j.ID)
@@ -199,6 +200,7 @@ func runGetSlotMigrations(c *Ctx, _ [][]byte) {
 		str("state", j.State)
 		str("message", j.Message)
 		str("slots_moved", joinRanges(j.Done))
+		str("slots_pending", joinRanges(j.Pending))
 		num("keys_moved", int64(j.Keys))
 		num("bytes_moved", int64(j.Bytes))
 		str("error", errText)

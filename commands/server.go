@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-rl/sluice/slot"
@@ -70,6 +71,20 @@ func runDebug(c *Ctx, args [][]byte) {
 		c.apply(c.Env.Table.applyPanic, args)
 		return
 	}
+	if equalFold(args[1], "slotmove-hold") && len(args) == 3 {
+		// Stops this member's slot migrations after a step, so a test can
+		// kill or cut a member exactly there.
+		if c.Env.Migrations == nil {
+			c.W.Error(errNotSharded)
+			return
+		}
+		if err := c.Env.Migrations.HoldAfter(strings.ToLower(string(args[2]))); err != nil {
+			c.W.Error(migrationError(err))
+			return
+		}
+		c.W.OK()
+		return
+	}
 	if equalFold(args[1], "gc") && len(args) == 2 {
 		// Lets benchmarks measure live memory rather than garbage.
 		runtime.GC()
@@ -81,7 +96,7 @@ func runDebug(c *Ctx, args [][]byte) {
 		return
 	}
 	if !equalFold(args[1], "clock") || len(args) < 3 {
-		c.W.Error("ERR DEBUG supports only DIGEST | DIGEST-SLOTS <from> <to> | GC | SLEEP <seconds> | APPLY-PANIC <key> | CLOCK SET <unix-ns> | CLOCK ADVANCE <ns> | CLOCK REAL | CLOCK GET")
+		c.W.Error("ERR DEBUG supports only DIGEST | DIGEST-SLOTS <from> <to> | SLOTMOVE-HOLD <cut|import|none> | GC | SLEEP <seconds> | APPLY-PANIC <key> | CLOCK SET <unix-ns> | CLOCK ADVANCE <ns> | CLOCK REAL | CLOCK GET")
 		return
 	}
 	clk := c.Env.Clock

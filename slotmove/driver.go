@@ -40,6 +40,9 @@ import (
 	"github.com/sluice-rl/sluice/slot"
 )
 
+// errHeld: the driver holds after a step (HoldAfter).
+var errHeld = errors.New("slotmove: held")
+
 // Errors.
 var (
 	// ErrRefused: CLUSTER MIGRATESLOTS asked for something that cannot
@@ -117,6 +120,30 @@ type Driver struct {
 	cutAt  time.Time
 	cutJob string
 	stats  counters
+	// hold, set by a test (DEBUG SLOTMOVE-HOLD), stops every job after a
+	// step — "cut" or "import" — so a fault can be injected exactly there.
+	hold atomic.Pointer[string]
+}
+
+// HoldAfter makes the driver stop every job after step ("cut": the chunk
+// cut, not yet sent; "import": the target took it, not yet confirmed here)
+// until called again with "" (or "none"). A test hook.
+func (d *Driver) HoldAfter(step string) error {
+	switch step {
+	case "none":
+		step = ""
+	case "", "cut", "import":
+	default:
+		return fmt.Errorf("%w: hold after cut, import or none", ErrRefused)
+	}
+	d.hold.Store(&step)
+	return nil
+}
+
+// held reports whether the driver holds after step.
+func (d *Driver) held(step string) bool {
+	h := d.hold.Load()
+	return h != nil && *h == step
 }
 
 // counters are the driver's, read by Stats.
@@ -228,12 +255,17 @@ func (d *Driver) step() bool {
 		}
 		var err error
 		switch {
+		case j.Pending != nil && d.held("cut"):
+			continue
 		case j.Pending != nil:
 			err = d.finish(&j)
 		case j.Cancel:
 			continue // ends when its last chunk is confirmed
 		default:
 			err = d.cut(o, &j)
+		}
+		if errors.Is(err, errHeld) {
+			return false
 		}
 		if err != nil {
 			d.cfg.Log.Warn("slot migration step failed; retrying", "job", j.ID, "err", err)
@@ -336,6 +368,9 @@ func (d *Driver) finish(j *machine.Job) error {
 			return d.apply("SLUICE.CUT", j.ID, strconv.FormatUint(max(e, o.Epoch)+1, 10), j.Pending)
 		}
 		return err
+	}
+	if d.held("import") {
+		return errHeld
 	}
 	// The target owns the chunk: send its clients there at once, then
 	// confirm the chunk in this group's log.

@@ -604,3 +604,103 @@ func TestGrowAndShrinkUnderLoad(t *testing.T) {
 	sameCounters(t, &movingCluster{ShardedCluster: grown})
 	t.Logf("%d calls, %d failed", load.calls.Load(), load.fails.Load())
 }
+
+// A move is resumable at every step: the source group's driver is held
+// right after the cut (the chunk neither group's) or right after the
+// import (the target's, not yet confirmed by the source), and then the
+// source's leader or the target's leader is killed (SIGKILL). The move
+// completes: the counters charged before it keep their counts in the
+// target (none admitted again), the target's digest of the slots is the
+// source's at the cut, and each group's members agree.
+func TestMigrationResumesAtEveryStep(t *testing.T) {
+	for _, tc := range []struct{ step, victim string }{
+		{"cut", "source"}, {"import", "source"}, {"cut", "target"}, {"import", "target"},
+	} {
+		t.Run(tc.step+"/"+tc.victim, func(t *testing.T) {
+			mc := startMoving(t)
+			src, dst := mc.Leader(t, 0), mc.Leader(t, 1)
+			for _, s := range []*Server{src, dst} {
+				eventually(t, "both groups fenced", func() bool {
+					info, _ := s.Client().Info(ctx(t), "cluster").Result()
+					return strings.Contains(info, "sluice_slots_epoch:")
+				})
+			}
+			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: mc.Addrs(), MaxRedirects: 64,
+				MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond})
+			t.Cleanup(func() { cc.Close() })
+			var keys []string
+			for i := 0; len(keys) < 5; i++ {
+				if k := "step:" + strconv.Itoa(i); slot.Of([]byte(k)) < 64 {
+					keys = append(keys, k)
+				}
+			}
+			for _, k := range keys {
+				for range moveLimit {
+					if v, err := cc.Do(ctx(t), "CL.THROTTLE", k, moveLimit-1, 1, 86400).Slice(); err != nil || v[0] != int64(0) {
+						t.Fatalf("charging %s: %v %v", k, v, err)
+					}
+				}
+			}
+			if err := src.Client().Do(ctx(t), "DEBUG", "SLOTMOVE-HOLD", tc.step).Err(); err != nil {
+				t.Fatal(err)
+			}
+			node, _ := mc.Groups[1][0].Client().Do(ctx(t), "CLUSTER", "MYID").Text()
+			if err := src.Client().Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", 0, 63, "NODE", node).Err(); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the move held after "+tc.step, func() bool {
+				ms := slotMigrations(t, src.Client())
+				if len(ms) != 1 || ms[0]["slots_pending"] != "0-63" {
+					return false
+				}
+				info, _ := dst.Client().Info(ctx(t), "cluster").Result()
+				imported := strings.Contains(info, "sluice_slots:0-63,")
+				return imported == (tc.step == "import")
+			})
+			want, n := digestSlots(t, src.Client(), 0, 63)
+			if n != int64(len(keys)) {
+				t.Fatalf("%d counters in slots 0-63 at the cut, want %d", n, len(keys))
+			}
+			// While held after the cut, neither group decides for the chunk.
+			if tc.step == "cut" {
+				for _, s := range []*Server{src, dst} {
+					if err := s.Client().Do(ctx(t), "CL.THROTTLE", keys[0], moveLimit-1, 1, 86400).Err(); err == nil ||
+						!(strings.HasPrefix(err.Error(), "TRYAGAIN") || strings.HasPrefix(err.Error(), "MOVED")) {
+						t.Fatalf("a held chunk decided by %s: %v", s.Addr, err)
+					}
+				}
+			}
+			switch tc.victim {
+			case "source":
+				src.Kill() // the next leader holds nothing: it resumes
+			case "target":
+				dst.Kill()
+				if err := src.Client().Do(ctx(t), "DEBUG", "SLOTMOVE-HOLD", "none").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ms := waitMigrated(t, mc, 0)
+			if ms[0]["slots_moved"] != "0-63" || ms[0]["slots_pending"] != "" {
+				t.Fatalf("%v", ms[0])
+			}
+			target := mc.Leader(t, 1)
+			if got, k := digestSlots(t, target.Client(), 0, 63); got != want || k != n {
+				t.Fatalf("the target holds %s (%d counters), the source held %s (%d) at the cut", got, k, want, n)
+			}
+			if _, k := digestSlots(t, mc.Leader(t, 0).Client(), 0, 63); k != 0 {
+				t.Fatalf("the source keeps %d counters of the moved slots", k)
+			}
+			sameCounters(t, mc)
+			eventually(t, "the client follows the new leaders", func() bool {
+				cc.ReloadState(ctx(t))
+				return cc.Do(ctx(t), "CL.THROTTLE", keys[0], moveLimit-1, 1, 86400, 0).Err() == nil
+			})
+			for _, k := range keys {
+				v, err := cc.Do(ctx(t), "CL.THROTTLE", k, moveLimit-1, 1, 86400).Slice()
+				if err != nil || v[0] != int64(1) {
+					t.Fatalf("%s after the move: %v %v (its %d units were used before it)", k, v, err, moveLimit)
+				}
+			}
+		})
+	}
+}
