@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -17,6 +19,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-rl/sluice/internal/netproxy"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -702,5 +705,141 @@ func TestMigrationResumesAtEveryStep(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A move survives its source leader cut off from its group (every Raft
+// link to and from it through a proxy that stops forwarding) right after a
+// cut: the rest of the group elects a leader, which finishes the pending
+// chunk and the job; the old leader, healed, follows. Nothing is admitted
+// twice, the digests match, each group's members agree.
+func TestMigrationSurvivesAPartitionedSourceLeader(t *testing.T) {
+	const n = 3
+	client := [2][n]string{}
+	raft := [2][n]string{}
+	for g := range 2 {
+		for j := range n {
+			client[g][j], raft[g][j] = freeAddr(t), freeAddr(t)
+		}
+	}
+	// proxies[i][j] carries group 1 member i's Raft traffic to member j.
+	var proxies [n][n]*netproxy.Proxy
+	var b strings.Builder
+	b.WriteString("epoch: 1\ngroups:\n")
+	for g, slots := range []string{"0-8191", "8192-16383"} {
+		var members []string
+		for j := range n {
+			members = append(members, fmt.Sprintf("g%dn%d: %q", g+1, j+1, client[g][j]+"@"+raft[g][j]))
+		}
+		fmt.Fprintf(&b, "  - id: g%d\n    slots: [%q]\n    members: {%s}\n", g+1, slots, strings.Join(members, ", "))
+	}
+	mapPath := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(mapPath, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc := &ShardedCluster{MapPath: mapPath, Groups: make([][]*Server, 2)}
+	for g := range 2 {
+		for j := range n {
+			s := &Server{t: t, Addr: client[g][j], DataDir: t.TempDir()}
+			s.Args = []string{"--enable-debug-command", "--data-dir", s.DataDir, "--node-id", fmt.Sprintf("g%dn%d", g+1, j+1), "--cluster-map", mapPath}
+			if g == 0 {
+				var via []string
+				for k := range n {
+					if k != j {
+						proxies[j][k] = newProxy(t, raft[0][k])
+						via = append(via, fmt.Sprintf("g1n%d=%s", k+1, proxies[j][k].Addr()))
+					}
+				}
+				s.Args = append(s.Args, "--raft-dial-via", strings.Join(via, ","))
+			}
+			sc.Groups[g] = append(sc.Groups[g], s)
+		}
+	}
+	for _, g := range sc.Groups {
+		for _, s := range g {
+			s.Start()
+			t.Cleanup(s.Kill)
+		}
+	}
+	mc := &movingCluster{ShardedCluster: sc}
+	src := sc.Leader(t, 0)
+	li := slices.Index(sc.Groups[0], src)
+	for g := range 2 {
+		eventually(t, "groups fenced", func() bool {
+			info, _ := sc.Leader(t, g).Client().Info(ctx(t), "cluster").Result()
+			return strings.Contains(info, "sluice_slots_epoch:")
+		})
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 64,
+		MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond})
+	t.Cleanup(func() { cc.Close() })
+	var keys []string
+	for i := 0; len(keys) < 5; i++ {
+		if k := "cut:" + strconv.Itoa(i); slot.Of([]byte(k)) < 64 {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		for range moveLimit {
+			if v, err := cc.Do(ctx(t), "CL.THROTTLE", k, moveLimit-1, 1, 86400).Slice(); err != nil || v[0] != int64(0) {
+				t.Fatalf("charging %s: %v %v", k, v, err)
+			}
+		}
+	}
+	if err := src.Client().Do(ctx(t), "DEBUG", "SLOTMOVE-HOLD", "cut").Err(); err != nil {
+		t.Fatal(err)
+	}
+	node, _ := sc.Groups[1][0].Client().Do(ctx(t), "CLUSTER", "MYID").Text()
+	if err := src.Client().Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", 0, 63, "NODE", node).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the move held after the cut", func() bool {
+		ms := slotMigrations(t, src.Client())
+		return len(ms) == 1 && ms[0]["slots_pending"] == "0-63"
+	})
+	want, count := digestSlots(t, src.Client(), 0, 63)
+	for j := range n {
+		if j != li {
+			proxies[li][j].Partition()
+			proxies[j][li].Partition()
+		}
+	}
+	// The others elect, and their leader (not held) finishes the move.
+	var next *Server
+	eventually(t, "a new leader of group 1", func() bool {
+		for j, s := range sc.Groups[0] {
+			if j != li && role(t, s) == "master" {
+				next = s
+				return true
+			}
+		}
+		return false
+	})
+	eventually(t, "the new leader finished the move", func() bool {
+		ms := slotMigrations(t, next.Client())
+		return len(ms) == 1 && ms[0]["state"] == "success" && ms[0]["slots_moved"] == "0-63"
+	})
+	for j := range n {
+		if j != li {
+			proxies[li][j].Heal()
+			proxies[j][li].Heal()
+		}
+	}
+	if got, k := digestSlots(t, sc.Leader(t, 1).Client(), 0, 63); got != want || k != count {
+		t.Fatalf("the target holds %s (%d), the source held %s (%d) at the cut", got, k, want, count)
+	}
+	sameCounters(t, mc)
+	eventually(t, "the healed member has the job's end", func() bool {
+		ms := slotMigrations(t, src.Client())
+		return len(ms) == 1 && ms[0]["state"] == "success"
+	})
+	eventually(t, "the client follows", func() bool {
+		cc.ReloadState(ctx(t))
+		return cc.Do(ctx(t), "CL.THROTTLE", keys[0], moveLimit-1, 1, 86400, 0).Err() == nil
+	})
+	for _, k := range keys {
+		if v, err := cc.Do(ctx(t), "CL.THROTTLE", k, moveLimit-1, 1, 86400).Slice(); err != nil || v[0] != int64(1) {
+			t.Fatalf("%s after the move: %v %v (its units were used before it)", k, v, err)
+		}
 	}
 }
