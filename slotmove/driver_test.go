@@ -1,0 +1,82 @@
+package slotmove
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/shardmap"
+	"github.com/sluice-rl/sluice/slot"
+)
+
+const twoGroups = `epoch: 1
+groups:
+  - id: g1
+    slots: ["0-8191"]
+    members: {a1: "127.0.0.1:7001@127.0.0.1:17001"}
+  - id: g2
+    slots: ["8192-16383"]
+    members: {b1: "127.0.0.1:7004@127.0.0.1:17004"}
+`
+
+func newDriver(t *testing.T, m *machine.Machine, cfg Config) *Driver {
+	t.Helper()
+	mp, err := shardmap.Parse([]byte(twoGroups))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := shardmap.NewRouter(mp, "g1")
+	cfg.Router, cfg.Machine = r, m
+	cfg.Serving = func() bool { return false }
+	cfg.Apply = func([][]byte) ([]byte, error) { return []byte("+OK\r\n"), nil }
+	cfg.CallGroup = func(context.Context, int, ...any) (any, error) { return nil, nil }
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d
+}
+
+// A chunk is whole slots from the first remaining one: at most ChunkSlots,
+// and no slot more once ChunkKeys counters are in it — but always one.
+func TestChunks(t *testing.T) {
+	m := machine.New(machine.Options{})
+	apply := func(args ...string) {
+		var b [][]byte
+		for _, a := range args {
+			b = append(b, []byte(a))
+		}
+		m.ApplyArgs(1_800_000_000_000_000_000, b, &resp.Writer{})
+	}
+	// Slot 3 holds 5 counters, slot 4 holds 3.
+	for s, n := range map[int]int{3: 5, 4: 3} {
+		tag := slot.Tag(s)
+		for i := range n {
+			apply("CL.THROTTLE", "{"+string(tag[:])+"}"+strconv.Itoa(i), "5", "1", "86400")
+		}
+	}
+	d := newDriver(t, m, Config{ChunkSlots: 4, ChunkKeys: 6})
+	for _, tc := range []struct {
+		remaining [][2]int
+		want      [2]int
+	}{
+		{[][2]int{{0, 100}}, [2]int{0, 3}},       // four slots, five counters
+		{[][2]int{{4, 100}}, [2]int{4, 7}},       // three counters, four slots
+		{[][2]int{{3, 100}}, [2]int{3, 3}},       // five, and slot 4's three would pass six
+		{[][2]int{{5, 6}, {9, 9}}, [2]int{5, 6}}, // within the first range
+	} {
+		got := d.chunk(tc.remaining)
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("chunk of %v: %v, want %v", tc.remaining, got, tc.want)
+		}
+	}
+	if err := d.HoldAfter("export"); err == nil {
+		t.Fatal("a hold after no step")
+	}
+	if err := d.Migrate([]Spec{{Ranges: [][2]int{{0, 9}}, Node: "b1"}}); err != ErrNotLeader {
+		t.Fatalf("Migrate on a follower: %v", err)
+	}
+}
