@@ -42,12 +42,21 @@ func (c *Coordinator) RulesDiffer(ctx context.Context, domain string) (string, e
 	}
 	m := c.cfg.Router.Map()
 	digests[c.cfg.Router.Self()] = c.cfg.Machine.RulesDigest(domain)
-	if len(slices.Compact(slices.Sorted(slices.Values(digests)))) == 1 {
+	var live []string // removed groups are asked nothing
+	for g, d := range digests {
+		if g < len(m.Groups) && !m.Groups[g].Removed {
+			live = append(live, d)
+		}
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(live)))) == 1 {
 		return "", nil
 	}
 	var b strings.Builder
 	for g, d := range digests {
-		if g > 0 {
+		if g >= len(m.Groups) || m.Groups[g].Removed {
+			continue
+		}
+		if b.Len() > 0 {
 			b.WriteByte(' ')
 		}
 		b.WriteString(m.Groups[g].ID + " " + d)

@@ -524,6 +524,9 @@ func (d *Driver) Cancel() (int, error) {
 func (d *Driver) groupOfNode(id string) (int, bool) {
 	m := d.cfg.Router.Map()
 	for g := range m.Groups {
+		if m.Groups[g].Removed {
+			continue
+		}
 		for _, p := range m.Groups[g].Members {
 			if strings.EqualFold(cluster.MemberNodeID(p.ID, p.RaftAddr), id) || p.ID == id {
 				return g, true
