@@ -88,6 +88,8 @@ type Coordinator struct {
 	// settling tracks the settles and cancels in flight (Close waits).
 	settling sync.WaitGroup
 	counts   counters
+	// refreshed is when RefreshClaims last asked the groups (Unix ns).
+	refreshed atomic.Int64
 }
 
 // counters are what Counts reports.

@@ -227,7 +227,14 @@ func rank(retry int64) int64 {
 	return retry
 }
 
-func (c *Coordinator) groupOf(s int) int { return c.cfg.Router.Owner(s) }
+// groupOf is the group a counter of slot s is asked of: this group when its
+// own log owns s (it took s before its router heard), else the router's.
+func (c *Coordinator) groupOf(s int) int {
+	if o := c.cfg.Machine.Owned(); o != nil && o.Owns(s) {
+		return c.cfg.Router.Self()
+	}
+	return c.cfg.Router.Owner(s)
+}
 
 // ask sends a part to its group's leader and reads its answer.
 func (c *Coordinator) ask(ctx context.Context, p *part, rls bool) (Result, error) {
@@ -239,6 +246,12 @@ func (c *Coordinator) ask(ctx context.Context, p *part, rls bool) (Result, error
 	switch {
 	case errors.As(err, &re) && strings.HasPrefix(re.Error(), "ERR RULESDIFFER"):
 		return Result{}, fmt.Errorf("%w: group %s: %s", ErrRulesDiffer, group, strings.TrimPrefix(re.Error(), "ERR RULESDIFFER "))
+	case errors.As(err, &re) && fenceRefusal(re.Error()):
+		// The group no longer owns a counter's slot: a slot moved and this
+		// member's router has not heard. Ask every group what it owns now,
+		// so the client's retry goes where the slot is.
+		c.RefreshClaims(ctx)
+		return Result{}, fmt.Errorf("group %s: %w", group, err)
 	case err != nil:
 		return Result{}, fmt.Errorf("group %s: %w", group, err)
 	}
