@@ -664,6 +664,15 @@ func TestMigrationResumesAtEveryStep(t *testing.T) {
 			if n != int64(len(keys)) {
 				t.Fatalf("%d counters in slots 0-63 at the cut, want %d", n, len(keys))
 			}
+			// Mid-move, held, the members agree on every slot's group: the
+			// chunk is the source's after the cut (it answers TRYAGAIN), the
+			// target's after the import.
+			var out []byte
+			eventuallyExplained(t, "redis-cli --cluster check passes mid-move", func() bool {
+				host, port, _ := net.SplitHostPort(mc.Groups[1][0].Addr)
+				out, _ = exec.Command("redis-cli", "-h", host, "-p", port, "--cluster", "check", mc.Groups[1][0].Addr).CombinedOutput()
+				return strings.Contains(string(out), "[OK] All 16384 slots covered.") && strings.Contains(string(out), "[OK] All nodes agree")
+			}, func() string { return string(out) })
 			// While held after the cut, neither group decides for the chunk.
 			if tc.step == "cut" {
 				for _, s := range []*Server{src, dst} {
