@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -172,6 +173,14 @@ func (c *Ctx) infoFields(name string) [][2]string {
 		if o := e.Machine.Owned(); o != nil {
 			out = append(out, [2]string{"sluice_slots_epoch", strconv.FormatUint(o.Epoch, 10)},
 				[2]string{"sluice_slots", slot.FormatRanges(o.SlotRanges())})
+			// The slots this group is moving out, by target group
+			// ("0-99>g2;…"): members show them as migrating.
+			var moving []string
+			for target, rs := range o.Migrating() {
+				moving = append(moving, slot.FormatRanges(rs)+">"+target)
+			}
+			sort.Strings(moving)
+			out = append(out, [2]string{"sluice_migrating", strings.Join(moving, ";")})
 		}
 		return out
 	case "keyspace":

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"net"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,56 @@ type topoNode struct {
 
 // topology lists the nodes, the master first; ok is false when a
 // replicated cluster has no leader (cluster_state:fail).
+// migrationMarks are the Redis Cluster marks of slots moving out of group g
+// ("[slot->-target master]", from its own log) and into it
+// ("[slot-<-source master]", as the source's leader last said), for the
+// line of g's leader about itself: redis-cli --cluster check reports them
+// as open slots while a migration runs.
+func (c *Ctx) migrationMarks(shards []topoShard, g int) []string {
+	r := c.Env.Shards
+	if r == nil || g < 0 {
+		return nil
+	}
+	master := func(group int) string {
+		for _, sh := range shards {
+			if sh.group == group && sh.ok {
+				return sh.nodes[0].id
+			}
+		}
+		return ""
+	}
+	m := r.Map()
+	var marks []string
+	add := func(rs [][2]int, arrow, node string) {
+		for _, rg := range rs {
+			for s := rg[0]; s <= rg[1]; s++ {
+				marks = append(marks, "["+strconv.Itoa(s)+arrow+node+"]")
+			}
+		}
+	}
+	if o := c.Env.Machine.Owned(); o != nil {
+		for target, rs := range o.Migrating() {
+			if t, ok := r.GroupIndex(target); ok {
+				if id := master(t); id != "" {
+					add(rs, "->-", id)
+				}
+			}
+		}
+	}
+	for src := range m.Groups {
+		if src == g || m.Groups[src].Removed {
+			continue
+		}
+		if rs := r.Migrating(src)[m.Groups[g].ID]; len(rs) > 0 {
+			if id := master(src); id != "" {
+				add(rs, "-<-", id)
+			}
+		}
+	}
+	sort.Strings(marks)
+	return marks
+}
+
 func (c *Ctx) topology() (nodes []topoNode, ok bool) {
 	n := c.Env.Cluster
 	if n == nil {
@@ -70,6 +121,7 @@ func (c *Ctx) myID() string {
 // ranges it owns and its nodes, the master first.
 type topoShard struct {
 	id     string // 40 hex characters
+	group  int    // the router's index of the group (-1: not sharded)
 	ranges [][2]int
 	nodes  []topoNode
 	// ok: a master is known.
@@ -81,7 +133,7 @@ type topoShard struct {
 // map's order, with its leader as master when one is known.
 func (c *Ctx) shards() []topoShard {
 	nodes, ok := c.topology()
-	own := topoShard{id: c.shardID(), ranges: [][2]int{{0, slot.Count - 1}}, nodes: nodes, ok: ok}
+	own := topoShard{id: c.shardID(), group: -1, ranges: [][2]int{{0, slot.Count - 1}}, nodes: nodes, ok: ok}
 	r := c.Env.Shards
 	if r == nil {
 		return []topoShard{own}
@@ -95,6 +147,7 @@ func (c *Ctx) shards() []topoShard {
 		}
 		ranges := r.Ranges(g) // live: slot migrations move them
 		if g == r.Self() {
+			own.group = g
 			if o := c.Env.Machine.Owned(); o != nil {
 				// This group's own log may be ahead of the router (it took
 				// slots the router has not heard of); a slot cut from it and
@@ -106,7 +159,7 @@ func (c *Ctx) shards() []topoShard {
 			continue
 		}
 		leader, known := r.Leader(g)
-		sh := topoShard{id: cluster.ShardID("group:" + grp.ID), ranges: ranges, ok: known}
+		sh := topoShard{id: cluster.ShardID("group:" + grp.ID), group: g, ranges: ranges, ok: known}
 		for _, p := range grp.Members {
 			host, portStr, _ := net.SplitHostPort(p.ClientAddr)
 			port, _ := strconv.Atoi(portStr)
@@ -165,7 +218,8 @@ func runClusterNodes(c *Ctx, _ [][]byte) {
 	var b strings.Builder
 	now := time.Now()
 	epoch := c.epoch()
-	for _, sh := range c.shards() {
+	shards := c.shards()
+	for _, sh := range shards {
 		masterID := "-"
 		if sh.ok {
 			masterID = sh.nodes[0].id
@@ -173,6 +227,9 @@ func runClusterNodes(c *Ctx, _ [][]byte) {
 		var slots []string
 		for _, r := range sh.ranges {
 			slots = append(slots, strconv.Itoa(r[0])+"-"+strconv.Itoa(r[1]))
+		}
+		if sh.nodes != nil && len(sh.nodes) > 0 && sh.nodes[0].self {
+			slots = append(slots, c.migrationMarks(shards, sh.group)...)
 		}
 		for _, n := range sh.nodes {
 			flags := "slave"

@@ -58,8 +58,26 @@ func (j *Job) Remaining() [][2]int {
 	return b.ranges()
 }
 
-// Jobs are the group's migration jobs, oldest first (nil: none).
-func (o *Ownership) JobList() []Job { return o.Jobs }
+// Migrating are the slots of the group's running jobs not yet confirmed
+// moved (remaining and pending), by target group.
+func (o *Ownership) Migrating() map[string][][2]int {
+	var out map[string][][2]int
+	for _, j := range o.Jobs {
+		if j.State != JobRunning {
+			continue
+		}
+		var b slotBits
+		b.add(j.Ranges)
+		b.remove(j.Done)
+		if rs := b.ranges(); len(rs) > 0 {
+			if out == nil {
+				out = map[string][][2]int{}
+			}
+			out[j.TargetGroup] = append(out[j.TargetGroup], rs...)
+		}
+	}
+	return out
+}
 
 // job finds the job named id.
 func (o *Ownership) job(id string) (int, bool) {

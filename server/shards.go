@@ -137,6 +137,9 @@ func (s *Server) probeLeaders(clients map[string]*redis.Client) {
 							s.router.Claim(g, uint64(e), rs)
 						}
 					}
+					if v, err := role.Slice(); err == nil && len(v) > 0 && v[0] == "master" {
+						s.router.SetMigrating(g, parseMigrating(infoString(info.Val(), "sluice_migrating")))
+					}
 				}()
 				c.Pipelined(ctx, func(p redis.Pipeliner) error {
 					role = p.Do(ctx, "ROLE")
@@ -162,6 +165,23 @@ func (s *Server) probeLeaders(clients map[string]*redis.Client) {
 			s.router.SetLeader(g, addr)
 		}
 	}
+}
+
+// parseMigrating reads INFO's sluice_migrating ("0-99,200-299>g2;…").
+func parseMigrating(v string) map[string][][2]int {
+	var out map[string][][2]int
+	for _, part := range strings.Split(v, ";") {
+		rs, target, ok := strings.Cut(part, ">")
+		ranges, okr := slot.ParseRanges(rs)
+		if !ok || !okr || target == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string][][2]int{}
+		}
+		out[target] = append(out[target], ranges...)
+	}
+	return out
 }
 
 // infoString reads a field of an INFO reply ("" when absent).

@@ -38,13 +38,17 @@ type Router struct {
 	// lags holds each other group's lag behind this member's wall clock
 	// as last measured, ns (math.MinInt64: never measured).
 	lags []atomic.Int64
+	// moving holds each group's running migrations as its leader last
+	// said: the slots it is moving out, by target group id.
+	moving []atomic.Pointer[map[string][][2]int]
 }
 
 // NewRouter is the router of a member of group selfGroup.
 func NewRouter(m *Map, selfGroup string) (*Router, error) {
 	for i := range m.Groups {
 		if m.Groups[i].ID == selfGroup {
-			r := &Router{self: i, leaders: make([]atomic.Pointer[string], MaxGroups), lags: make([]atomic.Int64, MaxGroups)}
+			r := &Router{self: i, leaders: make([]atomic.Pointer[string], MaxGroups), lags: make([]atomic.Int64, MaxGroups),
+				moving: make([]atomic.Pointer[map[string][][2]int], MaxGroups)}
 			r.m.Store(m)
 			for g := range r.lags {
 				r.lags[g].Store(math.MinInt64)
@@ -146,6 +150,18 @@ func (r *Router) Leader(g int) (string, bool) {
 		return *p, true
 	}
 	return "", false
+}
+
+// SetMigrating records the slots group g is moving out, by target group
+// (its leader's word; nil: none).
+func (r *Router) SetMigrating(g int, m map[string][][2]int) { r.moving[g].Store(&m) }
+
+// Migrating is what SetMigrating last recorded for group g.
+func (r *Router) Migrating(g int) map[string][][2]int {
+	if p := r.moving[g].Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // SetLag records how far group g's log time was behind this member's wall
