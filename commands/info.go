@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/sluice-rl/sluice/shardmap"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -173,14 +173,9 @@ func (c *Ctx) infoFields(name string) [][2]string {
 		if o := e.Machine.Owned(); o != nil {
 			out = append(out, [2]string{"sluice_slots_epoch", strconv.FormatUint(o.Epoch, 10)},
 				[2]string{"sluice_slots", slot.FormatRanges(o.SlotRanges())})
-			// The slots this group is moving out, by target group
-			// ("0-99>g2;…"): members show them as migrating.
-			var moving []string
-			for target, rs := range o.Migrating() {
-				moving = append(moving, slot.FormatRanges(rs)+">"+target)
-			}
-			sort.Strings(moving)
-			out = append(out, [2]string{"sluice_migrating", strings.Join(moving, ";")})
+			// The slots this group is moving out, by target group:
+			// members show them as migrating (shardmap.Report).
+			out = append(out, [2]string{"sluice_migrating", shardmap.FormatMigrating(o.Migrating())})
 		}
 		return out
 	case "keyspace":

@@ -73,9 +73,6 @@ func (r Replicated) RedirectKey(key []byte) string {
 		s := slot.Of(key)
 		switch addr, mine := r.Shards.Route(s); {
 		case mine:
-		case r.ownsHere(s):
-			// This group's log says it owns s: it took s (a slot
-			// migration's import) before the router learned so.
 		case addr == "":
 			return "CLUSTERDOWN The cluster is down" // the owner group has no leader known
 		default:
@@ -89,12 +86,6 @@ func (r Replicated) RedirectKey(key []byte) string {
 		return "TRYAGAIN the group is taking its slots from the cluster map"
 	}
 	return ""
-}
-
-// ownsHere reports whether this group's state machine owns slot s.
-func (r Replicated) ownsHere(s int) bool {
-	o := r.Node.Machine().Owned()
-	return o != nil && o.Owns(s)
 }
 
 // ApplyAll logs cmds as one group of the next entry and waits for it.
@@ -156,13 +147,23 @@ func (r Replicated) ApplyHere(args [][]byte) (reply []byte, ok bool, err error) 
 	if !r.Node.Serving() {
 		return nil, false, nil
 	}
-	get, err := r.ApplyAll([][][]byte{args})
+	reply, err = r.ApplyOne(args)
 	switch {
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrTransferring):
 		return nil, false, nil
 	case err != nil:
 		return nil, true, err
 	}
-	reply, _ = get(0)
 	return reply, true, nil
+}
+
+// ApplyOne logs one command and returns its reply (RESP2); it fails
+// unless this node leads.
+func (r Replicated) ApplyOne(args [][]byte) ([]byte, error) {
+	get, err := r.ApplyAll([][][]byte{args})
+	if err != nil {
+		return nil, err
+	}
+	reply, _ := get(0)
+	return reply, nil
 }

@@ -148,12 +148,6 @@ func (c *Ctx) shards() []topoShard {
 		ranges := r.Ranges(g) // live: slot migrations move them
 		if g == r.Self() {
 			own.group = g
-			if o := c.Env.Machine.Owned(); o != nil {
-				// This group's own log may be ahead of the router (it took
-				// slots the router has not heard of); a slot cut from it and
-				// not yet taken stays its, as every router keeps it.
-				ranges = mergeRanges(ranges, o.SlotRanges())
-			}
 			own.ranges = ranges
 			out = append(out, own)
 			continue
@@ -463,28 +457,4 @@ func (c *Ctx) heartbeatTimeout() time.Duration {
 		return n.HeartbeatTimeout()
 	}
 	return time.Second
-}
-
-// mergeRanges is the union of two sets of slot ranges, sorted and merged.
-func mergeRanges(a, b [][2]int) [][2]int {
-	var in [slot.Count]bool
-	for _, rs := range [][][2]int{a, b} {
-		for _, r := range rs {
-			for s := r[0]; s <= r[1]; s++ {
-				in[s] = true
-			}
-		}
-	}
-	var out [][2]int
-	for s := 0; s < slot.Count; s++ {
-		if !in[s] {
-			continue
-		}
-		from := s
-		for s+1 < slot.Count && in[s+1] {
-			s++
-		}
-		out = append(out, [2]int{from, s})
-	}
-	return out
 }

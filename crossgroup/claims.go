@@ -2,12 +2,10 @@ package crossgroup
 
 import (
 	"context"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/sluice-rl/sluice/slot"
+	"github.com/sluice-rl/sluice/shardmap"
 )
 
 // refreshEvery bounds how often RefreshClaims asks the groups (refusals
@@ -34,41 +32,11 @@ func (c *Coordinator) RefreshClaims(ctx context.Context) {
 	if o := c.cfg.Machine.Owned(); o != nil {
 		r.Claim(r.Self(), o.Epoch, o.SlotRanges())
 	}
-	m := r.Map()
-	var wg sync.WaitGroup
-	for g := range m.Groups {
-		if g == r.Self() || m.Groups[g].Removed {
-			continue
+	// A group that does not answer keeps its last claim.
+	infos, _ := c.everyOther(ctx, []any{"INFO", "cluster"}, "")
+	for g, info := range infos {
+		if rep, ok := shardmap.ParseReport(info); ok {
+			r.Claim(g, rep.Epoch, rep.Ranges)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-			defer cancel()
-			v, err := c.call(ctx, g, "INFO", "cluster")
-			if err != nil {
-				return
-			}
-			info, _ := v.(string)
-			var epoch uint64
-			var ranges [][2]int
-			known := 0
-			for _, line := range strings.Split(info, "\r\n") {
-				if e, ok := strings.CutPrefix(line, "sluice_slots_epoch:"); ok {
-					if epoch, err = strconv.ParseUint(e, 10, 64); err == nil {
-						known++
-					}
-				}
-				if rs, ok := strings.CutPrefix(line, "sluice_slots:"); ok {
-					if ranges, ok = slot.ParseRanges(rs); ok {
-						known++
-					}
-				}
-			}
-			if known == 2 {
-				r.Claim(g, epoch, ranges)
-			}
-		}()
 	}
-	wg.Wait()
 }

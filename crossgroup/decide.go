@@ -227,14 +227,7 @@ func rank(retry int64) int64 {
 	return retry
 }
 
-// groupOf is the group a counter of slot s is asked of: this group when its
-// own log owns s (it took s before its router heard), else the router's.
-func (c *Coordinator) groupOf(s int) int {
-	if o := c.cfg.Machine.Owned(); o != nil && o.Owns(s) {
-		return c.cfg.Router.Self()
-	}
-	return c.cfg.Router.Owner(s)
-}
+func (c *Coordinator) groupOf(s int) int { return c.cfg.Router.Owner(s) }
 
 // ask sends a part to its group's leader and reads its answer.
 func (c *Coordinator) ask(ctx context.Context, p *part, rls bool) (Result, error) {

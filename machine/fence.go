@@ -92,6 +92,13 @@ func decodeOwnership(b []byte) (*Ownership, error) {
 	return o, nil
 }
 
+// OwnsSlot reports whether this group's log gives it slot s (false before
+// any map: a router asks it only in a sharded cluster).
+func (m *Machine) OwnsSlot(s int) bool {
+	o := m.owned.Load()
+	return o != nil && o.Owns(s)
+}
+
 // Owned is the slots this group owns (nil: every slot).
 func (m *Machine) Owned() *Ownership { return m.owned.Load() }
 

@@ -375,6 +375,17 @@ func (d *byteReader) uvarint(max int) int {
 	return int(v)
 }
 
+// uvarint64 reads an unsigned varint of any size.
+func (d *byteReader) uvarint64() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
 func (d *byteReader) varint() int64 {
 	v, n := binary.Varint(d.b)
 	if n <= 0 {

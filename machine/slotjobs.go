@@ -239,15 +239,6 @@ func decodeJobs(d *byteReader) []Job {
 		}
 		return out
 	}
-	u64 := func() uint64 {
-		v, k := binary.Uvarint(d.b)
-		if k <= 0 {
-			d.bad = true
-			return 0
-		}
-		d.b = d.b[k:]
-		return v
-	}
 	for range n {
 		var j Job
 		j.ID, j.TargetGroup, j.SourceNode, j.TargetNode, j.State, j.Message = str(), str(), str(), str(), str(), str()
@@ -258,7 +249,7 @@ func decodeJobs(d *byteReader) []Job {
 		j.Cancel = d.b[0] == 1
 		d.b = d.b[1:]
 		j.Ranges, j.Done, j.Pending = rgs(), rgs(), rgs()
-		j.PendingEpoch, j.Keys, j.Bytes = u64(), u64(), u64()
+		j.PendingEpoch, j.Keys, j.Bytes = d.uvarint64(), d.uvarint64(), d.uvarint64()
 		j.Created, j.Updated, j.Ended = d.varint(), d.varint(), d.varint()
 		if d.bad {
 			break

@@ -225,17 +225,9 @@ func (s *Server) startNode() error {
 			},
 			Local: commands.Replicated{Node: n}.ApplyHere})
 		s.env.CrossGroup = s.coord
-		rep := commands.Replicated{Node: n}
 		s.moves, err = slotmove.New(slotmove.Config{Router: router, Machine: s.env.Machine, Log: s.log, NodeID: s.env.NodeID,
 			Serving: n.Serving, CallGroup: s.coord.CallGroup, CallMember: s.coord.CallMember, Propagate: s.coord.PropagateExcept,
-			Apply: func(args [][]byte) ([]byte, error) {
-				get, err := rep.ApplyAll([][][]byte{args})
-				if err != nil {
-					return nil, err
-				}
-				reply, _ := get(0)
-				return reply, nil
-			}})
+			Apply: commands.Replicated{Node: n}.ApplyOne})
 		if err != nil {
 			n.Close()
 			return err

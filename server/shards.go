@@ -12,7 +12,6 @@ import (
 	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/crossgroup"
 	"github.com/sluice-rl/sluice/shardmap"
-	"github.com/sluice-rl/sluice/slot"
 )
 
 // A sharded server is a member of one group of a cluster map
@@ -30,7 +29,12 @@ func (s *Server) shardedRouter() (*shardmap.Router, error) {
 		return nil, nil
 	}
 	g, _, _ := rep.Map.Member(rep.NodeID)
-	return shardmap.NewRouter(rep.Map, g.ID)
+	r, err := shardmap.NewRouter(rep.Map, g.ID)
+	if err != nil {
+		return nil, err
+	}
+	r.SetOwnLog(s.env.Machine.OwnsSlot)
+	return r, nil
 }
 
 // fenced reports whether this group's state machine fences by the map's
@@ -132,13 +136,12 @@ func (s *Server) probeLeaders(clients map[string]*redis.Client) {
 					if info == nil || info.Err() != nil {
 						return
 					}
-					if e, ok := infoField(info.Val(), "sluice_slots_epoch"); ok {
-						if rs, ok := slot.ParseRanges(infoString(info.Val(), "sluice_slots")); ok {
-							s.router.Claim(g, uint64(e), rs)
-						}
+					rep, ok := shardmap.ParseReport(info.Val())
+					if ok {
+						s.router.Claim(g, rep.Epoch, rep.Ranges)
 					}
 					if v, err := role.Slice(); err == nil && len(v) > 0 && v[0] == "master" {
-						s.router.SetMigrating(g, parseMigrating(infoString(info.Val(), "sluice_migrating")))
+						s.router.SetMigrating(g, rep.Migrating)
 					}
 				}()
 				c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -165,33 +168,6 @@ func (s *Server) probeLeaders(clients map[string]*redis.Client) {
 			s.router.SetLeader(g, addr)
 		}
 	}
-}
-
-// parseMigrating reads INFO's sluice_migrating ("0-99,200-299>g2;…").
-func parseMigrating(v string) map[string][][2]int {
-	var out map[string][][2]int
-	for _, part := range strings.Split(v, ";") {
-		rs, target, ok := strings.Cut(part, ">")
-		ranges, okr := slot.ParseRanges(rs)
-		if !ok || !okr || target == "" {
-			continue
-		}
-		if out == nil {
-			out = map[string][][2]int{}
-		}
-		out[target] = append(out[target], ranges...)
-	}
-	return out
-}
-
-// infoString reads a field of an INFO reply ("" when absent).
-func infoString(info, name string) string {
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, name+":"); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // infoField reads an integer field of an INFO reply.

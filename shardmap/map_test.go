@@ -170,6 +170,12 @@ func TestRouterFollowsClaims(t *testing.T) {
 	if i, ok := r.GroupIndex("g2"); !ok || i != 1 {
 		t.Fatal("GroupIndex")
 	}
+	// This member's own log is ahead of every claim: a slot it took is its
+	// own at once, in routes and in its ranges.
+	r.SetOwnLog(func(s int) bool { return s == 9000 })
+	if _, mine := r.Route(9000); !mine || r.Owner(9001) != 1 || r.Ranges(0)[len(r.Ranges(0))-1] != [2]int{9000, 9000} {
+		t.Fatalf("own log: route %d, ranges %v", r.Owner(9000), r.Ranges(0))
+	}
 }
 
 // A running cluster's map, groups added and claims moved, written and read

@@ -41,7 +41,15 @@ type Router struct {
 	// moving holds each group's running migrations as its leader last
 	// said: the slots it is moving out, by target group id.
 	moving []atomic.Pointer[map[string][][2]int]
+	// ownLog, when set, says whether this member's group's log owns slot
+	// s: it is ahead of any claim (the group took s, the router has not
+	// heard yet).
+	ownLog func(s int) bool
 }
+
+// SetOwnLog makes the router ask owns (this member's state machine) first
+// whether its own group owns a slot. Call it before routing.
+func (r *Router) SetOwnLog(owns func(s int) bool) { r.ownLog = owns }
 
 // NewRouter is the router of a member of group selfGroup.
 func NewRouter(m *Map, selfGroup string) (*Router, error) {
@@ -133,7 +141,7 @@ func (r *Router) Self() int { return r.self }
 // owns it, else the owner's leader's client address ("" while none is
 // known).
 func (r *Router) Route(s int) (addr string, mine bool) {
-	g := int(r.table.Load().owner[s])
+	g := r.Owner(s)
 	if g == r.self {
 		return "", true
 	}
@@ -263,19 +271,24 @@ func (r *Router) apply(g int, fn func(*claim) bool) bool {
 // Epoch is the highest epoch any group claims.
 func (r *Router) Epoch() uint64 { return r.table.Load().epoch }
 
-// Owner is the group slot s is routed to.
-func (r *Router) Owner(s int) int { return int(r.table.Load().owner[s]) }
+// Owner is the group slot s is routed to: this member's own group when its
+// log owns s, else the group whose claim of s has the highest epoch.
+func (r *Router) Owner(s int) int {
+	if g := int(r.table.Load().owner[s]); g == r.self || r.ownLog == nil || !r.ownLog(s) {
+		return g
+	}
+	return r.self
+}
 
 // Ranges are the slots routed to group g, as sorted ranges.
 func (r *Router) Ranges(g int) [][2]int {
-	t := r.table.Load()
 	var out [][2]int
 	for s := 0; s < slot.Count; s++ {
-		if int(t.owner[s]) != g {
+		if r.Owner(s) != g {
 			continue
 		}
 		from := s
-		for s+1 < slot.Count && int(t.owner[s+1]) == g {
+		for s+1 < slot.Count && r.Owner(s+1) == g {
 			s++
 		}
 		out = append(out, [2]int{from, s})

@@ -183,6 +183,7 @@ func (c *Cluster) attach(m *Member, n *cluster.Node) error {
 		return err
 	}
 	mach := n.Machine()
+	router.SetOwnLog(mach.OwnsSlot)
 	m.Node, m.Router = n, router
 	m.Coord = crossgroup.New(crossgroup.Config{Router: router, Machine: mach, Caller: caller{c}, Timeout: 3 * time.Second,
 		Local: commands.Replicated{Node: n}.ApplyHere, Log: c.cfg.Log, OwnLeader: func() (string, bool) {
@@ -195,14 +196,7 @@ func (c *Cluster) attach(m *Member, n *cluster.Node) error {
 	m.Moves, err = slotmove.New(slotmove.Config{Router: router, Machine: mach, NodeID: m.ID, Log: c.cfg.Log,
 		Serving: func() bool { return n.Serving() && !m.cut.Load() }, CallGroup: m.Coord.CallGroup, CallMember: m.Coord.CallMember,
 		ChunkSlots: 8, ChunkKeys: 20,
-		Apply: func(args [][]byte) ([]byte, error) {
-			get, err := rep.ApplyAll([][][]byte{args})
-			if err != nil {
-				return nil, err
-			}
-			reply, _ := get(0)
-			return reply, nil
-		}})
+		Apply: rep.ApplyOne})
 	if err != nil {
 		return err
 	}

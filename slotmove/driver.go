@@ -322,14 +322,9 @@ func (d *Driver) targetEpoch(g int) uint64 {
 	if err != nil {
 		return 0
 	}
-	s, _ := v.(string)
-	for _, line := range strings.Split(s, "\r\n") {
-		if e, ok := strings.CutPrefix(line, "sluice_slots_epoch:"); ok {
-			n, _ := strconv.ParseUint(e, 10, 64)
-			return n
-		}
-	}
-	return 0
+	info, _ := v.(string)
+	rep, _ := shardmap.ParseReport(info)
+	return rep.Epoch
 }
 
 // finish sends the pending chunk to the target and confirms it.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/machine"
@@ -132,10 +131,8 @@ func (d *Driver) ownsSlots(ctx context.Context, g int) bool {
 	defer cancel()
 	if v, err := d.cfg.CallGroup(ctx, g, "INFO", "cluster"); err == nil {
 		info, _ := v.(string)
-		for _, line := range strings.Split(info, "\r\n") {
-			if rs, ok := strings.CutPrefix(line, "sluice_slots:"); ok {
-				return rs != ""
-			}
+		if rep, ok := shardmap.ParseReport(info); ok {
+			return len(rep.Ranges) > 0
 		}
 	}
 	return len(d.cfg.Router.Ranges(g)) > 0

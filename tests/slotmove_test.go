@@ -627,28 +627,7 @@ func TestMigrationResumesAtEveryStep(t *testing.T) {
 		t.Run(tc.step+"/"+tc.victim, func(t *testing.T) {
 			mc := startMoving(t)
 			src, dst := mc.Leader(t, 0), mc.Leader(t, 1)
-			for _, s := range []*Server{src, dst} {
-				eventually(t, "both groups fenced", func() bool {
-					info, _ := s.Client().Info(ctx(t), "cluster").Result()
-					return strings.Contains(info, "sluice_slots_epoch:")
-				})
-			}
-			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: mc.Addrs(), MaxRedirects: 64,
-				MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond})
-			t.Cleanup(func() { cc.Close() })
-			var keys []string
-			for i := 0; len(keys) < 5; i++ {
-				if k := "step:" + strconv.Itoa(i); slot.Of([]byte(k)) < 64 {
-					keys = append(keys, k)
-				}
-			}
-			for _, k := range keys {
-				for range moveLimit {
-					if v, err := cc.Do(ctx(t), "CL.THROTTLE", k, moveLimit-1, 1, 86400).Slice(); err != nil || v[0] != int64(0) {
-						t.Fatalf("charging %s: %v %v", k, v, err)
-					}
-				}
-			}
+			cc, keys := spendKeys(t, mc.ShardedCluster, "step:")
 			if err := src.Client().Do(ctx(t), "DEBUG", "SLOTMOVE-HOLD", tc.step).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -712,16 +691,7 @@ func TestMigrationResumesAtEveryStep(t *testing.T) {
 				t.Fatalf("the source keeps %d counters of the moved slots", k)
 			}
 			sameCounters(t, mc)
-			eventually(t, "the client follows the new leaders", func() bool {
-				cc.ReloadState(ctx(t))
-				return cc.Do(ctx(t), "CL.THROTTLE", keys[0], moveLimit-1, 1, 86400, 0).Err() == nil
-			})
-			for _, k := range keys {
-				v, err := cc.Do(ctx(t), "CL.THROTTLE", k, moveLimit-1, 1, 86400).Slice()
-				if err != nil || v[0] != int64(1) {
-					t.Fatalf("%s after the move: %v %v (its %d units were used before it)", k, v, err, moveLimit)
-				}
-			}
+			stillSpent(t, cc, keys)
 		})
 	}
 }
@@ -782,28 +752,7 @@ func TestMigrationSurvivesAPartitionedSourceLeader(t *testing.T) {
 	mc := &movingCluster{ShardedCluster: sc}
 	src := sc.Leader(t, 0)
 	li := slices.Index(sc.Groups[0], src)
-	for g := range 2 {
-		eventually(t, "groups fenced", func() bool {
-			info, _ := sc.Leader(t, g).Client().Info(ctx(t), "cluster").Result()
-			return strings.Contains(info, "sluice_slots_epoch:")
-		})
-	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 64,
-		MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond})
-	t.Cleanup(func() { cc.Close() })
-	var keys []string
-	for i := 0; len(keys) < 5; i++ {
-		if k := "cut:" + strconv.Itoa(i); slot.Of([]byte(k)) < 64 {
-			keys = append(keys, k)
-		}
-	}
-	for _, k := range keys {
-		for range moveLimit {
-			if v, err := cc.Do(ctx(t), "CL.THROTTLE", k, moveLimit-1, 1, 86400).Slice(); err != nil || v[0] != int64(0) {
-				t.Fatalf("charging %s: %v %v", k, v, err)
-			}
-		}
-	}
+	cc, keys := spendKeys(t, sc, "cut:")
 	if err := src.Client().Do(ctx(t), "DEBUG", "SLOTMOVE-HOLD", "cut").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -851,13 +800,50 @@ func TestMigrationSurvivesAPartitionedSourceLeader(t *testing.T) {
 		ms := slotMigrations(t, src.Client())
 		return len(ms) == 1 && ms[0]["state"] == "success"
 	})
-	eventually(t, "the client follows", func() bool {
+	stillSpent(t, cc, keys)
+}
+
+// spendKeys waits until both groups of sc are fenced, then uses up the
+// CL.THROTTLE limit of five keys of slots 0-63 (named prefix<n>) through a
+// ClusterClient, which it returns with the keys.
+func spendKeys(t *testing.T, sc *ShardedCluster, prefix string) (*redis.ClusterClient, []string) {
+	t.Helper()
+	for g := range sc.Groups {
+		eventually(t, "the groups fenced", func() bool {
+			info, _ := sc.Leader(t, g).Client().Info(ctx(t), "cluster").Result()
+			return strings.Contains(info, "sluice_slots_epoch:")
+		})
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 64,
+		MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond})
+	t.Cleanup(func() { cc.Close() })
+	var keys []string
+	for i := 0; len(keys) < 5; i++ {
+		if k := prefix + strconv.Itoa(i); slot.Of([]byte(k)) < 64 {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		for range moveLimit {
+			if v, err := cc.Do(ctx(t), "CL.THROTTLE", k, moveLimit-1, 1, 86400).Slice(); err != nil || v[0] != int64(0) {
+				t.Fatalf("charging %s: %v %v", k, v, err)
+			}
+		}
+	}
+	return cc, keys
+}
+
+// stillSpent checks, once the client follows the cluster's new leaders,
+// that every key spendKeys spent is still refused: its count moved with it.
+func stillSpent(t *testing.T, cc *redis.ClusterClient, keys []string) {
+	t.Helper()
+	eventually(t, "the client follows the new leaders", func() bool {
 		cc.ReloadState(ctx(t))
 		return cc.Do(ctx(t), "CL.THROTTLE", keys[0], moveLimit-1, 1, 86400, 0).Err() == nil
 	})
 	for _, k := range keys {
 		if v, err := cc.Do(ctx(t), "CL.THROTTLE", k, moveLimit-1, 1, 86400).Slice(); err != nil || v[0] != int64(1) {
-			t.Fatalf("%s after the move: %v %v (its units were used before it)", k, v, err)
+			t.Fatalf("%s after the move: %v %v (its %d units were used before it)", k, v, err, moveLimit)
 		}
 	}
 }
