@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"time"
+
 	"fmt"
 	"os"
 	"runtime"
@@ -173,9 +175,9 @@ func (c *Ctx) infoFields(name string) [][2]string {
 		if o := e.Machine.Owned(); o != nil {
 			out = append(out, [2]string{"sluice_slots_epoch", strconv.FormatUint(o.Epoch, 10)},
 				[2]string{"sluice_slots", slot.FormatRanges(o.SlotRanges())})
-			// The slots this group is moving out, by target group:
-			// members show them as migrating (shardmap.Report).
-			out = append(out, [2]string{"sluice_migrating", shardmap.FormatMigrating(o.Migrating())})
+			// This group's migrations as CLUSTER NODES shows them on
+			// every member (shardmap.JobView).
+			out = append(out, [2]string{"sluice_migrating", shardmap.FormatJobViews(ownJobViews(o, time.Now()))})
 		}
 		return out
 	case "keyspace":

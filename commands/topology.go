@@ -32,14 +32,12 @@ type topoNode struct {
 	match   uint64
 }
 
-// topology lists the nodes, the master first; ok is false when a
-// replicated cluster has no leader (cluster_state:fail).
-// migrationMarks are the Redis Cluster marks of slots moving out of group g
-// ("[slot->-target master]", from its own log) and into it
-// ("[slot-<-source master]", as the source's leader last said), for the
-// line of g's leader about itself: redis-cli --cluster check reports them
-// as open slots while a migration runs.
-func (c *Ctx) migrationMarks(shards []topoShard, g int) []string {
+// migrationMarks are the Redis Cluster marks of the slots of running
+// migrations out of group g ("[slot->-target master]") and into it
+// ("[slot-<-source master]"), for the line of g's leader about itself:
+// redis-cli --cluster check reports them as open slots while a migration
+// runs.
+func (c *Ctx) migrationMarks(shards []topoShard, g int, now time.Time) []string {
 	r := c.Env.Shards
 	if r == nil || g < 0 {
 		return nil
@@ -61,22 +59,23 @@ func (c *Ctx) migrationMarks(shards []topoShard, g int) []string {
 			}
 		}
 	}
-	if o := c.Env.Machine.Owned(); o != nil {
-		for target, rs := range o.Migrating() {
-			if t, ok := r.GroupIndex(target); ok {
-				if id := master(t); id != "" {
-					add(rs, "->-", id)
-				}
-			}
-		}
-	}
 	for src := range m.Groups {
-		if src == g || m.Groups[src].Removed {
+		if m.Groups[src].Removed {
 			continue
 		}
-		if rs := r.Migrating(src)[m.Groups[g].ID]; len(rs) > 0 {
-			if id := master(src); id != "" {
-				add(rs, "-<-", id)
+		for _, v := range c.jobViews(src, now) {
+			if v.Until != 0 {
+				continue // ended
+			}
+			switch t, ok := r.GroupIndex(v.Target); {
+			case src == g && ok:
+				if id := master(t); id != "" {
+					add(v.Ranges, "->-", id)
+				}
+			case src != g && ok && t == g:
+				if id := master(src); id != "" {
+					add(v.Ranges, "-<-", id)
+				}
 			}
 		}
 	}
@@ -84,6 +83,8 @@ func (c *Ctx) migrationMarks(shards []topoShard, g int) []string {
 	return marks
 }
 
+// topology lists the nodes, the master first; ok is false when a
+// replicated cluster has no leader (cluster_state:fail).
 func (c *Ctx) topology() (nodes []topoNode, ok bool) {
 	n := c.Env.Cluster
 	if n == nil {
@@ -130,8 +131,10 @@ type topoShard struct {
 
 // shards lists the shards: this node's group (with topology's nodes) and,
 // on a member of a sharded cluster, every other group of the map, in the
-// map's order, with its leader as master when one is known.
-func (c *Ctx) shards() []topoShard {
+// map's order, with its leader as master when one is known. Each group's
+// ranges are its live ones, or with shown (CLUSTER NODES) those shown
+// while migrations run (shownOwners).
+func (c *Ctx) shards(shown bool) []topoShard {
 	nodes, ok := c.topology()
 	own := topoShard{id: c.shardID(), group: -1, ranges: [][2]int{{0, slot.Count - 1}}, nodes: nodes, ok: ok}
 	r := c.Env.Shards
@@ -139,13 +142,22 @@ func (c *Ctx) shards() []topoShard {
 		return []topoShard{own}
 	}
 	m := r.Map()
+	var owners *[slot.Count]int
+	if shown {
+		owners = c.shownOwners(time.Now())
+	}
 	out := make([]topoShard, 0, len(m.Groups))
 	for g := range m.Groups {
 		grp := &m.Groups[g]
 		if grp.Removed {
 			continue
 		}
-		ranges := r.Ranges(g) // live: slot migrations move them
+		var ranges [][2]int
+		if shown {
+			ranges = rangesOf(owners, g)
+		} else {
+			ranges = r.Ranges(g) // live: slot migrations move them
+		}
 		if g == r.Self() {
 			own.group = g
 			own.ranges = ranges
@@ -179,7 +191,7 @@ func (c *Ctx) epoch() string {
 }
 
 func runClusterInfo(c *Ctx, _ [][]byte) {
-	shards := c.shards()
+	shards := c.shards(false)
 	state, okSlots, known := "ok", 0, 0
 	for _, sh := range shards {
 		known += len(sh.nodes)
@@ -212,7 +224,7 @@ func runClusterNodes(c *Ctx, _ [][]byte) {
 	var b strings.Builder
 	now := time.Now()
 	epoch := c.epoch()
-	shards := c.shards()
+	shards := c.shards(true)
 	for _, sh := range shards {
 		masterID := "-"
 		if sh.ok {
@@ -223,7 +235,7 @@ func runClusterNodes(c *Ctx, _ [][]byte) {
 			slots = append(slots, strconv.Itoa(r[0])+"-"+strconv.Itoa(r[1]))
 		}
 		if sh.nodes != nil && len(sh.nodes) > 0 && sh.nodes[0].self {
-			slots = append(slots, c.migrationMarks(shards, sh.group)...)
+			slots = append(slots, c.migrationMarks(shards, sh.group, now)...)
 		}
 		for _, n := range sh.nodes {
 			flags := "slave"
@@ -271,7 +283,7 @@ func runClusterNodes(c *Ctx, _ [][]byte) {
 func runClusterSlots(c *Ctx, _ [][]byte) {
 	w := c.W
 	var entries int
-	shards := c.shards()
+	shards := c.shards(false)
 	for _, sh := range shards {
 		if sh.ok {
 			entries += len(sh.ranges)
@@ -307,7 +319,7 @@ func runClusterSlots(c *Ctx, _ [][]byte) {
 // to pairs) and nodes, its master first.
 func runClusterShards(c *Ctx, _ [][]byte) {
 	w := c.W
-	shards := c.shards()
+	shards := c.shards(false)
 	w.Array(len(shards))
 	for _, sh := range shards {
 		w.Map(2)

@@ -47,6 +47,12 @@ type Job struct {
 	// Created, Updated and Ended are log instants (ns); Ended 0 while
 	// running.
 	Created, Updated, Ended int64
+	// ShowUntil is a wall-clock instant (Unix ms) until which CLUSTER
+	// NODES still shows an ended job's slots as this group's, so every
+	// member switches to the new owners at one instant (0: from its end).
+	// The command that ends the job carries it: the driver's clock, read
+	// before the command entered the log, never inside the apply.
+	ShowUntil int64
 }
 
 // Remaining are the job's slots neither moved nor pending, in order.
@@ -56,27 +62,6 @@ func (j *Job) Remaining() [][2]int {
 	b.remove(j.Done)
 	b.remove(j.Pending)
 	return b.ranges()
-}
-
-// Migrating are the slots of the group's running jobs not yet confirmed
-// moved (remaining and pending), by target group.
-func (o *Ownership) Migrating() map[string][][2]int {
-	var out map[string][][2]int
-	for _, j := range o.Jobs {
-		if j.State != JobRunning {
-			continue
-		}
-		var b slotBits
-		b.add(j.Ranges)
-		b.remove(j.Done)
-		if rs := b.ranges(); len(rs) > 0 {
-			if out == nil {
-				out = map[string][][2]int{}
-			}
-			out[j.TargetGroup] = append(out[j.TargetGroup], rs...)
-		}
-	}
-	return out
 }
 
 // job finds the job named id.
@@ -182,8 +167,14 @@ func bitsOf(ranges [][2]int) slotBits {
 	return b
 }
 
+// jobsVersion marks the encoding of jobs with ShowUntil: a zero count
+// (never written otherwise) and then the version. Records without it (the
+// first encoding) start with the count.
+const jobsVersion = 1
+
 // appendJobs appends the jobs' encoding (after the ownership's ranges).
 func appendJobs(dst []byte, jobs []Job) []byte {
+	dst = append(dst, 0, jobsVersion)
 	dst = binary.AppendUvarint(dst, uint64(len(jobs)))
 	str := func(s string) {
 		dst = binary.AppendUvarint(dst, uint64(len(s)))
@@ -217,6 +208,7 @@ func appendJobs(dst []byte, jobs []Job) []byte {
 		dst = binary.AppendVarint(dst, j.Created)
 		dst = binary.AppendVarint(dst, j.Updated)
 		dst = binary.AppendVarint(dst, j.Ended)
+		dst = binary.AppendVarint(dst, j.ShowUntil)
 	}
 	return dst
 }
@@ -224,6 +216,14 @@ func appendJobs(dst []byte, jobs []Job) []byte {
 // decodeJobs reads what appendJobs wrote.
 func decodeJobs(d *byteReader) []Job {
 	n := d.uvarint(1 << 16)
+	version := 0
+	if n == 0 && !d.bad {
+		if version = d.uvarint(jobsVersion); version != jobsVersion {
+			d.bad = true
+			return nil
+		}
+		n = d.uvarint(1 << 16)
+	}
 	jobs := make([]Job, 0, n)
 	str := func() string { return string(d.bytes()) }
 	rgs := func() [][2]int {
@@ -251,6 +251,9 @@ func decodeJobs(d *byteReader) []Job {
 		j.Ranges, j.Done, j.Pending = rgs(), rgs(), rgs()
 		j.PendingEpoch, j.Keys, j.Bytes = d.uvarint64(), d.uvarint64(), d.uvarint64()
 		j.Created, j.Updated, j.Ended = d.varint(), d.varint(), d.varint()
+		if version >= 1 {
+			j.ShowUntil = d.varint()
+		}
 		if d.bad {
 			break
 		}

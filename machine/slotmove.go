@@ -155,14 +155,14 @@ func slotMoveCommands() []*Command {
 			Group: "cluster", Since: "1.4.0", Complexity: "O(R)",
 			Summary: "SLUICE.CUT <job> <epoch> <from-to> …: this group stops owning a chunk of a migration.",
 			run:     runCut, check: func(_ *Machine, args [][]byte) string { _, _, bad := parseOwn(args[1:]); return bad }},
-		{Name: "sluice.moved", Arity: 4, Flags: []string{"write", "admin"}, slots: allSlots, internal: true,
+		{Name: "sluice.moved", Arity: -4, Flags: []string{"write", "admin"}, slots: allSlots, internal: true,
 			Group: "cluster", Since: "1.4.0", Complexity: "O(N) where N is the number of records moved",
-			Summary: "SLUICE.MOVED <job> <keys> <bytes>: the pending chunk of a migration was imported; its records here are dropped.",
+			Summary: "SLUICE.MOVED <job> <keys> <bytes> [<show-until-ms>]: the pending chunk of a migration was imported; its records here are dropped. A job this ends is shown as before until show-until-ms (Unix ms).",
 			run:     runMoved, check: checkMoved},
 		{Name: "sluice.job", Arity: -2, Flags: []string{"write", "admin"}, slots: ownershipSlots, internal: true,
 			Group: "cluster", Since: "1.4.0", Complexity: "O(J) where J is the number of jobs",
-			Summary: "SLUICE.JOB ADD <id> <target-group> <source-node> <target-node> <from-to> … | END <id> <state> [message] | CANCEL: a group's migration jobs.",
-			run:     runJob},
+			Summary: "SLUICE.JOB ADD <id> <target-group> <source-node> <target-node> <from-to> … | END <id> <state> [<show-until-ms>] [message] | CANCEL [<show-until-ms>]: a group's migration jobs; a job ended is shown as before until show-until-ms (Unix ms).",
+			run:     runJob, check: checkJob},
 	}
 }
 
@@ -350,13 +350,63 @@ func runCut(x *exec, args [][]byte) {
 }
 
 func checkMoved(_ *Machine, args [][]byte) string {
+	if len(args) > 5 {
+		return "ERR SLUICE.MOVED takes <job> <keys> <bytes> [<show-until-ms>]"
+	}
 	for _, a := range args[2:] {
 		if _, err := strconv.ParseUint(string(a), 10, 64); err != nil {
-			return "ERR keys and bytes must be non-negative integers"
+			return "ERR keys, bytes and show-until-ms must be non-negative integers"
 		}
 	}
 	return ""
 }
+
+// showUntil reads a show-until-ms argument: a Unix ms instant, as a
+// non-negative integer.
+func showUntil(a []byte) (int64, bool) {
+	v, err := strconv.ParseInt(string(a), 10, 64)
+	return v, err == nil && v >= 0
+}
+
+// jobEndArgs splits SLUICE.JOB END's tail (after the state) into its
+// show-until instant and message. The instant came later than the
+// message, in front of it: a tail of one word is the instant when it is
+// a number (the driver's messages never are).
+func jobEndArgs(tail [][]byte) (until int64, msg string) {
+	if len(tail) > 0 {
+		if v, ok := showUntil(tail[0]); ok {
+			until, tail = v, tail[1:]
+		}
+	}
+	if len(tail) > 0 {
+		msg = string(tail[0])
+	}
+	return until, msg
+}
+
+// checkJob checks SLUICE.JOB's shape before it enters the log.
+func checkJob(_ *Machine, args [][]byte) string {
+	switch {
+	case resp.EqualFold(args[1], "add") && len(args) >= 7:
+	case resp.EqualFold(args[1], "end") && len(args) >= 4 && len(args) <= 6:
+		if len(args) == 6 {
+			if _, ok := showUntil(args[4]); !ok {
+				return "ERR show-until-ms must be a non-negative integer"
+			}
+		}
+	case resp.EqualFold(args[1], "cancel") && len(args) <= 3:
+		if len(args) == 3 {
+			if _, ok := showUntil(args[2]); !ok {
+				return "ERR show-until-ms must be a non-negative integer"
+			}
+		}
+	default:
+		return jobSyntax
+	}
+	return ""
+}
+
+const jobSyntax = "ERR SLUICE.JOB takes ADD <id> <target-group> <source-node> <target-node> <from-to> …, END <id> <state> [<show-until-ms>] [message] or CANCEL [<show-until-ms>]"
 
 // runMoved is SLUICE.MOVED <job> <keys> <bytes>: the pending chunk is in
 // the target group; its records here go. Without a pending chunk it is a
@@ -379,6 +429,10 @@ func runMoved(x *exec, args [][]byte) {
 	x.dropMovable(cur.Jobs[i].Pending)
 	keys, _ := strconv.ParseUint(string(args[2]), 10, 64)
 	size, _ := strconv.ParseUint(string(args[3]), 10, 64)
+	var until int64
+	if len(args) == 5 {
+		until, _ = showUntil(args[4])
+	}
 	x.updateOwnership(func(cur *Ownership, now int64) (*Ownership, string) {
 		next := cur.with(cur.Epoch, cur.bits)
 		j := &next.Jobs[i]
@@ -391,9 +445,9 @@ func runMoved(x *exec, args [][]byte) {
 		j.Updated = now
 		switch {
 		case len(j.Remaining()) == 0:
-			j.State, j.Ended = JobSuccess, now
+			j.State, j.Ended, j.ShowUntil = JobSuccess, now, until
 		case j.Cancel:
-			j.State, j.Ended = JobCancelled, now
+			j.State, j.Ended, j.ShowUntil = JobCancelled, now, until
 		}
 		return next, ""
 	})
@@ -426,8 +480,9 @@ func runJob(x *exec, args [][]byte) {
 				State: JobRunning, Ranges: bitsOf(ranges).ranges(), Created: now, Updated: now})
 			return next, ""
 		})
-	case resp.EqualFold(args[1], "end") && (len(args) == 4 || len(args) == 5):
+	case resp.EqualFold(args[1], "end") && len(args) >= 4 && len(args) <= 6:
 		state := string(args[3])
+		until, msg := jobEndArgs(args[4:])
 		if state != JobSuccess && state != JobFailed && state != JobCancelled {
 			x.fail("ERR a job ends in success, failed or cancelled")
 			return
@@ -443,14 +498,15 @@ func runJob(x *exec, args [][]byte) {
 			next := cur.with(cur.Epoch, cur.bits)
 			j := &next.Jobs[i]
 			if j.State == JobRunning {
-				j.State, j.Ended, j.Updated = state, now, now
-				if len(args) == 5 {
-					j.Message = string(args[4])
-				}
+				j.State, j.Ended, j.Updated, j.ShowUntil, j.Message = state, now, now, until, msg
 			}
 			return next, ""
 		})
-	case resp.EqualFold(args[1], "cancel") && len(args) == 2:
+	case resp.EqualFold(args[1], "cancel") && len(args) <= 3:
+		var until int64
+		if len(args) == 3 {
+			until, _ = showUntil(args[2])
+		}
 		x.updateOwnership(func(cur *Ownership, now int64) (*Ownership, string) {
 			next := cur.with(cur.Epoch, cur.bits)
 			for i := range next.Jobs {
@@ -460,13 +516,13 @@ func runJob(x *exec, args [][]byte) {
 				}
 				j.Cancel, j.Updated = true, now
 				if j.Pending == nil {
-					j.State, j.Ended = JobCancelled, now
+					j.State, j.Ended, j.ShowUntil = JobCancelled, now, until
 				}
 			}
 			return next, ""
 		})
 	default:
-		x.fail("ERR SLUICE.JOB takes ADD <id> <target-group> <source-node> <target-node> <from-to> …, END <id> <state> [message] or CANCEL")
+		x.fail(jobSyntax)
 	}
 }
 

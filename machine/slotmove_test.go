@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"encoding/binary"
 	"strconv"
 	"strings"
 	"testing"
@@ -174,5 +175,68 @@ func TestGroupList(t *testing.T) {
 	l := m.Groups()
 	if len(l.Groups) != 2 || l.Groups[0].ID != "g3" || !l.Groups[0].Removed || len(l.Groups[0].Members) != 2 || l.Groups[1].ID != "g1" || !l.Groups[1].Removed {
 		t.Fatalf("%+v", l)
+	}
+}
+
+// The command that ends a job carries the instant until which its slots are
+// still shown as the source's (SLUICE.MOVED of the last chunk, JOB END, JOB
+// CANCEL); a bad instant is refused before the log; jobs written before
+// the instant existed still decode.
+func TestJobShowUntil(t *testing.T) {
+	src, dst := New(Options{}), New(Options{})
+	do(src, t0, "SLUICE.OWN", "1", "0-8191")
+	do(dst, t0, "SLUICE.OWN", "1", "8192-16383")
+	do(src, t0, "SLUICE.JOB", "ADD", "j1", "g2", "a", "b", "0-9")
+	do(src, t0, "SLUICE.CUT", "j1", "2", "0-9")
+	exp, _ := src.ExportSlots([][2]int{{0, 9}})
+	do(dst, t0, "SLUICE.IMPORT", "2", exp.Digest, string(exp.Payload), "0-9")
+	if got := do(src, t0, "SLUICE.MOVED", "j1", "0", "0", "1700000001000"); got != "+OK\r\n" {
+		t.Fatal(got)
+	}
+	do(src, t0, "SLUICE.JOB", "ADD", "j2", "g2", "a", "b", "10-19")
+	do(src, t0, "SLUICE.JOB", "END", "j2", "failed", "1700000002000", "the target went away")
+	do(src, t0, "SLUICE.JOB", "ADD", "j3", "g2", "a", "b", "20-29")
+	do(src, t0, "SLUICE.JOB", "END", "j3", "failed", "no target")
+	do(src, t0, "SLUICE.JOB", "ADD", "j4", "g2", "a", "b", "30-39")
+	do(src, t0, "SLUICE.JOB", "CANCEL", "1700000004000")
+	want := []struct {
+		state string
+		until int64
+		msg   string
+	}{{JobSuccess, 1700000001000, ""}, {JobFailed, 1700000002000, "the target went away"}, {JobFailed, 0, "no target"},
+		{JobCancelled, 1700000004000, ""}}
+	for i, j := range src.Owned().Jobs {
+		if j.State != want[i].state || j.ShowUntil != want[i].until || j.Message != want[i].msg {
+			t.Fatalf("job %s: %s until %d %q, want %+v", j.ID, j.State, j.ShowUntil, j.Message, want[i])
+		}
+	}
+	for _, bad := range [][]string{{"SLUICE.MOVED", "j1", "0", "0", "-5"}, {"SLUICE.MOVED", "j1", "0", "0", "1", "2"},
+		{"SLUICE.JOB", "CANCEL", "soon"}, {"SLUICE.JOB", "END", "j1", "failed", "soon", "why"}} {
+		args := make([][]byte, len(bad))
+		for i, a := range bad {
+			args[i] = []byte(a)
+		}
+		if got := src.Check(args); !strings.HasPrefix(got, "ERR") {
+			t.Fatalf("%v is let into the log: %q", bad, got)
+		}
+	}
+	// Round trip, and the first encoding (no version, no instant).
+	o := src.Owned()
+	back, err := decodeOwnership(o.AppendBinary(nil))
+	if err != nil || len(back.Jobs) != 4 || back.Jobs[1].ShowUntil != 1700000002000 {
+		t.Fatalf("round trip: %v %+v", err, back)
+	}
+	old := binary.AppendUvarint(nil, o.Epoch)
+	old = binary.AppendUvarint(old, uint64(len(o.Ranges)))
+	for _, r := range o.Ranges {
+		old = binary.AppendUvarint(old, uint64(r[0]))
+		old = binary.AppendUvarint(old, uint64(r[1]))
+	}
+	v1 := appendJobs(nil, o.Jobs[:1])
+	old = append(old, v1[2:]...)                                            // no version marker
+	old = old[:len(old)-len(binary.AppendVarint(nil, o.Jobs[0].ShowUntil))] // no instant
+	back, err = decodeOwnership(old)
+	if err != nil || len(back.Jobs) != 1 || back.Jobs[0].State != JobSuccess || back.Jobs[0].ShowUntil != 0 {
+		t.Fatalf("first encoding: %v %+v", err, back)
 	}
 }

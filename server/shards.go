@@ -87,7 +87,7 @@ func (s *Server) shardLoop() {
 			c.Close()
 		}
 	}()
-	tick := time.NewTicker(250 * time.Millisecond)
+	tick := time.NewTicker(shardmap.ProbeEvery)
 	defer tick.Stop()
 	for {
 		s.syncOwnership()
@@ -141,7 +141,7 @@ func (s *Server) probeLeaders(clients map[string]*redis.Client) {
 						s.router.Claim(g, rep.Epoch, rep.Ranges)
 					}
 					if v, err := role.Slice(); err == nil && len(v) > 0 && v[0] == "master" {
-						s.router.SetMigrating(g, rep.Migrating)
+						s.router.SetJobViews(g, rep.Jobs)
 					}
 				}()
 				c.Pipelined(ctx, func(p redis.Pipeliner) error {

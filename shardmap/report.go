@@ -4,18 +4,51 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluice-rl/sluice/slot"
 )
 
+// ProbeEvery is how often a member asks the other groups' members for
+// their leader and their slots (the router's claims and JobViews).
+const ProbeEvery = 250 * time.Millisecond
+
+// JobViewSettle is how long the members take to learn that a migration
+// started or ended (a few probes). The driver cuts a job's first chunk no
+// sooner after the job is logged, and an ended job's slots are still
+// shown as the source's until this long after its end: so CLUSTER NODES
+// agrees on every member throughout a move (see JobView).
+const JobViewSettle = 4 * ProbeEvery
+
+// JobView is what CLUSTER NODES shows of one migration: its slots stay
+// the source group's, as Valkey's atomic slot migration shows them, from
+// the job's start until Until, although the chunks change owner one by
+// one (CLUSTER SLOTS, SHARDS and every redirect follow the live owners).
+// A chunk moves every few milliseconds, far faster than members learn of
+// it; a job starts and ends once, and every member switches at the same
+// wall-clock instant, so redis-cli --cluster check finds the members
+// agreeing while chunks move.
+type JobView struct {
+	// Target is the group the slots go to.
+	Target string
+	// Ranges are all the job's slots, moved or not.
+	Ranges [][2]int
+	// Until is the Unix ms until which an ended job is still shown (0:
+	// the job is running).
+	Until int64
+}
+
+// Shown reports whether the view still holds at now.
+func (v JobView) Shown(now time.Time) bool { return v.Until == 0 || now.UnixMilli() < v.Until }
+
 // Report is what a member's INFO cluster says of its group's slots, which
 // the other groups' members route by: the slots its log owns and at which
-// epoch (sluice_slots_epoch, sluice_slots), and those its running
-// migrations are moving out, by target group (sluice_migrating).
+// epoch (sluice_slots_epoch, sluice_slots), and the views of its
+// migrations (sluice_migrating).
 type Report struct {
-	Epoch     uint64
-	Ranges    [][2]int
-	Migrating map[string][][2]int
+	Epoch  uint64
+	Ranges [][2]int
+	Jobs   []JobView
 }
 
 // ParseReport reads a Report from an INFO cluster reply; ok is false when
@@ -31,35 +64,45 @@ func ParseReport(info string) (r Report, ok bool) {
 		case "sluice_slots":
 			r.Ranges, slots = slot.ParseRanges(v)
 		case "sluice_migrating":
-			r.Migrating = parseMigrating(v)
+			r.Jobs = parseJobViews(v)
 		}
 	}
 	return r, epoch && slots
 }
 
-// FormatMigrating writes Report.Migrating as sluice_migrating does:
-// "0-99,200-299>g2;…", in target order.
-func FormatMigrating(m map[string][][2]int) string {
-	parts := make([]string, 0, len(m))
-	for target, rs := range m {
-		parts = append(parts, slot.FormatRanges(rs)+">"+target)
+// FormatJobViews writes views as sluice_migrating does: one
+// "<ranges>><target>" per running job, "<ranges>><target>@<until-ms>" per
+// ended one still shown, joined by ";" in a fixed order.
+func FormatJobViews(views []JobView) string {
+	parts := make([]string, 0, len(views))
+	for _, v := range views {
+		p := slot.FormatRanges(v.Ranges) + ">" + v.Target
+		if v.Until != 0 {
+			p += "@" + strconv.FormatInt(v.Until, 10)
+		}
+		parts = append(parts, p)
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ";")
 }
 
-func parseMigrating(v string) map[string][][2]int {
-	var out map[string][][2]int
-	for _, part := range strings.Split(v, ";") {
-		rs, target, ok := strings.Cut(part, ">")
+func parseJobViews(s string) []JobView {
+	var out []JobView
+	for _, part := range strings.Split(s, ";") {
+		rs, rest, ok := strings.Cut(part, ">")
 		ranges, okr := slot.ParseRanges(rs)
+		target, until, ended := strings.Cut(rest, "@")
+		var u int64
+		if ended {
+			var err error
+			if u, err = strconv.ParseInt(until, 10, 64); err != nil || u <= 0 {
+				continue
+			}
+		}
 		if !ok || !okr || target == "" {
 			continue
 		}
-		if out == nil {
-			out = map[string][][2]int{}
-		}
-		out[target] = append(out[target], ranges...)
+		out = append(out, JobView{Target: target, Ranges: ranges, Until: u})
 	}
 	return out
 }

@@ -38,9 +38,9 @@ type Router struct {
 	// lags holds each other group's lag behind this member's wall clock
 	// as last measured, ns (math.MinInt64: never measured).
 	lags []atomic.Int64
-	// moving holds each group's running migrations as its leader last
-	// said: the slots it is moving out, by target group id.
-	moving []atomic.Pointer[map[string][][2]int]
+	// jobs holds the views of each group's migrations as its leader last
+	// said.
+	jobs []atomic.Pointer[[]JobView]
 	// ownLog, when set, says whether this member's group's log owns slot
 	// s: it is ahead of any claim (the group took s, the router has not
 	// heard yet).
@@ -56,7 +56,7 @@ func NewRouter(m *Map, selfGroup string) (*Router, error) {
 	for i := range m.Groups {
 		if m.Groups[i].ID == selfGroup {
 			r := &Router{self: i, leaders: make([]atomic.Pointer[string], MaxGroups), lags: make([]atomic.Int64, MaxGroups),
-				moving: make([]atomic.Pointer[map[string][][2]int], MaxGroups)}
+				jobs: make([]atomic.Pointer[[]JobView], MaxGroups)}
 			r.m.Store(m)
 			for g := range r.lags {
 				r.lags[g].Store(math.MinInt64)
@@ -160,13 +160,13 @@ func (r *Router) Leader(g int) (string, bool) {
 	return "", false
 }
 
-// SetMigrating records the slots group g is moving out, by target group
-// (its leader's word; nil: none).
-func (r *Router) SetMigrating(g int, m map[string][][2]int) { r.moving[g].Store(&m) }
+// SetJobViews records the views of group g's migrations (its leader's
+// word; nil: none).
+func (r *Router) SetJobViews(g int, views []JobView) { r.jobs[g].Store(&views) }
 
-// Migrating is what SetMigrating last recorded for group g.
-func (r *Router) Migrating(g int) map[string][][2]int {
-	if p := r.moving[g].Load(); p != nil {
+// JobViews is what SetJobViews last recorded for group g.
+func (r *Router) JobViews(g int) []JobView {
+	if p := r.jobs[g].Load(); p != nil {
 		return *p
 	}
 	return nil

@@ -83,7 +83,15 @@ type Config struct {
 	ChunkSlots, ChunkKeys int
 	// Timeout bounds one call to the target (default 5 s).
 	Timeout time.Duration
-	Log     *slog.Logger
+	// Settle is how long a new job waits before its first cut, and how
+	// long an ended job's slots are still shown as this group's in
+	// CLUSTER NODES: the time every member takes to learn a job started
+	// or ended (default shardmap.JobViewSettle; negative: none, for unit
+	// tests).
+	Settle time.Duration
+	// Now is the wall clock (default time.Now).
+	Now func() time.Time
+	Log *slog.Logger
 }
 
 // Validate fills defaults and checks the config.
@@ -102,6 +110,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Settle == 0 {
+		c.Settle = shardmap.JobViewSettle
+	}
+	c.Settle = max(c.Settle, 0)
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.ChunkSlots < 1 || c.ChunkKeys < 1 || c.Timeout < 0 {
 		return errors.New("slotmove: ChunkSlots, ChunkKeys and Timeout must be positive")
@@ -123,6 +138,10 @@ type Driver struct {
 	// hold, set by a test (DEBUG SLOTMOVE-HOLD), stops every job after a
 	// step — "cut" or "import" — so a fault can be injected exactly there.
 	hold atomic.Pointer[string]
+	// seen is when the driver first saw each running job with nothing
+	// cut yet (only the driver goroutine touches it): its first cut waits
+	// Settle from then.
+	seen map[string]time.Time
 }
 
 // HoldAfter makes the driver stop every job after step ("cut": the chunk
@@ -192,7 +211,7 @@ func New(cfg Config) (*Driver, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Driver{cfg: cfg, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	d := &Driver{cfg: cfg, wake: make(chan struct{}, 1), stop: make(chan struct{}), seen: map[string]time.Time{}}
 	d.wg.Add(1)
 	go d.run()
 	return d, nil
@@ -251,6 +270,7 @@ func (d *Driver) step() bool {
 	}
 	for _, j := range o.Jobs {
 		if j.State != machine.JobRunning {
+			delete(d.seen, j.ID)
 			continue
 		}
 		var err error
@@ -261,6 +281,8 @@ func (d *Driver) step() bool {
 			err = d.finish(&j)
 		case j.Cancel:
 			continue // ends when its last chunk is confirmed
+		case !d.settled(&j):
+			continue
 		default:
 			err = d.cut(o, &j)
 		}
@@ -274,6 +296,32 @@ func (d *Driver) step() bool {
 		return true
 	}
 	return false
+}
+
+// settled reports whether job j may cut: it has cut before, or Settle
+// passed since the driver first saw it, so every member shows its slots
+// as this group's before the first chunk leaves (shardmap.JobView).
+func (d *Driver) settled(j *machine.Job) bool {
+	if len(j.Done) > 0 || d.cfg.Settle == 0 {
+		delete(d.seen, j.ID)
+		return true
+	}
+	first, ok := d.seen[j.ID]
+	if !ok {
+		first = d.cfg.Now()
+		d.seen[j.ID] = first
+	}
+	if d.cfg.Now().Sub(first) < d.cfg.Settle {
+		return false
+	}
+	delete(d.seen, j.ID)
+	return true
+}
+
+// showUntil is the instant (Unix ms) until which a job ending now is still
+// shown as before: every member learns of the end by then.
+func (d *Driver) showUntil() string {
+	return strconv.FormatInt(d.cfg.Now().Add(d.cfg.Settle).UnixMilli(), 10)
 }
 
 // cut cuts the job's next chunk.
@@ -380,7 +428,7 @@ func (d *Driver) finish(j *machine.Job) error {
 		d.stats.cutoverNanos.Add(int64(took))
 		d.cutJob = ""
 	}
-	if err := d.apply("SLUICE.MOVED", j.ID, strconv.Itoa(exp.Keys), strconv.Itoa(len(exp.Payload))); err != nil {
+	if err := d.apply("SLUICE.MOVED", j.ID, strconv.Itoa(exp.Keys), strconv.Itoa(len(exp.Payload)), d.showUntil()); err != nil {
 		return err
 	}
 	d.stats.chunks.Add(1)
@@ -394,7 +442,7 @@ func (d *Driver) finish(j *machine.Job) error {
 
 // end ends a job.
 func (d *Driver) end(j *machine.Job, state, msg string) error {
-	args := []any{"SLUICE.JOB", "END", j.ID, state}
+	args := []any{"SLUICE.JOB", "END", j.ID, state, d.showUntil()}
 	if msg != "" {
 		args = append(args, msg)
 	}
@@ -509,7 +557,7 @@ func (d *Driver) Cancel() (int, error) {
 			n++
 		}
 	}
-	if err := d.apply("SLUICE.JOB", "CANCEL"); err != nil {
+	if err := d.apply("SLUICE.JOB", "CANCEL", d.showUntil()); err != nil {
 		return 0, err
 	}
 	return n, nil

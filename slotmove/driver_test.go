@@ -2,8 +2,10 @@ package slotmove
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/resp"
@@ -78,5 +80,48 @@ func TestChunks(t *testing.T) {
 	}
 	if err := d.Migrate([]Spec{{Ranges: [][2]int{{0, 9}}, Node: "b1"}}); err != ErrNotLeader {
 		t.Fatalf("Migrate on a follower: %v", err)
+	}
+}
+
+// A new job cuts nothing until Settle has passed since the driver first saw
+// it (every member learns of it first); a job's end carries the instant
+// until which it is still shown, Settle after the end.
+func TestSettleAndShowUntil(t *testing.T) {
+	m := machine.New(machine.Options{})
+	for _, c := range [][]string{{"SLUICE.OWN", "1", "0-8191"}, {"SLUICE.JOB", "ADD", "j1", "g2", "a1", "b1", "0-9"}} {
+		var b [][]byte
+		for _, a := range c {
+			b = append(b, []byte(a))
+		}
+		m.ApplyArgs(1_800_000_000_000_000_000, b, &resp.Writer{})
+	}
+	now := time.UnixMilli(1_800_000_000_000)
+	var applied [][]string
+	d := newDriver(t, m, Config{Settle: time.Second, Now: func() time.Time { return now }})
+	d.cfg.Apply = func(args [][]byte) ([]byte, error) {
+		var words []string
+		for _, a := range args {
+			words = append(words, string(a))
+		}
+		applied = append(applied, words)
+		return []byte("+OK\r\n"), nil
+	}
+	for _, step := range []time.Duration{0, 999 * time.Millisecond} {
+		now = now.Add(step)
+		if d.step() || len(applied) != 0 {
+			t.Fatalf("cut %v after the job was first seen: %v", step, applied)
+		}
+	}
+	now = now.Add(time.Millisecond)
+	if !d.step() || len(applied) != 1 || applied[0][0] != "SLUICE.CUT" {
+		t.Fatalf("no cut once settled: %v", applied)
+	}
+	j := m.Owned().Jobs[0]
+	if err := d.end(&j, machine.JobFailed, "why"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"SLUICE.JOB", "END", "j1", "failed", strconv.FormatInt(now.Add(time.Second).UnixMilli(), 10), "why"}
+	if got := applied[1]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("end: %v, want %v", got, want)
 	}
 }
