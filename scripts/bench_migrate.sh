@@ -5,7 +5,13 @@
 # quarter of the keys, half of group 1's) move from group 1 to group 2.
 # Reports keys/s and MB/s moved, each chunk's TRYAGAIN window (p50/p99 from
 # the source's histogram) and the callers' latency before and during the
-# move. ROUNDS (default 1) fresh clusters, one after the other.
+# move. ROUNDS (default 1) rounds of fresh clusters, one after the other;
+# each round runs one cluster per value of CLIENTS (default "separate";
+# or "separate shared"): the callers of moving and of other slots on separate
+# ClusterClients (what the servers do to other slots' callers), or on one
+# (go-redis then reloads its slot map for every MOVED, which all its
+# callers feel), alternating on the same box. Latency is reported before,
+# during and after the move (the new layout, as long as -after).
 # Targets: callers on other slots see no change in p99; callers on a moving
 # chunk are blocked ≤ 20 ms at p99.
 set -euo pipefail
@@ -16,14 +22,16 @@ KEYS=${KEYS:-1000000}
 FROM=${FROM:-0}
 TO=${TO:-4095}
 CALLERS=${CALLERS:-8}
+CLIENTS=${CLIENTS:-separate}
 base=${BASE_PORT:-7800}
 . scripts/lib.sh
 make -s build
 go build -o "$work/migratebench" ./scripts/migratebench
 
 for round in $(seq "$ROUNDS"); do
-	echo "== round $round"
-	m="$work/map$round.yaml"
+for clients in $CLIENTS; do
+	echo "== round $round, $clients clients"
+	m="$work/map$round-$clients.yaml"
 	{
 		echo "epoch: 1"
 		echo "groups:"
@@ -44,7 +52,7 @@ for round in $(seq "$ROUNDS"); do
 	addrs=""
 	for g in 1 2; do
 		for j in 1 2 3; do
-			"$SLUICE" --addr "127.0.0.1:$port" --node-id "g${g}n${j}" --cluster-map "$m" --data-dir "$work/r$round/g${g}n${j}" \
+			"$SLUICE" --addr "127.0.0.1:$port" --node-id "g${g}n${j}" --cluster-map "$m" --data-dir "$work/r$round-$clients/g${g}n${j}" \
 				--http-addr "127.0.0.1:$((port + 100))" --log-level error &
 			pids+=($!)
 			round_pids+=($!)
@@ -63,8 +71,10 @@ for round in $(seq "$ROUNDS"); do
 	[ -n "$leader" ] || { echo "group 1 has no leader" >&2; exit 1; }
 	sleep 1 # every member learns the other group's leader (probed every 250 ms)
 	"$work/migratebench" -addrs "$addrs" -source "127.0.0.1:$leader" -source-metrics "127.0.0.1:$((leader + 100))" \
-		-target "127.0.0.1:$((base + 3))" -keys "$KEYS" -from "$FROM" -to "$TO" -callers "$CALLERS"
+		-target "127.0.0.1:$((base + 3))" -keys "$KEYS" -from "$FROM" -to "$TO" -callers "$CALLERS" \
+		-shared-client="$([ "$clients" = shared ] && echo true || echo false)"
 	for p in "${round_pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait "${round_pids[@]}" 2>/dev/null || true
 	base=$((base + 10))
+done
 done

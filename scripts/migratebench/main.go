@@ -39,11 +39,21 @@ func main() {
 	to := flag.Int("to", 4095, "last slot to move")
 	callers := flag.Int("callers", 8, "callers on each side (moving slots, other slots)")
 	before := flag.Duration("before", 5*time.Second, "load before the move")
+	after := flag.Duration("after", 5*time.Second, "load after the move, on the new layout")
+	shared := flag.Bool("shared-client", false, "callers of moving and of other slots share one ClusterClient (each MOVED makes go-redis reload the slot map for all of them)")
 	flag.Parse()
 	ctx := context.Background()
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(*addrs, ","), MaxRedirects: 64,
-		MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 4 * time.Millisecond, PoolSize: 64})
+	newClient := func() *redis.ClusterClient {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(*addrs, ","), MaxRedirects: 64,
+			MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 4 * time.Millisecond, PoolSize: 64})
+	}
+	cc := newClient()
 	defer cc.Close()
+	clientOf := map[string]*redis.ClusterClient{"moving": cc, "other": cc}
+	if !*shared {
+		clientOf["other"] = newClient()
+		defer clientOf["other"].Close()
+	}
 
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -83,33 +93,45 @@ func main() {
 		d      time.Duration
 		during bool
 	}
-	var phase atomic.Int32 // 0 before, 1 during, 2 after
+	var phase atomic.Int32 // 0 before, 1 during, 2 after, 3 stopping
 	var stop atomic.Bool
 	var mu sync.Mutex
-	lat := map[string][2][]time.Duration{}
+	lat := map[string][3][]time.Duration{}
 	errs := map[string]int{}
 	call := func(side string, keys []string, seed uint64) {
 		defer wg.Done()
+		cc := clientOf[side]
 		r := rand.New(rand.NewPCG(seed, 7))
-		var mine [2][]time.Duration
+		var mine [3][]time.Duration
+		var mineG1 [3][]time.Duration // other keys of the source group's staying slots
 		n := 0
 		for !stop.Load() {
 			ph := phase.Load()
+			k := keys[r.IntN(len(keys))]
 			t0 := time.Now()
-			err := cc.Do(ctx, "CL.THROTTLE", keys[r.IntN(len(keys))], 100_000, 1, 86400).Err()
+			err := cc.Do(ctx, "CL.THROTTLE", k, 100_000, 1, 86400).Err()
 			if err != nil {
 				n++
 				continue
 			}
-			if ph < 2 {
+			if ph < 3 {
 				mine[ph] = append(mine[ph], time.Since(t0))
+				if s := slot.Of([]byte(k)); side == "other" && s < 8192 {
+					mineG1[ph] = append(mineG1[ph], time.Since(t0))
+				}
 			}
 		}
 		mu.Lock()
-		l := lat[side]
-		l[0] = append(l[0], mine[0]...)
-		l[1] = append(l[1], mine[1]...)
-		lat[side] = l
+		for _, x := range []struct {
+			side string
+			d    [3][]time.Duration
+		}{{side, mine}, {"source's other", mineG1}} {
+			l := lat[x.side]
+			for ph := range l {
+				l[ph] = append(l[ph], x.d[ph]...)
+			}
+			lat[x.side] = l
+		}
 		errs[side] += n
 		mu.Unlock()
 	}
@@ -151,6 +173,8 @@ func main() {
 	}
 	took := time.Since(t0)
 	phase.Store(2)
+	time.Sleep(*after) // a length of load to compare against
+	phase.Store(3)
 	stop.Store(true)
 	wg.Wait()
 	if job["state"] != "success" {
@@ -163,18 +187,20 @@ func main() {
 	if *sourceMetrics != "" {
 		cutover(*sourceMetrics)
 	}
-	for _, side := range []string{"moving", "other"} {
-		for ph, name := range []string{"before", "during"} {
+	for _, side := range []string{"moving", "other", "source's other"} {
+		for ph, name := range []string{"before", "during", "after"} {
 			d := lat[side][ph]
 			slices.Sort(d)
 			if len(d) == 0 {
 				continue
 			}
 			q := func(p float64) float64 { return float64(d[int(p*float64(len(d)-1))].Microseconds()) / 1000 }
-			fmt.Printf("callers on %-6s slots %-6s the move: %7d calls  p50 %6.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  max %7.2f ms\n",
+			fmt.Printf("callers on %-14s slots %-6s the move: %7d calls  p50 %6.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  max %7.2f ms\n",
 				side, name, len(d), q(0.5), q(0.99), q(0.999), q(1))
 		}
-		fmt.Printf("callers on %s slots: %d errors\n", side, errs[side])
+		if side != "source's other" {
+			fmt.Printf("callers on %s slots: %d errors\n", side, errs[side])
+		}
 	}
 }
 
