@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/sluice-rl/sluice/shardmap"
 )
 
 // Propagate applies a configuration command this group applied (RL.RULES,
@@ -18,15 +21,40 @@ func (c *Coordinator) Propagate(ctx context.Context, args [][]byte) error {
 
 // PropagateExcept is Propagate to every other group but the one named
 // skip (a group being added, which starts from the live map instead).
+// The commands are idempotent, so a group whose call failed (lost, or its
+// leader changing) is sent it again, up to propagateAttempts times in
+// all: with a hundred groups, one lost call in each attempt is the rule,
+// not the exception.
 func (c *Coordinator) PropagateExcept(ctx context.Context, args [][]byte, skip string) error {
 	words := make([]any, 0, len(args)+2)
 	words = append(words, "RL.PART", "APPLY")
 	for _, a := range args {
 		words = append(words, string(a))
 	}
-	_, err := c.everyOther(ctx, words, skip)
-	return err
+	m := c.cfg.Router.Map()
+	pending := func(g int) bool { return m.Groups[g].ID != skip }
+	var errs []error
+	for attempt := range propagateAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return errors.Join(errs...)
+			case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+			}
+		}
+		_, errs = c.fanOut(ctx, m, words, pending)
+		failed := errs
+		pending = func(g int) bool { return failed[g] != nil }
+		if errors.Join(errs...) == nil {
+			return nil
+		}
+	}
+	return errors.Join(errs...)
 }
+
+// propagateAttempts is how many times PropagateExcept sends a group a
+// command it did not take.
+const propagateAttempts = 3
 
 // RulesDiffer compares the digest of domain's rules ("" for every domain)
 // in every group with this one's: "" when all agree, else each group's
@@ -69,11 +97,19 @@ func (c *Coordinator) RulesDiffer(ctx context.Context, domain string) (string, e
 // error names the groups that did not answer.
 func (c *Coordinator) everyOther(ctx context.Context, words []any, skip string) ([]string, error) {
 	m := c.cfg.Router.Map()
+	replies, errs := c.fanOut(ctx, m, words, func(g int) bool { return m.Groups[g].ID != skip })
+	return replies, errors.Join(errs...)
+}
+
+// fanOut sends words to the leader of every other live group of m that
+// want accepts, in parallel: each group's string reply and error, by
+// index.
+func (c *Coordinator) fanOut(ctx context.Context, m *shardmap.Map, words []any, want func(g int) bool) ([]string, []error) {
 	replies := make([]string, len(m.Groups))
 	errs := make([]error, len(m.Groups))
 	var wg sync.WaitGroup
 	for g := range m.Groups {
-		if g == c.cfg.Router.Self() || m.Groups[g].Removed || m.Groups[g].ID == skip {
+		if g == c.cfg.Router.Self() || m.Groups[g].Removed || !want(g) {
 			continue
 		}
 		wg.Add(1)
@@ -91,5 +127,5 @@ func (c *Coordinator) everyOther(ctx context.Context, words []any, skip string) 
 		}()
 	}
 	wg.Wait()
-	return replies, errors.Join(errs...)
+	return replies, errs
 }
