@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/machine"
@@ -33,7 +34,7 @@ func (d *Driver) AddGroup(ctx context.Context, id string, members []cluster.Peer
 	ids, addrs := map[string]bool{}, map[string]bool{}
 	for _, g := range m.Groups {
 		if g.ID == id {
-			if !g.Removed && samePeers(g.Members, members) {
+			if !g.Removed && slices.Equal(g.Members, members) {
 				return d.logGroups(ctx, id, members) // again: make sure every group has it
 			}
 			return fmt.Errorf("%w: group id %s is taken", ErrRefused, id)
@@ -58,18 +59,6 @@ func (d *Driver) AddGroup(ctx context.Context, id string, members []cluster.Peer
 		ids[p.ID], addrs[p.ClientAddr], rafts[p.RaftAddr] = true, true, true
 	}
 	return d.logGroups(ctx, id, members)
-}
-
-func samePeers(a, b []cluster.Peer) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // logGroups applies SLUICE.GROUPS ADD here, then in every other group.

@@ -1,0 +1,72 @@
+package crossgroup
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluice-rl/sluice/shardmap"
+)
+
+const threeGroups = `epoch: 1
+groups:
+  - id: g1
+    slots: ["0-5000"]
+    members: {a1: "127.0.0.1:7001@127.0.0.1:17001"}
+  - id: g2
+    slots: ["5001-10000"]
+    members: {b1: "127.0.0.1:7002@127.0.0.1:17002"}
+  - id: g3
+    slots: ["10001-16383"]
+    members: {c1: "127.0.0.1:7003@127.0.0.1:17003"}
+`
+
+// flakyCaller fails the first fails calls to each address.
+type flakyCaller struct {
+	mu    sync.Mutex
+	fails map[string]int
+	calls map[string]int
+}
+
+func (f *flakyCaller) Call(_ context.Context, addr string, _ ...any) (any, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[addr]++
+	if f.calls[addr] <= f.fails[addr] {
+		return nil, errors.New("the call was lost")
+	}
+	return "OK", nil
+}
+
+func (f *flakyCaller) Close() error { return nil }
+
+// A configuration command a group did not take is sent to it again, and
+// only to it; a group that keeps failing is named after three attempts.
+func TestPropagateSendsAgain(t *testing.T) {
+	m, err := shardmap.Parse([]byte(threeGroups))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := shardmap.NewRouter(m, "g1")
+	r.SetLeader(1, "127.0.0.1:7002")
+	r.SetLeader(2, "127.0.0.1:7003")
+	caller := &flakyCaller{fails: map[string]int{"127.0.0.1:7002": 2}, calls: map[string]int{}}
+	c := New(Config{Router: r, Caller: caller})
+	args := [][]byte{[]byte("RL.SCALE"), []byte("api"), []byte("0.5")}
+	if err := c.Propagate(context.Background(), args); err != nil {
+		t.Fatalf("two lost calls to g2: %v", err)
+	}
+	if caller.calls["127.0.0.1:7002"] != 3 || caller.calls["127.0.0.1:7003"] != 1 {
+		t.Fatalf("calls %v: g2 three times, g3 once", caller.calls)
+	}
+	caller.fails["127.0.0.1:7003"], caller.calls = 100, map[string]int{}
+	err = c.Propagate(context.Background(), args)
+	if err == nil || !strings.Contains(err.Error(), "group g3") || strings.Contains(err.Error(), "group g2") {
+		t.Fatalf("g3 never takes it: %v", err)
+	}
+	if caller.calls["127.0.0.1:7003"] != propagateAttempts {
+		t.Fatalf("calls %v", caller.calls)
+	}
+}
