@@ -133,9 +133,13 @@ func bearer(ctx context.Context) string {
 }
 
 // authorized checks an authorization value against the password.
-func (s *Service) authorized(auth string) bool {
+func (s *Service) authorized(auth string) bool { return bearerMatches(s.cfg.Password, auth) }
+
+// bearerMatches reports whether auth is "Bearer <password>", comparing in
+// constant time.
+func bearerMatches(password, auth string) bool {
 	pw, ok := strings.CutPrefix(auth, "Bearer ")
-	return ok && secret.Equal(s.cfg.Password, pw)
+	return ok && secret.Equal(password, pw)
 }
 
 // decide checks, decides and counts one request; errors are gRPC statuses.

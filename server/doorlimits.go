@@ -38,17 +38,28 @@ type DoorLimits struct {
 	// GRPCIdleTimeout closes a connection with no call in flight for this
 	// long (default 5 min; Envoy dials again when it next needs one).
 	GRPCIdleTimeout time.Duration
+	// GRPCReadTimeout bounds how long a call may take, after its headers,
+	// to send its request message (default 10 s): a stream that sends
+	// headers and nothing else is ended, and then its connection idles
+	// out.
+	GRPCReadTimeout time.Duration
+	// GRPCMaxStreams is the most calls in flight on one gRPC connection
+	// (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; default 1024).
+	GRPCMaxStreams int
 }
 
 // DefaultDoorLimits are the limits sluice runs with unless told.
 func DefaultDoorLimits() DoorLimits {
 	return DoorLimits{HTTPMaxConns: 256, HTTPIdleTimeout: time.Minute, HTTPReadTimeout: 10 * time.Second,
 		HTTPWriteTimeout: time.Minute, GRPCMaxConns: 4096, GRPCHandshakeTimeout: 5 * time.Second,
-		GRPCIdleTimeout: 5 * time.Minute}
+		GRPCIdleTimeout: 5 * time.Minute, GRPCReadTimeout: 10 * time.Second, GRPCMaxStreams: 1024}
 }
 
 // Validate reports the first limit that cannot work.
 func (d DoorLimits) Validate() error {
+	if d.GRPCMaxStreams < 1 || d.GRPCMaxStreams > 1<<20 {
+		return fmt.Errorf("%w: --grpc-max-streams %d: want 1 to 1048576", ErrConfig, d.GRPCMaxStreams)
+	}
 	if d.HTTPMaxConns < 1 || d.GRPCMaxConns < 1 {
 		return fmt.Errorf("%w: --http-max-conns (%d) and --grpc-max-conns (%d) must be at least 1", ErrConfig, d.HTTPMaxConns, d.GRPCMaxConns)
 	}
@@ -56,7 +67,8 @@ func (d DoorLimits) Validate() error {
 		flag string
 		v    time.Duration
 	}{{"http-idle-timeout", d.HTTPIdleTimeout}, {"http-read-timeout", d.HTTPReadTimeout}, {"http-write-timeout", d.HTTPWriteTimeout},
-		{"grpc-handshake-timeout", d.GRPCHandshakeTimeout}, {"grpc-idle-timeout", d.GRPCIdleTimeout}} {
+		{"grpc-handshake-timeout", d.GRPCHandshakeTimeout}, {"grpc-idle-timeout", d.GRPCIdleTimeout},
+		{"grpc-read-timeout", d.GRPCReadTimeout}} {
 		if t.v < time.Millisecond {
 			return fmt.Errorf("%w: --%s %s: want at least 1ms (a door without timeouts can be held open by anyone)", ErrConfig, t.flag, t.v)
 		}

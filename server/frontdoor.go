@@ -62,6 +62,12 @@ func (s *Server) listenFrontDoors() error {
 		// descriptor for long.
 		opts := []grpc.ServerOption{grpc.ConnectionTimeout(s.cfg.Doors.GRPCHandshakeTimeout),
 			grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.cfg.Doors.GRPCIdleTimeout})}
+		// The password is checked on a call's headers, before a stream
+		// waits for its body; streams per connection, header bytes and
+		// streams waiting for a body are bounded (rls.Guard).
+		s.grpcGuard = rls.NewGuard(rls.GuardConfig{Password: s.cfg.RequirePass, BodyTimeout: s.cfg.Doors.GRPCReadTimeout,
+			MaxStreams: uint32(s.cfg.Doors.GRPCMaxStreams)})
+		opts = append(opts, s.grpcGuard.ServerOptions()...)
 		if s.cert != nil {
 			opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*s.cert}, MinVersion: tls.VersionTLS12})))
 		}

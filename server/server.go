@@ -63,6 +63,8 @@ type Server struct {
 	decider *rls.NodeDecider
 	// httpLn and grpcLn cap the doors' connections (doorlimits.go).
 	httpLn, grpcLn *cappedListener
+	// grpcGuard bounds the gRPC door's streams before their bodies.
+	grpcGuard *rls.Guard
 	// cert is the --tls-cert-file certificate (nil: plain TCP), and
 	// tlsConfig what client connections shake hands with.
 	cert      *tls.Certificate

@@ -1,0 +1,204 @@
+package rls
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+)
+
+// Guard bounds what a gRPC caller can hold before it has sent a request
+// message. grpc-go creates a stream, and a goroutine waiting for its body,
+// for every HEADERS frame it accepts: without a guard one connection
+// opening streams that never send a body held 150,000 goroutines (1.8 GB),
+// before any password was looked at. The guard, run by the transport on
+// each new stream's headers (grpc.InTapHandle):
+//   - refuses a call to a method that needs the password when its
+//     authorization header lacks it (UNAUTHENTICATED): no stream, no
+//     goroutine, nothing read;
+//   - refuses a stream past the budget of streams still waiting for their
+//     request message, all connections together (RESOURCE_EXHAUSTED);
+//   - gives each stream BodyTimeout to send its first message: then its
+//     context ends, which ends the wait and frees the stream.
+//
+// Streams per connection and the header list's size are capped by the
+// server's options beside it (see ServerOptions).
+type Guard struct {
+	cfg GuardConfig
+	// waiting counts the streams accepted and still waiting for their
+	// first message: [0] the rate limit services', [1] the others' (health,
+	// reflection, open to callers without the password), so streams that
+	// need no password cannot crowd out those that carry it.
+	waiting [2]atomic.Int64
+	// refused counts the streams the guard turned away.
+	refused atomic.Int64
+}
+
+// GuardConfig configures a Guard.
+type GuardConfig struct {
+	// Password, when set, is what calls to the rate limit services must
+	// carry ("authorization: Bearer <password>"); health and reflection
+	// stay open, as the probes that call them carry none.
+	Password string
+	// BodyTimeout is how long a stream may take, after its headers, to
+	// send its request message (default 10 s).
+	BodyTimeout time.Duration
+	// MaxWaiting is the most streams waiting for their request message at
+	// once, all connections together (default 1024), for the rate limit
+	// services and, apart, for the rest (health, reflection).
+	MaxWaiting int
+	// MaxStreams is the most concurrent streams on one connection
+	// (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; default 1024).
+	MaxStreams uint32
+	// MaxHeaderBytes bounds a request's header list (default 16 KiB;
+	// Envoy sends a few hundred bytes).
+	MaxHeaderBytes uint32
+}
+
+func (c GuardConfig) withDefaults() GuardConfig {
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = 10 * time.Second
+	}
+	if c.MaxWaiting <= 0 {
+		c.MaxWaiting = 1024
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = 1024
+	}
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = 16 << 10
+	}
+	return c
+}
+
+// NewGuard returns a guard with cfg's zero fields defaulted.
+func NewGuard(cfg GuardConfig) *Guard { return &Guard{cfg: cfg.withDefaults()} }
+
+// ServerOptions are the grpc.Server options that install the guard.
+func (g *Guard) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(g.cfg.MaxStreams),
+		grpc.MaxHeaderListSize(g.cfg.MaxHeaderBytes),
+		grpc.InTapHandle(g.tap),
+		grpc.ChainUnaryInterceptor(g.unary),
+		grpc.ChainStreamInterceptor(g.stream),
+	}
+}
+
+// Waiting is how many streams wait for their request message now.
+func (g *Guard) Waiting() int64 { return g.waiting[0].Load() + g.waiting[1].Load() }
+
+// Refused is how many streams the guard has turned away.
+func (g *Guard) Refused() int64 { return g.refused.Load() }
+
+// needsPassword reports the methods the password guards: the rate limit
+// services'. Health and reflection answer probes that carry no token.
+func needsPassword(method string) bool {
+	return strings.HasPrefix(method, "/envoy.service.")
+}
+
+var (
+	errGuardUnauthenticated = status.Error(codes.Unauthenticated, "sluice: this rate limit service needs authorization: Bearer <password>")
+	errGuardBusy            = status.Error(codes.ResourceExhausted, "sluice: too many calls waiting for their request; try again")
+)
+
+// tap runs on the transport's goroutine for each new stream, before the
+// stream exists: it must be quick and must not block.
+func (g *Guard) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	class := 1
+	if needsPassword(info.FullMethodName) {
+		class = 0
+	}
+	if g.cfg.Password != "" && class == 0 {
+		var auth string
+		if v := info.Header.Get("authorization"); len(v) > 0 {
+			auth = v[0]
+		}
+		if !bearerMatches(g.cfg.Password, auth) {
+			g.refused.Add(1)
+			return nil, errGuardUnauthenticated
+		}
+	}
+	waiting := &g.waiting[class]
+	if waiting.Add(1) > int64(g.cfg.MaxWaiting) {
+		waiting.Add(-1)
+		g.refused.Add(1)
+		return nil, errGuardBusy
+	}
+	w := &bodyWait{waiting: waiting}
+	w.ctx, w.cancel = context.WithCancel(ctx)
+	w.timer = time.AfterFunc(g.cfg.BodyTimeout, w.expire)
+	return context.WithValue(w.ctx, bodyWaitKey{}, w), nil
+}
+
+// bodyWait is one stream's wait for its request message: it ends once, by
+// the message arriving (arrived) or the timeout (expire, which ends the
+// stream's context and so the wait).
+type bodyWait struct {
+	// waiting is the count the stream is in.
+	waiting *atomic.Int64
+	ctx     context.Context
+	cancel  context.CancelFunc
+	timer   *time.Timer
+	done    atomic.Bool
+}
+
+type bodyWaitKey struct{}
+
+func (w *bodyWait) arrived() {
+	if w.done.CompareAndSwap(false, true) {
+		w.timer.Stop()
+		w.waiting.Add(-1)
+	}
+}
+
+func (w *bodyWait) expire() {
+	if w.done.CompareAndSwap(false, true) {
+		w.waiting.Add(-1)
+		w.cancel()
+	}
+}
+
+func waitOf(ctx context.Context) *bodyWait {
+	w, _ := ctx.Value(bodyWaitKey{}).(*bodyWait)
+	return w
+}
+
+// unary runs once a unary call's request message has been read: the wait
+// is over.
+func (g *Guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if w := waitOf(ctx); w != nil {
+		w.arrived()
+	}
+	return h(ctx, req)
+}
+
+// stream runs before a streaming call reads anything: its wait ends with
+// its first message.
+func (g *Guard) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	w := waitOf(ss.Context())
+	if w == nil {
+		return h(srv, ss)
+	}
+	defer w.arrived() // the call ended without a message
+	return h(srv, &firstMessage{ServerStream: ss, w: w})
+}
+
+// firstMessage ends its stream's body wait when the first message arrives.
+type firstMessage struct {
+	grpc.ServerStream
+	w *bodyWait
+}
+
+func (f *firstMessage) RecvMsg(m any) error {
+	err := f.ServerStream.RecvMsg(m)
+	if err == nil {
+		f.w.arrived()
+	}
+	return err
+}
