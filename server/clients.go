@@ -46,6 +46,9 @@ type connReg struct {
 	killed atomic.Bool
 	// uncounted: the connection left connected_clients (see uncount).
 	uncounted atomic.Bool
+	// unauthenticated: the connection is in Server.unauthenticated (a
+	// password is set and it has not given it; preauth.go).
+	unauthenticated atomic.Bool
 
 	seenCmd *commands.Command
 	seenAt  int64

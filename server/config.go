@@ -38,6 +38,13 @@ type Config struct {
 	RebuildQuotaStore bool
 	// RequirePass is the default user's password; empty disables AUTH.
 	RequirePass string
+	// AuthTimeout closes a connection that has not authenticated this
+	// long after it connected, when RequirePass is set (default 10 s; 0
+	// never). With a password set, connections that have not
+	// authenticated also hold at most half of MaxClients: past that the
+	// oldest of them is closed for a new one, so silent connections
+	// cannot lock out clients that know the password.
+	AuthTimeout time.Duration
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 	// EnableDebugCommand allows DEBUG (the test clock). Off in production.
@@ -181,6 +188,7 @@ func DefaultConfig() Config {
 		DataDir:       store.Dir,
 		LogLevel:      "info",
 		MaxClients:    10000,
+		AuthTimeout:   10 * time.Second,
 		Doors:         DefaultDoorLimits(),
 		SweepInterval: 100 * time.Millisecond,
 		SweepBudget:   2000,
@@ -269,6 +277,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxClients < 1 {
 		return fmt.Errorf("%w: max clients %d < 1", ErrConfig, c.MaxClients)
+	}
+	if c.AuthTimeout < 0 {
+		return fmt.Errorf("%w: auth timeout %v < 0", ErrConfig, c.AuthTimeout)
 	}
 	if c.IdleTimeout < 0 {
 		return fmt.Errorf("%w: idle timeout %v < 0", ErrConfig, c.IdleTimeout)

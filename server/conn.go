@@ -55,6 +55,8 @@ type connState struct {
 	lastIO int64
 	// revisiting says the connection is on its loop's revisit list.
 	revisiting bool
+	// connected is when the connection was let in (monotonic ns).
+	connected int64
 }
 
 // refusal is the reply that turns a new connection away, or "": protected
@@ -137,6 +139,7 @@ func (s *Server) closeConn(cs *connState) {
 		s.env.PubSub.Drop(cs.conn.Sub)
 	}
 	s.clients.remove(cs)
+	s.leftUnauthenticated(cs)
 	cs.nc.Close()
 	cs.out.wait() // the writer goroutine, if any, fails on the closed socket
 	s.countInput(cs)
@@ -176,6 +179,7 @@ func (s *Server) runOne(cs *connState, cmd *commands.Command, args [][]byte) {
 	if cs.conn.Authenticated != cs.authed {
 		cs.authed = cs.conn.Authenticated
 		cs.framer.SetAuthenticated(cs.authed)
+		s.authChanged(cs)
 	}
 	if cs.conn.Close {
 		cs.closing = true

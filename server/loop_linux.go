@@ -332,12 +332,16 @@ func (s *Server) enter(fc *fdConn, nc net.Conn, l *eventLoop) {
 		tc.NetConn().(*tlsWire).out = &cs.out
 	}
 	cs.lastIO = s.monotonic()
+	cs.connected = cs.lastIO
 	if !s.clients.add(cs, nc) {
 		fc.Close()
 		fc.release()
 		s.env.Stats.ConnectedClients.Add(-1)
 		s.conns.Done()
 		return
+	}
+	if !cs.authed {
+		s.enteredUnauthenticated(cs)
 	}
 	l.hand(cs)
 }
@@ -348,7 +352,7 @@ func (s *Server) enter(fc *fdConn, nc net.Conn, l *eventLoop) {
 // loop is running (a 40 MB ECHO can take over a second under load) is
 // never taken for idle in the middle of it.
 func (s *Server) closeIdle() {
-	if s.env.Tunables.IdleTimeoutSeconds.Load() <= 0 {
+	if s.env.Tunables.IdleTimeoutSeconds.Load() <= 0 && !s.authTimeoutOn() {
 		return
 	}
 	for _, l := range s.loops {
@@ -368,12 +372,14 @@ func (s *Server) closeIdle() {
 func (l *eventLoop) closeIdle() {
 	s := l.s
 	timeout := time.Duration(s.env.Tunables.IdleTimeoutSeconds.Load()) * time.Second
-	if timeout <= 0 {
-		return
-	}
 	now := s.monotonic()
 	for _, cs := range l.conns {
-		if cs == nil || cs.away || cs.conn.Subscribed() || now-cs.lastIO < int64(timeout) || cs.out.sentWithin(timeout) || cs.fc.unread() {
+		if cs != nil && !cs.away && s.authExpired(cs, now) {
+			s.log.Debug("closing a client that did not authenticate in time", "addr", cs.conn.Addr)
+			cs.reg.nc.Close()
+			continue
+		}
+		if timeout <= 0 || cs == nil || cs.away || cs.conn.Subscribed() || now-cs.lastIO < int64(timeout) || cs.out.sentWithin(timeout) || cs.fc.unread() {
 			continue
 		}
 		s.log.Debug("closing idle client", "addr", cs.conn.Addr, "idle_ms", (now-cs.lastIO)/1e6)

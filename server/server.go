@@ -76,6 +76,9 @@ type Server struct {
 	// page (status.go).
 	status  statusSampler
 	nextID  atomic.Int64
+	// unauthenticated counts the connections that have yet to give the
+	// password (preauth.go).
+	unauthenticated atomic.Int64
 	clients clientRegistry
 	// conns counts the connection goroutines, which Shutdown waits for.
 	conns sync.WaitGroup

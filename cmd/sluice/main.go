@@ -58,6 +58,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.LoopSpin, "loop-spin", cfg.LoopSpin, "how long an idle event loop polls before it parks (0 to 1ms)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.BoolVar(&cfg.EnableDebugCommand, "enable-debug-command", cfg.EnableDebugCommand, "allow DEBUG CLOCK (tests only)")
+	fs.DurationVar(&cfg.AuthTimeout, "auth-timeout", cfg.AuthTimeout, "with --requirepass, close a connection not authenticated this long after it connected (0: never)")
 	fs.IntVar(&cfg.MaxClients, "maxclients", cfg.MaxClients, "most client connections at once")
 	fs.Func("timeout", "close connections idle this long, whole seconds: a number (as in redis.conf) or a duration such as 5m (0: never)", func(v string) error {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
