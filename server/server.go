@@ -74,12 +74,12 @@ type Server struct {
 	loopsDone sync.WaitGroup
 	// status keeps the last minute of decision counters for the status
 	// page (status.go).
-	status  statusSampler
-	nextID  atomic.Int64
+	status statusSampler
+	nextID atomic.Int64
 	// unauthenticated counts the connections that have yet to give the
 	// password (preauth.go).
 	unauthenticated atomic.Int64
-	clients clientRegistry
+	clients         clientRegistry
 	// conns counts the connection goroutines, which Shutdown waits for.
 	conns sync.WaitGroup
 	// store persists the keyspace (server/persist.go) on a single node.
