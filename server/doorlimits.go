@@ -2,7 +2,9 @@ package server
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,17 +80,50 @@ func (d DoorLimits) Validate() error {
 
 // cappedListener holds at most max connections open at once. When a new
 // one arrives at the cap, the connection that has sent nothing for the
-// longest is closed to make room: a flood of idle connections (keep-alive
-// left open, a gRPC preface and nothing after it) cannot lock out a client
-// that is talking, and the descriptors held never pass the cap.
+// longest among those not busy is closed to make room: a flood of idle
+// connections (keep-alive left open, a gRPC preface and nothing after it)
+// cannot lock out a client that is talking, and the descriptors held never
+// pass the cap. A busy connection — one whose request is being read or
+// decided (see cappedConn.state) — is never closed: its caller would not
+// know whether it was charged. Only a listener that refuses (the HTTP
+// door's) tracks busy connections; the gRPC door's are all taken as idle,
+// as grpc-go does not say which connection has a call in flight. When every connection is
+// busy, the new one is refused instead (refuse: HTTP answers it 503 with
+// Retry-After).
 type cappedListener struct {
 	net.Listener
 	max int
+	// refuse turns a connection away at the cap when none can be closed;
+	// with it nil no connection counts as busy (see cappedConn.state).
+	refuse func(net.Conn)
 
 	mu    sync.Mutex
 	conns map[*cappedConn]struct{}
-	// evicted counts connections closed to make room for a new one.
-	evicted atomic.Int64
+	// evicted counts connections closed to make room for a new one;
+	// refused those turned away because every connection was busy.
+	evicted, refused atomic.Int64
+	// refusing counts the refusals under way: each holds a descriptor for
+	// up to a second, so past maxRefusing a connection is closed at once.
+	refusing atomic.Int64
+}
+
+// maxRefusing bounds the refusals answered at once.
+const maxRefusing = 16
+
+// turnAway refuses c (see refuse) off the accept loop, or closes it when
+// enough refusals are under way.
+func (l *cappedListener) turnAway(c net.Conn) {
+	if l.refuse == nil || l.refusing.Add(1) > maxRefusing {
+		if l.refuse != nil {
+			l.refusing.Add(-1)
+		}
+		c.Close()
+		return
+	}
+	go func() {
+		defer l.refusing.Add(-1)
+		l.refuse(c)
+	}()
 }
 
 func newCappedListener(ln net.Listener, max int) *cappedListener {
@@ -96,29 +131,53 @@ func newCappedListener(ln net.Listener, max int) *cappedListener {
 }
 
 func (l *cappedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		cc := &cappedConn{Conn: c, l: l}
+		cc.lastRead.Store(time.Now().UnixNano())
+		var victim *cappedConn
+		l.mu.Lock()
+		if len(l.conns) >= l.max {
+			victim = l.victim()
+			if victim == nil {
+				l.mu.Unlock()
+				l.refused.Add(1)
+				l.turnAway(c)
+				continue
+			}
+			delete(l.conns, victim)
+		}
+		l.conns[cc] = struct{}{}
+		l.mu.Unlock()
+		if victim != nil {
+			l.evicted.Add(1)
+			victim.Conn.Close()
+		}
+		return cc, nil
 	}
-	cc := &cappedConn{Conn: c, l: l}
-	cc.lastRead.Store(time.Now().UnixNano())
-	var victim *cappedConn
-	l.mu.Lock()
-	if len(l.conns) >= l.max {
+}
+
+// victim is the connection silent longest among those not busy, marked
+// evicted, or nil. l.mu is held.
+func (l *cappedListener) victim() *cappedConn {
+	for {
+		var victim *cappedConn
 		for o := range l.conns {
+			if o.state.Load() != connIdle {
+				continue
+			}
 			if victim == nil || o.lastRead.Load() < victim.lastRead.Load() {
 				victim = o
 			}
 		}
-		delete(l.conns, victim)
+		// It may have read a request since: then look again.
+		if victim == nil || victim.state.CompareAndSwap(connIdle, connEvicted) {
+			return victim
+		}
 	}
-	l.conns[cc] = struct{}{}
-	l.mu.Unlock()
-	if victim != nil {
-		l.evicted.Add(1)
-		victim.Conn.Close()
-	}
-	return cc, nil
 }
 
 // open is how many connections the listener holds.
@@ -128,17 +187,32 @@ func (l *cappedListener) open() int {
 	return len(l.conns)
 }
 
-// cappedConn notes when it last read anything, and leaves its listener's
-// set when closed.
+// cappedConn notes when it last read anything and whether a request is
+// under way, and leaves its listener's set when closed.
 type cappedConn struct {
 	net.Conn
 	l        *cappedListener
 	lastRead atomic.Int64
+	// state is connIdle, connBusy or connEvicted. A read that brings bytes
+	// makes an idle connection busy; the HTTP server makes it idle again
+	// once the response is written (markIdle). Eviction takes only an
+	// idle one, and a read that finds its connection evicted returns no
+	// bytes: no request reaches a handler on a connection being closed.
+	state atomic.Int32
 }
+
+const (
+	connIdle int32 = iota
+	connBusy
+	connEvicted
+)
 
 func (c *cappedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
+		if c.l.refuse != nil && !c.state.CompareAndSwap(connIdle, connBusy) && c.state.Load() == connEvicted {
+			return 0, io.EOF // closed for a newer connection: read as the peer gone, not as a bad request
+		}
 		c.lastRead.Store(time.Now().UnixNano())
 	}
 	return n, err
@@ -149,4 +223,27 @@ func (c *cappedConn) Close() error {
 	delete(c.l.conns, c)
 	c.l.mu.Unlock()
 	return c.Conn.Close()
+}
+
+// markIdle is an http.Server's ConnState hook: a connection is busy from
+// the first byte of a request it reads until its response is written.
+func markIdle(nc net.Conn, st http.ConnState) {
+	if c, ok := nc.(*cappedConn); ok {
+		switch st {
+		case http.StateIdle:
+			c.state.CompareAndSwap(connBusy, connIdle)
+		case http.StateActive: // a request already buffered
+			c.state.CompareAndSwap(connIdle, connBusy)
+		}
+	}
+}
+
+// refuseHTTP answers a connection the HTTP door cannot take 503 with
+// Retry-After, after reading what request it sent, so the caller knows
+// nothing was done.
+func refuseHTTP(c net.Conn) {
+	c.SetDeadline(time.Now().Add(time.Second))
+	c.Read(make([]byte, 4096))
+	c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 45\r\n\r\nsluice: too many HTTP connections; try again\n"))
+	closeAfterReply(c)
 }

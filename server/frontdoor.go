@@ -91,6 +91,7 @@ func (s *Server) listenFrontDoors() error {
 			return fmt.Errorf("server: listen http: %w", err)
 		}
 		hln := newCappedListener(raw, s.cfg.Doors.HTTPMaxConns)
+		hln.refuse = refuseHTTP
 		s.httpLn = hln
 		mux := http.NewServeMux()
 		metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
@@ -118,7 +119,8 @@ func (s *Server) listenFrontDoors() error {
 		}
 		d := s.cfg.Doors
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: min(5*time.Second, d.HTTPReadTimeout),
-			ReadTimeout: d.HTTPReadTimeout, WriteTimeout: d.HTTPWriteTimeout, IdleTimeout: d.HTTPIdleTimeout}
+			ReadTimeout: d.HTTPReadTimeout, WriteTimeout: d.HTTPWriteTimeout, IdleTimeout: d.HTTPIdleTimeout,
+			ConnState: markIdle}
 		go s.http.Serve(hln)
 		s.log.Info("http endpoint", "addr", hln.Addr().String())
 	}
