@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/sluice-rl/sluice/internal/memsize"
 )
 
 // Tunables are the settings CONFIG SET may change while the server runs.
@@ -15,6 +17,13 @@ type Tunables struct {
 	MaxClients atomic.Int64
 	// IdleTimeoutSeconds closes connections idle this long (0 = never).
 	IdleTimeoutSeconds atomic.Int64
+	// MaxMemory is maxmemory in bytes (0: no limit): over it, commands
+	// that would store more answer OOM (see Env.refusedOOM).
+	MaxMemory atomic.Int64
+	// MaxMemoryClients is maxmemory-clients in bytes (0: the default, see
+	// Env.MaxMemoryClients): past it the client with the largest buffers is
+	// closed.
+	MaxMemoryClients atomic.Int64
 	// FitClients, when set, makes room for want clients in the process'
 	// open-files limit (raising it if it can) and returns how many fit;
 	// CONFIG SET maxclients refuses more, as Redis does. Set once before
@@ -46,6 +55,18 @@ func intSetter(lo, hi int64, store func(e *Env, n int64)) func(e *Env, v []byte)
 		}
 		if n < lo || n > hi {
 			return nil, "argument must be between " + itoa(lo) + " and " + itoa(hi) + " inclusive"
+		}
+		return func() { store(e, n) }, ""
+	}
+}
+
+// memorySetter parses v as a memory size (bytes, or with k, kb, m, mb, g,
+// gb) as Redis does for maxmemory.
+func memorySetter(store func(e *Env, n int64)) func(e *Env, v []byte) (func(), string) {
+	return func(e *Env, v []byte) (func(), string) {
+		n, ok := memsize.Parse(string(v))
+		if !ok {
+			return nil, "argument must be a memory value"
 		}
 		return func() { store(e, n) }, ""
 	}
@@ -93,8 +114,16 @@ var configParams = []configParam{
 	}},
 	constParam("cluster-enabled", "yes"),
 	constParam("databases", "1"),
-	constParam("maxmemory", "0"),
-	constParam("maxmemory-policy", "noeviction"),
+	{name: "maxmemory", get: func(e *Env) string { return itoa(e.Tunables.MaxMemory.Load()) },
+		set: memorySetter(func(e *Env, n int64) { e.Tunables.MaxMemory.Store(n) })},
+	{name: "maxmemory-clients", get: func(e *Env) string { return itoa(e.Tunables.MaxMemoryClients.Load()) },
+		set: memorySetter(func(e *Env, n int64) { e.Tunables.MaxMemoryClients.Store(n) })},
+	{name: "maxmemory-policy", get: func(*Env) string { return "noeviction" }, set: func(_ *Env, v []byte) (func(), string) {
+		if strings.EqualFold(string(v), "noeviction") {
+			return func() {}, ""
+		}
+		return nil, "sluice never evicts a counter: the only policy is noeviction"
+	}},
 	constParam("appendonly", "no"),
 	constParam("save", ""),
 	constParam("notify-keyspace-events", ""),
@@ -114,7 +143,7 @@ func configCommand() *Command {
 		Subs: []*Command{
 			sub("get", -3, "Returns the effective values of configuration parameters.", runConfigGet,
 				Arg{Name: "parameter", Type: "string", Multiple: true}),
-			sub("set", -4, "Sets configuration parameters in-flight (maxclients, timeout; others are immutable).", runConfigSet,
+			sub("set", -4, "Sets configuration parameters in-flight (maxclients, timeout, maxmemory, maxmemory-clients; others are immutable).", runConfigSet,
 				Arg{Name: "data", Type: "block", Multiple: true, Sub: []Arg{
 					{Name: "parameter", Type: "string"}, {Name: "value", Type: "string"}}}),
 			sub("resetstat", 2, "Resets the server's statistics.", runConfigResetStat),

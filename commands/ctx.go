@@ -146,6 +146,9 @@ type Env struct {
 	Clients Clients
 	// Tunables are the settings CONFIG SET changes at run time.
 	Tunables Tunables
+	// Memory is the process' sampled memory use, against maxmemory and
+	// maxmemory-clients.
+	Memory Memory
 	// PubSub routes published messages and throttle events; never nil in a
 	// server (NewEnv-free callers must set it before pub/sub commands).
 	PubSub *pubsub.Hub

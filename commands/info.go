@@ -119,28 +119,34 @@ func (c *Ctx) infoFields(name string) [][2]string {
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
 		st := e.Machine.Keys().Stats()
-		// used_memory is what the process allocated: the Go heap's live
-		// objects plus the keyspace's off-heap blocks. used_memory_rss is
-		// the resident set; where it cannot be read, the runtime's and the
-		// off-heap memory's own totals stand in for it.
-		used := m.HeapAlloc + uint64(st.OffHeap.Allocated)
+		// used_memory is what maxmemory is compared with: the Go heap's
+		// live objects (as the last collection found them) plus the
+		// keyspace's off-heap blocks. used_memory_rss is the resident set;
+		// where it cannot be read, the runtime's and the off-heap memory's
+		// own totals stand in for it.
+		used, heap, offHeap := e.MemoryUse()
 		rss, ok := processRSS()
 		if !ok {
 			rss = m.Sys + uint64(st.OffHeap.Held)
 		}
+		limit := e.Tunables.MaxMemory.Load()
 		return [][2]string{
-			{"used_memory", strconv.FormatUint(used, 10)},
-			{"used_memory_human", humanBytes(used)},
+			{"used_memory", itoa(used)},
+			{"used_memory_human", humanBytes(uint64(used))},
 			{"used_memory_rss", strconv.FormatUint(rss, 10)},
 			{"used_memory_rss_human", humanBytes(rss)},
-			{"used_memory_heap", strconv.FormatUint(m.HeapAlloc, 10)},
-			{"used_memory_offheap", strconv.FormatInt(st.OffHeap.Allocated, 10)},
+			{"used_memory_heap", itoa(heap)},
+			{"used_memory_heap_allocated", strconv.FormatUint(m.HeapAlloc, 10)},
+			{"used_memory_offheap", itoa(offHeap)},
 			{"used_memory_offheap_held", strconv.FormatInt(st.OffHeap.Held, 10)},
 			{"used_memory_offheap_mapped", strconv.FormatInt(st.OffHeap.Mapped, 10)},
 			{"used_memory_keyspace", strconv.Itoa(st.Bytes)},
-			{"maxmemory", "0"},
-			{"maxmemory_human", "0B"},
+			{"used_memory_clients", itoa(e.Memory.Clients.Load())},
+			{"maxmemory", itoa(limit)},
+			{"maxmemory_human", humanBytes(uint64(limit))},
 			{"maxmemory_policy", "noeviction"},
+			{"maxmemory_clients", itoa(e.MaxMemoryClients())},
+			{"oom_rejected_commands", itoa(e.Memory.RejectedOOM.Load())},
 		}
 	case "persistence":
 		return c.persistenceInfo()
@@ -154,7 +160,7 @@ func (c *Ctx) infoFields(name string) [][2]string {
 			{"rejected_connections", itoa(e.Stats.ConnectionsRejected.Load())},
 			{"expired_keys", itoa(e.Stats.ExpiredKeys.Load())},
 			{"evicted_keys", "0"},
-			{"evicted_clients", "0"},
+			{"evicted_clients", itoa(e.Memory.EvictedClients.Load())},
 			{"limited_requests", itoa(e.Table.limitedTotal())},
 			{"reservations_held", itoa(rc.Held)},
 			{"reservations_reserved", itoa(rc.Reserved)},

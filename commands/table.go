@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -48,6 +49,9 @@ type Command struct {
 	// Machine is set on the state machine's commands: Run is unused, and
 	// Dispatch hands them to the Env's Applier.
 	Machine *machine.Command
+	// denyOOM: a machine command flagged denyoom, which over maxmemory is
+	// refused when it would store more (see Ctx.refusedOOM).
+	denyOOM bool
 	// KeysOf finds the keys of a command whose keys move (movablekeys):
 	// their indexes in args.
 	KeysOf func(args [][]byte) []int
@@ -225,6 +229,9 @@ func (t *Table) DispatchCommand(c *Ctx, cmd *Command, args [][]byte) {
 		c.W.Error(errNoAuth)
 		return
 	}
+	if cmd.denyOOM && c.refusedOOM(cmd, args) {
+		return
+	}
 	if c.Conn.tx.active && !runsInMulti(cmd.Name) {
 		c.queue(cmd, args)
 		return
@@ -301,7 +308,7 @@ func machineCommands(m *machine.Machine) []*Command {
 			FirstKey: mc.FirstKey, LastKey: mc.LastKey, Step: mc.Step,
 			Group: mc.Group, Summary: mc.Summary, Since: mc.Since, Complexity: mc.Complexity,
 			Args: mc.Args, KeyFlags: mc.KeyFlags, Tips: mc.Tips, ACLCategories: mc.ACLCategories,
-			Machine: mc,
+			Machine: mc, denyOOM: slices.Contains(mc.Flags, "denyoom"),
 		})
 		if mc.MovableKeys() {
 			cmds[len(cmds)-1].KeysOf = mc.KeysOf

@@ -1,5 +1,7 @@
 package keyspace
 
+import "github.com/sluice-rl/sluice/keyspace/offheap"
+
 // View reads a keyspace and cannot change it: what readers outside the
 // state machine's apply get (SCAN, KEYS, CLUSTER, INFO, metrics, the status
 // page). Only an apply, a restore and the sweep write, through *Keyspace.
@@ -10,6 +12,9 @@ func (ks *Keyspace) View() View { return View{ks} }
 
 // Stats is Keyspace.Stats.
 func (v View) Stats() Stats { return v.ks.Stats() }
+
+// OffHeap is the off-heap memory's totals, without walking the slots.
+func (v View) OffHeap() offheap.Stats { return v.ks.heap.Stats() }
 
 // CountInSlot is Keyspace.CountInSlot.
 func (v View) CountInSlot(i int, now int64) int { return v.ks.CountInSlot(i, now) }

@@ -142,14 +142,9 @@ func runReserve(x *exec, args [][]byte) {
 	h := &p.reserving
 	*h = reserving{state: &ReservationState{}, key: key, slot: ds, at: now, expireAt: now + ttl, cost: p.cost}
 	if len(p.checks) == 0 {
-		// Nothing limits the request: it is held all the same, so its
-		// settle answers (with no limits) rather than nil.
-		if err := h.hold(nil); err != nil {
-			x.error(err)
-			return
-		}
-		h.state.Reply = noLimit
-		x.m.reservations.reserved.Add(1)
+		// Nothing limits the request: nothing is charged, so nothing is
+		// held either — a flood of ids that match no rule must not take
+		// memory. Its settle answers as an unknown id's (nil).
 		writeCheck(x.w, noLimit)
 		return
 	}

@@ -134,12 +134,16 @@ func TestReserveBadInput(t *testing.T) {
 	if got := five(t, do(m, t0, "RL.CHECK", "llm", "COST", "0", "DESCRIPTOR", "fixed", "a")); !strings.HasPrefix(got, "0 100 100 ") {
 		t.Fatalf("bad input charged: %s", got)
 	}
-	// An unknown domain limits nothing; its reservation settles empty.
+	// An unknown domain limits nothing; its reservation holds nothing,
+	// and its settle answers as an unknown id's.
 	if got := five(t, do(m, t0, "RL.RESERVE", "nope", "r", "10", "DESCRIPTOR", "k", "v")); !strings.HasPrefix(got, "0 -1 -1 -1 0") {
 		t.Fatalf("unknown domain: %s", got)
 	}
-	if got := do(m, t0, "RL.SETTLE", "nope", "r", "5"); got != "*0\r\n" {
-		t.Fatalf("settle of an unlimited reservation: %q", got)
+	if held := m.Reservations().Held; held != 0 {
+		t.Fatalf("a reservation no limit applies to is held (%d held)", held)
+	}
+	if got, unknown := do(m, t0, "RL.SETTLE", "nope", "r", "5"), do(m, t0, "RL.SETTLE", "nope", "never", "5"); got != unknown {
+		t.Fatalf("settle of an unlimited reservation: %q, of an unknown id %q", got, unknown)
 	}
 }
 

@@ -52,6 +52,17 @@ type Config struct {
 	// MaxClients is the most connections served at once; more are refused
 	// with "-ERR max number of clients reached".
 	MaxClients int
+	// MaxMemory is maxmemory, in bytes (0: no limit, as Redis' default):
+	// over it, a command that would store more (a new key, a reservation)
+	// answers -OOM and stores nothing, and commands on existing state go
+	// on. Nothing is ever evicted (the policy is noeviction). CONFIG SET
+	// maxmemory changes it.
+	MaxMemory int64
+	// MaxMemoryClients bounds the buffers of every client together (0:
+	// a quarter of MaxMemory, at least 32 MiB, or 128 MiB without one):
+	// past it, the client holding the most is closed, as Redis 7's
+	// maxmemory-clients does.
+	MaxMemoryClients int64
 	// IdleTimeout closes a connection that sends nothing for this long;
 	// 0 keeps idle connections forever, as Redis' default timeout 0 does.
 	IdleTimeout time.Duration
@@ -277,6 +288,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxClients < 1 {
 		return fmt.Errorf("%w: max clients %d < 1", ErrConfig, c.MaxClients)
+	}
+	if c.MaxMemory < 0 || c.MaxMemoryClients < 0 {
+		return fmt.Errorf("%w: maxmemory %d and maxmemory-clients %d must not be negative", ErrConfig, c.MaxMemory, c.MaxMemoryClients)
 	}
 	if c.AuthTimeout < 0 {
 		return fmt.Errorf("%w: auth timeout %v < 0", ErrConfig, c.AuthTimeout)

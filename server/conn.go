@@ -107,7 +107,7 @@ func (s *Server) newConn(nc net.Conn) *connState {
 	cs.authed = cs.conn.Authenticated
 	// Config.Validate checked the limits.
 	cs.framer, _ = guard.NewFramer(s.cfg.Protocol, cs.authed)
-	cs.out.init(nc)
+	cs.out.init(nc, &s.clientBytes)
 	cs.conn.Sink = pushSink{s: s, cs: cs}
 	return cs
 }
@@ -131,6 +131,9 @@ func (p pushSink) Push(msg []byte) bool {
 		}
 		return false
 	}
+	if p.s.clientBytes.Load() > p.s.env.MaxMemoryClients() {
+		p.s.evictOverBudget()
+	}
 	return p.cs.out.send(msg) == nil
 }
 
@@ -142,6 +145,7 @@ func (s *Server) closeConn(cs *connState) {
 	s.leftUnauthenticated(cs)
 	cs.nc.Close()
 	cs.out.wait() // the writer goroutine, if any, fails on the closed socket
+	cs.out.release()
 	s.countInput(cs)
 }
 
@@ -168,8 +172,26 @@ func (s *Server) runBatch(cs *connState, onLoop bool) (pending [][]byte) {
 			return args
 		}
 		s.runOne(cs, cmd, args)
+		if len(cs.writer.Buf) >= replyKeepCap && !cs.closing {
+			s.sendEarly(cs)
+		}
 	}
 	return nil
+}
+
+// sendEarly sends a long batch's replies so far, when nothing before them
+// waits (no machine command to settle, no change to make durable): a
+// pipeline of large replies then never builds one buffer of them all, and
+// what the client does not read is counted as queued (maxmemory-clients).
+func (s *Server) sendEarly(cs *connState) {
+	if cs.ctx.Unsettled() || cs.conn.DurablePending() {
+		return
+	}
+	s.env.Stats.NetOutputBytes.Add(int64(len(cs.writer.Buf)))
+	if err := cs.out.send(cs.writer.Buf); err != nil {
+		cs.closing = true
+	}
+	cs.writer.Buf = cs.writer.Buf[:0]
 }
 
 // runOne runs one request (cmd is its command, nil when unknown) and
@@ -181,15 +203,24 @@ func (s *Server) runOne(cs *connState, cmd *commands.Command, args [][]byte) {
 		cs.framer.SetAuthenticated(cs.authed)
 		s.authChanged(cs)
 	}
-	if cs.conn.Close {
+	switch {
+	case cs.conn.Close:
 		cs.closing = true
-	} else if s.overOutputLimit(cs) {
+	case s.overOutputLimit(cs):
 		s.log.Warn("closing client over the output buffer limit", "addr", cs.conn.Addr,
 			"queued", cs.out.queuedBytes()+len(cs.writer.Buf))
-		cs.closing = true
-		cs.writer.Buf = cs.writer.Buf[:0]
-		cs.out.abandon()
+		s.dropReplies(cs)
+	case s.overClientBudget(cs) && s.closeLargestClient(cs):
+		s.dropReplies(cs)
 	}
+}
+
+// dropReplies closes a connection over a memory limit: the replies built
+// and queued are dropped.
+func (s *Server) dropReplies(cs *connState) {
+	cs.closing = true
+	cs.writer.Buf = nil
+	cs.out.abandon()
 }
 
 // overOutputLimit reports whether the connection's unsent replies, those

@@ -327,7 +327,7 @@ func (s *Server) enter(fc *fdConn, nc net.Conn, l *eventLoop) {
 		cs.tls = tc
 		// Replies are sealed by TLS, whose records go out like a plain
 		// connection's replies (see tlsWire).
-		cs.out.init(fc)
+		cs.out.init(fc, &s.clientBytes)
 		cs.out.seal = tc
 		tc.NetConn().(*tlsWire).out = &cs.out
 	}

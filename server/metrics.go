@@ -45,6 +45,12 @@ var metricDescs = []struct {
 	{"sluice_keys", "Keys held, expired ones not yet swept included.", nil},
 	{"sluice_reservations_held", "Reservations (RL.RESERVE) held, expired ones not yet swept included.", nil},
 	{"sluice_reservations_total", "Reservations since start, by how they ended: reserved, settled, cancelled, expired.", []string{"outcome"}},
+	{"sluice_used_memory_bytes", "used_memory: the heap's live objects (at the last collection) and the keyspace's off-heap blocks; what maxmemory is compared with.", nil},
+	{"sluice_maxmemory_bytes", "maxmemory (0: no limit): over it, commands that would store more answer -OOM.", nil},
+	{"sluice_oom_rejected_commands_total", "Commands refused with -OOM over maxmemory.", nil},
+	{"sluice_used_memory_clients_bytes", "Replies queued for clients and not yet sent, all clients together.", nil},
+	{"sluice_maxmemory_clients_bytes", "maxmemory-clients: past it the client with the largest buffers is closed.", nil},
+	{"sluice_evicted_clients_total", "Clients closed over maxmemory-clients.", nil},
 	{"sluice_offheap_allocated_bytes", "Off-heap memory the keyspace's blocks take.", nil},
 	{"sluice_offheap_held_bytes", "Off-heap memory held for the keyspace (may be resident).", nil},
 	{"sluice_quota_store_commits_total", "Batches committed to the quota store.", nil},
@@ -172,6 +178,13 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	counter("sluice_reservations_total", float64(rc.Settled), "settled")
 	counter("sluice_reservations_total", float64(rc.Cancelled), "cancelled")
 	counter("sluice_reservations_total", float64(rc.Expired), "expired")
+	mem := &m.env.Memory
+	gauge("sluice_used_memory_bytes", float64(mem.Used.Load()))
+	gauge("sluice_maxmemory_bytes", float64(m.env.Tunables.MaxMemory.Load()))
+	counter("sluice_oom_rejected_commands_total", float64(mem.RejectedOOM.Load()))
+	gauge("sluice_used_memory_clients_bytes", float64(mem.Clients.Load()))
+	gauge("sluice_maxmemory_clients_bytes", float64(m.env.MaxMemoryClients()))
+	counter("sluice_evicted_clients_total", float64(mem.EvictedClients.Load()))
 	gauge("sluice_offheap_allocated_bytes", float64(ks.OffHeap.Allocated))
 	gauge("sluice_offheap_held_bytes", float64(ks.OffHeap.Held))
 	if m.store != nil {

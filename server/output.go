@@ -32,21 +32,45 @@ type output struct {
 	// seal is the connection's TLS layer, or nil: send writes through it.
 	seal interface{ Write([]byte) (int, error) }
 
-	mu     sync.Mutex
-	queued []byte
+	mu sync.Mutex
+	// queued is the backlog in chunks of at most queueChunk bytes (a
+	// larger write is its own chunk): appending never copies what is
+	// queued, and a chunk's memory goes as soon as it is written.
+	queued [][]byte
 	busy   bool          // a writer goroutine runs
 	done   chan struct{} // closed when that goroutine exits
 	err    error         // the write error that ended the connection
 	// unsent counts the bytes queued or being written; 0 means the socket
-	// has everything, so the next batch may be written directly.
+	// has everything, so the next batch may be written directly. Every
+	// change to it is made to total too (see add).
 	unsent atomic.Int64
+	// total is the server's count of every connection's unsent bytes
+	// (maxmemory-clients); nil counts nowhere else.
+	total *atomic.Int64
 	// sentAt is when the writer goroutine last made progress, Unix ns.
 	sentAt atomic.Int64
 }
 
-func (o *output) init(nc net.Conn) {
+func (o *output) init(nc net.Conn, total *atomic.Int64) {
 	o.nc = nc
 	o.nb.init(nc)
+	o.total = total
+}
+
+// add changes the unsent count by n, and the server's total with it.
+func (o *output) add(n int64) {
+	o.unsent.Add(n)
+	if o.total != nil {
+		o.total.Add(n)
+	}
+}
+
+// release takes what is still counted as unsent out of the server's total,
+// once the connection is closed and its writer gone.
+func (o *output) release() {
+	if n := o.unsent.Swap(0); n != 0 && o.total != nil {
+		o.total.Add(-n)
+	}
 }
 
 // send writes b, or queues what the socket does not take at once. It does
@@ -81,8 +105,8 @@ func (o *output) sendRaw(b []byte) error {
 		}
 		b = b[n:]
 	}
-	o.queued = append(o.queued, b...)
-	o.unsent.Add(int64(len(b)))
+	o.enqueue(b)
+	o.add(int64(len(b)))
 	if !o.busy {
 		o.busy = true
 		o.done = make(chan struct{})
@@ -92,10 +116,28 @@ func (o *output) sendRaw(b []byte) error {
 	return nil
 }
 
+// queueChunk is the size of the backlog's chunks.
+const queueChunk = 64 << 10
+
+// enqueue copies b to the end of the backlog; o.mu is held.
+func (o *output) enqueue(b []byte) {
+	if n := len(o.queued); n > 0 {
+		last := o.queued[n-1]
+		k := min(cap(last)-len(last), len(b))
+		o.queued[n-1] = append(last, b[:k]...)
+		b = b[k:]
+	}
+	for len(b) > 0 {
+		c := make([]byte, 0, max(queueChunk, min(len(b), 1<<20)))
+		k := min(cap(c), len(b))
+		o.queued = append(o.queued, append(c, b[:k]...))
+		b = b[k:]
+	}
+}
+
 // drain is the writer goroutine: it sends the queue until it is empty.
 func (o *output) drain(done chan struct{}) {
 	defer close(done)
-	var spare []byte
 	for {
 		o.mu.Lock()
 		if len(o.queued) == 0 || o.err != nil {
@@ -103,14 +145,19 @@ func (o *output) drain(done chan struct{}) {
 			o.mu.Unlock()
 			return
 		}
-		b := o.queued
-		o.queued = spare[:0]
+		chunk := o.queued[0]
+		o.queued[0] = nil
+		o.queued = o.queued[1:]
+		if len(o.queued) == 0 {
+			o.queued = nil
+		}
 		o.mu.Unlock()
-		for rest := b; len(rest) > 0; {
+		for rest := chunk; len(rest) > 0; {
 			n, err := o.nc.Write(rest[:min(len(rest), writeChunk)])
-			o.unsent.Add(-int64(n))
+			o.add(-int64(n))
 			o.sentAt.Store(time.Now().UnixNano())
 			if err != nil {
+				o.add(-int64(len(rest) - n)) // never to be sent
 				o.mu.Lock()
 				o.err = err
 				o.busy = false
@@ -120,7 +167,6 @@ func (o *output) drain(done chan struct{}) {
 			}
 			rest = rest[n:]
 		}
-		spare = b
 	}
 }
 
@@ -136,7 +182,10 @@ func (o *output) sentWithin(d time.Duration) bool {
 // abandon drops the queued replies and closes the socket.
 func (o *output) abandon() {
 	o.mu.Lock()
-	o.queued = o.queued[:0]
+	for _, c := range o.queued {
+		o.add(-int64(len(c)))
+	}
+	o.queued = nil
 	if o.err == nil {
 		o.err = errAbandoned
 	}

@@ -76,6 +76,11 @@ type Server struct {
 	// page (status.go).
 	status statusSampler
 	nextID atomic.Int64
+	// clientBytes is every connection's replies queued and not yet sent
+	// (clientmem.go).
+	clientBytes atomic.Int64
+	// givingBack: a collection for a closed client's buffers runs.
+	givingBack atomic.Bool
 	// unauthenticated counts the connections that have yet to give the
 	// password (preauth.go).
 	unauthenticated atomic.Int64
@@ -172,6 +177,9 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 	s.env.Hot = &commands.HotKeys{Sketch: sketch, Now: s.monotonic}
 	s.env.Tunables.MaxClients.Store(int64(cfg.MaxClients))
 	s.env.Tunables.IdleTimeoutSeconds.Store(int64(cfg.IdleTimeout / time.Second))
+	s.env.Tunables.MaxMemory.Store(cfg.MaxMemory)
+	s.env.Tunables.MaxMemoryClients.Store(cfg.MaxMemoryClients)
+	s.env.SampleMemory()
 	if cfg.Replication.Enabled() {
 		if err := s.startNode(); err != nil {
 			return nil, err
@@ -308,7 +316,11 @@ func (s *Server) Serve() error {
 		return fmt.Errorf("server: event loops: %w", err)
 	}
 	s.bg.Add(1)
-	go s.clients.tick(s.stop, s.bg.Done, s.closeIdle)
+	go s.clients.tick(s.stop, s.bg.Done, func() {
+		s.closeIdle()
+		s.env.SampleMemory()
+		s.sampleClientMemory()
+	})
 	s.bg.Add(1)
 	go s.sweep()
 	if s.http != nil {

@@ -46,8 +46,37 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// plainBinary is sluice built without the race detector, for the tests
+// that measure memory (the detector's shadow memory multiplies it); built
+// on first use, beside binary.
+var plainBinary = sync.OnceValues(func() (string, error) {
+	path := filepath.Join(filepath.Dir(binary), "sluice-plain")
+	out, err := exec.Command("go", "build", "-o", path, "../cmd/sluice").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build sluice without -race: %v\n%s", err, out)
+	}
+	return path, nil
+})
+
+// StartPlainServer is StartServer with sluice built without the race
+// detector (plainBinary).
+func StartPlainServer(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	bin, err := plainBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{t: t, DataDir: t.TempDir(), bin: bin}
+	s.Args = append([]string{"--enable-debug-command", "--data-dir", s.DataDir}, extra...)
+	s.Start()
+	t.Cleanup(s.Kill)
+	return s
+}
+
 // Server is a running sluice process.
 type Server struct {
+	// bin is the binary it runs ("": binary).
+	bin     string
 	t       testing.TB
 	Addr    string
 	DataDir string
@@ -99,7 +128,11 @@ func (s *Server) Start() {
 		s.Addr = freeAddr(s.t)
 	}
 	args := append([]string{"--addr", s.Addr}, s.Args...)
-	s.cmd = exec.Command(binary, args...)
+	bin := binary
+	if s.bin != "" {
+		bin = s.bin
+	}
+	s.cmd = exec.Command(bin, args...)
 	s.logs = &logBuffer{}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {

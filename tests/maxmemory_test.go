@@ -1,0 +1,205 @@
+package tests
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func infoInt(t *testing.T, c *redis.Client, section, field string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(infoField(t, c, section, field), 10, 64)
+	if err != nil {
+		t.Fatalf("INFO %s %s: %v", section, field, err)
+	}
+	return n
+}
+
+// reserveMany sends RL.RESERVE for ids from..to-1 in pipelines of 1000
+// and returns how many answered, and the first error reply.
+func reserveMany(t *testing.T, c *redis.Client, domain string, from, to int, descriptor ...any) (answered int, firstErr error) {
+	t.Helper()
+	for at := from; at < to; at += 1000 {
+		p := c.Pipeline()
+		for i := at; i < min(at+1000, to); i++ {
+			p.Do(ctx(t), append([]any{"RL.RESERVE", domain, fmt.Sprintf("res-%08d", i), 3600, "DESCRIPTOR"}, descriptor...)...)
+		}
+		cmds, _ := p.Exec(ctx(t))
+		for _, cmd := range cmds {
+			if err := cmd.Err(); err != nil {
+				return answered, err
+			}
+			answered++
+		}
+	}
+	return answered, nil
+}
+
+// Issue #43: maxmemory as Redis has it. Under --maxmemory 100mb, a flood of
+// reservations ends in -OOM with RSS under 350 MB and stores nothing more;
+// a limiter keeps limiting the keys it holds while a new key is refused;
+// a settle (which frees) goes on; INFO memory, CONFIG GET/SET and the
+// metric report it; with the limit lifted new keys are stored again.
+func TestMaxMemoryRefusesWhatWouldStore(t *testing.T) {
+	rules := writeRules(t, "llm.yaml", "domain: llm\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: day, requests_per_unit: 1000000000}\n")
+	httpAddr := freeAddr(t)
+	s := StartPlainServer(t, "--rules", rules, "--maxmemory", "100mb", "--http-addr", httpAddr)
+	c := s.Client()
+	if got, _ := c.ConfigGet(ctx(t), "maxmemory").Result(); got["maxmemory"] != strconv.Itoa(100<<20) {
+		t.Fatalf("CONFIG GET maxmemory: %v", got)
+	}
+	if err := c.Do(ctx(t), "CL.THROTTLE", "known", 5, 10, 60).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	answered, err := reserveMany(t, c, "llm", 0, 1_000_000, "tenant", "acme")
+	if err == nil || err.Error() != "OOM command not allowed when used memory > 'maxmemory'." {
+		t.Fatalf("1M reservations under --maxmemory 100mb: %d answered, then %v", answered, err)
+	}
+	rss := infoInt(t, c, "memory", "used_memory_rss")
+	held := infoInt(t, c, "stats", "reservations_held")
+	t.Logf("OOM after %d reservations (%d held); used_memory %d, RSS %d MB", answered, held, infoInt(t, c, "memory", "used_memory"), rss>>20)
+	if rss > 350<<20 {
+		t.Fatalf("RSS %d MB under --maxmemory 100mb", rss>>20)
+	}
+	// Refused: a new key, a new reservation. Still served: the key the
+	// limiter knows, a settle, reads.
+	if err := c.Do(ctx(t), "CL.THROTTLE", "new-key", 5, 10, 60).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM ") {
+		t.Fatalf("CL.THROTTLE on a new key over maxmemory: %v", err)
+	}
+	if _, err := reserveMany(t, c, "llm", 2_000_000, 2_000_001, "tenant", "acme"); err == nil || !strings.HasPrefix(err.Error(), "OOM ") {
+		t.Fatalf("RL.RESERVE over maxmemory: %v", err)
+	}
+	if got := infoInt(t, c, "stats", "reservations_held"); got != held {
+		t.Fatalf("reservations held went from %d to %d while refused", held, got)
+	}
+	for range 12 {
+		if err := c.Do(ctx(t), "CL.THROTTLE", "known", 5, 10, 60).Err(); err != nil {
+			t.Fatalf("CL.THROTTLE on a known key over maxmemory: %v", err)
+		}
+	}
+	if r := ints(t, c.Do(ctx(t), "CL.THROTTLE", "known", 5, 10, 60)); r[0] != 1 {
+		t.Fatalf("the known key is no longer limited over maxmemory: %v", r)
+	}
+	if err := c.Do(ctx(t), "RL.CHECK", "llm", "DESCRIPTOR", "tenant", "acme").Err(); err != nil {
+		t.Fatalf("RL.CHECK on a counter that exists, over maxmemory: %v", err)
+	}
+	if err := c.Do(ctx(t), "RL.CHECK", "llm", "DESCRIPTOR", "tenant", "newcomer").Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM ") {
+		t.Fatalf("RL.CHECK that would create a counter, over maxmemory: %v", err)
+	}
+	if err := c.Do(ctx(t), "RL.SETTLE", "llm", "res-00000000", 1).Err(); err != nil {
+		t.Fatalf("RL.SETTLE over maxmemory: %v", err)
+	}
+	if infoField(t, c, "memory", "maxmemory_policy") != "noeviction" || infoInt(t, c, "memory", "maxmemory") != 100<<20 ||
+		infoInt(t, c, "memory", "oom_rejected_commands") < 3 {
+		t.Fatalf("INFO memory over maxmemory:\n%s", c.Info(ctx(t), "memory").Val())
+	}
+	if m := httpGet(t, "http://"+httpAddr+"/metrics"); !strings.Contains(m.body, "sluice_maxmemory_bytes 1.048576e+08") ||
+		!strings.Contains(m.body, "sluice_oom_rejected_commands_total") {
+		t.Fatalf("/metrics lacks maxmemory:\n%s", grepLines(m.body, "memory"))
+	}
+	if err := c.ConfigSet(ctx(t), "maxmemory-policy", "allkeys-lru").Err(); err == nil {
+		t.Fatal("CONFIG SET maxmemory-policy allkeys-lru was taken: sluice never evicts")
+	}
+	if err := c.ConfigSet(ctx(t), "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx(t), "CL.THROTTLE", "new-key", 5, 10, 60).Err(); err != nil {
+		t.Fatalf("CL.THROTTLE on a new key with maxmemory lifted: %v", err)
+	}
+}
+
+// grepLines are the lines of text that contain word.
+func grepLines(text, word string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, word) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// Issue #43: a reservation that matches no limit stores nothing: 200,000
+// of them grow RSS by less than 40 MB and leave no reservation held.
+func TestReservationsOfNoLimitStoreNothing(t *testing.T) {
+	rules := writeRules(t, "llm.yaml", "domain: llm\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: day, requests_per_unit: 100}\n")
+	s := StartPlainServer(t, "--rules", rules)
+	c := s.Client()
+	before := infoInt(t, c, "memory", "used_memory_rss")
+	if n, err := reserveMany(t, c, "llm", 0, 200_000, "nobody", "x"); err != nil || n != 200_000 {
+		t.Fatalf("200,000 reservations of no limit: %d answered, %v", n, err)
+	}
+	grew := infoInt(t, c, "memory", "used_memory_rss") - before
+	t.Logf("RSS grew %d MB", grew>>20)
+	if held := infoInt(t, c, "stats", "reservations_held"); held != 0 || grew > 40<<20 {
+		t.Fatalf("200,000 reservations of no limit: %d held, RSS grew %d MB", held, grew>>20)
+	}
+}
+
+// processRSS is the resident set of pid, from /proc.
+func processRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(b), "VmRSS:")
+	kb, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+	return kb << 10
+}
+
+// Issue #43: clients that pipeline without reading take at most
+// maxmemory-clients together. 4 clients sending COMMAND DOCS (a 100 KB
+// reply) without reading, for 6 s: the server's RSS stays under 600 MB,
+// the clients holding the most are closed (evicted_clients), and a client
+// that reads is answered throughout.
+func TestClientsThatDoNotReadShareOneBudget(t *testing.T) {
+	s := StartPlainServer(t)
+	c := s.Client()
+	pid := s.cmd.Process.Pid
+	stop := time.Now().Add(6 * time.Second)
+	payload := []byte(strings.Repeat("COMMAND DOCS\r\n", 1000))
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				nc, err := net.Dial("tcp", s.Addr)
+				if err != nil {
+					return
+				}
+				for time.Now().Before(stop) {
+					nc.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+					if _, err := nc.Write(payload); err != nil && !isTimeout(err) {
+						break // closed by the server: dial again
+					}
+				}
+				nc.Close()
+			}
+		})
+	}
+	var peak int64
+	for time.Now().Before(stop) {
+		peak = max(peak, processRSS(t, pid))
+		if err := c.Ping(ctx(t)).Err(); err != nil {
+			t.Fatalf("PING beside clients that do not read: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	wg.Wait()
+	evicted := infoInt(t, c, "stats", "evicted_clients")
+	t.Logf("peak RSS %d MB; %d clients closed over maxmemory-clients", peak>>20, evicted)
+	if peak > 600<<20 || evicted == 0 {
+		t.Fatalf("4 clients that do not read: peak RSS %d MB, %d closed over maxmemory-clients", peak>>20, evicted)
+	}
+	if !strings.Contains(s.Logs(), "maxmemory-clients reached") {
+		t.Fatal("no log line says why the clients were closed")
+	}
+}
