@@ -61,6 +61,9 @@ func (c *Ctx) deferApply(b Batcher, cmd *Command, args [][]byte) {
 		c.W.Error(msg)
 		return
 	}
+	if cmd.denyOOM && c.refusedOOM(cmd, args) {
+		return
+	}
 	d := &c.batch
 	d.b = b
 	for _, a := range args {

@@ -57,7 +57,8 @@ func (e *Env) overMaxMemory() bool {
 // server is over maxmemory, and reports whether it did. A malformed
 // command is left to its own error; one that only changes what exists
 // goes on (a limiter keeps limiting the keys it has). Callers ask only for
-// a command flagged denyoom.
+// a command flagged denyoom, where it would be applied or queued (a
+// follower redirects first: the leader's memory decides).
 func (c *Ctx) refusedOOM(cmd *Command, args [][]byte) bool {
 	if !c.Env.overMaxMemory() || cmd.Machine.Check(c.Env.Machine, args) != "" ||
 		!c.Env.Machine.Stores(cmd.Machine, args, c.readInstant()) {

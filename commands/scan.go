@@ -30,7 +30,10 @@ func scanCommands() []*Command {
 		{Name: "keys", Arity: 2, Flags: []string{"readonly"}, Group: "generic", Since: "1.0.0",
 			Summary: "Returns all key names that match a pattern.", Complexity: "O(N) with N being the number of keys.",
 			Tips: []string{"request_policy:all_shards", "nondeterministic_output_order"},
-			Args: []Arg{{Name: "pattern", Type: "pattern"}}, Run: runKeys},
+			Args: []Arg{{Name: "pattern", Type: "pattern"}}, Run: runKeys,
+			// A walk of every slot: off the event loop, so the loop's other
+			// clients are served meanwhile (3M keys took the loop 1.8 s).
+			Waits: true},
 	}
 }
 
@@ -149,8 +152,25 @@ func runKeys(c *Ctx, args [][]byte) {
 		}
 		s.Unlock()
 	} else {
+		// A reply past what a client may hold is refused, not built:
+		// past the output limit or maxmemory-clients it would close the
+		// connection anyway, after taking the memory.
+		most := int64(c.Env.Options.OutputBufferLimit)
+		if most <= 0 || most > c.Env.MaxMemoryClients() {
+			most = c.Env.MaxMemoryClients()
+		}
+		var size int64
 		for i := range slot.Count {
+			n := len(keys)
 			keys, _ = c.scanSlot(i, &f, keys)
+			for _, k := range keys[n:] {
+				size += int64(len(k)) + 16 // "$<len>\r\n<key>\r\n"
+			}
+			if size > most {
+				c.W.Error("ERR KEYS would answer more than " + itoa(most) +
+					" bytes (client-output-buffer-limit / maxmemory-clients); use SCAN to walk the keys in pieces")
+				return
+			}
 		}
 	}
 	c.W.Array(len(keys))

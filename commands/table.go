@@ -229,9 +229,6 @@ func (t *Table) DispatchCommand(c *Ctx, cmd *Command, args [][]byte) {
 		c.W.Error(errNoAuth)
 		return
 	}
-	if cmd.denyOOM && c.refusedOOM(cmd, args) {
-		return
-	}
 	if c.Conn.tx.active && !runsInMulti(cmd.Name) {
 		c.queue(cmd, args)
 		return
@@ -272,6 +269,9 @@ func (c *Ctx) apply(cmd *Command, args [][]byte) {
 	}
 	if b, ok := c.Env.Applier.(Batcher); ok {
 		c.deferApply(b, cmd, args)
+		return
+	}
+	if cmd.denyOOM && c.refusedOOM(cmd, args) {
 		return
 	}
 	var out machine.Outcome

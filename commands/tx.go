@@ -91,6 +91,11 @@ func (c *Ctx) queue(cmd *Command, args [][]byte) {
 				return
 			}
 		}
+		// Over maxmemory a command that would store more is refused as
+		// it is queued, and EXEC then aborts, as in Redis.
+		if cmd.denyOOM && c.refusedOOM(cmd, args) {
+			return
+		}
 	}
 	size := 0
 	for _, a := range args {

@@ -45,7 +45,10 @@ func Refund(tat, base, n, kept, ei, now int64) (newTAT, givenBack int64) {
 
 // Force charges n units at now whatever the limit says (the work they
 // stand for is done): the TAT moves to max(tat, now) + n·ei, which later
-// requests wait out. exists says whether tat is a stored TAT.
+// requests wait out. exists says whether tat is a stored TAT. A charge
+// whose TAT would pass the int64 range saturates at its end (year 2262):
+// the key is refused until then — never the charge dropped, which would
+// be lax (every algorithm's Force saturates the same way).
 func Force(tat int64, exists bool, now, n, ei int64) (int64, error) {
 	if n < 0 {
 		return tat, ErrNegativeQuantity
@@ -59,7 +62,7 @@ func Force(tat int64, exists bool, now, n, ei int64) (int64, error) {
 	}
 	d, ok := mulNonNeg(n, ei)
 	if !ok || from > math.MaxInt64-d {
-		return tat, ErrTimeOverflow
+		return math.MaxInt64, nil
 	}
 	return from + d, nil
 }

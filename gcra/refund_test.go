@@ -1,6 +1,7 @@
 package gcra
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -89,8 +90,17 @@ func TestForce(t *testing.T) {
 	if got, err := Force(500, true, 100, 3, 10); err != nil || got != 530 {
 		t.Fatalf("past its limit: %d %v", got, err)
 	}
-	if _, err := Force(0, false, 100, 1<<62, 10); err != ErrTimeOverflow {
-		t.Fatalf("overflow: %v", err)
+	// Past the int64 range the charge saturates: the key is refused until
+	// the far future, never charged nothing.
+	for _, c := range [][2]int64{{1 << 62, 10}, {math.MaxInt64, 1}, {2e9, 6e9}} { // n, ei: the last a 2e9 settle of 10 a minute
+		tat, err := Force(500, true, 100, c[0], c[1])
+		if err != nil || tat != math.MaxInt64 {
+			t.Fatalf("a charge of %d past the range: %d %v", c[0], tat, err)
+		}
+		l := Limit{MaxBurst: 1_000_000, Count: 1_000_000, Period: 1e9}
+		if _, store, r, err := Throttle(tat, true, 1e18, l, 1); err != nil || store || !r.Limited {
+			t.Fatalf("the key after a saturated charge: %+v store %v %v", r, store, err)
+		}
 	}
 }
 

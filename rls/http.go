@@ -55,7 +55,7 @@ func (s *Service) JSONHandler() http.Handler {
 			switch st.Code() {
 			case codes.InvalidArgument:
 				code = http.StatusBadRequest
-			case codes.Unavailable:
+			case codes.Unavailable, codes.ResourceExhausted:
 				code = http.StatusServiceUnavailable
 			}
 			http.Error(w, st.Message(), code)

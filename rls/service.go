@@ -217,6 +217,10 @@ func errorStatus(err error) *status.Status {
 			return status.New(codes.Internal, "sluice: "+msg)
 		case strings.HasPrefix(msg, "ERR the groups hold different rules"):
 			return status.New(codes.FailedPrecondition, "sluice: "+strings.TrimPrefix(msg, "ERR "))
+		case strings.HasPrefix(msg, "OOM "):
+			// Over maxmemory, a call that would create a counter: nothing
+			// was charged.
+			return status.New(codes.ResourceExhausted, "sluice: "+msg)
 		case strings.HasPrefix(msg, "ERR quota changes cannot be written"), strings.HasPrefix(msg, "LOADING"):
 			return status.New(codes.Unavailable, "sluice: "+msg)
 		case strings.HasPrefix(msg, "ERR"):

@@ -111,11 +111,17 @@ func (s *Server) listenFrontDoors() error {
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 		mux.HandleFunc("GET /readyz", s.readyz)
 		if s.cfg.PProf {
-			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+			// The profiler asks for the password when one is set: its
+			// cmdline shows --requirepass itself, and its profiles the
+			// process' memory.
+			for path, h := range map[string]http.HandlerFunc{"/debug/pprof/": pprof.Index, "/debug/pprof/cmdline": pprof.Cmdline,
+				"/debug/pprof/profile": pprof.Profile, "/debug/pprof/symbol": pprof.Symbol, "/debug/pprof/trace": pprof.Trace} {
+				mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+					if s.passwordAuthorized(w, r, "the profiler") {
+						h(w, r)
+					}
+				})
+			}
 		}
 		d := s.cfg.Doors
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: min(5*time.Second, d.HTTPReadTimeout),

@@ -2,11 +2,14 @@ package slotmove
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/shardmap"
@@ -123,5 +126,17 @@ func TestSettleAndShowUntil(t *testing.T) {
 	want := []string{"SLUICE.JOB", "END", "j1", "failed", strconv.FormatInt(now.Add(time.Second).UnixMilli(), 10), "why"}
 	if got := applied[1]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("end: %v, want %v", got, want)
+	}
+}
+
+// A group id that is not one word is refused before anything is logged,
+// in words of the driver's own (once, not "ERR ERR").
+func TestAddGroupRefusesABadID(t *testing.T) {
+	d := newDriver(t, machine.New(machine.Options{}), Config{})
+	for _, id := range []string{"", "a b"} {
+		err := d.AddGroup(context.Background(), id, []cluster.Peer{{ID: "n", ClientAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2"}})
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "a group id is one word") || strings.Contains(err.Error(), "ERR") {
+			t.Fatalf("AddGroup(%q): %v", id, err)
+		}
 	}
 }

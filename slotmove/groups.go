@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/machine"
@@ -25,6 +26,9 @@ var ErrNotEverywhere = errors.New("slotmove: applied in this group, not yet in e
 
 // AddGroup adds group id with members to the cluster.
 func (d *Driver) AddGroup(ctx context.Context, id string, members []cluster.Peer) error {
+	if id == "" || strings.ContainsAny(id, " \t\r\n") {
+		return fmt.Errorf("%w: a group id is one word, not %q", ErrRefused, id)
+	}
 	if !d.cfg.Serving() {
 		return ErrNotLeader
 	}

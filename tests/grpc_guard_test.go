@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -107,6 +108,14 @@ const (
 // header fields (authorization, a large one).
 func (h *h2Streams) open(t *testing.T, n int, path string, extra ...hpack.HeaderField) {
 	t.Helper()
+	if err := h.tryOpen(n, path, extra...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryOpen is open, returning a write error (the server closed the
+// connection) instead of failing.
+func (h *h2Streams) tryOpen(n int, path string, extra ...hpack.HeaderField) error {
 	var buf bytes.Buffer
 	enc := hpack.NewEncoder(&buf)
 	for range n {
@@ -123,9 +132,10 @@ func (h *h2Streams) open(t *testing.T, n int, path string, extra ...hpack.Header
 		h.next += 2
 		h.mu.Unlock()
 		if err != nil {
-			t.Fatalf("writing stream %d's headers: %v", h.next-2, err)
+			return fmt.Errorf("writing stream %d's headers: %w", h.next-2, err)
 		}
 	}
+	return nil
 }
 
 // writeHeaderBlock sends a header block as HEADERS and CONTINUATION frames
@@ -237,7 +247,7 @@ func TestGRPCStreamsBeforeTheirBody(t *testing.T) {
 
 	// A header list past 16 KiB ends the stream or the connection.
 	big := dialH2(t, grpcAddr)
-	big.open(t, 1, shouldRateLimitPath, auth, hpack.HeaderField{Name: "x-big", Value: strings.Repeat("a", 1<<20)})
+	big.tryOpen(1, shouldRateLimitPath, auth, hpack.HeaderField{Name: "x-big", Value: strings.Repeat("a", 1<<20)})
 	select {
 	case <-big.closed:
 	case <-time.After(5 * time.Second):

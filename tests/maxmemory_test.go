@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func infoInt(t *testing.T, c *redis.Client, section, field string) int64 {
@@ -49,8 +51,8 @@ func reserveMany(t *testing.T, c *redis.Client, domain string, from, to int, des
 // metric report it; with the limit lifted new keys are stored again.
 func TestMaxMemoryRefusesWhatWouldStore(t *testing.T) {
 	rules := writeRules(t, "llm.yaml", "domain: llm\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: day, requests_per_unit: 1000000000}\n")
-	httpAddr := freeAddr(t)
-	s := StartPlainServer(t, "--rules", rules, "--maxmemory", "100mb", "--http-addr", httpAddr)
+	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
+	s := StartPlainServer(t, "--rules", rules, "--maxmemory", "100mb", "--http-addr", httpAddr, "--grpc-addr", grpcAddr)
 	c := s.Client()
 	if got, _ := c.ConfigGet(ctx(t), "maxmemory").Result(); got["maxmemory"] != strconv.Itoa(100<<20) {
 		t.Fatalf("CONFIG GET maxmemory: %v", got)
@@ -74,6 +76,12 @@ func TestMaxMemoryRefusesWhatWouldStore(t *testing.T) {
 	if err := c.Do(ctx(t), "CL.THROTTLE", "new-key", 5, 10, 60).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM ") {
 		t.Fatalf("CL.THROTTLE on a new key over maxmemory: %v", err)
 	}
+	if _, err := c.TxPipelined(ctx(t), func(p redis.Pipeliner) error {
+		p.Do(ctx(t), "CL.THROTTLE", "new-in-multi", 5, 10, 60)
+		return nil
+	}); err == nil || !(strings.Contains(err.Error(), "OOM") || strings.Contains(err.Error(), "EXECABORT")) {
+		t.Fatalf("MULTI with a new key over maxmemory: %v", err)
+	}
 	if _, err := reserveMany(t, c, "llm", 2_000_000, 2_000_001, "tenant", "acme"); err == nil || !strings.HasPrefix(err.Error(), "OOM ") {
 		t.Fatalf("RL.RESERVE over maxmemory: %v", err)
 	}
@@ -93,6 +101,13 @@ func TestMaxMemoryRefusesWhatWouldStore(t *testing.T) {
 	}
 	if err := c.Do(ctx(t), "RL.CHECK", "llm", "DESCRIPTOR", "tenant", "newcomer").Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM ") {
 		t.Fatalf("RL.CHECK that would create a counter, over maxmemory: %v", err)
+	}
+	rc, _ := rlsClient(t, grpcAddr)
+	if _, err := rc.ShouldRateLimit(ctx(t), rlsRequest("llm", 1, "tenant=acme")); err != nil {
+		t.Fatalf("ShouldRateLimit on a counter that exists, over maxmemory: %v", err)
+	}
+	if _, err := rc.ShouldRateLimit(ctx(t), rlsRequest("llm", 1, "tenant=another")); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("ShouldRateLimit that would create a counter, over maxmemory: %v", err)
 	}
 	if err := c.Do(ctx(t), "RL.SETTLE", "llm", "res-00000000", 1).Err(); err != nil {
 		t.Fatalf("RL.SETTLE over maxmemory: %v", err)
@@ -201,5 +216,32 @@ func TestClientsThatDoNotReadShareOneBudget(t *testing.T) {
 	}
 	if !strings.Contains(s.Logs(), "maxmemory-clients reached") {
 		t.Fatal("no log line says why the clients were closed")
+	}
+}
+
+// Issue #43: KEYS runs off the event loop, and a reply past what one client
+// may hold (maxmemory-clients here) is refused with a pointer to SCAN
+// rather than built and then cut off with the connection.
+func TestKeysPastTheClientBudgetIsRefused(t *testing.T) {
+	s := StartServer(t, "--maxmemory-clients", "1mb")
+	c := s.Client()
+	for at := 0; at < 60_000; at += 1000 {
+		p := c.Pipeline()
+		for i := at; i < at+1000; i++ {
+			p.Do(ctx(t), "CL.THROTTLE", fmt.Sprintf("key:%08d", i), 5, 10, 60)
+		}
+		if _, err := p.Exec(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := c.Do(ctx(t), "KEYS", "*").Err()
+	if err == nil || !strings.Contains(err.Error(), "use SCAN") {
+		t.Fatalf("KEYS * of 60,000 keys under a 1 MB client budget: %v", err)
+	}
+	if n, err := c.Do(ctx(t), "KEYS", "key:0000000*").StringSlice(); err != nil || len(n) != 10 {
+		t.Fatalf("a KEYS that fits: %d keys, %v", len(n), err)
+	}
+	if err := c.Ping(ctx(t)).Err(); err != nil {
+		t.Fatalf("the connection after the refused KEYS: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -30,6 +31,17 @@ func TestHealthReadyAndPprof(t *testing.T) {
 	StartServer(t, "--http-addr", withPprof, "--pprof")
 	if got := httpStatus(t, "http://"+withPprof+"/debug/pprof/"); got != 200 {
 		t.Fatalf("/debug/pprof/ with --pprof: %d", got)
+	}
+	// With a password the profiler asks for it: its cmdline would show it.
+	locked := freeAddr(t)
+	StartServer(t, "--http-addr", locked, "--pprof", "--requirepass", "s3cret")
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol"} {
+		if r := httpGet(t, "http://"+locked+path); r.status != 401 || strings.Contains(r.body, "s3cret") {
+			t.Fatalf("%s without the password: %d %q", path, r.status, r.body)
+		}
+	}
+	if r := httpGet(t, "http://"+locked+"/debug/pprof/cmdline", "Authorization", "Bearer s3cret"); r.status != 200 || !strings.Contains(r.body, "--pprof") {
+		t.Fatalf("/debug/pprof/cmdline with the password: %d %q", r.status, r.body)
 	}
 
 	// A cluster member is ready while it hears from a leader; with the

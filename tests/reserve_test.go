@@ -219,3 +219,21 @@ func TestReservationSurvivesFailover(t *testing.T) {
 		t.Fatalf("after failover and settle: %v", v)
 	}
 }
+
+// Issue #43: a settle so far above its reservation that the GCRA instant
+// would pass the int64 range saturates — the key is refused until the far
+// future — and never charges nothing.
+func TestGCRASettlePastTheRangeSaturates(t *testing.T) {
+	rules := writeRules(t, "llm.yaml", "domain: llm\ndescriptors:\n  - key: tenant\n    rate_limit:\n      unit: minute\n      requests_per_unit: 10\n      sluice: {algorithm: gcra}\n")
+	c := StartServer(t, "--rules", rules).Client()
+	if err := c.Do(ctx(t), "RL.RESERVE", "llm", "big", 60, "DESCRIPTOR", "tenant", "acme").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx(t), "RL.SETTLE", "llm", "big", 2_000_000_000).Err(); err != nil {
+		t.Fatalf("RL.SETTLE 2e9: %v", err)
+	}
+	r, err := c.Do(ctx(t), "RL.CHECK", "llm", "DESCRIPTOR", "tenant", "acme").Slice()
+	if err != nil || r[0].(int64) != 1 {
+		t.Fatalf("RL.CHECK after a 2e9 settle: %v %v (want refused)", r, err)
+	}
+}

@@ -76,7 +76,8 @@ func TestMultiQueueBoundedByCount(t *testing.T) {
 	}
 }
 
-// ... and by bytes: 32 MiB of arguments.
+// ... and by bytes: 32 MiB of arguments. Once full the queue stays full: a
+// small command after the refused ones is refused too, and EXEC says why.
 func TestMultiQueueBoundedByBytes(t *testing.T) {
 	s := StartServer(t)
 	c := dialRaw(t, s.Addr)
@@ -87,19 +88,19 @@ func TestMultiQueueBoundedByBytes(t *testing.T) {
 		for range 40 {
 			fmt.Fprintf(w, "*2\r\n$4\r\nECHO\r\n$%d\r\n%s\r\n", len(big), big)
 		}
-		w.WriteString("EXEC\r\n")
+		w.WriteString("ECHO small\r\nEXEC\r\n")
 		w.Flush()
 	}()
-	replies := readLines(t, bufio.NewReader(c), 42)
+	replies := readLines(t, bufio.NewReader(c), 43)
 	queued := 0
-	for _, l := range replies[1:41] {
+	for _, l := range replies[1:42] {
 		if l == "+QUEUED" {
 			queued++
 		} else if l != "-ERR MULTI queue full: at most 32 MiB of arguments in one transaction" {
 			t.Fatalf("reply %q", l)
 		}
 	}
-	if queued != 31 || !strings.HasPrefix(replies[41], "-EXECABORT") || !strings.Contains(replies[41], "32 MiB") {
-		t.Fatalf("%d queued (want 31), EXEC %q", queued, replies[41])
+	if queued != 31 || !strings.HasPrefix(replies[42], "-EXECABORT") || !strings.Contains(replies[42], "32 MiB") {
+		t.Fatalf("%d queued (want 31), EXEC %q", queued, replies[42])
 	}
 }

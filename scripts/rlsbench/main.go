@@ -20,6 +20,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 )
 
 func main() {
@@ -31,6 +32,7 @@ func main() {
 	key := flag.String("key", "user", "descriptor key")
 	values := flag.Int("values", 100000, "distinct random values")
 	label := flag.String("label", "", "row label")
+	token := flag.String("token", "", "the service's password, sent as authorization: Bearer <token>")
 	flag.Parse()
 
 	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -40,6 +42,10 @@ func main() {
 	}
 	defer conn.Close()
 	c := pb.NewRateLimitServiceClient(conn)
+	callCtx := context.Background()
+	if *token != "" {
+		callCtx = metadata.AppendToOutgoingContext(callCtx, "authorization", "Bearer "+*token)
+	}
 	run := func(d time.Duration) ([]time.Duration, int) {
 		var mu sync.Mutex
 		var all []time.Duration
@@ -57,7 +63,7 @@ func main() {
 					req := &pb.RateLimitRequest{Domain: *domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{{
 						Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: *key, Value: strconv.Itoa(rng.IntN(*values))}}}}}
 					t0 := time.Now()
-					_, err := c.ShouldRateLimit(context.Background(), req)
+					_, err := c.ShouldRateLimit(callCtx, req)
 					if err != nil {
 						bad++
 						continue
