@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -68,6 +69,29 @@ func TestRefundInIsTheReplay(t *testing.T) {
 		want, _ := replay.Get(now)
 		if got != want {
 			t.Fatalf("trial %d: refunded %+v, the replay %+v (events %+v, n %d kept %d)", trial, got, want, events, n, kept)
+		}
+	}
+}
+
+// A charge past any count saturates: the period is used up, never charged
+// nothing (issue #43).
+func TestForceSaturatesAtTheBounds(t *testing.T) {
+	sch, err := NewSchedule(Hour, 0, false, "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := int64(1_800_000_000e9)
+	for _, cost := range []int64{math.MaxInt64, 1 << 62} {
+		st, err := Force(State{}, false, now, 10, sch, cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err = Force(st, true, now+1, 10, sch, cost) // and again on top
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, r, err := Check(st, true, now+2, 10, sch, 1); err != nil || !r.Limited {
+			t.Fatalf("after charges of %d: %+v %v", cost, r, err)
 		}
 	}
 }

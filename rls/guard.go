@@ -58,6 +58,10 @@ type GuardConfig struct {
 	// MaxHeaderBytes bounds a request's header list (default 16 KiB;
 	// Envoy sends a few hundred bytes).
 	MaxHeaderBytes uint32
+	// MaxMessageBytes bounds a request message (default 2 MiB: the
+	// largest request the request limits allow, 256 entries of a 1 KiB key
+	// and a 4 KiB value, is 1.3 MB; grpc-go's own default is 4 MiB).
+	MaxMessageBytes int
 }
 
 func (c GuardConfig) withDefaults() GuardConfig {
@@ -73,6 +77,9 @@ func (c GuardConfig) withDefaults() GuardConfig {
 	if c.MaxHeaderBytes == 0 {
 		c.MaxHeaderBytes = 16 << 10
 	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 2 << 20
+	}
 	return c
 }
 
@@ -84,6 +91,7 @@ func (g *Guard) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(g.cfg.MaxStreams),
 		grpc.MaxHeaderListSize(g.cfg.MaxHeaderBytes),
+		grpc.MaxRecvMsgSize(g.cfg.MaxMessageBytes),
 		grpc.InTapHandle(g.tap),
 		grpc.ChainUnaryInterceptor(g.unary),
 		grpc.ChainStreamInterceptor(g.stream),

@@ -2,6 +2,7 @@ package window
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -140,4 +141,35 @@ func TestRefundIsTheReplay(t *testing.T) {
 			},
 		})
 	})
+}
+
+// A charge past any count saturates in every window kind: the key is
+// refused afterwards, never charged nothing (issue #43; GCRA's Force
+// saturates its instant the same way).
+func TestForceSaturatesAtTheBounds(t *testing.T) {
+	p := Params{Limit: 10, Window: 60e9}
+	now := int64(1_800_000_000e9)
+	for _, cost := range []int64{math.MaxInt64, math.MaxInt64 - 1, 1 << 62} {
+		c, _, err := CounterState{}.Force(false, now, p, cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, r, err := c.Check(true, now+1, p, 1); err != nil || !r.Limited {
+			t.Fatalf("sliding counter after a charge of %d: %+v %v", cost, r, err)
+		}
+		f, _, err := FixedState{}.Force(false, now, p, cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, r, err := f.Check(true, now+1, p, 1); err != nil || !r.Limited {
+			t.Fatalf("fixed window after a charge of %d: %+v %v", cost, r, err)
+		}
+		l, _, err := LogState{}.Force(false, now, p, cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, r, err := l.Check(true, now+1, p, 1); err != nil || !r.Limited {
+			t.Fatalf("sliding log after a charge of %d: %+v %v", cost, r, err)
+		}
+	}
 }
