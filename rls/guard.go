@@ -2,12 +2,15 @@ package rls
 
 import (
 	"context"
+	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
@@ -23,8 +26,14 @@ import (
 //     goroutine, nothing read;
 //   - refuses a stream past the budget of streams still waiting for their
 //     request message, all connections together (RESOURCE_EXHAUSTED);
-//   - gives each stream BodyTimeout to send its first message: then its
-//     context ends, which ends the wait and frees the stream.
+//   - gives each stream BodyTimeout to send its first message: past it
+//     the stream's connection is closed (CloseConn), which ends every
+//     stream on it — a client that sends headers and no body is cut.
+//
+// A call costs the guard an atomic count, a small record and a context
+// value: a timer and a cancellable context per call cost the door 7% of
+// its calls/s (scripts/bench_budgets.sh), so overdue streams are found by
+// a sweep every BodyTimeout/4 instead.
 //
 // Streams per connection and the header list's size are capped by the
 // server's options beside it (see ServerOptions).
@@ -35,8 +44,16 @@ type Guard struct {
 	// reflection, open to callers without the password), so streams that
 	// need no password cannot crowd out those that carry it.
 	waiting [2]atomic.Int64
-	// refused counts the streams the guard turned away.
-	refused atomic.Int64
+	// refused counts the streams the guard turned away; overdue those
+	// that sent no message in time.
+	refused, overdue atomic.Int64
+
+	// mu guards waits: the streams accepted since the last sweep, and
+	// those still waiting before it.
+	mu    sync.Mutex
+	waits []*bodyWait
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 // GuardConfig configures a Guard.
@@ -58,6 +75,9 @@ type GuardConfig struct {
 	// MaxHeaderBytes bounds a request's header list (default 16 KiB;
 	// Envoy sends a few hundred bytes).
 	MaxHeaderBytes uint32
+	// CloseConn closes the connection a peer address names (the door's
+	// listener knows them); nil: overdue streams are only counted.
+	CloseConn func(remote net.Addr) bool
 	// MaxMessageBytes bounds a request message (default 2 MiB: the
 	// largest request the request limits allow, 256 entries of a 1 KiB key
 	// and a 4 KiB value, is 1.3 MB; grpc-go's own default is 4 MiB).
@@ -83,8 +103,66 @@ func (c GuardConfig) withDefaults() GuardConfig {
 	return c
 }
 
-// NewGuard returns a guard with cfg's zero fields defaulted.
-func NewGuard(cfg GuardConfig) *Guard { return &Guard{cfg: cfg.withDefaults()} }
+// NewGuard returns a guard with cfg's zero fields defaulted; Close stops
+// its sweep.
+func NewGuard(cfg GuardConfig) *Guard {
+	g := &Guard{cfg: cfg.withDefaults(), stop: make(chan struct{}), done: make(chan struct{})}
+	go g.sweepEvery(max(g.cfg.BodyTimeout/4, 10*time.Millisecond))
+	return g
+}
+
+// Close stops the sweep.
+func (g *Guard) Close() {
+	select {
+	case <-g.stop:
+	default:
+		close(g.stop)
+	}
+	<-g.done
+}
+
+func (g *Guard) sweepEvery(d time.Duration) {
+	defer close(g.done)
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case now := <-t.C:
+			g.sweep(now.UnixNano())
+		}
+	}
+}
+
+// sweep forgets the streams whose message came and cuts the connections of
+// those waiting past the timeout.
+func (g *Guard) sweep(now int64) {
+	var overdue []*bodyWait
+	g.mu.Lock()
+	kept := g.waits[:0]
+	for _, w := range g.waits {
+		switch {
+		case w.done.Load():
+		case now-w.start >= int64(g.cfg.BodyTimeout):
+			overdue = append(overdue, w)
+		default:
+			kept = append(kept, w)
+		}
+	}
+	clear(g.waits[len(kept):])
+	g.waits = kept
+	g.mu.Unlock()
+	for _, w := range overdue {
+		if w.done.CompareAndSwap(false, true) {
+			w.waiting.Add(-1)
+			g.overdue.Add(1)
+			if g.cfg.CloseConn != nil && w.remote != nil {
+				g.cfg.CloseConn(w.remote)
+			}
+		}
+	}
+}
 
 // ServerOptions are the grpc.Server options that install the guard.
 func (g *Guard) ServerOptions() []grpc.ServerOption {
@@ -101,8 +179,10 @@ func (g *Guard) ServerOptions() []grpc.ServerOption {
 // Waiting is how many streams wait for their request message now.
 func (g *Guard) Waiting() int64 { return g.waiting[0].Load() + g.waiting[1].Load() }
 
-// Refused is how many streams the guard has turned away.
+// Refused is how many streams the guard has turned away; Overdue how many
+// waited past the timeout.
 func (g *Guard) Refused() int64 { return g.refused.Load() }
+func (g *Guard) Overdue() int64 { return g.overdue.Load() }
 
 // needsPassword reports the methods the password guards: the rate limit
 // services'. Health and reflection answer probes that carry no token.
@@ -138,37 +218,32 @@ func (g *Guard) tap(ctx context.Context, info *tap.Info) (context.Context, error
 		g.refused.Add(1)
 		return nil, errGuardBusy
 	}
-	w := &bodyWait{waiting: waiting}
-	w.ctx, w.cancel = context.WithCancel(ctx)
-	w.timer = time.AfterFunc(g.cfg.BodyTimeout, w.expire)
-	return context.WithValue(w.ctx, bodyWaitKey{}, w), nil
+	w := &bodyWait{waiting: waiting, start: time.Now().UnixNano()}
+	if p, ok := peer.FromContext(ctx); ok {
+		w.remote = p.Addr
+	}
+	g.mu.Lock()
+	g.waits = append(g.waits, w)
+	g.mu.Unlock()
+	return context.WithValue(ctx, bodyWaitKey{}, w), nil
 }
 
 // bodyWait is one stream's wait for its request message: it ends once, by
-// the message arriving (arrived) or the timeout (expire, which ends the
-// stream's context and so the wait).
+// the message arriving (arrived) or the sweep finding it overdue.
 type bodyWait struct {
 	// waiting is the count the stream is in.
 	waiting *atomic.Int64
-	ctx     context.Context
-	cancel  context.CancelFunc
-	timer   *time.Timer
-	done    atomic.Bool
+	// start is when its headers came (Unix ns); remote its peer.
+	start  int64
+	remote net.Addr
+	done   atomic.Bool
 }
 
 type bodyWaitKey struct{}
 
 func (w *bodyWait) arrived() {
 	if w.done.CompareAndSwap(false, true) {
-		w.timer.Stop()
 		w.waiting.Add(-1)
-	}
-}
-
-func (w *bodyWait) expire() {
-	if w.done.CompareAndSwap(false, true) {
-		w.waiting.Add(-1)
-		w.cancel()
 	}
 }
 

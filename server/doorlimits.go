@@ -41,9 +41,8 @@ type DoorLimits struct {
 	// long (default 5 min; Envoy dials again when it next needs one).
 	GRPCIdleTimeout time.Duration
 	// GRPCReadTimeout bounds how long a call may take, after its headers,
-	// to send its request message (default 10 s): a stream that sends
-	// headers and nothing else is ended, and then its connection idles
-	// out.
+	// to send its request message (default 10 s): past it (found within a
+	// quarter of it) the connection is closed.
 	GRPCReadTimeout time.Duration
 	// GRPCMaxStreams is the most calls in flight on one gRPC connection
 	// (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; default 1024).
@@ -99,6 +98,8 @@ type cappedListener struct {
 
 	mu    sync.Mutex
 	conns map[*cappedConn]struct{}
+	// byRemote finds a connection by its peer's address (closeRemote).
+	byRemote map[string]*cappedConn
 	// evicted counts connections closed to make room for a new one;
 	// refused those turned away because every connection was busy.
 	evicted, refused atomic.Int64
@@ -127,7 +128,7 @@ func (l *cappedListener) turnAway(c net.Conn) {
 }
 
 func newCappedListener(ln net.Listener, max int) *cappedListener {
-	return &cappedListener{Listener: ln, max: max, conns: make(map[*cappedConn]struct{}, max)}
+	return &cappedListener{Listener: ln, max: max, conns: make(map[*cappedConn]struct{}, max), byRemote: map[string]*cappedConn{}}
 }
 
 func (l *cappedListener) Accept() (net.Conn, error) {
@@ -148,9 +149,10 @@ func (l *cappedListener) Accept() (net.Conn, error) {
 				l.turnAway(c)
 				continue
 			}
-			delete(l.conns, victim)
+			l.forget(victim)
 		}
 		l.conns[cc] = struct{}{}
+		l.byRemote[c.RemoteAddr().String()] = cc
 		l.mu.Unlock()
 		if victim != nil {
 			l.evicted.Add(1)
@@ -220,9 +222,30 @@ func (c *cappedConn) Read(b []byte) (int, error) {
 
 func (c *cappedConn) Close() error {
 	c.l.mu.Lock()
-	delete(c.l.conns, c)
+	c.l.forget(c)
 	c.l.mu.Unlock()
 	return c.Conn.Close()
+}
+
+// forget takes c out of the listener's sets; l.mu is held.
+func (l *cappedListener) forget(c *cappedConn) {
+	delete(l.conns, c)
+	if k := c.RemoteAddr().String(); l.byRemote[k] == c {
+		delete(l.byRemote, k)
+	}
+}
+
+// closeRemote closes the connection from remote, if the listener holds
+// one (the gRPC guard's cut of a client whose stream sent no request).
+func (l *cappedListener) closeRemote(remote net.Addr) bool {
+	l.mu.Lock()
+	c := l.byRemote[remote.String()]
+	l.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // markIdle is an http.Server's ConnState hook: a connection is busy from

@@ -66,7 +66,7 @@ func (s *Server) listenFrontDoors() error {
 		// waits for its body; streams per connection, header bytes and
 		// streams waiting for a body are bounded (rls.Guard).
 		s.grpcGuard = rls.NewGuard(rls.GuardConfig{Password: s.cfg.RequirePass, BodyTimeout: s.cfg.Doors.GRPCReadTimeout,
-			MaxStreams: uint32(s.cfg.Doors.GRPCMaxStreams)})
+			MaxStreams: uint32(s.cfg.Doors.GRPCMaxStreams), CloseConn: gln.closeRemote})
 		opts = append(opts, s.grpcGuard.ServerOptions()...)
 		if s.cert != nil {
 			opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*s.cert}, MinVersion: tls.VersionTLS12})))
@@ -179,6 +179,9 @@ func (s *Server) closeFrontDoors(ctx context.Context) {
 		case <-ctx.Done():
 			s.grpc.Stop()
 		}
+	}
+	if s.grpcGuard != nil {
+		s.grpcGuard.Close()
 	}
 	if s.http != nil {
 		s.http.Shutdown(ctx)

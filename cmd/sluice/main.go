@@ -101,7 +101,7 @@ func run(args []string) error {
 	fs.IntVar(&doors.GRPCMaxConns, "grpc-max-conns", doors.GRPCMaxConns, "most connections --grpc-addr holds at once; more are closed at once")
 	fs.DurationVar(&doors.GRPCHandshakeTimeout, "grpc-handshake-timeout", doors.GRPCHandshakeTimeout, "longest time a new gRPC connection may take to finish its HTTP/2 handshake")
 	fs.DurationVar(&doors.GRPCIdleTimeout, "grpc-idle-timeout", doors.GRPCIdleTimeout, "close a gRPC connection with no call in flight for this long")
-	fs.DurationVar(&doors.GRPCReadTimeout, "grpc-read-timeout", doors.GRPCReadTimeout, "longest time a gRPC call may take, after its headers, to send its request message")
+	fs.DurationVar(&doors.GRPCReadTimeout, "grpc-read-timeout", doors.GRPCReadTimeout, "longest time a gRPC call may take, after its headers, to send its request message; past it its connection is closed")
 	fs.IntVar(&doors.GRPCMaxStreams, "grpc-max-streams", doors.GRPCMaxStreams, "most calls in flight on one gRPC connection (HTTP/2 max concurrent streams)")
 	fs.BoolVar(&cfg.MetricsAuth, "metrics-auth", cfg.MetricsAuth, "/metrics asks for --requirepass (Bearer or Basic) like the status page; /healthz and /readyz stay open")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "host:port for HTTP: Prometheus /metrics, the rate limit service's POST /json and GET /healthcheck (empty: off)")
