@@ -72,10 +72,14 @@ for round in $(seq "$ROUNDS"); do
 	fi
 done
 
-echo "== medians over $ROUNDS rounds (requests or calls per second)"
-median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
+echo "== medians over $ROUNDS rounds (requests or calls per second), and the median of each round's ratio"
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 for what in resp-P1 resp-P16 grpc-c50; do
 	n=$(awk -v w="$what" '$1 == "new" && $2 == w {print $3}' "$results" | median)
 	b=$(awk -v w="$what" '$1 == "base" && $2 == w {print $3}' "$results" | median)
-	printf "%-9s new %8d  base %8d  ratio %s\n" "$what" "$n" "$b" "$(awk -v a="$n" -v b="$b" 'BEGIN {printf "%.3f", a / b}')"
+	# The i-th new and the i-th base measurement of a kind are one round's pair.
+	pairs=$(awk -v w="$what" '$2 == w && $1 == "new" {n[++i] = $3} $2 == w && $1 == "base" {b[++j] = $3}
+		END {for (k = 1; k <= i; k++) printf "%.3f\n", n[k] / b[k]}' "$results")
+	printf "%-9s new %8d  base %8d  ratio of medians %s  median ratio %s (rounds: %s)\n" "$what" "$n" "$b" \
+		"$(awk -v a="$n" -v b="$b" 'BEGIN {printf "%.3f", a / b}')" "$(echo "$pairs" | median)" "$(echo $pairs)"
 done
