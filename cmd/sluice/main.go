@@ -60,22 +60,8 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.LoopSpin, "loop-spin", cfg.LoopSpin, "how long an idle event loop polls before it parks (0 to 1ms)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.BoolVar(&cfg.EnableDebugCommand, "enable-debug-command", cfg.EnableDebugCommand, "allow DEBUG CLOCK (tests only)")
-	fs.Func("maxmemory", "memory limit: bytes, or with kb, mb, gb (k, m, g: powers of 1000), as in redis.conf; over it commands that would store more answer -OOM (0: no limit)", func(v string) error {
-		n, ok := memsize.Parse(v)
-		if !ok {
-			return fmt.Errorf("%q: want bytes, or a number with kb, mb or gb", v)
-		}
-		cfg.MaxMemory = n
-		return nil
-	})
-	fs.Func("maxmemory-clients", "budget of every client's buffers together; past it the largest is closed (0: a quarter of --maxmemory, at least 32mb, or 128mb without one)", func(v string) error {
-		n, ok := memsize.Parse(v)
-		if !ok {
-			return fmt.Errorf("%q: want bytes, or a number with kb, mb or gb", v)
-		}
-		cfg.MaxMemoryClients = n
-		return nil
-	})
+	memoryFlag(fs, &cfg.MaxMemory, "maxmemory", "memory limit: bytes, or with kb, mb, gb (k, m, g: powers of 1000), as in redis.conf; over it commands that would store more answer -OOM (0: no limit)")
+	memoryFlag(fs, &cfg.MaxMemoryClients, "maxmemory-clients", "budget of every client's buffers together; past it the largest is closed (0: a quarter of --maxmemory, at least 32mb, or 128mb without one)")
 	fs.DurationVar(&cfg.AuthTimeout, "auth-timeout", cfg.AuthTimeout, "with --requirepass, close a connection not authenticated this long after it connected (0: never)")
 	fs.IntVar(&cfg.MaxClients, "maxclients", cfg.MaxClients, "most client connections at once")
 	fs.Func("timeout", "close connections idle this long, whole seconds: a number (as in redis.conf) or a duration such as 5m (0: never)", func(v string) error {
@@ -369,4 +355,17 @@ wait:
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// memoryFlag defines a flag taking a memory size as redis.conf writes one
+// (100mb, 2gb) into dst.
+func memoryFlag(fs *flag.FlagSet, dst *int64, name, usage string) {
+	fs.Func(name, usage, func(v string) error {
+		n, ok := memsize.Parse(v)
+		if !ok {
+			return fmt.Errorf("%q: want bytes, or a number with kb, mb or gb", v)
+		}
+		*dst = n
+		return nil
+	})
 }
