@@ -274,10 +274,29 @@ func (d *NodeDecider) pipe(addr string) *pipeliner {
 	// pipeliners are few; the connections of nodes no longer leading idle
 	// out.
 	c := redis.NewClient(&redis.Options{
-		Addr: addr, Password: d.fwdOpts.Password, Protocol: 2, Dialer: dial, DialerRetries: 1,
+		Addr: addr, Protocol: 2, Dialer: dial, DialerRetries: 1,
 		MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: d.fwdOpts.Timeout, WriteTimeout: time.Second,
 		ContextTimeoutEnabled: true, MinIdleConns: 1, DisableIdentity: true,
 		PoolSize: forwardPipelines, ConnMaxIdleTime: time.Minute,
+		// A node that turns a connection away (maxclients) answers before
+		// it reads anything and closes; a call written on that connection
+		// would fail unread, but as a write error, indistinguishable from
+		// one lost after it was read. A first round trip (AUTH, or PING
+		// without a password) meets the refusal while no call has been
+		// sent: whatever it fails with, the calls were not sent.
+		OnConnect: func(ctx context.Context, cn *redis.Conn) error {
+			var err error
+			if pw := d.fwdOpts.Password; pw != "" {
+				err = cn.Do(ctx, "AUTH", pw).Err()
+			} else {
+				err = cn.Ping(ctx).Err()
+			}
+			if err != nil {
+				// go-redis hands the caller this error unwrapped once.
+				return fmt.Errorf("rls: the connection's first round trip: %w", notSent{err})
+			}
+			return nil
+		},
 	})
 	p := newPipeliner(c, d.fwdOpts.Timeout)
 	d.fwd[addr] = p

@@ -1,10 +1,12 @@
 package tests
 
 import (
+	"bufio"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -157,5 +159,42 @@ func TestRLSForwardOverTLS(t *testing.T) {
 	})
 	if n := len(remaining); remaining[n-1] != remaining[n-2]-1 {
 		t.Fatalf("remaining %v: the forwarded calls did not count on one counter", remaining)
+	}
+}
+
+// A follower forwarding to a leader whose maxclients is full is turned
+// away before the leader reads the call: the caller gets UNAVAILABLE
+// (nothing charged, safe to retry), never UNKNOWN, and the counter did not
+// move.
+func TestRLSForwardRefusedAtTheLeadersDoorIsUnavailable(t *testing.T) {
+	cl, grpcAddrs := startRLSCluster(t)
+	leader := cl.Leader()
+	fi := indexOf(cl, cl.Followers(leader)[0])
+	viaFollower, _ := rlsClient(t, grpcAddrs[fi])
+	admin := leader.Client()
+	connected := infoInt(t, admin, "clients", "connected_clients")
+	if err := admin.ConfigSet(ctx(t), "maxclients", strconv.FormatInt(connected+5, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	held := holdConns(t, leader.Addr, 20, []byte("PING\r\n"), func(r *bufio.Reader) bool {
+		l, err := r.ReadString('\n')
+		return err == nil && l == "+PONG\r\n"
+	})
+	if len(held) == 0 {
+		t.Fatal("no connection held the leader's free slots")
+	}
+	for range 3 {
+		_, err := viaFollower.ShouldRateLimit(ctx(t), rlsRequest("edge", 1, "path=/refused"))
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("a call forwarded to a leader with maxclients full: %v (want UNAVAILABLE)", err)
+		}
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	eventually(t, "the leader has room again", func() bool { return admin.Ping(ctx(t)).Err() == nil })
+	r, err := admin.Do(ctx(t), "RL.CHECK", "edge", "COST", 0, "DESCRIPTOR", "path", "/refused").Slice()
+	if err != nil || r[1].(int64) != r[2].(int64) {
+		t.Fatalf("the refused calls' counter: %v %v (want untouched)", r, err)
 	}
 }
