@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/machine"
+
+	"github.com/sluice-rl/sluice/memberauth"
 )
 
 // Errors the node returns; the command layer turns them into replies.
@@ -114,6 +116,12 @@ type Config struct {
 	// instead of their Raft address (a tunnel, a NAT, or a test proxy that
 	// cuts the link); the Raft configuration keeps the real addresses.
 	DialVia map[string]string
+	// Secret, when set (at least 16 bytes, --cluster-secret-file), makes
+	// every Raft connection prove on both ends that they hold it before
+	// Raft hears anything (package memberauth): a process without it
+	// cannot append, vote or send a snapshot. A StreamLayer given above
+	// proves membership itself (raftmux).
+	Secret []byte
 	// Log receives the node's events; nil discards.
 	Log *slog.Logger
 }
@@ -176,6 +184,11 @@ func (c *Config) Validate() error {
 		{"log sync interval", c.LogSyncInterval}} {
 		if d.v < 0 {
 			return fmt.Errorf("%w: the %s must not be negative (%s)", ErrConfig, d.name, d.v)
+		}
+	}
+	if c.Secret != nil {
+		if err := memberauth.Check(c.Secret); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout && c.HeartbeatTimeout != 0 {
@@ -284,8 +297,17 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 			return nil, fmt.Errorf("cluster: raft address %s: %w", self.RaftAddr, err)
 		}
 		var tcp *raft.NetworkTransport
-		if cfg.StreamLayer != nil {
-			tcp = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: cfg.StreamLayer,
+		stream := cfg.StreamLayer
+		if stream == nil && cfg.Secret != nil {
+			plain, err := memberauth.ListenTCP(self.RaftAddr, addr)
+			if err != nil {
+				closer.Close()
+				return nil, fmt.Errorf("cluster: listen for Raft on %s: %w", self.RaftAddr, err)
+			}
+			stream = memberauth.Wrap(plain, cfg.Secret, "raft", cfg.Log)
+		}
+		if stream != nil {
+			tcp = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream,
 				ServerAddressProvider: dialVia{n}, Logger: hlog, MaxPool: 3, Timeout: 5 * time.Second})
 		} else if tcp, err = raft.NewTCPTransportWithConfig(self.RaftAddr, addr, &raft.NetworkTransportConfig{
 			ServerAddressProvider: dialVia{n}, Logger: hlog, MaxPool: 3, Timeout: 5 * time.Second}); err != nil {

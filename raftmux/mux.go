@@ -7,7 +7,9 @@
 //
 // The header is one byte of length and the group's id (1 to 255 bytes). A
 // connection that does not send it within HeaderTimeout, or names a group
-// this process does not host, is closed.
+// this process does not host, is closed. With a cluster secret, both ends
+// then prove they hold it (package memberauth, bound to the group) before
+// the group's Raft hears anything.
 package raftmux
 
 import (
@@ -20,6 +22,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/memberauth"
 )
 
 // HeaderTimeout bounds how long an accepted connection may take to name
@@ -38,6 +42,7 @@ var (
 // Mux is one Raft listener shared by groups.
 type Mux struct {
 	ln     net.Listener
+	secret []byte
 	log    *slog.Logger
 	mu     sync.Mutex
 	layers map[string]*Layer
@@ -45,8 +50,14 @@ type Mux struct {
 	wg     sync.WaitGroup
 }
 
-// Listen listens for Raft on addr.
-func Listen(addr string, log *slog.Logger) (*Mux, error) {
+// Listen listens for Raft on addr; secret (nil: none) is the cluster's,
+// which every connection must prove (memberauth.Check must hold).
+func Listen(addr string, secret []byte, log *slog.Logger) (*Mux, error) {
+	if secret != nil {
+		if err := memberauth.Check(secret); err != nil {
+			return nil, err
+		}
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("raftmux: listen on %s: %w", addr, err)
@@ -54,7 +65,7 @@ func Listen(addr string, log *slog.Logger) (*Mux, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Mux{ln: ln, log: log, layers: map[string]*Layer{}, done: make(chan struct{})}
+	m := &Mux{ln: ln, secret: secret, log: log, layers: map[string]*Layer{}, done: make(chan struct{})}
 	m.wg.Add(1)
 	go m.serve()
 	return m, nil
@@ -131,6 +142,13 @@ func (m *Mux) route(c net.Conn) {
 		c.Close()
 		return
 	}
+	if m.secret != nil {
+		if err := memberauth.Accept(c, m.secret, purpose(l.group)); err != nil {
+			m.log.Warn("raftmux: a connection did not prove cluster membership; closed", "group", l.group, "from", c.RemoteAddr().String())
+			c.Close()
+			return
+		}
+	}
 	select {
 	case l.conns <- c:
 	case <-l.closed:
@@ -190,5 +208,14 @@ func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 		return nil, err
 	}
 	c.SetWriteDeadline(time.Time{})
+	if s := l.mux.secret; s != nil {
+		if err := memberauth.Dial(c, s, purpose(l.group)); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	return c, nil
 }
+
+// purpose binds a membership proof to the group a connection carries.
+func purpose(group string) string { return "raft/" + group }

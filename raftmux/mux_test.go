@@ -18,7 +18,7 @@ import (
 // A connection reaches the layer of the group it names, and only it; one
 // naming a group not hosted is closed.
 func TestRoutesByGroup(t *testing.T) {
-	m, err := Listen("127.0.0.1:0", nil)
+	m, err := Listen("127.0.0.1:0", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestRoutesByGroup(t *testing.T) {
 func TestGroupsShareOnePort(t *testing.T) {
 	var muxes []*Mux
 	for range 3 {
-		m, err := Listen("127.0.0.1:0", nil)
+		m, err := Listen("127.0.0.1:0", nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,5 +124,48 @@ func TestGroupsShareOnePort(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	}
+}
+
+// With a cluster secret, a group's layer gets only connections that proved
+// it for that group: a mux with another secret is refused on both ends.
+func TestSecretGuardsTheLayers(t *testing.T) {
+	secret := []byte("sixteen bytes at least, shared")
+	m, err := Listen("127.0.0.1:0", secret, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	a, _ := m.Layer("a")
+	stranger, err := Listen("127.0.0.1:0", []byte("another secret of some length"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	sa, _ := stranger.Layer("a")
+	if _, err := sa.Dial(raft.ServerAddress(m.Addr().String()), time.Second); err == nil {
+		t.Fatal("a dialer with another secret got through")
+	}
+	member, err := Listen("127.0.0.1:0", secret, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	ma, _ := member.Layer("a")
+	go func() {
+		if c, err := ma.Dial(raft.ServerAddress(m.Addr().String()), time.Second); err == nil {
+			c.Write([]byte("hello a"))
+			c.Close()
+		}
+	}()
+	c, err := a.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := io.ReadAll(c); string(got) != "hello a" {
+		t.Fatalf("read %q", got)
+	}
+	if _, err := Listen("127.0.0.1:0", []byte("short"), nil); err == nil {
+		t.Fatal("a short secret was taken")
 	}
 }

@@ -185,6 +185,11 @@ type Replication struct {
 	// listener of its own: a process hosting members of several groups
 	// shares one Raft port among them (package raftmux).
 	StreamLayer raft.StreamLayer
+	// Secret is the cluster's secret (--cluster-secret-file; nil: none):
+	// every Raft connection proves it on both ends first (see
+	// cluster.Config.Secret). Without one the Raft port trusts its
+	// network, and the log says so when it listens beyond loopback.
+	Secret []byte
 }
 
 // Enabled reports whether the server is a replicated node.
@@ -321,6 +326,9 @@ func (c Config) Validate() error {
 	if c.SweepGrace < 0 {
 		return fmt.Errorf("%w: sweep grace %v < 0", ErrConfig, c.SweepGrace)
 	}
+	if r := c.Replication; r.Secret != nil && !r.Enabled() {
+		return fmt.Errorf("%w: --cluster-secret-file is for a cluster's members (--peers, --cluster-map or --cluster-join)", ErrConfig)
+	}
 	if r := c.Replication; r.Enabled() || r.NodeID != "" {
 		if !r.Enabled() {
 			return fmt.Errorf("%w: --node-id needs --peers", ErrConfig)
@@ -346,7 +354,7 @@ func (r Replication) clusterConfig(dataDir string) cluster.Config {
 		CommitTimeout: r.CommitTimeout, ApplyTimeout: r.ApplyTimeout,
 		SnapshotInterval: r.SnapshotInterval, SnapshotThreshold: r.SnapshotThreshold, DialVia: r.DialVia,
 		TickInterval: r.TickInterval, LogSyncInterval: r.LogSyncInterval, ClockCatchUp: r.ClockCatchUp,
-		StreamLayer: r.StreamLayer,
+		StreamLayer: r.StreamLayer, Secret: r.Secret,
 	}
 }
 

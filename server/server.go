@@ -197,6 +197,25 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 	return s, nil
 }
 
+// warnOpenMemberPort says so when the Raft port listens beyond loopback
+// without a cluster secret: anyone who reaches it can take part in Raft.
+func (s *Server) warnOpenMemberPort() {
+	r := s.cfg.Replication
+	if r.Secret != nil {
+		return
+	}
+	for _, p := range r.Peers {
+		if p.ID != r.NodeID {
+			continue
+		}
+		host, _, err := net.SplitHostPort(p.RaftAddr)
+		if ip := net.ParseIP(host); err == nil && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
+			s.log.Warn("the Raft port listens beyond loopback without --cluster-secret-file: whoever reaches it can take part in the cluster's Raft; give every member the same secret file, or keep the port on a network only members reach",
+				"raft_addr", p.RaftAddr)
+		}
+	}
+}
+
 // startNode makes this server a member of its Raft cluster: the state
 // comes from the Raft snapshot and log (no quota store, no snapshot file),
 // machine commands go through the log, and topology replies describe the
@@ -204,6 +223,7 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 func (s *Server) startNode() error {
 	cc := s.cfg.Replication.clusterConfig(s.cfg.DataDir)
 	cc.Log = s.log
+	s.warnOpenMemberPort()
 	n, err := cluster.NewNode(cc, s.env.Machine)
 	if err != nil {
 		return err

@@ -44,11 +44,13 @@ func TestGroupsShareOneRaftPort(t *testing.T) {
 	if err := os.WriteFile(mapPath, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The shared Raft port proves membership too (--cluster-secret-file).
+	secret := writeSecret(t, "the hosted groups' shared secret")
 	procs := make([]*Server, n)
 	for p := range n {
 		s := &Server{t: t, Addr: client[0][p], DataDir: t.TempDir()}
 		s.Args = []string{"--enable-debug-command", "--data-dir", s.DataDir, "--cluster-map", mapPath,
-			"--node-id", fmt.Sprintf("g1n%d,g2n%d,g3n%d", p+1, p+1, p+1)}
+			"--node-id", fmt.Sprintf("g1n%d,g2n%d,g3n%d", p+1, p+1, p+1), "--cluster-secret-file", secret}
 		s.Start()
 		t.Cleanup(s.Kill)
 		procs[p] = s

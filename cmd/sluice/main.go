@@ -50,6 +50,7 @@ func run(args []string) error {
 	version := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&cfg.RequirePass, "requirepass", cfg.RequirePass, "password clients must AUTH with (empty: no AUTH)")
 	passFile := fs.String("requirepass-file", "", "read the AUTH password from this file (first line)")
+	secretFile := fs.String("cluster-secret-file", "", "a file holding the cluster's secret (at least 16 bytes; the same file on every member): every Raft connection proves it on both ends before Raft hears anything")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", cfg.TLSCertFile, "PEM certificate: serve --addr over TLS (with --tls-key-file)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", cfg.TLSKeyFile, "PEM private key for --tls-cert-file")
 	fs.BoolVar(&cfg.ProtectedMode, "protected-mode", cfg.ProtectedMode, "refuse non-loopback clients while no password is set")
@@ -220,6 +221,17 @@ func run(args []string) error {
 			return fmt.Errorf("requirepass file %s: first line is empty", *passFile)
 		}
 	}
+	if *secretFile != "" {
+		b, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return fmt.Errorf("cluster secret file: %w", err)
+		}
+		// A trailing newline is an editor's, not the secret's.
+		rep.Secret = []byte(strings.TrimRight(string(b), "\r\n"))
+		if len(rep.Secret) < 16 {
+			return fmt.Errorf("cluster secret file %s: %d bytes; a secret is at least 16", *secretFile, len(rep.Secret))
+		}
+	}
 	level, err := server.ParseLogLevel(cfg.LogLevel)
 	if err != nil {
 		return err
@@ -290,7 +302,7 @@ func hostedConfigs(base server.Config, ids []string, log *slog.Logger) ([]server
 		c.Replication.NodeID, c.Replication.Peers = id, g.Members
 		cfgs = append(cfgs, c)
 	}
-	mux, err := raftmux.Listen(raftAddr, log)
+	mux, err := raftmux.Listen(raftAddr, base.Replication.Secret, log)
 	if err != nil {
 		return nil, nil, err
 	}

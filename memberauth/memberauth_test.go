@@ -1,0 +1,193 @@
+package memberauth
+
+import (
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+var (
+	secret = []byte("0123456789abcdef-the-cluster")
+	other  = []byte("0123456789abcdef-another-one")
+)
+
+// both runs the two sides over a pipe and returns their errors.
+func both(dSecret, aSecret []byte, dPurpose, aPurpose string) (dial, accept error) {
+	d, a := net.Pipe()
+	defer d.Close()
+	defer a.Close()
+	done := make(chan error, 1)
+	go func() {
+		err := Accept(a, aSecret, aPurpose)
+		if err != nil {
+			a.Close() // as the callers do: nothing more crosses it
+		}
+		done <- err
+	}()
+	dial = Dial(d, dSecret, dPurpose)
+	if dial != nil {
+		d.Close()
+	}
+	return dial, <-done
+}
+
+func TestHandshake(t *testing.T) {
+	if d, a := both(secret, secret, "raft/g1", "raft/g1"); d != nil || a != nil {
+		t.Fatalf("the same secret: dial %v, accept %v", d, a)
+	}
+	for _, tc := range []struct {
+		name           string
+		ds, as         []byte
+		dp, ap         string
+		dialerRefuses  bool
+		acceptorRefuse bool
+	}{
+		{"the acceptor lacks the secret", secret, other, "raft/g1", "raft/g1", true, true},
+		{"the dialer lacks the secret", other, secret, "raft/g1", "raft/g1", true, true},
+		{"another group's connection", secret, secret, "raft/g1", "raft/g2", true, true},
+	} {
+		d, a := both(tc.ds, tc.as, tc.dp, tc.ap)
+		if !errors.Is(d, ErrRefused) || !errors.Is(a, ErrRefused) {
+			t.Fatalf("%s: dial %v, accept %v", tc.name, d, a)
+		}
+	}
+	if err := Dial(nil, []byte("short"), "x"); !errors.Is(err, ErrSecret) {
+		t.Fatalf("a short secret: %v", err)
+	}
+}
+
+// recordDialer runs an honest dialer against a fake acceptor that answers
+// as a real one would, and returns what the dialer sent in its two
+// messages (for replays and cuts).
+func recordDialer(t *testing.T) (helloMsg, proof []byte) {
+	t.Helper()
+	d, a := net.Pipe()
+	defer d.Close()
+	defer a.Close()
+	got := make(chan [2][]byte, 1)
+	go func() {
+		var h [helloLen]byte
+		io.ReadFull(a, h[:])
+		nd, _ := readHello(h[:])
+		na := make([]byte, nonceLen)
+		a.Write(append(hello(na), mac(secret, "acceptor", "p", nd, na)...))
+		var m [macLen]byte
+		io.ReadFull(a, m[:])
+		got <- [2][]byte{h[:], m[:]}
+	}()
+	if err := Dial(d, secret, "p"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	return r[0], r[1]
+}
+
+// Every cut or changed byte of what a dialer sends is refused by the
+// acceptor, and a recorded proof does not open another connection (the
+// acceptor's nonce is new each time).
+func TestEveryCutOrFlippedByteIsRefused(t *testing.T) {
+	helloMsg, proof := recordDialer(t)
+	stream := append(append([]byte{}, helloMsg...), proof...)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	try := func(b []byte) error {
+		d, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		a, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		d.Write(b)
+		d.(*net.TCPConn).CloseWrite() // and nothing more
+		return Accept(a, secret, "p")
+	}
+	if err := try(stream); !errors.Is(err, ErrRefused) {
+		t.Fatalf("a replayed handshake: %v", err)
+	}
+	for cut := range len(stream) {
+		if err := try(stream[:cut]); !errors.Is(err, ErrRefused) {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+	}
+	for i := range helloLen - nonceLen { // the magic and the version
+		b := append([]byte{}, stream...)
+		b[i] ^= 0x40
+		if err := try(b); !errors.Is(err, ErrRefused) {
+			t.Fatalf("byte %d flipped: %v", i, err)
+		}
+	}
+}
+
+// A Layer hands Raft only the connections that proved membership: one
+// that sends anything else is closed unserved, and a dialer with the
+// secret gets through.
+func TestLayer(t *testing.T) {
+	inner, err := ListenTCP("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Wrap(inner, secret, "raft/g1", nil)
+	defer l.Close()
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	raw, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Write([]byte("\x01\x00\x00\x00 an appendEntries, say, from a stranger......"))
+	raw.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, raw); err != nil {
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("the stranger's connection was not closed: %v", err)
+		}
+	}
+	outsider := Wrap(mustTCP(t), other, "raft/g1", nil)
+	defer outsider.Close()
+	if _, err := outsider.Dial(raft.ServerAddress(l.Addr().String()), time.Second); !errors.Is(err, ErrRefused) {
+		t.Fatalf("a dialer with another secret: %v", err)
+	}
+	member := Wrap(mustTCP(t), secret, "raft/g1", nil)
+	defer member.Close()
+	c, err := member.Dial(raft.ServerAddress(l.Addr().String()), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	select {
+	case got := <-accepted:
+		got.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the member's connection was not accepted")
+	}
+	if len(accepted) != 0 {
+		t.Fatal("a connection that did not prove membership was accepted")
+	}
+}
+
+func mustTCP(t *testing.T) *TCPLayer {
+	t.Helper()
+	l, err := ListenTCP("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}

@@ -1,0 +1,97 @@
+package tests
+
+import (
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeSecret(t *testing.T, secret string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Issue #44 (the member port's secret): with --cluster-secret-file, members
+// that share the secret form the cluster and fail over as before; a
+// connection to a Raft port that does not prove membership is closed
+// before Raft hears it; a member with another secret takes no part (it
+// never gets an entry, and the others say why).
+func TestClusterSecretGuardsRaft(t *testing.T) {
+	secret := writeSecret(t, "a cluster secret of some length")
+	wrong := writeSecret(t, "not this cluster's secret at all")
+	cl := NewCluster(t, 3)
+	cl.Start(func(i int, _ []string) []string {
+		if i == 2 {
+			return []string{"--cluster-secret-file", wrong}
+		}
+		return []string{"--cluster-secret-file", secret}
+	})
+	leader := cl.Leader()
+	if leader == cl.Nodes[2] {
+		t.Fatal("the member with another secret leads")
+	}
+	if err := leader.Client().Do(ctx(t), "CL.THROTTLE", "guarded", 5, 10, 60).Err(); err != nil {
+		t.Fatalf("a write with two members of three sharing the secret: %v", err)
+	}
+	want := digestOf(t, leader)
+	for _, s := range cl.Followers(leader) {
+		if s == cl.Nodes[2] {
+			continue
+		}
+		eventually(t, "the other member with the secret applies the write", func() bool { return digestOf(t, s) == want })
+	}
+	if got := digestOf(t, cl.Nodes[2]); got == want {
+		t.Fatal("the member with another secret holds the write")
+	}
+	eventually(t, "the members say a connection did not prove membership", func() bool {
+		return strings.Contains(leader.Logs(), "did not prove cluster membership")
+	})
+
+	// A stranger on a Raft port is closed unheard.
+	raw, err := net.Dial("tcp", cl.RaftAddrs[indexOf(cl, leader)])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.Write([]byte("\x00\x00\x00\x00\x00\x00\x00\x00\x00 a request vote, say"))
+	raw.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, raw); err != nil {
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatal("a connection without the secret was kept open")
+		}
+	}
+
+	// Given the secret, the third member catches up, and the three fail
+	// over as before.
+	cl.Nodes[2].Stop()
+	cl.Nodes[2].Args = replaceArg(cl.Nodes[2].Args, "--cluster-secret-file", secret)
+	cl.Nodes[2].Start()
+	eventually(t, "the member, given the secret, catches up", func() bool { return digestOf(t, cl.Nodes[2]) == want })
+	leader.Kill()
+	next := cl.Leader()
+	if next == leader {
+		t.Fatal("no new leader")
+	}
+	if err := next.Client().Do(ctx(t), "CL.THROTTLE", "guarded", 5, 10, 60).Err(); err != nil {
+		t.Fatalf("a write after the failover: %v", err)
+	}
+}
+
+// replaceArg is args with the value after flag replaced.
+func replaceArg(args []string, flag, value string) []string {
+	out := append([]string{}, args...)
+	for i := range out {
+		if out[i] == flag && i+1 < len(out) {
+			out[i+1] = value
+		}
+	}
+	return out
+}
