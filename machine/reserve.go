@@ -2,6 +2,7 @@ package machine
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
@@ -117,7 +118,9 @@ func runReserve(x *exec, args [][]byte) {
 	case errors.As(err, &fenced) && resp.EqualFold(args[0], "rl.reserve"):
 		// A reservation is kept, and settled, by its domain's group: its
 		// counters must be there too (a check's parts are split instead).
-		x.fail(string(fenced) + "; RL.RESERVE's counters must all be in its domain's group: reservations across groups are not supported yet (RL.CHECK is)")
+		// Asking again does not help: CROSSSLOT, not the check's TRYAGAIN.
+		detail, _, _ := strings.Cut(strings.TrimPrefix(string(fenced), "TRYAGAIN "), ":")
+		x.fail("CROSSSLOT " + detail + "; RL.RESERVE's counters must all be in its domain's group: reservations across groups are not supported yet (RL.CHECK is)")
 		return
 	case err != nil:
 		x.error(err)
