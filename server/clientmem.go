@@ -9,8 +9,10 @@ import "runtime/debug"
 // fast as they come (output.unsent, summed in Server.clientBytes as they
 // are queued and sent: nothing is counted while sockets take replies at
 // once) and, for the connection running a batch, the replies the batch has
-// built so far. Past the budget the connection holding the most is closed
-// and its replies dropped.
+// built so far, and the request a connection is still receiving past the
+// read buffer's usual size (a large bulk, as Redis counts query buffers).
+// Past the budget the connection holding the most is closed and its
+// replies dropped.
 
 // overClientBudget reports whether the connection's batch, with every
 // client's queued replies, passes maxmemory-clients. It runs after each
@@ -48,8 +50,9 @@ func (s *Server) closeLargestClient(self *connState) bool {
 	return false
 }
 
-// largestClient is the connection other than self holding the most queued
-// replies, and how many bytes; nil when none holds any.
+// largestClient is the connection other than self holding the most
+// (queued replies and a large request being received), and how many
+// bytes; nil when none holds any.
 func (s *Server) largestClient(self *connState) (*connState, int) {
 	var largest *connState
 	most := 0
@@ -57,11 +60,43 @@ func (s *Server) largestClient(self *connState) (*connState, int) {
 		if cs == self || cs.reg.killed.Load() {
 			continue
 		}
-		if n := cs.out.queuedBytes(); n > most {
+		if n := cs.out.queuedBytes() + int(cs.reg.requestBytes.Load()); n > most {
 			largest, most = cs, n
 		}
 	}
 	return largest, most
+}
+
+// countRequestBuffer follows the size of a connection's read buffer past
+// its usual size into the clients' total, after each read; a connection
+// receiving a request larger than the budget is closed like one that does
+// not read its replies.
+func (s *Server) countRequestBuffer(cs *connState) {
+	if cs.reg.killed.Load() {
+		return // closed, its count released (evictClient)
+	}
+	size := int64(cs.framer.Size())
+	if size <= requestBufferFree {
+		size = 0
+	}
+	if d := size - cs.reg.requestBytes.Load(); d != 0 {
+		cs.reg.requestBytes.Store(size)
+		if s.clientBytes.Add(d) > s.env.MaxMemoryClients() && d > 0 {
+			s.evictOverBudget()
+		}
+	}
+}
+
+// requestBufferFree is the read buffer a connection holds without its being
+// counted: the framer keeps up to this much between requests.
+const requestBufferFree = 64 << 10
+
+// releaseRequestBuffer takes a closed connection's request buffer out of the
+// clients' total.
+func (s *Server) releaseRequestBuffer(cs *connState) {
+	if n := cs.reg.requestBytes.Swap(0); n != 0 {
+		s.clientBytes.Add(-n)
+	}
 }
 
 // evictClient closes cs, which holds bytes of the total, from a goroutine
@@ -77,6 +112,7 @@ func (s *Server) evictClient(cs *connState, bytes int, total int64) {
 	cs.out.abandon()
 	cs.reg.nc.Close()
 	s.clients.uncount(cs)
+	s.releaseRequestBuffer(cs) // its loop drops the buffer as it sees the close
 	s.giveBack(bytes)
 }
 

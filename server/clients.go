@@ -49,6 +49,9 @@ type connReg struct {
 	// unauthenticated: the connection is in Server.unauthenticated (a
 	// password is set and it has not given it; preauth.go).
 	unauthenticated atomic.Bool
+	// requestBytes is the read buffer counted in Server.clientBytes: a
+	// large request being received (clientmem.go).
+	requestBytes atomic.Int64
 
 	seenCmd *commands.Command
 	seenAt  int64

@@ -146,6 +146,7 @@ func (s *Server) closeConn(cs *connState) {
 	cs.nc.Close()
 	cs.out.wait() // the writer goroutine, if any, fails on the closed socket
 	cs.out.release()
+	s.releaseRequestBuffer(cs)
 	s.countInput(cs)
 }
 

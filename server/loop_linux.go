@@ -191,6 +191,7 @@ func (l *eventLoop) arrive(cs *connState) {
 func (l *eventLoop) serve(cs *connState) {
 	s := l.s
 	n, err := cs.framer.Fill(cs.rd)
+	s.countRequestBuffer(cs)
 	if n > 0 {
 		cs.inBytes += n
 		cs.lastIO = s.monotonic()

@@ -245,3 +245,39 @@ func TestKeysPastTheClientBudgetIsRefused(t *testing.T) {
 		t.Fatalf("the connection after the refused KEYS: %v", err)
 	}
 }
+
+// Issue #43: a request still being received counts in maxmemory-clients
+// too, as Redis counts query buffers: a client sending a 300 MB bulk under
+// a 64 MB budget is closed when its buffer passes it, and RSS stays far
+// below what it sent.
+func TestALargeRequestCountsInTheClientBudget(t *testing.T) {
+	s := StartPlainServer(t, "--maxmemory-clients", "64mb")
+	c := s.Client()
+	nc, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const size = 300 << 20
+	fmt.Fprintf(nc, "*2\r\n$4\r\nECHO\r\n$%d\r\n", size)
+	chunk := make([]byte, 1<<20)
+	sent := 0
+	for sent < size {
+		nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		n, err := nc.Write(chunk)
+		sent += n
+		if err != nil {
+			break // closed by the server
+		}
+	}
+	if sent >= size {
+		t.Fatalf("the server took all %d MB of an unfinished request under a 64 MB client budget", size>>20)
+	}
+	eventually(t, "the client is counted evicted", func() bool { return infoInt(t, c, "stats", "evicted_clients") >= 1 })
+	if rss := processRSS(t, s.cmd.Process.Pid); rss > 250<<20 {
+		t.Fatalf("RSS %d MB after a request cut at 64 MB", rss>>20)
+	}
+	if got := infoInt(t, c, "memory", "used_memory_clients"); got > 1<<20 {
+		eventually(t, "used_memory_clients back near zero", func() bool { return infoInt(t, c, "memory", "used_memory_clients") <= 1<<20 })
+	}
+}

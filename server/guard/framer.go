@@ -63,6 +63,9 @@ func (f *Framer) Fill(rd io.Reader) (int, error) {
 	return n, err
 }
 
+// Size is the read buffer's size: what the connection's requests hold now.
+func (f *Framer) Size() int { return cap(f.buf) }
+
 // Buffered reports whether read bytes wait to be parsed.
 func (f *Framer) Buffered() bool { return f.r < f.w }
 
