@@ -60,7 +60,7 @@ func TestLoadNodeIDRejectsCorruptFiles(t *testing.T) {
 
 func TestShardIDIsStableAndDistinct(t *testing.T) {
 	a, b := strings.Repeat("a", 40), strings.Repeat("b", 40)
-	if ShardID(a) != ShardID(a) || ShardID(a) == ShardID(b) || !ValidNodeID(ShardID(a)) {
+	if again := ShardID(strings.Clone(a)); ShardID(a) != again || ShardID(a) == ShardID(b) || !ValidNodeID(ShardID(a)) {
 		t.Fatalf("ShardID(a)=%q ShardID(b)=%q", ShardID(a), ShardID(b))
 	}
 }

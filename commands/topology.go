@@ -234,7 +234,7 @@ func runClusterNodes(c *Ctx, _ [][]byte) {
 		for _, r := range sh.ranges {
 			slots = append(slots, strconv.Itoa(r[0])+"-"+strconv.Itoa(r[1]))
 		}
-		if sh.nodes != nil && len(sh.nodes) > 0 && sh.nodes[0].self {
+		if len(sh.nodes) > 0 && sh.nodes[0].self {
 			slots = append(slots, c.migrationMarks(shards, sh.group, now)...)
 		}
 		for _, n := range sh.nodes {

@@ -71,7 +71,6 @@ type Record struct {
 type snapshotWriter struct {
 	w       *bufio.Writer
 	crc     hash.Hash32
-	buf     []byte
 	records uint64
 	bytes   int64
 }

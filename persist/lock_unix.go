@@ -32,7 +32,8 @@ func lockPIDFile(path, dir string) (io.Closer, error) {
 		return nil, fmt.Errorf("persist: lock data directory %s: %w", dir, err)
 	}
 	// The lock is held; the id is for the error above and for operators.
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

@@ -89,10 +89,6 @@ func main() {
 			other = append(other, k)
 		}
 	}
-	type sample struct {
-		d      time.Duration
-		during bool
-	}
 	var phase atomic.Int32 // 0 before, 1 during, 2 after, 3 stopping
 	var stop atomic.Bool
 	var mu sync.Mutex
