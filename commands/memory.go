@@ -26,16 +26,23 @@ type Memory struct {
 // maxmemory.
 const ErrOOM = "OOM command not allowed when used memory > 'maxmemory'."
 
-// heapLive is the runtime metric of the heap's live bytes.
-const heapLive = "/gc/heap/live:bytes"
+// The runtime metrics of the heap's live bytes (as the last collection
+// marked them) and of its objects (live and not yet collected), which
+// stands in until the first collection.
+const (
+	heapLive    = "/gc/heap/live:bytes"
+	heapObjects = "/memory/classes/heap/objects:bytes"
+)
 
 // MemoryUse reads used_memory now: the heap's live bytes and the
 // keyspace's off-heap bytes.
 func (e *Env) MemoryUse() (used, heap, offHeap int64) {
-	s := []metrics.Sample{{Name: heapLive}}
+	s := []metrics.Sample{{Name: heapLive}, {Name: heapObjects}}
 	metrics.Read(s)
-	if s[0].Value.Kind() == metrics.KindUint64 {
-		heap = int64(s[0].Value.Uint64())
+	for _, m := range s {
+		if heap == 0 && m.Value.Kind() == metrics.KindUint64 {
+			heap = int64(m.Value.Uint64())
+		}
 	}
 	offHeap = e.Machine.Keys().OffHeap().Allocated
 	return heap + offHeap, heap, offHeap
