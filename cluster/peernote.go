@@ -186,8 +186,14 @@ func (n *Node) noteMaxAge() time.Duration { return 3 * max(n.cfg.TickInterval, p
 // siblingState is member m (neither this node nor the leader) as the
 // leader's last note describes it.
 func (n *Node) siblingState(m Member) PeerState {
-	p := PeerState{Member: m, LastContact: -1}
 	s, age, ok := n.notes.lookup(m.ID, n.raft.CurrentTerm(), n.noteMaxAge())
+	return notedState(m, s, age, ok)
+}
+
+// notedState is member m as a note age old describes it (ok: the note
+// names it): its last contact has aged with the note.
+func notedState(m Member, s peerNoted, age time.Duration, ok bool) PeerState {
+	p := PeerState{Member: m, LastContact: -1}
 	if !ok {
 		return p
 	}

@@ -67,3 +67,20 @@ func TestPeerNotesKeepOnlyLiveNews(t *testing.T) {
 		t.Fatal("a member the note does not name is known")
 	}
 }
+
+// A sibling's last contact, as a follower tells it, is the leader's
+// figure aged by how old the note is; a member never heard from stays
+// never; one the note does not name is unknown.
+func TestNotedStateAgesWithItsNote(t *testing.T) {
+	m := Member{ID: "n3"}
+	p := notedState(m, peerNoted{online: true, contact: 1500 * time.Millisecond, match: 4}, 2*time.Second, true)
+	if !p.Known || !p.Online || p.MatchIndex != 4 || p.LastContact != 3500*time.Millisecond {
+		t.Fatalf("a note 2 s old of a contact 1.5 s before it: %+v", p)
+	}
+	if p := notedState(m, peerNoted{contact: -1}, time.Second, true); p.LastContact != -1 || !p.Known {
+		t.Fatalf("never heard from: %+v", p)
+	}
+	if p := notedState(m, peerNoted{online: true}, time.Second, false); p.Known || p.Online || p.LastContact != -1 {
+		t.Fatalf("not named: %+v", p)
+	}
+}

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -106,5 +107,43 @@ func TestFencing(t *testing.T) {
 				t.Fatal("nil without an error")
 			}
 		}
+	}
+}
+
+// A held reservation whose counter's slot the group no longer owns is not
+// settled here: the settle is refused (CROSSSLOT: asking again does not
+// help) and the counter, which another group now keeps, is not touched.
+func TestSettleOfAReservationWhoseCounterMovedIsFenced(t *testing.T) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules)
+	domainSlot := slot.Of([]byte("rl:{llm}#reservation:r"))
+	var v string
+	for i := 0; ; i++ {
+		v = "v" + strings.Repeat("x", i)
+		if s := slot.Of([]byte(counterKey(m, "llm", "fixed", v))); s != domainSlot {
+			break
+		}
+	}
+	counter := slot.Of([]byte(counterKey(m, "llm", "fixed", v)))
+	if got := do(m, t0, "RL.RESERVE", "llm", "r", "60", "COST", "5", "DESCRIPTOR", "fixed", v); !strings.HasPrefix(got, "*7\r\n:0") {
+		t.Fatalf("RL.RESERVE: %q", got)
+	}
+	// The group's slots, less the counter's.
+	var ranges []string
+	if counter > 0 {
+		ranges = append(ranges, "0-"+strconv.Itoa(counter-1))
+	}
+	if counter < slot.Count-1 {
+		ranges = append(ranges, strconv.Itoa(counter+1)+"-"+strconv.Itoa(slot.Count-1))
+	}
+	if got := do(m, t0+1, append([]string{"SLUICE.OWN", "2"}, ranges...)...); got != "+OK\r\n" {
+		t.Fatalf("SLUICE.OWN without slot %d: %q", counter, got)
+	}
+	before := do(m, t0+2, "DEBUG", "DIGEST")
+	if got := do(m, t0+2, "RL.SETTLE", "llm", "r", "0"); !strings.HasPrefix(got, "-CROSSSLOT the check's counters are not all in this group's slots") {
+		t.Fatalf("RL.SETTLE with the counter's slot gone: %q", got)
+	}
+	if after := do(m, t0+2, "DEBUG", "DIGEST"); after != before {
+		t.Fatal("a refused settle changed the state")
 	}
 }

@@ -29,7 +29,7 @@ func TestKeysDeclaredOnce(t *testing.T) {
 		if len(c.Keys(words(ex...))) == 0 && c.slots == nil {
 			continue // keyless
 		}
-		for _, v := range keyVariants {
+		for _, v := range append(keyVariants, distinctKeys) {
 			args := withKey(c, ex, v)
 			for _, inTx := range []bool{false, true} {
 				m := New(Options{})
@@ -95,15 +95,27 @@ func TestKeysDeclaredOnce(t *testing.T) {
 	}
 }
 
+// distinctKeys, as withKey's key, gives every key position a key of its
+// own slot (k0, k1, … are in different slots), so a declaration that
+// reports or locks only some of a command's keys shows.
+const distinctKeys = "\x01distinct"
+
 // withKey is the example call of c with every key replaced by key (all
-// of RL.CHECKALL's limits on it, with one algorithm).
+// of RL.CHECKALL's limits on it, with one algorithm), or by keys of
+// distinct slots (distinctKeys).
 func withKey(c *Command, ex []string, key string) []string {
+	keyAt := func(n int) string {
+		if key == distinctKeys {
+			return "k" + strconv.Itoa(n)
+		}
+		return key
+	}
 	if c.Name == "rl.checkall" {
-		return []string{"RL.CHECKALL", "LIMIT", key, "GCRA", "1", "2", "3", "LIMIT", key, "GCRA", "4", "5", "6"}
+		return []string{"RL.CHECKALL", "LIMIT", keyAt(0), "GCRA", "1", "2", "3", "LIMIT", keyAt(1), "GCRA", "4", "5", "6"}
 	}
 	args := slices.Clone(ex)
-	for _, i := range c.Keys(words(ex...)) {
-		args[i] = key
+	for n, i := range c.Keys(words(ex...)) {
+		args[i] = keyAt(n)
 	}
 	return args
 }

@@ -3,6 +3,7 @@ package machine
 import (
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -64,6 +65,15 @@ func TestPartReserveKeepCancelOfShouldRateLimit(t *testing.T) {
 	d := compact(t, do(m, t0+4e9, "RL.PART", "DECIDE", rules, "RL.SHOULDRATELIMIT", "another", "2", "1", "-", "-", "-", "key2", "a"))
 	if d != `1 | 1 20 minute "" 15 56 0 20 60` {
 		t.Fatalf("decide: %s", d)
+	}
+	// The ttl is exact: held until its last nanosecond, gone at it.
+	for i, at := range []int64{1e9 - 1, 1e9} {
+		id, start := "p"+strconv.Itoa(3+i), t0+int64(10+i)*1e9
+		do(m, start, "RL.PART", "RESERVE", rules, id, "1", "RL.SHOULDRATELIMIT", "another", "1", "1", "1", "-", "-", "key2", "a")
+		got := do(m, start+at, "RL.PART", "CANCEL", "another", id)
+		if held := got != "$-1\r\n"; held != (at < 1e9) {
+			t.Fatalf("a cancel %d ns after a 1 s part: %q", at, got)
+		}
 	}
 }
 

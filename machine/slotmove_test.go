@@ -240,3 +240,31 @@ func TestJobShowUntil(t *testing.T) {
 		t.Fatalf("first encoding: %v %+v", err, back)
 	}
 }
+
+// An import replaces whatever the target still held in the slots it takes
+// (records of an earlier stay, or from before it fenced by a map): after
+// it the target's slots hold exactly the export. An import the target's
+// epoch has passed is a repeat only if the target owns all of its slots;
+// owning some of them is not enough.
+func TestImportReplacesLeftoversAndRepeatsOnlyWhole(t *testing.T) {
+	src, dst := New(Options{}), New(Options{})
+	stale := keyInSlot(10) + "stale"
+	do(dst, t0, "CL.THROTTLE", stale, "4", "10", "60") // before dst fenced by a map
+	do(src, t0, "SLUICE.OWN", "1", "0-8191")
+	do(dst, t0, "SLUICE.OWN", "1", "8192-16383")
+	do(src, t0, "CL.THROTTLE", keyInSlot(10), "4", "10", "60")
+	do(src, t0, "SLUICE.JOB", "ADD", "j1", "g2", "a", "b", "0-99")
+	exp := moveOnce(t, src, dst, t0+1, "j1", 2, "0-49")
+	if d, k, _ := dst.DigestSlots(0, 49); d != exp.Digest || k != exp.Keys {
+		t.Fatalf("after the import the target's slots hold %d records (digest %s), the export %d (%s): leftovers stayed", k, d, exp.Keys, exp.Digest)
+	}
+	// dst owns 0-49 at epoch 2; an epoch-2 import of 0-99 is stale, not a
+	// repeat (it owns only half of it).
+	wide, err := src.ExportSlots([][2]int{{0, 99}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := do(dst, t0+2, "SLUICE.IMPORT", "2", wide.Digest, string(wide.Payload), "0-99"); !strings.HasPrefix(got, "-"+StaleEpochPrefix) {
+		t.Fatalf("an import of slots the target owns only some of, at an epoch it passed: %q", got)
+	}
+}
