@@ -78,6 +78,12 @@ type GuardConfig struct {
 	// CloseConn closes the connection a peer address names (the door's
 	// listener knows them); nil: overdue streams are only counted.
 	CloseConn func(remote net.Addr) bool
+	// CallBegins, when set, counts a call on its connection and returns
+	// what to tell when the call ends (nil: not tracked), so the door
+	// never closes a connection with a call being decided or answered;
+	// closing refuses the call (UNAVAILABLE: nothing done) on a
+	// connection being closed for a newer one.
+	CallBegins func(remote net.Addr) (call Call, closing bool)
 	// MaxMessageBytes bounds a request message (default 2 MiB: the
 	// largest request the request limits allow, 256 entries of a 1 KiB key
 	// and a 4 KiB value, is 1.3 MB; grpc-go's own default is 4 MiB).
@@ -101,6 +107,12 @@ func (c GuardConfig) withDefaults() GuardConfig {
 		c.MaxMessageBytes = 2 << 20
 	}
 	return c
+}
+
+// Call is a call counted on its connection (GuardConfig.CallBegins).
+type Call interface {
+	// End says the call's handler returned.
+	End()
 }
 
 // NewGuard returns a guard with cfg's zero fields defaulted; Close stops
@@ -156,6 +168,7 @@ func (g *Guard) sweep(now int64) {
 	for _, w := range overdue {
 		if w.done.CompareAndSwap(false, true) {
 			w.waiting.Add(-1)
+			w.ended()
 			g.overdue.Add(1)
 			if g.cfg.CloseConn != nil && w.remote != nil {
 				g.cfg.CloseConn(w.remote)
@@ -193,6 +206,7 @@ func needsPassword(method string) bool {
 var (
 	errGuardUnauthenticated = status.Error(codes.Unauthenticated, "sluice: this rate limit service needs authorization: Bearer <password>")
 	errGuardBusy            = status.Error(codes.ResourceExhausted, "sluice: too many calls waiting for their request; try again")
+	errGuardClosing         = status.Error(codes.Unavailable, "sluice: this connection is being closed for a newer one; call again")
 )
 
 // tap runs on the transport's goroutine for each new stream, before the
@@ -222,6 +236,14 @@ func (g *Guard) tap(ctx context.Context, info *tap.Info) (context.Context, error
 	if p, ok := peer.FromContext(ctx); ok {
 		w.remote = p.Addr
 	}
+	if g.cfg.CallBegins != nil && w.remote != nil {
+		var closing bool
+		if w.call, closing = g.cfg.CallBegins(w.remote); closing {
+			waiting.Add(-1)
+			g.refused.Add(1)
+			return nil, errGuardClosing
+		}
+	}
 	g.mu.Lock()
 	g.waits = append(g.waits, w)
 	g.mu.Unlock()
@@ -236,14 +258,27 @@ type bodyWait struct {
 	// start is when its headers came (Unix ns); remote its peer.
 	start  int64
 	remote net.Addr
-	done   atomic.Bool
+	// call is the call as its connection counts it (nil: not tracked),
+	// ended when the handler returns or the call is found overdue.
+	call Call
+	done atomic.Bool
 }
 
 type bodyWaitKey struct{}
 
-func (w *bodyWait) arrived() {
+// arrived ends the wait; false if the sweep ended it first.
+func (w *bodyWait) arrived() bool {
 	if w.done.CompareAndSwap(false, true) {
 		w.waiting.Add(-1)
+		return true
+	}
+	return false
+}
+
+// ended takes the call off its connection's count.
+func (w *bodyWait) ended() {
+	if w.call != nil {
+		w.call.End()
 	}
 }
 
@@ -255,8 +290,8 @@ func waitOf(ctx context.Context) *bodyWait {
 // unary runs once a unary call's request message has been read: the wait
 // is over.
 func (g *Guard) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if w := waitOf(ctx); w != nil {
-		w.arrived()
+	if w := waitOf(ctx); w != nil && w.arrived() {
+		defer w.ended()
 	}
 	return h(ctx, req)
 }
@@ -268,20 +303,36 @@ func (g *Guard) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, 
 	if w == nil {
 		return h(srv, ss)
 	}
-	defer w.arrived() // the call ended without a message
-	return h(srv, &firstMessage{ServerStream: ss, w: w})
+	defer func() {
+		if w.arrived() { // the call ended without a message
+			w.ended()
+		}
+	}()
+	f := &firstMessage{ServerStream: ss, w: w}
+	defer f.end()
+	return h(srv, f)
 }
 
 // firstMessage ends its stream's body wait when the first message arrives.
 type firstMessage struct {
 	grpc.ServerStream
 	w *bodyWait
+	// counted: the first message came, the call is in flight.
+	counted bool
 }
 
 func (f *firstMessage) RecvMsg(m any) error {
 	err := f.ServerStream.RecvMsg(m)
-	if err == nil {
-		f.w.arrived()
+	if err == nil && f.w.arrived() {
+		f.counted = true
 	}
 	return err
+}
+
+// end takes a streaming call that got its first message off its
+// connection's count.
+func (f *firstMessage) end() {
+	if f.counted {
+		f.w.ended()
+	}
 }

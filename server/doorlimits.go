@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-rl/sluice/rls"
 )
 
 // DoorLimits bound the HTTP and gRPC listeners: how many connections each
@@ -84,9 +86,9 @@ func (d DoorLimits) Validate() error {
 // cannot lock out a client that is talking, and the descriptors held never
 // pass the cap. A busy connection — one whose request is being read or
 // decided (see cappedConn.state) — is never closed: its caller would not
-// know whether it was charged. Only a listener that refuses (the HTTP
-// door's) tracks busy connections; the gRPC door's are all taken as idle,
-// as grpc-go does not say which connection has a call in flight. When every connection is
+// know whether it was charged. The HTTP door marks a connection busy from
+// the first byte of a request until its response is written; the gRPC
+// door while it has a call in flight (its guard counts them, callBegins). When every connection is
 // busy, the new one is refused instead (refuse: HTTP answers it 503 with
 // Retry-After).
 type cappedListener struct {
@@ -98,8 +100,11 @@ type cappedListener struct {
 
 	mu    sync.Mutex
 	conns map[*cappedConn]struct{}
-	// byRemote finds a connection by its peer's address (closeRemote).
+	// byRemote finds a connection by its peer's address (closeRemote);
+	// byAddr by the address value itself, without formatting it, for a
+	// lookup per call (callBegins).
 	byRemote map[string]*cappedConn
+	byAddr   sync.Map
 	// evicted counts connections closed to make room for a new one;
 	// refused those turned away because every connection was busy.
 	evicted, refused atomic.Int64
@@ -153,6 +158,7 @@ func (l *cappedListener) Accept() (net.Conn, error) {
 		}
 		l.conns[cc] = struct{}{}
 		l.byRemote[c.RemoteAddr().String()] = cc
+		l.byAddr.Store(c.RemoteAddr(), cc)
 		l.mu.Unlock()
 		if victim != nil {
 			l.evicted.Add(1)
@@ -165,21 +171,69 @@ func (l *cappedListener) Accept() (net.Conn, error) {
 // victim is the connection silent longest among those not busy, marked
 // evicted, or nil. l.mu is held.
 func (l *cappedListener) victim() *cappedConn {
+	var busy map[*cappedConn]bool // found busy on a second look
+	now := time.Now().UnixNano()
 	for {
 		var victim *cappedConn
 		for o := range l.conns {
-			if o.state.Load() != connIdle {
+			if o.state.Load() != connIdle || o.busyWithCalls(now) || busy[o] {
 				continue
 			}
 			if victim == nil || o.lastRead.Load() < victim.lastRead.Load() {
 				victim = o
 			}
 		}
-		// It may have read a request since: then look again.
-		if victim == nil || victim.state.CompareAndSwap(connIdle, connEvicted) {
-			return victim
+		if victim == nil {
+			return nil
 		}
+		// It may have read a request, or begun a call, since: then look
+		// again. A call that begins after the mark sees it (callBegins).
+		if victim.state.CompareAndSwap(connIdle, connEvicted) {
+			if !victim.busyWithCalls(now) {
+				return victim
+			}
+			victim.state.Store(connIdle)
+		}
+		if busy == nil {
+			busy = map[*cappedConn]bool{}
+		}
+		busy[victim] = true
 	}
+}
+
+// callBegins counts a call on the connection from remote (the gRPC door's
+// guard asks, per call) and returns the connection, to End the call; nil
+// when the listener holds no such connection. closing: the connection is
+// being closed for a newer one, and the call must not start on it.
+func (l *cappedListener) callBegins(remote net.Addr) (call rls.Call, closing bool) {
+	v, ok := l.byAddr.Load(remote)
+	if !ok {
+		return nil, false
+	}
+	c := v.(*cappedConn)
+	c.inflight.Add(1)
+	if c.state.Load() == connEvicted {
+		c.inflight.Add(-1)
+		return nil, true
+	}
+	return c, false
+}
+
+// End takes a call off the connection's count. Its answer is written after
+// the handler returns, so the connection stays busy for answerGrace more.
+func (c *cappedConn) End() {
+	c.lastCall.Store(time.Now().UnixNano())
+	c.inflight.Add(-1)
+}
+
+// answerGrace is how long after a call's handler returned its connection
+// still counts as busy: grpc-go writes the answer after, from its own
+// goroutine.
+const answerGrace = time.Second
+
+// busyWithCalls reports a connection with a call in flight or just answered.
+func (c *cappedConn) busyWithCalls(now int64) bool {
+	return c.inflight.Load() > 0 || now-c.lastCall.Load() < int64(answerGrace)
 }
 
 // open is how many connections the listener holds.
@@ -195,6 +249,10 @@ type cappedConn struct {
 	net.Conn
 	l        *cappedListener
 	lastRead atomic.Int64
+	// inflight counts the gRPC calls under way on it (callBegins), and
+	// lastCall is when the last one's handler returned (Unix ns): a
+	// connection with one, or one just answered, is busy.
+	inflight, lastCall atomic.Int64
 	// state is connIdle, connBusy or connEvicted. A read that brings bytes
 	// makes an idle connection busy; the HTTP server makes it idle again
 	// once the response is written (markIdle). Eviction takes only an
@@ -233,6 +291,7 @@ func (l *cappedListener) forget(c *cappedConn) {
 	if k := c.RemoteAddr().String(); l.byRemote[k] == c {
 		delete(l.byRemote, k)
 	}
+	l.byAddr.CompareAndDelete(c.RemoteAddr(), c)
 }
 
 // closeRemote closes the connection from remote, if the listener holds

@@ -66,7 +66,7 @@ func (s *Server) listenFrontDoors() error {
 		// waits for its body; streams per connection, header bytes and
 		// streams waiting for a body are bounded (rls.Guard).
 		s.grpcGuard = rls.NewGuard(rls.GuardConfig{Password: s.cfg.RequirePass, BodyTimeout: s.cfg.Doors.GRPCReadTimeout,
-			MaxStreams: uint32(s.cfg.Doors.GRPCMaxStreams), CloseConn: gln.closeRemote})
+			MaxStreams: uint32(s.cfg.Doors.GRPCMaxStreams), CloseConn: gln.closeRemote, CallBegins: gln.callBegins})
 		opts = append(opts, s.grpcGuard.ServerOptions()...)
 		if s.cert != nil {
 			opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*s.cert}, MinVersion: tls.VersionTLS12})))
