@@ -33,6 +33,35 @@
 //   - Check parses a command without the state, exactly as its apply
 //     would, so a replicated node logs only well-formed commands.
 //
+// # Where things are
+//
+//   - The machine and its apply: machine.go (Apply, Check, Advance, Sweep),
+//     exec.go (one apply: its instant, its slot locks), command.go (the
+//     command table: arity, keys, slots), recover.go (a panic as a reply),
+//     tx.go (EXEC of a MULTI), undo.go (all limits charged or none),
+//     durable.go (what must reach disk), freeze.go (a point-in-time view
+//     for snapshots), migrate.go (records of older versions on restore).
+//   - The limiters, one file a family: gcra.go (CL.THROTTLE), window.go
+//     (SW/FW.CHECK), conc.go (CONC.*), quota.go (QUOTA.*), checkall.go
+//     (RL.CHECKALL), keys.go (DEL, EXISTS, TTL …).
+//   - Rules and policy checks: policy.go (RL.CHECK), decide.go and
+//     multicheck.go (planning and deciding several limits at one instant),
+//     rls.go (RL.SHOULDRATELIMIT, Envoy's request), policy_admin.go and
+//     policy_state.go (RL.RULES, RL.OVERRIDE, RL.SCALE and their state),
+//     result.go (the typed results the doors format).
+//   - Reservations: reserve.go (RL.RESERVE, RL.SETTLE, RL.CANCEL and the
+//     never-lax refunds), reservation.go (the held record).
+//   - Placement in a sharded cluster: fence.go (the group's ownership: the
+//     slots its log owns, refused otherwise), slotjobs.go and slotmove.go
+//     (slot migration jobs: cut, import, moved, and the slots' export),
+//     groups.go (the groups added to a running cluster), part.go (a group's
+//     part of a check across groups: RL.PART).
+//   - Memory: stores.go (whether a command would add a record, for
+//     maxmemory).
+//   - Encodings and reading: kinds.go (each kind's TYPE name and snapshot
+//     encoding), digest.go (DEBUG DIGEST), inline.go, zones.go, debug.go,
+//     reply_read.go (a reply read back into a typed result).
+//
 // The connection and server surface (CLIENT, CONFIG, INFO, HELLO, AUTH,
 // COMMAND, DEBUG …) lives in package commands and never reaches the
 // machine. Kinds, their TYPE names and their snapshot encodings are paired
