@@ -100,11 +100,10 @@ type cappedListener struct {
 
 	mu    sync.Mutex
 	conns map[*cappedConn]struct{}
-	// byRemote finds a connection by its peer's address (closeRemote);
-	// byAddr by the address value itself, without formatting it, for a
-	// lookup per call (callBegins).
-	byRemote map[string]*cappedConn
-	byAddr   sync.Map
+	// byAddr finds a connection by its peer's address value (the one
+	// RemoteAddr returns, which grpc-go hands on as the call's peer),
+	// without formatting it: a lookup per call (callBegins, closeRemote).
+	byAddr sync.Map
 	// evicted counts connections closed to make room for a new one;
 	// refused those turned away because every connection was busy.
 	evicted, refused atomic.Int64
@@ -133,7 +132,7 @@ func (l *cappedListener) turnAway(c net.Conn) {
 }
 
 func newCappedListener(ln net.Listener, max int) *cappedListener {
-	return &cappedListener{Listener: ln, max: max, conns: make(map[*cappedConn]struct{}, max), byRemote: map[string]*cappedConn{}}
+	return &cappedListener{Listener: ln, max: max, conns: make(map[*cappedConn]struct{}, max)}
 }
 
 func (l *cappedListener) Accept() (net.Conn, error) {
@@ -157,7 +156,6 @@ func (l *cappedListener) Accept() (net.Conn, error) {
 			l.forget(victim)
 		}
 		l.conns[cc] = struct{}{}
-		l.byRemote[c.RemoteAddr().String()] = cc
 		l.byAddr.Store(c.RemoteAddr(), cc)
 		l.mu.Unlock()
 		if victim != nil {
@@ -288,22 +286,17 @@ func (c *cappedConn) Close() error {
 // forget takes c out of the listener's sets; l.mu is held.
 func (l *cappedListener) forget(c *cappedConn) {
 	delete(l.conns, c)
-	if k := c.RemoteAddr().String(); l.byRemote[k] == c {
-		delete(l.byRemote, k)
-	}
 	l.byAddr.CompareAndDelete(c.RemoteAddr(), c)
 }
 
 // closeRemote closes the connection from remote, if the listener holds
 // one (the gRPC guard's cut of a client whose stream sent no request).
 func (l *cappedListener) closeRemote(remote net.Addr) bool {
-	l.mu.Lock()
-	c := l.byRemote[remote.String()]
-	l.mu.Unlock()
-	if c == nil {
+	v, ok := l.byAddr.Load(remote)
+	if !ok {
 		return false
 	}
-	c.Close()
+	v.(*cappedConn).Close()
 	return true
 }
 

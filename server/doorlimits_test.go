@@ -1,8 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"io"
 	"net"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -110,4 +113,22 @@ func eventuallyTrue(t *testing.T, cond func() bool) {
 		}
 	}
 	t.Fatal("condition not reached")
+}
+
+// The HTTP door's refusal at its cap is a whole HTTP response a client can
+// read: 503, Retry-After, its body as long as it says.
+func TestRefuseHTTPIsAWholeResponse(t *testing.T) {
+	srv, cli := net.Pipe()
+	go refuseHTTP(srv)
+	go cli.Write([]byte("POST /json HTTP/1.1\r\nHost: sluice\r\nContent-Length: 2\r\n\r\n{}"))
+	cli.SetReadDeadline(time.Now().Add(5 * time.Second))
+	r, err := http.ReadResponse(bufio.NewReader(cli), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil || r.StatusCode != 503 || r.Header.Get("Retry-After") != "1" || int64(len(body)) != r.ContentLength ||
+		!strings.Contains(string(body), "too many HTTP connections") {
+		t.Fatalf("refusal: %d %v %q (%d of %d bytes) %v", r.StatusCode, r.Header, body, len(body), r.ContentLength, err)
+	}
 }

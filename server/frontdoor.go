@@ -79,6 +79,14 @@ func (s *Server) listenFrontDoors() error {
 		opts = append(opts, grpc.ForceServerCodecV2(rls.Codec()))
 		s.grpc = grpc.NewServer(opts...)
 		s.rls.Register(s.grpc)
+		reg.MustRegister(doorCounters("grpc", gln)...)
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_grpc_calls_refused_total",
+				Help: "gRPC calls the door refused on their headers: without the password, past the budget of calls waiting for their request, or on a connection being closed."},
+				func() float64 { return float64(s.grpcGuard.Refused()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_grpc_calls_overdue_total",
+				Help: "gRPC calls that sent no request within --grpc-read-timeout (their connection was closed)."},
+				func() float64 { return float64(s.grpcGuard.Overdue()) }))
 		go s.grpc.Serve(gln)
 		s.log.Info("rate limit service (gRPC)", "addr", gln.Addr().String())
 	}
@@ -127,6 +135,7 @@ func (s *Server) listenFrontDoors() error {
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: min(5*time.Second, d.HTTPReadTimeout),
 			ReadTimeout: d.HTTPReadTimeout, WriteTimeout: d.HTTPWriteTimeout, IdleTimeout: d.HTTPIdleTimeout,
 			ConnState: markIdle}
+		reg.MustRegister(doorCounters("http", hln)...)
 		go s.http.Serve(hln)
 		s.log.Info("http endpoint", "addr", hln.Addr().String())
 	}
@@ -194,3 +203,17 @@ func (s *Server) closeFrontDoors(ctx context.Context) {
 // grpcStreamWorkers is how many goroutines serve gRPC calls (more calls at
 // once get a goroutine each, as without workers).
 const grpcStreamWorkers = 64
+
+// doorCounters are a door's connection counts at its cap: closed for a
+// newer one, and turned away because every connection was busy.
+func doorCounters(door string, l *cappedListener) []prometheus.Collector {
+	labels := prometheus.Labels{"door": door}
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_door_connections_evicted_total", ConstLabels: labels,
+			Help: "Idle connections a door closed at its cap to take a newer one."},
+			func() float64 { return float64(l.evicted.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_door_connections_refused_total", ConstLabels: labels,
+			Help: "New connections a door turned away at its cap because every connection was busy."},
+			func() float64 { return float64(l.refused.Load()) }),
+	}
+}

@@ -186,8 +186,9 @@ func rssOf(t *testing.T, c *redis.Client) int64 {
 // is refused; an authenticated ShouldRateLimit is answered throughout.
 func TestGRPCStreamsBeforeTheirBody(t *testing.T) {
 	rules := writeRules(t, "edge.yaml", rlsClusterRules)
-	grpcAddr := freeAddr(t)
-	s := startLimited(t, 400, "--requirepass", "s3cret", "--rules", rules, "--grpc-addr", grpcAddr, "--grpc-read-timeout", "2s")
+	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+	s := startLimited(t, 400, "--requirepass", "s3cret", "--rules", rules, "--grpc-addr", grpcAddr, "--grpc-read-timeout", "2s",
+		"--http-addr", httpAddr)
 	c := s.Client(func(o *redis.Options) { o.Password = "s3cret" })
 	defer c.Close()
 	before := rssOf(t, c)
@@ -242,6 +243,12 @@ func TestGRPCStreamsBeforeTheirBody(t *testing.T) {
 		}
 	}
 	t.Logf("connections with streams that sent no body cut after %v", time.Since(start))
+	if v := metricValue(t, httpAddr, "sluice_grpc_calls_refused_total"); v < 20_000+2000-1024 {
+		t.Fatalf("sluice_grpc_calls_refused_total %v, want at least %d", v, 20_000+2000-1024)
+	}
+	if v := metricValue(t, httpAddr, "sluice_grpc_calls_overdue_total"); v < 1024 {
+		t.Fatalf("sluice_grpc_calls_overdue_total %v, want the 1024 held calls", v)
+	}
 	if _, err := client.ShouldRateLimit(cctx, rlsRequest("edge", 1, "path=/in")); err != nil {
 		t.Fatalf("ShouldRateLimit after the held streams ended: %v", err)
 	}

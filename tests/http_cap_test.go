@@ -80,8 +80,8 @@ func TestHTTPDoorAtItsCapLosesNoAnswer(t *testing.T) {
 // loss at 1 in 2,000 rather than asserting none.
 func TestGRPCDoorAtItsCapLosesNoAnswer(t *testing.T) {
 	rules := writeRules(t, "cap.yaml", "domain: cap\ndescriptors:\n  - key: path\n    rate_limit: {unit: day, requests_per_unit: 100000000}\n")
-	grpcAddr := freeAddr(t)
-	s := StartServer(t, "--rules", rules, "--grpc-addr", grpcAddr, "--grpc-max-conns", "8")
+	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+	s := StartServer(t, "--rules", rules, "--grpc-addr", grpcAddr, "--grpc-max-conns", "8", "--http-addr", httpAddr)
 	var ok, failed atomic.Int64
 	var mu sync.Mutex
 	codesSeen := map[string]int{}
@@ -120,5 +120,8 @@ func TestGRPCDoorAtItsCapLosesNoAnswer(t *testing.T) {
 	}
 	if lost := charged - ok.Load(); lost < 0 || lost*2000 > ok.Load() {
 		t.Fatalf("%d charged but %d callers were answered OK: %d charged calls lost their answer", charged, ok.Load(), lost)
+	}
+	if v := metricValue(t, httpAddr, `sluice_door_connections_refused_total{door="grpc"}`); v <= 0 {
+		t.Fatalf("sluice_door_connections_refused_total{door=\"grpc\"} after connections were turned away: %v", v)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-rl/sluice/shardmap"
 
 	"github.com/sluice-rl/sluice/internal/memsize"
+	"github.com/sluice-rl/sluice/memberauth"
 )
 
 func main() {
@@ -228,8 +229,8 @@ func run(args []string) error {
 		}
 		// A trailing newline is an editor's, not the secret's.
 		rep.Secret = []byte(strings.TrimRight(string(b), "\r\n"))
-		if len(rep.Secret) < 16 {
-			return fmt.Errorf("cluster secret file %s: %d bytes; a secret is at least 16", *secretFile, len(rep.Secret))
+		if len(rep.Secret) < memberauth.MinSecret {
+			return fmt.Errorf("cluster secret file %s: %d bytes; a secret is at least %d", *secretFile, len(rep.Secret), memberauth.MinSecret)
 		}
 	}
 	level, err := server.ParseLogLevel(cfg.LogLevel)
