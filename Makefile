@@ -14,7 +14,7 @@ HTTP    ?=
 export GOFLAGS := -tags=vtprotobuf $(GOFLAGS)
 
 .DEFAULT_GOAL := help
-.PHONY: help build run cluster cluster-stop provision test test-go test-node check-dashboards check-rls bench fmt lint
+.PHONY: help build run cluster cluster-stop provision test test-go test-node check-dashboards check-rls bench fmt lint proto
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -e 's|$$(ADDR)|$(ADDR)|g' -e 's|$$(DATA)|$(DATA)|g' -e 's|$$(PORT)|$(PORT)|g' \
@@ -51,6 +51,9 @@ check-dashboards: ## the Grafana dashboard and alert rules against a real Promet
 
 check-rls: ## the rate limit service against envoyproxy/ratelimit built from its module (needs redis-server)
 	./scripts/check_rls_reference.sh
+
+proto: ## regenerate the member messages' Go code (memberpb/member.pb.go) from member.proto
+	cd scripts/protogen && go run . ../../memberpb/member.proto
 
 bench: build ## Go benchmarks, then redis-benchmark against sluice and redis-server
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -2,10 +2,13 @@ package commands
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/member"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/shardmap"
 	"github.com/sluice-rl/sluice/slot"
@@ -166,4 +169,48 @@ func (r Replicated) ApplyOne(args [][]byte) ([]byte, error) {
 	}
 	reply, _ := get(0)
 	return reply, nil
+}
+
+// ApplyForMember applies a command another member sent (a check's part, a
+// slot's import; package member) through this group's log and returns its
+// reply: only the commands members send each other, checked as a client's
+// are before they enter the log. Its errors wrap member's sentinels; a
+// not-leader one comes with the leader's client address this node knows.
+func (r Replicated) ApplyForMember(args [][]byte) (reply []byte, leader string, err error) {
+	m := r.Node.Machine()
+	cmd := m.Lookup(args[0])
+	switch {
+	case cmd == nil || !cmd.FromMember():
+		return nil, "", fmt.Errorf("%w: %q is not a command members send", member.ErrRefused, resp.Clip(args[0], 64))
+	case !cmd.ArityOK(len(args)):
+		return nil, "", fmt.Errorf("%w: wrong number of arguments for %s", member.ErrRefused, cmd.Name)
+	}
+	if bad := cmd.Check(m, args); bad != "" {
+		return nil, "", fmt.Errorf("%w: %s", member.ErrRefused, bad)
+	}
+	reply, ok, err := r.ApplyHere(args)
+	switch {
+	case !ok && err == nil:
+		_, leader, _ := r.Node.Leader()
+		return nil, leader, member.ErrNotLeader
+	case errors.Is(err, cluster.ErrNotApplied), errors.Is(err, cluster.ErrTransferring):
+		return nil, "", fmt.Errorf("%w: %w", member.ErrNotApplied, err)
+	case err != nil:
+		return nil, "", fmt.Errorf("%w: %w", member.ErrUnknownOutcome, err)
+	}
+	return reply, "", nil
+}
+
+// Report is what this member knows of its group, for the other groups'
+// members (member.Report): whether it leads, its log's time, and the
+// slots and migrations its group's log holds — what INFO cluster shows
+// people.
+func (r Replicated) Report(now time.Time) member.Report {
+	m := r.Node.Machine()
+	rep := member.Report{Leader: r.Node.Serving(), LogTime: m.Applied()}
+	if o := m.Owned(); o != nil {
+		rep.Fenced = true
+		rep.Slots = shardmap.Report{Epoch: o.Epoch, Ranges: o.SlotRanges(), Jobs: ownJobViews(o, now)}
+	}
+	return rep
 }

@@ -300,8 +300,8 @@ func (e *Env) decided(cmd *Command, args [][]byte, out machine.Outcome, answered
 func machineCommands(m *machine.Machine) []*Command {
 	var cmds []*Command
 	for _, mc := range m.Commands() {
-		if mc.Internal() {
-			continue
+		if mc.Internal() || mc.FromMember() {
+			continue // no client door knows them
 		}
 		cmds = append(cmds, &Command{
 			Name: mc.Name, Arity: mc.Arity, Flags: mc.Flags,

@@ -28,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/member"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/shardmap"
 )
@@ -64,6 +65,12 @@ type Config struct {
 	// over TLS when TLS is set).
 	Caller Caller
 	TLS    *tls.Config
+	// Members, when set, carries what only members send each other (a
+	// check's parts, a slot's import: machine.Command.FromMember) on the
+	// member port instead of Caller; MemberAt says where the member whose
+	// client address it is takes them.
+	Members  Members
+	MemberAt func(clientAddr string) (member.Addr, bool)
 	// Local, when set, applies a command for this member's own group here,
 	// through its log, instead of over a connection to itself: it returns
 	// the reply, or ok false when this member cannot (it does not lead;
@@ -73,7 +80,8 @@ type Config struct {
 	// Timeout bounds one part's call (default 2 s).
 	Timeout time.Duration
 	// FinishRetry is how long a cancel that could not be sent is sent
-	// again (default 5 s, half a part's reservation ttl).
+	// again (default a part's reservation ttl: until then the cancel can
+	// still give the charge back).
 	FinishRetry time.Duration
 	// Log receives what goes wrong off the reply path.
 	Log *slog.Logger
@@ -94,15 +102,17 @@ type Coordinator struct {
 
 // counters are what Counts reports.
 type counters struct {
-	checks, parts, admitted, refused, failed, settled, cancelled, lost atomic.Int64
+	checks, parts, admitted, refused, failed, unknown, settled, cancelled, lost atomic.Int64
 }
 
 // Counts are a coordinator's totals since it started.
 type Counts struct {
 	// Checks across groups, and the parts they were split into (groups
 	// touched, summed); how the checks ended: admitted, refused (a part
-	// refused), failed (a part could not decide).
-	Checks, Parts, Admitted, Refused, Failed int64
+	// refused), failed (a part could not decide, nothing charged),
+	// unknown (a part may have been charged and its cancel was not
+	// confirmed in time: the caller was told the outcome is unknown).
+	Checks, Parts, Admitted, Refused, Failed, Unknown int64
 	// Settled are the parts of admitted checks (left to expire, keeping
 	// their charge), Cancelled those given back; Lost the cancels that
 	// could not be sent (their reservations keep their charge).
@@ -113,7 +123,7 @@ type Counts struct {
 func (c *Coordinator) Counts() Counts {
 	k := &c.counts
 	return Counts{Checks: k.checks.Load(), Parts: k.parts.Load(), Admitted: k.admitted.Load(), Refused: k.refused.Load(),
-		Failed: k.failed.Load(), Settled: k.settled.Load(), Cancelled: k.cancelled.Load(), Lost: k.lost.Load()}
+		Failed: k.failed.Load(), Unknown: k.unknown.Load(), Settled: k.settled.Load(), Cancelled: k.cancelled.Load(), Lost: k.lost.Load()}
 }
 
 // New makes a coordinator.
@@ -122,7 +132,7 @@ func New(cfg Config) *Coordinator {
 		cfg.Timeout = 2 * time.Second
 	}
 	if cfg.FinishRetry <= 0 {
-		cfg.FinishRetry = partTTL * time.Second / 2
+		cfg.FinishRetry = partTTL * time.Second
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -142,30 +152,68 @@ type Caller interface {
 	Close() error
 }
 
+// Members applies a command members send each other at another member
+// (member.Client).
+type Members interface {
+	Apply(ctx context.Context, to member.Addr, command [][]byte) ([]byte, error)
+}
+
+// words are args as a command's words.
+func words(args []any) [][]byte {
+	out := make([][]byte, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			out[i] = []byte(v)
+		case []byte:
+			out[i] = v
+		case int:
+			out[i] = strconv.AppendInt(nil, int64(v), 10)
+		default:
+			out[i] = fmt.Append(nil, v)
+		}
+	}
+	return out
+}
+
+// decoded is a reply as Caller returns one.
+func decoded(reply []byte) (any, error) {
+	v, err := resp.DecodeReply(reply)
+	if errors.Is(err, resp.ErrNull) {
+		err = redis.Nil
+	}
+	return v, err
+}
+
+// send sends args to the member at addr: on the member port when only
+// members send it, else on its client door.
+func (c *Coordinator) send(ctx context.Context, addr string, args ...any) (any, error) {
+	if c.cfg.Members != nil && len(args) > 0 {
+		w := words(args)
+		if cmd := c.cfg.Machine.Lookup(w[0]); cmd != nil && cmd.FromMember() {
+			to, ok := c.cfg.MemberAt(addr)
+			if !ok {
+				return nil, fmt.Errorf("%w: no member of the cluster map has the client address %s", member.ErrUnreachable, addr)
+			}
+			reply, err := c.cfg.Members.Apply(ctx, to, w)
+			if err != nil {
+				return nil, err
+			}
+			return decoded(reply)
+		}
+	}
+	return c.cfg.Caller.Call(ctx, addr, args...)
+}
+
 // call sends args to group g's leader.
 func (c *Coordinator) call(ctx context.Context, g int, args ...any) (any, error) {
 	if g == c.cfg.Router.Self() && c.cfg.Local != nil {
-		words := make([][]byte, len(args))
-		for i, a := range args {
-			switch v := a.(type) {
-			case string:
-				words[i] = []byte(v)
-			case int:
-				words[i] = strconv.AppendInt(nil, int64(v), 10)
-			default:
-				words[i] = fmt.Append(nil, v)
-			}
-		}
-		reply, ok, err := c.cfg.Local(words)
+		reply, ok, err := c.cfg.Local(words(args))
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			v, err := resp.DecodeReply(reply)
-			if errors.Is(err, resp.ErrNull) {
-				err = redis.Nil
-			}
-			return v, err
+			return decoded(reply)
 		}
 	}
 	var addr string
@@ -178,7 +226,7 @@ func (c *Coordinator) call(ctx context.Context, g int, args ...any) (any, error)
 	if !ok {
 		return nil, fmt.Errorf("%w: group %s", ErrNoLeader, c.cfg.Router.Map().Groups[g].ID)
 	}
-	return c.cfg.Caller.Call(ctx, addr, args...)
+	return c.send(ctx, addr, args...)
 }
 
 // CallGroup sends args to group g's leader (slot migration's imports).
@@ -188,7 +236,7 @@ func (c *Coordinator) CallGroup(ctx context.Context, g int, args ...any) (any, e
 
 // CallMember sends args to the member at addr (a redirect's target).
 func (c *Coordinator) CallMember(ctx context.Context, addr string, args ...any) (any, error) {
-	return c.cfg.Caller.Call(ctx, addr, args...)
+	return c.send(ctx, addr, args...)
 }
 
 // Drain waits for the cancels in flight.

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/member"
 	"github.com/sluice-rl/sluice/resp"
 )
 
@@ -141,23 +142,23 @@ func (c *Coordinator) Decide(ctx context.Context, args [][]byte) (Result, error)
 			res.Limited = true
 		}
 	}
+	var unconfirmed error
 	if len(parts) > 1 {
 		// An admitted check's parts keep their charge: their reservations
 		// are left to expire, which keeps it (no call, no log entry). A
 		// refused or failed check's are cancelled, off the reply path — a
-		// part whose outcome is unknown too (a cancel of nothing is nil).
+		// part whose outcome is unknown too (a cancel of nothing is nil,
+		// and leaves a tombstone that refuses the part if it still
+		// arrives). The caller is told "nothing charged" only once every
+		// part that may have charged is known to have been given back.
 		if failed == nil && !res.Limited {
 			c.counts.settled.Add(int64(len(parts)))
 		} else {
-			for _, p := range parts {
-				c.settling.Add(1)
-				go func() {
-					defer c.settling.Done()
-					c.cancel(p, domain, id)
-				}()
-			}
+			unconfirmed = c.cancelAll(ctx, parts, domain, id)
 		}
 		switch {
+		case unconfirmed != nil:
+			c.counts.unknown.Add(1)
 		case failed != nil:
 			c.counts.failed.Add(1)
 		case res.Limited:
@@ -166,12 +167,15 @@ func (c *Coordinator) Decide(ctx context.Context, args [][]byte) (Result, error)
 			c.counts.admitted.Add(1)
 		}
 	}
+	if unconfirmed != nil {
+		return Result{}, fmt.Errorf("%w: a part may have been charged and its cancel is not confirmed yet (it is sent again until the part's reservation expires): %w", ErrOutcomeUnknown, errors.Join(failed, unconfirmed))
+	}
 	if failed != nil {
 		var re redis.Error
 		switch {
 		case errors.Is(failed, ErrRulesDiffer) || errors.Is(failed, ErrNoLeader):
 			return Result{}, failed
-		case len(parts) == 1 && !errors.As(failed, &re):
+		case len(parts) == 1 && !errors.As(failed, &re) && !member.NothingApplied(failed):
 			// The whole check went to one group, which may have decided
 			// it before the answer was lost: there is nothing to give
 			// back, and no saying it was not charged.
@@ -265,19 +269,65 @@ func (c *Coordinator) ask(ctx context.Context, p *part, rls bool) (Result, error
 	return Result{Limited: r.Limited, Check: r}, nil
 }
 
+// mayHaveCharged reports a part's error after which the part may have
+// been charged: neither an answer (an error reply is a part that applied
+// nothing) nor a call known not to have applied.
+func mayHaveCharged(err error) bool {
+	var re redis.Error
+	return err != nil && !errors.As(err, &re) && !member.NothingApplied(err)
+}
+
+// cancelAll cancels every part of a check that was not admitted, off the
+// reply path, and waits — within ctx and the coordinator's Timeout — for
+// the cancels of the parts that may have been charged. It returns nil
+// when each of those is confirmed (the caller can be told nothing was
+// charged), else why not.
+func (c *Coordinator) cancelAll(ctx context.Context, parts []*part, domain, id string) error {
+	var waits []chan error
+	for _, p := range parts {
+		done := make(chan error, 1)
+		if mayHaveCharged(p.err) {
+			waits = append(waits, done)
+		}
+		c.settling.Add(1)
+		go func() {
+			defer c.settling.Done()
+			done <- c.cancel(p, domain, id)
+		}()
+	}
+	if len(waits) == 0 {
+		return nil
+	}
+	wait, stop := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer stop()
+	for _, done := range waits {
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+		case <-wait.Done():
+			return fmt.Errorf("no cancel confirmed within %v", c.cfg.Timeout)
+		}
+	}
+	return nil
+}
+
 // cancel gives back what a part's reservation holds. A cancel is
 // idempotent (a second is nil), so one that may not have arrived — the
-// group electing a leader, a call lost — is sent again, backing off, for
-// up to half the reservation's ttl (Config.FinishRetry); one that still
-// fails, or is refused, leaves the reservation to its ttl, which keeps the
-// charge (never lax), and is logged.
-func (c *Coordinator) cancel(p *part, domain, id string) {
+// group electing a leader, a call lost — is sent again, backing off,
+// until the part's reservation would have expired (Config.FinishRetry);
+// it carries the part's ttl, so one that finds nothing held leaves a
+// tombstone refusing the part should it still arrive. One that still
+// fails, or is refused, leaves the reservation to its ttl, which keeps
+// the charge (never lax), and is logged.
+func (c *Coordinator) cancel(p *part, domain, id string) error {
 	deadline := time.Now().Add(c.cfg.FinishRetry)
 	wait := 25 * time.Millisecond
 	var err error
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
-		_, err = c.call(ctx, p.group, "RL.PART", "CANCEL", domain, id)
+		_, err = c.call(ctx, p.group, "RL.PART", "CANCEL", domain, id, partTTL)
 		cancel()
 		if errors.Is(err, redis.Nil) {
 			err = nil // nothing held (the reserve never applied, or refused)
@@ -299,15 +349,19 @@ func (c *Coordinator) cancel(p *part, domain, id string) {
 		c.counts.lost.Add(1)
 		c.cfg.Log.Warn("a check part was not cancelled; its reservation keeps its charge until its ttl",
 			"group", c.cfg.Router.Map().Groups[p.group].ID, "err", err)
-		return
+		return err
 	}
 	c.counts.cancelled.Add(1)
+	return nil
 }
 
 // retryable reports a failed keep or cancel worth sending again: not
 // answered, or answered that the group cannot decide now; an error reply
 // of another kind will not change.
 func retryable(err error) bool {
+	if errors.Is(err, member.ErrRefused) {
+		return false // it will be refused again
+	}
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return true

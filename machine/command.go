@@ -62,7 +62,12 @@ type Command struct {
 	// internal commands are not part of the server surface: the front door
 	// that sends them (DEBUG APPLY-PANIC) is a surface command of its own.
 	internal bool
-	write    bool
+	// fromMember commands are sent by one member to another's group (a
+	// check's part, a slot's import): only the member channel (package
+	// member) carries them; no client door knows them. Unlike internal
+	// ones they are fenced as any command.
+	fromMember bool
+	write      bool
 	// panics counts recovered panics: [0] the command without a known
 	// subcommand, [i+1] subcommands[i].
 	panics []atomic.Int64
@@ -108,6 +113,10 @@ func (c *Command) hasFlag(f string) bool {
 // Internal reports a command that is not part of the server surface (the
 // surface reaches it through a command of its own, as DEBUG APPLY-PANIC).
 func (c *Command) Internal() bool { return c.internal }
+
+// FromMember reports a command only members send each other (package
+// member): no client door answers it.
+func (c *Command) FromMember() bool { return c.fromMember }
 
 // Check is Machine.Check for args already known to be this command's, of
 // a valid arity: "" or the error reply.

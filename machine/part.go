@@ -14,14 +14,17 @@ import (
 // every part is.
 //
 //	RL.PART RESERVE <rules> <id> <ttl> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> …
-//	RL.PART CANCEL <domain> <id>       a part refused: give them back
+//	RL.PART CANCEL <domain> <id> [<ttl>]   a part refused: give them back
 //	RL.PART DECIDE <rules> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> …
 //	RL.PART APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE …>
 //	RL.PART DIGEST [<domain>]
 //
 // RESERVE decides the command as its group's share and holds what it
 // charged as a reservation (RL.RESERVE's), so CANCEL gives it back with
-// the exact, never-lax refunds of reservations; when every part admitted
+// the exact, never-lax refunds of reservations. A CANCEL with a ttl that
+// finds nothing held leaves a tombstone for that long: the reserve may
+// still be on its way (its answer was lost), and when it arrives it is
+// refused and charges nothing — so a cancel confirmed stays true. When every part admitted
 // the reservation is left to expire, which keeps the charge;
 // DECIDE is a check whose counters all sit in one group, decided once.
 // A part has no key, so the group it is sent to applies it instead of
@@ -34,7 +37,7 @@ import (
 
 func partCommands() []*Command {
 	return []*Command{{
-		Name: "rl.part", slots: allSlots, Arity: -2, Flags: []string{"write", "denyoom"},
+		Name: "rl.part", slots: allSlots, Arity: -2, Flags: []string{"write", "denyoom"}, fromMember: true,
 		Group: "sluice", Since: "1.3.0", Complexity: "O(D) where D is the number of descriptor entries",
 		Summary:     "RESERVE|CANCEL|DECIDE|APPLY|DIGEST …: a group's part of a check across groups, sent by the coordinator of a sharded cluster.",
 		subcommands: []string{"reserve", "cancel", "decide", "apply", "digest"},
@@ -56,7 +59,7 @@ func partCommands() []*Command {
 	}}
 }
 
-const partSyntax = "ERR syntax error: RL.PART RESERVE <rules> <id> <ttl> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | CANCEL <domain> <id> | DECIDE <rules> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE> … | DIGEST [<domain>]"
+const partSyntax = "ERR syntax error: RL.PART RESERVE <rules> <id> <ttl> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | CANCEL <domain> <id> [<ttl>] | DECIDE <rules> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE> … | DIGEST [<domain>]"
 
 // part is an RL.PART parsed: its subcommand, and for a deciding one the
 // command it decides (cmd, args: the command's own arguments).
@@ -105,11 +108,20 @@ func parsePart(m *Machine, args [][]byte) (part, string) {
 		}
 		return pt, pt.cmd.Check(m, pt.args)
 	case "cancel":
-		if len(args) != 4 {
+		if len(args) != 4 && len(args) != 5 {
 			return pt, partSyntax
 		}
-		_, bad := parseSettle(args[1:])
-		return pt, bad
+		if _, bad := parseSettle(args[1:4]); bad != "" {
+			return pt, bad
+		}
+		if len(args) == 5 {
+			ttl, bad := parseReserveHead([][]byte{nil, nil, args[3], args[4]})
+			if bad != "" {
+				return pt, bad
+			}
+			pt.held = heldAs{id: args[3], ttl: ttl}
+		}
+		return pt, ""
 	case "apply":
 		if len(args) < 3 {
 			return pt, partSyntax
@@ -152,7 +164,7 @@ func runPart(x *exec, args [][]byte) {
 			runReserve(x, append(reserve, pt.args[2:]...))
 		}
 	case "cancel":
-		settle(x, args[2], args[3], 0, settleCancel)
+		settle(x, args[2], args[3], 0, settleCancel, pt.held.ttl)
 	case "apply":
 		pt.cmd.run(x, pt.args)
 	case "digest":

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -210,6 +211,70 @@ func TestUnchargedStatusesMatchOneGroup(t *testing.T) {
 			if st != want.Statuses[i] {
 				t.Fatalf("trial %d descriptor %d: across groups %+v, one group %+v", trial, i, st, want.Statuses[i])
 			}
+		}
+	}
+}
+
+// A part's cancel that finds nothing held (the reserve's answer was lost,
+// and the reserve itself is still on its way) leaves a tombstone for its
+// ttl: the late reserve is refused and charges nothing, RL.CHECK's and
+// RL.SHOULDRATELIMIT's alike; cancelling again leaves it; it encodes and
+// moves as a record; after the ttl the id is free.
+func TestPartCancelBeforeItsReserveLeavesATombstone(t *testing.T) {
+	m := loadRLS(t)
+	rules := m.RulesDigest("another")
+	remaining := func(now int64) string {
+		return compact(t, do(m, now, "RL.SHOULDRATELIMIT", "another", "1", "1", "0", "-", "-", "key2", "a"))
+	}
+	before := remaining(t0)
+	if got := do(m, t0+1, "RL.PART", "CANCEL", "another", "late", "10"); got != "$-1\r\n" {
+		t.Fatalf("cancel of nothing held: %q", got)
+	}
+	if got := do(m, t0+2, "RL.PART", "CANCEL", "another", "late", "10"); got != "$-1\r\n" {
+		t.Fatalf("a second cancel: %q", got)
+	}
+	rls := compact(t, do(m, t0+3, "RL.PART", "RESERVE", rules, "late", "10", "RL.SHOULDRATELIMIT", "another", "1",
+		"1", "3", "-", "-", "key2", "a"))
+	if !strings.Contains(rls, "held already") {
+		t.Fatalf("a late RL.SHOULDRATELIMIT part after its cancel: %s", rls)
+	}
+	if got := compact(t, do(m, t0+4, "RL.PART", "RESERVE", rules, "late", "10", "RL.CHECK", "another", "COST", "3",
+		"DESCRIPTOR", "key2", "a")); !strings.HasPrefix(got, "1 ") {
+		t.Fatalf("a late RL.CHECK part after its cancel: %s", got)
+	}
+	if got := remaining(t0 + 5); got != before {
+		t.Fatalf("a late part charged: %s, was %s", got, before)
+	}
+	// Settling it gives nothing and leaves it.
+	if got := do(m, t0+6, "RL.CANCEL", "another", "late"); got != "$-1\r\n" {
+		t.Fatalf("RL.CANCEL of a tombstone: %q", got)
+	}
+	// The tombstone encodes as a record (snapshots, slot moves) and
+	// decodes as one; one holding limits is corrupt.
+	dead := &ReservationState{Cancelled: true, Reply: CheckResult{Limited: true, Limit: -1, Remaining: -1, RetryAfter: -1}}
+	back, err := decodeReservation(dead.AppendBinary(nil))
+	if err != nil || !back.Cancelled || !back.Reply.Limited || len(back.Limits) != 0 {
+		t.Fatalf("tombstone round trip: %+v %v", back, err)
+	}
+	dead.Limits = []HeldLimit{{Key: []byte("k"), Kind: keyspace.KindGCRA, Units: 1}}
+	if _, err := decodeReservation(dead.AppendBinary(nil)); err == nil {
+		t.Fatal("a tombstone holding limits decoded")
+	}
+	// A cancel without a ttl leaves none (RL.CANCEL's and old senders').
+	do(m, t0+8, "RL.PART", "CANCEL", "another", "plain")
+	if got := compact(t, do(m, t0+9, "RL.PART", "RESERVE", rules, "plain", "10", "RL.CHECK", "another",
+		"DESCRIPTOR", "key2", "a")); !strings.HasPrefix(got, "0 ") {
+		t.Fatalf("a reserve after a cancel with no ttl: %s", got)
+	}
+	// After its ttl the id is free again.
+	if got := compact(t, do(m, t0+1+10e9, "RL.PART", "RESERVE", rules, "late", "10", "RL.CHECK", "another",
+		"DESCRIPTOR", "key2", "a")); !strings.HasPrefix(got, "0 ") {
+		t.Fatalf("a reserve after the tombstone's ttl: %s", got)
+	}
+	for _, bad := range [][]string{{"RL.PART", "CANCEL", "another", "id", "0"}, {"RL.PART", "CANCEL", "another", "id", "x"},
+		{"RL.PART", "CANCEL", "another", "id", "1", "2"}} {
+		if got := do(m, t0+9, bad...); !strings.HasPrefix(got, "-ERR") {
+			t.Fatalf("%v: %q", bad, got)
 		}
 	}
 }

@@ -17,7 +17,17 @@ type ReservationState struct {
 	Reply CheckResult
 	// Limits are the limits charged, in the reserve's order.
 	Limits []HeldLimit
+	// Cancelled marks a tombstone: a check's part cancelled before its
+	// reserve applied (RL.PART CANCEL … <ttl> found nothing held). A
+	// reserve of the id that arrives later finds it, is refused and
+	// charges nothing, so a cancel confirmed is never undone by a reserve
+	// still in flight. It holds no limits; settling it gives nothing.
+	Cancelled bool
 }
+
+// tombstoneFlag is the first byte of a tombstone's encoding (a reply's
+// limited flag is 0 or 1).
+const tombstoneFlag = 2
 
 // HeldLimit is one limit of a reservation.
 type HeldLimit struct {
@@ -47,7 +57,11 @@ var errCorruptReservation = errors.New("machine: corrupt reservation record")
 // AppendBinary appends the reservation's encoding (snapshots, digests).
 func (r *ReservationState) AppendBinary(dst []byte) []byte {
 	rep := &r.Reply
-	dst = append(dst, byte(replyFlag(rep.Limited)))
+	flag := byte(replyFlag(rep.Limited))
+	if r.Cancelled {
+		flag = tombstoneFlag
+	}
+	dst = append(dst, flag)
 	for _, v := range [...]int64{rep.Limit, rep.Remaining, rep.RetryAfter, rep.ResetAfter, rep.Window} {
 		dst = binary.AppendVarint(dst, v)
 	}
@@ -72,13 +86,14 @@ func appendBytes(dst []byte, s string) []byte {
 }
 
 func decodeReservation(b []byte) (*ReservationState, error) {
-	if len(b) == 0 || b[0] > 1 {
+	if len(b) == 0 || b[0] > tombstoneFlag {
 		return nil, errCorruptReservation
 	}
 	d := byteReader{b: b[1:]}
 	r := &ReservationState{}
 	rep := &r.Reply
-	rep.Limited = b[0] == 1
+	rep.Limited = b[0] != 0
+	r.Cancelled = b[0] == tombstoneFlag
 	for _, p := range []*int64{&rep.Limit, &rep.Remaining, &rep.RetryAfter, &rep.ResetAfter, &rep.Window} {
 		*p = d.varint()
 	}
@@ -103,7 +118,7 @@ func decodeReservation(b []byte) (*ReservationState, error) {
 		}
 		r.Limits = append(r.Limits, l)
 	}
-	if d.bad || len(d.b) != 0 {
+	if d.bad || len(d.b) != 0 || r.Cancelled && len(r.Limits) > 0 {
 		return nil, errCorruptReservation
 	}
 	return r, nil

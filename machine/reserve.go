@@ -308,11 +308,14 @@ func runSettle(x *exec, args [][]byte) {
 	if resp.EqualFold(args[0], "rl.cancel") {
 		mode = settleCancel
 	}
-	settle(x, args[1], args[2], actual, mode)
+	settle(x, args[1], args[2], actual, mode, 0)
 }
 
-// settle ends the reservation id of domain.
-func settle(x *exec, domain, id []byte, actual int64, mode settleMode) {
+// settle ends the reservation id of domain. A tombstone (a part
+// cancelled before its reserve) is nothing held: nil, and it stays.
+// tombstone > 0 (ns) leaves one for that long where nothing is held (a
+// part's cancel: its reserve may still be on its way).
+func settle(x *exec, domain, id []byte, actual int64, mode settleMode, tombstone int64) {
 	p := x.m.plan()
 	defer x.m.release(p)
 	p.keys = appendReservationKey(p.keys, view(domain), id)
@@ -328,12 +331,16 @@ func settle(x *exec, domain, id []byte, actual int64, mode settleMode) {
 		if found {
 			r, _ = s.Object(e).(*ReservationState)
 		}
+		if err == nil && !found && tombstone > 0 {
+			dead := &ReservationState{Cancelled: true, Reply: CheckResult{Limited: true, Limit: -1, Remaining: -1, RetryAfter: -1}}
+			_, err = s.Insert(key, keyspace.KindReservation, now+tombstone, dead)
+		}
 		x.unlock(s)
 		switch {
 		case err != nil:
 			x.error(err)
 			return
-		case !found:
+		case !found || r != nil && r.Cancelled:
 			x.w.Null()
 			return
 		case r == nil:

@@ -1,18 +1,21 @@
-// Package raftmux carries several Raft groups over one TCP port: a process
-// hosting a member of each of several groups (three machines, three
-// groups, one leader each) listens once for Raft. Each connection opens
-// with the name of the group it is for; the mux hands it to that group's
-// StreamLayer, which a hashicorp/raft NetworkTransport takes in place of a
-// TCP listener of its own.
+// Package raftmux carries a process's member traffic over one TCP port:
+// the Raft of each group it hosts a member of (three machines, three
+// groups, one leader each), and the member calls of package member. Each
+// connection opens with a header naming its purpose; the mux hands it to
+// that purpose's Layer — a group's raft.StreamLayer, which a
+// hashicorp/raft NetworkTransport takes in place of a TCP listener of its
+// own, or a group's member-call listener.
 //
-// The header is one byte of length and the group's id (1 to 255 bytes). A
-// connection that does not send it within HeaderTimeout, or names a group
-// this process does not host, is closed. With a cluster secret, both ends
-// then prove they hold it (package memberauth, bound to the group) before
-// the group's Raft hears anything.
+// The header is one byte of length and the group's id (1 to 255 bytes)
+// for Raft; a zero byte, then the same, for member calls. A connection
+// that does not send it within HeaderTimeout, or names a group this
+// process does not host, is closed. With a cluster secret, both ends then
+// prove they hold it (package memberauth, bound to the purpose) before
+// anything behind the mux hears a byte.
 package raftmux
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -39,20 +42,45 @@ var (
 	ErrGroup = errors.New("raftmux: bad group")
 )
 
-// Mux is one Raft listener shared by groups.
+// Kind is what a connection carries.
+type Kind byte
+
+const (
+	// Raft is a group's Raft traffic.
+	Raft Kind = iota
+	// Member is calls between members (package member).
+	Member
+)
+
+// route is where a connection goes: a kind and a group.
+type route struct {
+	kind  Kind
+	group string
+}
+
+// Mux is one member port shared by groups and purposes.
 type Mux struct {
 	ln     net.Listener
 	secret []byte
-	log    *slog.Logger
-	mu     sync.Mutex
-	layers map[string]*Layer
-	done   chan struct{}
-	wg     sync.WaitGroup
+	// advertise is the address the layers name (nil: the listener's).
+	advertise net.Addr
+	log       *slog.Logger
+	mu        sync.Mutex
+	layers    map[route]*Layer
+	done      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // Listen listens for Raft on addr; secret (nil: none) is the cluster's,
 // which every connection must prove (memberauth.Check must hold).
 func Listen(addr string, secret []byte, log *slog.Logger) (*Mux, error) {
+	return ListenAs(addr, nil, secret, log)
+}
+
+// ListenAs is Listen whose layers name advertise as their address (nil:
+// the listener's): the address the group's Raft configuration knows this
+// member by.
+func ListenAs(addr string, advertise net.Addr, secret []byte, log *slog.Logger) (*Mux, error) {
 	if secret != nil {
 		if err := memberauth.Check(secret); err != nil {
 			return nil, err
@@ -65,7 +93,7 @@ func Listen(addr string, secret []byte, log *slog.Logger) (*Mux, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Mux{ln: ln, secret: secret, log: log, layers: map[string]*Layer{}, done: make(chan struct{})}
+	m := &Mux{ln: ln, secret: secret, advertise: advertise, log: log, layers: map[route]*Layer{}, done: make(chan struct{})}
 	m.wg.Add(1)
 	go m.serve()
 	return m, nil
@@ -74,18 +102,26 @@ func Listen(addr string, secret []byte, log *slog.Logger) (*Mux, error) {
 // Addr is the address the mux listens on.
 func (m *Mux) Addr() net.Addr { return m.ln.Addr() }
 
-// Layer is group's stream layer on this mux (one per group).
-func (m *Mux) Layer(group string) (*Layer, error) {
+// Layer is group's Raft stream layer on this mux (one per group).
+func (m *Mux) Layer(group string) (*Layer, error) { return m.layer(Raft, group) }
+
+// Members is the listener of group's member calls on this mux (one per
+// group): connections that named the group and, with a secret, proved
+// membership.
+func (m *Mux) Members(group string) (*Layer, error) { return m.layer(Member, group) }
+
+func (m *Mux) layer(kind Kind, group string) (*Layer, error) {
 	if group == "" || len(group) > 255 {
 		return nil, fmt.Errorf("%w: %q", ErrGroup, group)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, dup := m.layers[group]; dup {
+	r := route{kind, group}
+	if _, dup := m.layers[r]; dup {
 		return nil, fmt.Errorf("%w: group %s has a layer already", ErrGroup, group)
 	}
-	l := &Layer{mux: m, group: group, conns: make(chan net.Conn), closed: make(chan struct{})}
-	m.layers[group] = l
+	l := &Layer{mux: m, route: r, conns: make(chan net.Conn), closed: make(chan struct{})}
+	m.layers[r] = l
 	return l, nil
 }
 
@@ -123,28 +159,23 @@ func (m *Mux) serve() {
 // route reads c's header and hands c to its group's layer.
 func (m *Mux) route(c net.Conn) {
 	c.SetReadDeadline(time.Now().Add(HeaderTimeout))
-	var n [1]byte
-	if _, err := io.ReadFull(c, n[:]); err != nil || n[0] == 0 {
-		c.Close()
-		return
-	}
-	name := make([]byte, n[0])
-	if _, err := io.ReadFull(c, name); err != nil {
+	r, err := readHeader(c)
+	if err != nil {
 		c.Close()
 		return
 	}
 	c.SetReadDeadline(time.Time{})
 	m.mu.Lock()
-	l := m.layers[string(name)]
+	l := m.layers[r]
 	m.mu.Unlock()
 	if l == nil {
-		m.log.Warn("raftmux: a connection for a group not hosted here", "group", string(name), "from", c.RemoteAddr())
+		m.log.Warn("raftmux: a connection for a group not hosted here", "group", r.group, "purpose", purpose(r), "from", c.RemoteAddr())
 		c.Close()
 		return
 	}
 	if m.secret != nil {
-		if err := memberauth.Accept(c, m.secret, purpose(l.group)); err != nil {
-			m.log.Warn("raftmux: a connection did not prove cluster membership; closed", "group", l.group, "from", c.RemoteAddr().String())
+		if err := memberauth.Accept(c, m.secret, purpose(r)); err != nil {
+			m.log.Warn("raftmux: a connection did not prove cluster membership; closed", "group", r.group, "purpose", purpose(r), "from", c.RemoteAddr().String())
 			c.Close()
 			return
 		}
@@ -158,10 +189,45 @@ func (m *Mux) route(c net.Conn) {
 	}
 }
 
-// Layer is one group's raft.StreamLayer on a mux.
+// readHeader reads a connection's header.
+func readHeader(c io.Reader) (route, error) {
+	var n [1]byte
+	if _, err := io.ReadFull(c, n[:]); err != nil {
+		return route{}, err
+	}
+	r := route{kind: Raft}
+	if n[0] == 0 {
+		r.kind = Member
+		if _, err := io.ReadFull(c, n[:]); err != nil {
+			return route{}, err
+		}
+	}
+	if n[0] == 0 {
+		return route{}, ErrGroup
+	}
+	name := make([]byte, n[0])
+	if _, err := io.ReadFull(c, name); err != nil {
+		return route{}, err
+	}
+	r.group = string(name)
+	return r, nil
+}
+
+// header is the header of a connection for r.
+func header(r route) []byte {
+	var h []byte
+	if r.kind == Member {
+		h = append(h, 0)
+	}
+	h = append(h, byte(len(r.group)))
+	return append(h, r.group...)
+}
+
+// Layer is one group's raft.StreamLayer, or its member-call listener, on
+// a mux.
 type Layer struct {
 	mux    *Mux
-	group  string
+	route  route
 	conns  chan net.Conn
 	once   sync.Once
 	closed chan struct{}
@@ -186,30 +252,54 @@ func (l *Layer) Close() error {
 	l.once.Do(func() {
 		close(l.closed)
 		l.mux.mu.Lock()
-		delete(l.mux.layers, l.group)
+		delete(l.mux.layers, l.route)
 		l.mux.mu.Unlock()
 	})
 	return nil
 }
 
-// Addr is the mux's address.
-func (l *Layer) Addr() net.Addr { return l.mux.Addr() }
+// Addr is the address the mux advertises (its listener's by default).
+func (l *Layer) Addr() net.Addr {
+	if l.mux.advertise != nil {
+		return l.mux.advertise
+	}
+	return l.mux.Addr()
+}
 
-// Dial connects to the mux at address and names this layer's group.
+// Dial connects to the mux at address for this layer's purpose and group.
 func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", string(address), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return dial(ctx, string(address), l.route, l.mux.secret)
+}
+
+// DialMember connects to the member port at address for member calls to
+// group's member there, proving membership with secret (nil: none).
+func DialMember(ctx context.Context, address, group string, secret []byte) (net.Conn, error) {
+	if group == "" || len(group) > 255 {
+		return nil, fmt.Errorf("%w: %q", ErrGroup, group)
+	}
+	return dial(ctx, address, route{Member, group}, secret)
+}
+
+func dial(ctx context.Context, address string, r route, secret []byte) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", address)
 	if err != nil {
 		return nil, err
 	}
-	header := append([]byte{byte(len(l.group))}, l.group...)
-	c.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err := c.Write(header); err != nil {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(HeaderTimeout)
+	}
+	c.SetWriteDeadline(deadline)
+	if _, err := c.Write(header(r)); err != nil {
 		c.Close()
 		return nil, err
 	}
 	c.SetWriteDeadline(time.Time{})
-	if s := l.mux.secret; s != nil {
-		if err := memberauth.Dial(c, s, purpose(l.group)); err != nil {
+	if secret != nil {
+		if err := memberauth.Dial(c, secret, purpose(r)); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -217,5 +307,11 @@ func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 	return c, nil
 }
 
-// purpose binds a membership proof to the group a connection carries.
-func purpose(group string) string { return "raft/" + group }
+// purpose binds a membership proof to what a connection carries and for
+// which group.
+func purpose(r route) string {
+	if r.kind == Member {
+		return "member/" + r.group
+	}
+	return "raft/" + r.group
+}

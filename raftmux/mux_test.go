@@ -1,15 +1,20 @@
 package raftmux
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/memberauth"
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/machine"
@@ -49,7 +54,7 @@ func TestRoutesByGroup(t *testing.T) {
 	default:
 	}
 	// A group not hosted: the connection is closed at once.
-	other := &Layer{mux: m, group: "zzz"}
+	other := &Layer{mux: m, route: route{Raft, "zzz"}}
 	c, err = other.Dial(raft.ServerAddress(m.Addr().String()), time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -167,5 +172,88 @@ func TestSecretGuardsTheLayers(t *testing.T) {
 	}
 	if _, err := Listen("127.0.0.1:0", []byte("short"), nil); err == nil {
 		t.Fatal("a short secret was taken")
+	}
+}
+
+// A member call and a group's Raft share the port but never a listener,
+// and a member call proves membership as Raft does: one without the
+// secret, or with Raft's proof, is closed before the listener sees it.
+func TestMemberCallsApartFromRaft(t *testing.T) {
+	secret := []byte("sixteen bytes at least, shared")
+	m, err := Listen("127.0.0.1:0", secret, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	rl, _ := m.Layer("g1")
+	ml, err := m.Members("g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Members("g1"); err == nil {
+		t.Fatal("a group's member listener was made twice")
+	}
+	addr := m.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	go func() {
+		if c, err := DialMember(ctx, addr, "g1", secret); err == nil {
+			c.Write([]byte("member call"))
+			c.Close()
+		}
+	}()
+	c, err := ml.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := io.ReadAll(c); string(got) != "member call" {
+		t.Fatalf("read %q", got)
+	}
+	select {
+	case c := <-rl.conns:
+		t.Fatalf("Raft got a member call %v", c.RemoteAddr())
+	default:
+	}
+	// No secret: the handshake never completes; a wrong one fails.
+	for _, s := range [][]byte{nil, []byte("another secret of some length")} {
+		c, err := DialMember(ctx, addr, "g1", s)
+		if s != nil {
+			if err == nil {
+				t.Fatal("a member call with another secret got through")
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("APPLY SLUICE.IMPORT …"))
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf, _ := io.ReadAll(c) // the acceptor's hello, then closed
+		c.Close()
+		if len(buf) > 64 {
+			t.Fatalf("a member call without the secret was answered: %q", buf)
+		}
+	}
+	select {
+	case c := <-ml.conns:
+		t.Fatalf("a member call without the secret reached the listener: %v", c.RemoteAddr())
+	case <-time.After(100 * time.Millisecond):
+	}
+	// Raft's proof is not a member call's: the purposes are bound.
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Write(header(route{Member, "g1"}))
+	if err := memberauth.Dial(raw, secret, purpose(route{Raft, "g1"})); err == nil {
+		t.Fatal("Raft's proof opened a member call")
+	}
+	raw.Close()
+	r, err := readHeader(bytes.NewReader(header(route{Member, "g1"})))
+	if err != nil || r != (route{Member, "g1"}) {
+		t.Fatalf("header round trip: %v %v", r, err)
+	}
+	if _, err := readHeader(bytes.NewReader([]byte{0, 0})); err == nil {
+		t.Fatal("an empty member group was taken")
 	}
 }

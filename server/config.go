@@ -185,6 +185,9 @@ type Replication struct {
 	// listener of its own: a process hosting members of several groups
 	// shares one Raft port among them (package raftmux).
 	StreamLayer raft.StreamLayer
+	// Members, with StreamLayer, is the listener of this member's calls
+	// from other members on the port it shares (raftmux.Mux.Members).
+	Members net.Listener
 	// Secret is the cluster's secret (--cluster-secret-file; nil: none):
 	// every Raft connection proves it on both ends first (see
 	// cluster.Config.Secret). Without one the Raft port trusts its

@@ -204,6 +204,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter("sluice_crossgroup_checks_total", float64(k.Admitted), "admitted")
 		counter("sluice_crossgroup_checks_total", float64(k.Refused), "refused")
 		counter("sluice_crossgroup_checks_total", float64(k.Failed), "failed")
+		counter("sluice_crossgroup_checks_total", float64(k.Unknown), "unknown")
 		counter("sluice_crossgroup_parts_total", float64(k.Parts))
 		counter("sluice_crossgroup_part_finishes_total", float64(k.Settled), "settled")
 		counter("sluice_crossgroup_part_finishes_total", float64(k.Cancelled), "cancelled")

@@ -24,8 +24,10 @@ import (
 	"github.com/sluice-rl/sluice/hot"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/member"
 	"github.com/sluice-rl/sluice/persist"
 	"github.com/sluice-rl/sluice/pubsub"
+	"github.com/sluice-rl/sluice/raftmux"
 	"github.com/sluice-rl/sluice/rls"
 	"github.com/sluice-rl/sluice/shardmap"
 	"github.com/sluice-rl/sluice/slotmove"
@@ -54,6 +56,14 @@ type Server struct {
 	moves *slotmove.Driver
 	coord *crossgroup.Coordinator
 	table *commands.Table
+	// mux is the member port this member listens on (nil when the
+	// process gave it a layer of a shared one); memberLn its member
+	// calls' listener, members their server (members.go).
+	mux      *raftmux.Mux
+	memberLn net.Listener
+	members  *member.Server
+	// memberClient calls other members.
+	memberClient *member.Client
 
 	ln net.Listener
 	// http serves --http-addr; grpc and rls --grpc-addr (server/frontdoor.go).
@@ -192,6 +202,7 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 		if s.node != nil {
 			s.node.Close()
 		}
+		s.closeMemberPort()
 		return nil, err
 	}
 	return s, nil
@@ -224,8 +235,12 @@ func (s *Server) startNode() error {
 	cc := s.cfg.Replication.clusterConfig(s.cfg.DataDir)
 	cc.Log = s.log
 	s.warnOpenMemberPort()
+	if err := s.openMemberPort(&cc); err != nil {
+		return err
+	}
 	n, err := cluster.NewNode(cc, s.env.Machine)
 	if err != nil {
+		s.closeMemberPort()
 		return err
 	}
 	s.node = n
@@ -233,6 +248,7 @@ func (s *Server) startNode() error {
 	router, err := s.shardedRouter()
 	if err != nil {
 		n.Close()
+		s.closeMemberPort()
 		return err
 	}
 	s.env.Applier = commands.Replicated{Node: n}
@@ -240,18 +256,23 @@ func (s *Server) startNode() error {
 		s.router = router
 		s.env.Shards = router
 		s.env.Applier = commands.Replicated{Node: n, Shards: router, Fenced: s.fenced}
-		// Members call each other over RESP (parts of checks, the leader
-		// probes): over TLS when the doors serve TLS.
+		// Members call each other on the member port (parts of checks,
+		// slots' imports; package member), and still read each other's
+		// INFO and ROLE on the client door: over TLS when the doors serve
+		// TLS.
 		if err := s.loadCert(); err != nil {
 			n.Close()
+			s.closeMemberPort()
 			return err
 		}
 		if s.memberTLS, err = s.forwardTLS(); err != nil {
 			n.Close()
+			s.closeMemberPort()
 			return err
 		}
+		s.memberClient = member.NewClient(member.ClientConfig{Secret: s.cfg.Replication.Secret})
 		s.coord = crossgroup.New(crossgroup.Config{Router: router, Machine: s.env.Machine, Password: s.cfg.RequirePass, Log: s.log,
-			TLS: s.memberTLS,
+			TLS: s.memberTLS, Members: s.memberClient, MemberAt: s.memberAt,
 			OwnLeader: func() (string, bool) {
 				_, addr, ok := n.Leader()
 				return addr, ok && addr != ""
@@ -260,14 +281,17 @@ func (s *Server) startNode() error {
 		s.env.CrossGroup = s.coord
 		s.moves, err = slotmove.New(slotmove.Config{Router: router, Machine: s.env.Machine, Log: s.log, NodeID: s.env.NodeID,
 			Serving: n.Serving, CallGroup: s.coord.CallGroup, CallMember: s.coord.CallMember, Propagate: s.coord.PropagateExcept,
-			Apply: commands.Replicated{Node: n}.ApplyOne})
+			ReportOf: s.groupReport,
+			Apply:    commands.Replicated{Node: n}.ApplyOne})
 		if err != nil {
 			n.Close()
+			s.closeMemberPort()
 			return err
 		}
 		s.env.Migrations = s.moves
 	}
 	s.env.Snapshots = &raftSnapshots{n: n}
+	s.serveMembers()
 	return nil
 }
 
@@ -390,11 +414,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if serr := s.closeStore(); err == nil {
 		err = serr
 	}
+	if s.members != nil {
+		s.members.Stop()
+	}
+	if s.memberClient != nil {
+		s.memberClient.Close()
+	}
 	if s.node != nil {
 		if nerr := s.node.Close(); err == nil {
 			err = nerr
 		}
 	}
+	s.closeMemberPort()
 	return err
 }
 

@@ -3,14 +3,11 @@ package server
 import (
 	"context"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluice-rl/sluice/commands"
-	"github.com/sluice-rl/sluice/crossgroup"
+	"github.com/sluice-rl/sluice/member"
 	"github.com/sluice-rl/sluice/shardmap"
 )
 
@@ -81,18 +78,12 @@ func (s *Server) syncOwnership() {
 // shardLoop keeps the fence logged and the other groups' leaders known.
 func (s *Server) shardLoop() {
 	defer s.bg.Done()
-	clients := map[string]*redis.Client{}
-	defer func() {
-		for _, c := range clients {
-			c.Close()
-		}
-	}()
 	tick := time.NewTicker(shardmap.ProbeEvery)
 	defer tick.Stop()
 	for {
 		s.syncOwnership()
 		s.moves.SyncGroups() // groups added or removed while running
-		s.probeLeaders(clients)
+		s.probeLeaders()
 		select {
 		case <-s.stop:
 			return
@@ -101,9 +92,10 @@ func (s *Server) shardLoop() {
 	}
 }
 
-// probeLeaders asks every member of the other groups for its role, and
-// records each group's leader.
-func (s *Server) probeLeaders(clients map[string]*redis.Client) {
+// probeLeaders asks every member of the other groups, on its member port,
+// what it knows of its group (member.Report), and records each group's
+// leader, slots, migrations and lag.
+func (s *Server) probeLeaders() {
 	m := s.router.Map()
 	var wg sync.WaitGroup
 	leaders := make([]string, len(m.Groups))
@@ -113,52 +105,32 @@ func (s *Server) probeLeaders(clients map[string]*redis.Client) {
 			continue
 		}
 		for _, p := range m.Groups[g].Members {
-			c := clients[p.ClientAddr]
-			if c == nil {
-				c = redis.NewClient(&redis.Options{Addr: p.ClientAddr, Password: s.cfg.RequirePass, MaxRetries: -1,
-					TLSConfig:   crossgroup.ForAddr(s.memberTLS, p.ClientAddr),
-					DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
-					PoolSize: 1, DisableIdentity: true, Protocol: 2})
-				clients[p.ClientAddr] = c
-			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 				defer cancel()
-				// ROLE says who leads; the leader's INFO cluster its log
-				// time: against this member's wall clock, the group's lag.
-				var role *redis.Cmd
-				var info *redis.StringCmd
-				defer func() {
-					// Any member's report of its group's slots is a claim
-					// its log made; the router keeps the latest.
-					if info == nil || info.Err() != nil {
-						return
-					}
-					rep, ok := shardmap.ParseReport(info.Val())
-					if ok {
-						s.router.Claim(g, rep.Epoch, rep.Ranges)
-					}
-					if v, err := role.Slice(); err == nil && len(v) > 0 && v[0] == "master" {
-						s.router.SetJobViews(g, rep.Jobs)
-					}
-				}()
-				c.Pipelined(ctx, func(p redis.Pipeliner) error {
-					role = p.Do(ctx, "ROLE")
-					info = p.Info(ctx, "cluster")
-					return nil
-				})
-				v, err := role.Slice()
-				if err != nil || len(v) == 0 || v[0] != "master" {
+				rep, err := s.memberClient.Report(ctx, member.Addr{Port: s.memberPort(p), Group: m.Groups[g].ID})
+				if err != nil {
 					return
+				}
+				// Any member's report of its group's slots is a claim its
+				// log made; the router keeps the latest.
+				if rep.Fenced {
+					s.router.Claim(g, rep.Slots.Epoch, rep.Slots.Ranges)
+				}
+				if !rep.Leader {
+					return
+				}
+				if rep.Fenced {
+					s.router.SetJobViews(g, rep.Slots.Jobs)
 				}
 				mu.Lock()
 				leaders[g] = p.ClientAddr
 				mu.Unlock()
-				if ms, ok := infoField(info.Val(), "sluice_log_time_ms"); ok {
-					s.router.SetLag(g, time.Now().UnixNano()-ms*1e6)
-				}
+				// The leader's log time against this member's wall clock:
+				// the group's lag.
+				s.router.SetLag(g, time.Now().UnixNano()-rep.LogTime)
 			}()
 		}
 	}
@@ -168,15 +140,4 @@ func (s *Server) probeLeaders(clients map[string]*redis.Client) {
 			s.router.SetLeader(g, addr)
 		}
 	}
-}
-
-// infoField reads an integer field of an INFO reply.
-func infoField(info, name string) (int64, bool) {
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, name+":"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/crossgroup"
 	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/member"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/shardmap"
 	"github.com/sluice-rl/sluice/slot"
@@ -186,6 +187,7 @@ func (c *Cluster) attach(m *Member, n *cluster.Node) error {
 	router.SetOwnLog(mach.OwnsSlot)
 	m.Node, m.Router = n, router
 	m.Coord = crossgroup.New(crossgroup.Config{Router: router, Machine: mach, Caller: caller{c}, Timeout: 3 * time.Second,
+		Members: members{c}, MemberAt: c.memberAt,
 		Local: commands.Replicated{Node: n}.ApplyHere, Log: c.cfg.Log, OwnLeader: func() (string, bool) {
 			_, addr, ok := n.Leader()
 			return addr, ok && addr != ""
@@ -195,6 +197,7 @@ func (c *Cluster) attach(m *Member, n *cluster.Node) error {
 	// through the same lossy calls as the checks' parts.
 	m.Moves, err = slotmove.New(slotmove.Config{Router: router, Machine: mach, NodeID: m.ID, Log: c.cfg.Log,
 		Serving: func() bool { return n.Serving() && !m.cut.Load() }, CallGroup: m.Coord.CallGroup, CallMember: m.Coord.CallMember,
+		ReportOf:   func(_ context.Context, g int) (member.Report, error) { return c.reportOf(router, g) },
 		ChunkSlots: 8, ChunkKeys: 20,
 		Apply: rep.ApplyOne})
 	if err != nil {
@@ -432,3 +435,59 @@ func (k caller) Call(ctx context.Context, addr string, args ...any) (any, error)
 }
 
 func (caller) Close() error { return nil }
+
+// reportOf is group g's leader's report, as router knows the leader (a
+// member cut off answers nothing).
+func (c *Cluster) reportOf(router *shardmap.Router, g int) (member.Report, error) {
+	addr, ok := router.Leader(g)
+	if g == router.Self() {
+		for _, m := range c.Members {
+			if m.Router == router {
+				return commands.Replicated{Node: m.Node}.Report(time.Now()), nil
+			}
+		}
+	}
+	m := c.byAddr[addr]
+	if !ok || m == nil || m.cut.Load() {
+		return member.Report{}, fmt.Errorf("%w: %w: no leader of group %d reachable", member.ErrUnreachable, errDropped, g)
+	}
+	return commands.Replicated{Node: m.Node}.Report(time.Now()), nil
+}
+
+// members delivers what members send each other in process, as the
+// member port would (package member), losing some as caller does.
+type members struct{ c *Cluster }
+
+// memberAt is where the member at a client address takes member calls:
+// in process, its client address names it.
+func (c *Cluster) memberAt(addr string) (member.Addr, bool) {
+	m := c.byAddr[addr]
+	if m == nil {
+		return member.Addr{}, false
+	}
+	return member.Addr{Port: addr, Group: c.Map.Groups[m.Group].ID}, true
+}
+
+func (k members) Apply(_ context.Context, to member.Addr, command [][]byte) ([]byte, error) {
+	c := k.c
+	if rand.Int64N(1_000_000) < c.unsent.Load() {
+		c.Unsent.Add(1)
+		return nil, fmt.Errorf("%w: %w before it was sent", member.ErrUnreachable, errDropped)
+	}
+	m := c.byAddr[to.Port]
+	if m == nil || m.cut.Load() {
+		return nil, fmt.Errorf("%w: %w: no member at %s", member.ErrUnreachable, errDropped, to.Port)
+	}
+	if c.Map.Groups[m.Group].ID != to.Group {
+		return nil, member.ErrWrongGroup
+	}
+	reply, leader, err := commands.Replicated{Node: m.Node}.ApplyForMember(command)
+	if errors.Is(err, member.ErrNotLeader) {
+		return nil, &member.NotLeaderError{Leader: leader}
+	}
+	if rand.Int64N(1_000_000) < c.lost.Load() {
+		c.Lost.Add(1)
+		return nil, fmt.Errorf("%w: %w after it applied", member.ErrUnknownOutcome, errDropped)
+	}
+	return reply, err
+}

@@ -36,6 +36,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/member"
 	"github.com/sluice-rl/sluice/shardmap"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -71,6 +72,9 @@ type Config struct {
 	// member at addr. Replies as go-redis decodes them.
 	CallGroup  func(ctx context.Context, g int, args ...any) (any, error)
 	CallMember func(ctx context.Context, addr string, args ...any) (any, error)
+	// ReportOf asks group g's leader what it knows of its group (its
+	// epoch, its slots) on the member port.
+	ReportOf func(ctx context.Context, g int) (member.Report, error)
 	// Propagate applies a command this group applied in every other group
 	// but the one named skip (group changes); nil: none.
 	Propagate func(ctx context.Context, args [][]byte, skip string) error
@@ -96,8 +100,8 @@ type Config struct {
 
 // Validate fills defaults and checks the config.
 func (c *Config) Validate() error {
-	if c.Router == nil || c.Machine == nil || c.Apply == nil || c.Serving == nil || c.CallGroup == nil {
-		return errors.New("slotmove: Router, Machine, Apply, Serving and CallGroup are required")
+	if c.Router == nil || c.Machine == nil || c.Apply == nil || c.Serving == nil || c.CallGroup == nil || c.ReportOf == nil {
+		return errors.New("slotmove: Router, Machine, Apply, Serving, CallGroup and ReportOf are required")
 	}
 	if c.ChunkSlots == 0 {
 		c.ChunkSlots = 64
@@ -366,13 +370,11 @@ func (d *Driver) chunk(remaining [][2]int) [][2]int {
 func (d *Driver) targetEpoch(g int) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Timeout)
 	defer cancel()
-	v, err := d.cfg.CallGroup(ctx, g, "INFO", "cluster")
-	if err != nil {
+	rep, err := d.cfg.ReportOf(ctx, g)
+	if err != nil || !rep.Fenced {
 		return 0
 	}
-	info, _ := v.(string)
-	rep, _ := shardmap.ParseReport(info)
-	return rep.Epoch
+	return rep.Slots.Epoch
 }
 
 // finish sends the pending chunk to the target and confirms it.
@@ -477,6 +479,9 @@ func rangeArg(r [2]int) string { return strconv.Itoa(r[0]) + "-" + strconv.Itoa(
 
 // movedTo reads a MOVED redirect's address.
 func movedTo(err error) (string, bool) {
+	if addr, ok := member.LeaderOf(err); ok {
+		return addr, true
+	}
 	f := strings.Fields(err.Error())
 	if len(f) == 3 && f[0] == "MOVED" {
 		return f[2], true

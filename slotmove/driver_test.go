@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/member"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/shardmap"
 	"github.com/sluice-rl/sluice/slot"
@@ -37,6 +38,7 @@ func newDriver(t *testing.T, m *machine.Machine, cfg Config) *Driver {
 	cfg.Serving = func() bool { return false }
 	cfg.Apply = func([][]byte) ([]byte, error) { return []byte("+OK\r\n"), nil }
 	cfg.CallGroup = func(context.Context, int, ...any) (any, error) { return nil, nil }
+	cfg.ReportOf = func(context.Context, int) (member.Report, error) { return member.Report{}, member.ErrUnreachable }
 	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

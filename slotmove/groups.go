@@ -122,11 +122,8 @@ func (d *Driver) RemoveGroup(ctx context.Context, id string) error {
 func (d *Driver) ownsSlots(ctx context.Context, g int) bool {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()
-	if v, err := d.cfg.CallGroup(ctx, g, "INFO", "cluster"); err == nil {
-		info, _ := v.(string)
-		if rep, ok := shardmap.ParseReport(info); ok {
-			return len(rep.Ranges) > 0
-		}
+	if rep, err := d.cfg.ReportOf(ctx, g); err == nil && rep.Fenced {
+		return len(rep.Slots.Ranges) > 0
 	}
 	return len(d.cfg.Router.Ranges(g)) > 0
 }

@@ -22,8 +22,10 @@ import (
 
 // ShardedCluster is groups of replicated nodes under one cluster map.
 type ShardedCluster struct {
-	Groups  [][]*Server
-	MapPath string
+	Groups [][]*Server
+	// RaftAddrs are the members' member ports, as Groups.
+	RaftAddrs [][]string
+	MapPath   string
 }
 
 // StartShardedCluster starts len(slots) groups of n nodes each (ids
@@ -49,12 +51,14 @@ func startSharded(t *testing.T, epoch, n int, slots [][]string, perNode func(g, 
 	fmt.Fprintf(&b, "epoch: %d\ngroups:\n", epoch)
 	for g, ranges := range slots {
 		var group []*Server
-		var members []string
+		var members, ports []string
 		for j := range n {
 			s := &Server{t: t, Addr: freeAddr(t), DataDir: t.TempDir(), TLS: tlsCfg}
-			members = append(members, fmt.Sprintf("g%dn%d: %q", g+1, j+1, s.Addr+"@"+freeAddr(t)))
+			ports = append(ports, freeAddr(t))
+			members = append(members, fmt.Sprintf("g%dn%d: %q", g+1, j+1, s.Addr+"@"+ports[j]))
 			group = append(group, s)
 		}
+		sc.RaftAddrs = append(sc.RaftAddrs, ports)
 		quoted := make([]string, len(ranges))
 		for i, r := range ranges {
 			quoted[i] = strconv.Quote(r)
@@ -484,14 +488,13 @@ func TestCrossGroupCheckAllOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for g := range 2 {
-		c := sc.Leader(t, g).Client()
-		ov, err := c.Do(ctx(t), "RL.PART", "APPLY", "RL.OVERRIDE", "LIST", "x").Slice()
-		if err != nil || len(ov) != 1 {
+		ov, err := sc.AsMember(t, g, nil, "RL.PART", "APPLY", "RL.OVERRIDE", "LIST", "x")
+		if v, ok := ov.([]any); err != nil || !ok || len(v) != 1 {
 			t.Fatalf("group %d's overrides: %v %v", g+1, ov, err)
 		}
-		sc, err := c.Do(ctx(t), "RL.PART", "APPLY", "RL.SCALE", "GET", "x").Slice()
-		if err != nil || len(sc) == 0 || sc[0] != "0.500000" {
-			t.Fatalf("group %d's scale: %v %v", g+1, sc, err)
+		scale, err := sc.AsMember(t, g, nil, "RL.PART", "APPLY", "RL.SCALE", "GET", "x")
+		if v, ok := scale.([]any); err != nil || !ok || len(v) == 0 || v[0] != "0.500000" {
+			t.Fatalf("group %d's scale: %v %v", g+1, scale, err)
 		}
 	}
 	if err := cc.Do(ctx(t), "RL.SCALE", "SET", "x", "1").Err(); err != nil {

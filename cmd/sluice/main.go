@@ -310,6 +310,9 @@ func hostedConfigs(base server.Config, ids []string, log *slog.Logger) ([]server
 	for i, id := range ids {
 		g, _, _ := m.Member(id)
 		layer, err := mux.Layer(g.ID)
+		if err == nil {
+			cfgs[i].Replication.Members, err = mux.Members(g.ID)
+		}
 		if err != nil {
 			mux.Close()
 			return nil, nil, err

@@ -1,0 +1,204 @@
+package crossgroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/member"
+	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/shardmap"
+)
+
+const twoGroups = `epoch: 1
+groups:
+  - id: g1
+    slots: ["0-8191"]
+    members: {a1: "127.0.0.1:7001@127.0.0.1:17001"}
+  - id: g2
+    slots: ["8192-16383"]
+    members: {b1: "127.0.0.1:7002@127.0.0.1:17002"}
+`
+
+const lostRules = `domain: x
+descriptors:
+  - key: user
+    rate_limit: {name: per-user, unit: day, requests_per_unit: 10, sluice: {algorithm: gcra, burst: 9}}
+`
+
+// fakeMembers are two groups' leaders in process, each a state machine,
+// with the faults a test sets: a group whose part's answer is lost after
+// it applied, or before (held back, applied when released), and cancels
+// that cannot be delivered for a while.
+type fakeMembers struct {
+	mu       sync.Mutex
+	now      int64
+	machines map[string]*machine.Machine
+	// lose: the group whose RL.PART RESERVE applies, its answer lost.
+	lose string
+	// hold: the group whose RL.PART RESERVE is held back, answer lost.
+	hold string
+	held [][]byte
+	// cancelFails: cancels that cannot be delivered before one is.
+	cancelFails int
+}
+
+func (f *fakeMembers) Apply(_ context.Context, to member.Addr, cmd [][]byte) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := f.machines[to.Group]
+	switch sub := string(cmd[1]); {
+	case sub == "RESERVE" && to.Group == f.hold:
+		f.held = cmd
+		return nil, fmt.Errorf("%w: the deadline passed", member.ErrUnknownOutcome)
+	case sub == "CANCEL" && f.cancelFails > 0:
+		f.cancelFails--
+		return nil, fmt.Errorf("%w: a partition", member.ErrUnreachable)
+	}
+	var w resp.Writer
+	m.ApplyArgs(f.now, cmd, &w)
+	if string(cmd[1]) == "RESERVE" && to.Group == f.lose {
+		return nil, fmt.Errorf("%w: the answer was lost", member.ErrUnknownOutcome)
+	}
+	return w.Buf, nil
+}
+
+// release applies the held part, late.
+func (f *fakeMembers) release() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var w resp.Writer
+	f.machines[f.hold].ApplyArgs(f.now, f.held, &w)
+	return string(w.Buf)
+}
+
+// remaining is what is left of user u's limit in the group that holds it.
+func (f *fakeMembers) remaining(t *testing.T, u string) int64 {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var left []int64
+	for _, g := range []string{"g1", "g2"} {
+		var w resp.Writer
+		f.machines[g].ApplyArgs(f.now, [][]byte{[]byte("RL.CHECK"), []byte("x"), []byte("COST"), []byte("0"),
+			[]byte("DESCRIPTOR"), []byte("user"), []byte(u)}, &w)
+		v, err := resp.DecodeReply(w.Buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, v.([]any)[2].(int64))
+	}
+	return min(left[0], left[1]) // the group without the counter says 10
+}
+
+func newLostRig(t *testing.T) (*Coordinator, *fakeMembers, [][]byte, []string) {
+	t.Helper()
+	mp, err := shardmap.Parse([]byte(twoGroups))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := shardmap.NewRouter(mp, "g1")
+	r.SetLeader(1, "127.0.0.1:7002")
+	f := &fakeMembers{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano(), machines: map[string]*machine.Machine{}}
+	for _, g := range []string{"g1", "g2"} {
+		m := machine.New(machine.Options{})
+		var w resp.Writer
+		m.ApplyArgs(f.now, [][]byte{[]byte("RL.RULES"), []byte("LOAD"), []byte("x.yaml"), []byte(lostRules)}, &w)
+		if string(w.Buf) != "+OK\r\n" {
+			t.Fatalf("rules: %q", w.Buf)
+		}
+		f.machines[g] = m
+	}
+	c := New(Config{Router: r, Machine: f.machines["g1"], Members: f, Timeout: 300 * time.Millisecond, FinishRetry: 10 * time.Second,
+		OwnLeader: func() (string, bool) { return "127.0.0.1:7001", true },
+		MemberAt: func(addr string) (member.Addr, bool) {
+			g := map[string]string{"127.0.0.1:7001": "g1", "127.0.0.1:7002": "g2"}[addr]
+			return member.Addr{Port: addr, Group: g}, g != ""
+		}})
+	t.Cleanup(c.Close)
+	// Users in both groups.
+	args := [][]byte{[]byte("RL.CHECK"), []byte("x")}
+	var users []string
+	for i := range 8 {
+		u := fmt.Sprintf("u%d", i)
+		users = append(users, u)
+		args = append(args, []byte("DESCRIPTOR"), []byte("user"), []byte(u))
+	}
+	_, descs, _ := f.machines["g1"].Split(args, nil)
+	groups := map[int]bool{}
+	for _, d := range descs {
+		groups[r.Owner(d.Slot)] = true
+	}
+	if len(groups) != 2 {
+		t.Fatalf("the check touches %d groups", len(groups))
+	}
+	return c, f, args, users
+}
+
+// A part's answer is lost after it applied: the coordinator gives the
+// charge back and, once the cancel is confirmed, tells the caller the
+// truth — nothing was charged (TRYAGAIN, ErrPart) — and every counter is
+// whole again.
+func TestLostPartConfirmedCancelTellsTheTruth(t *testing.T) {
+	c, f, args, users := newLostRig(t)
+	f.lose = "g2"
+	_, err := c.Decide(context.Background(), args)
+	if !errors.Is(err, ErrPart) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("a lost part, its cancel confirmed: %v", err)
+	}
+	c.Drain()
+	for _, u := range users {
+		if left := f.remaining(t, u); left != 10 {
+			t.Fatalf("user %s: %d left after the check was given back", u, left)
+		}
+	}
+	if k := c.Counts(); k.Failed != 1 || k.Unknown != 0 || k.Cancelled != 2 {
+		t.Fatalf("counts %+v", k)
+	}
+}
+
+// Its cancel cannot be delivered within the call: the caller is told the
+// outcome is unknown — never that nothing was charged — and the cancel,
+// sent again, gives the charge back once it gets through.
+func TestLostPartUnconfirmedCancelIsUnknownThenGivenBack(t *testing.T) {
+	c, f, args, users := newLostRig(t)
+	f.lose, f.cancelFails = "g2", 8
+	_, err := c.Decide(context.Background(), args)
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("a lost part whose cancel is not confirmed: %v", err)
+	}
+	if k := c.Counts(); k.Unknown != 1 || k.Failed != 0 {
+		t.Fatalf("counts %+v", k)
+	}
+	c.Drain() // the cancels keep going until one is delivered
+	for _, u := range users {
+		if left := f.remaining(t, u); left != 10 {
+			t.Fatalf("user %s: %d left after the cancel got through", u, left)
+		}
+	}
+}
+
+// A part whose request is still on its way when its cancel arrives: the
+// cancel finds nothing, leaves a tombstone, is confirmed; the part, when
+// it arrives, is refused and charges nothing.
+func TestPartArrivingAfterItsCancelChargesNothing(t *testing.T) {
+	c, f, args, users := newLostRig(t)
+	f.hold = "g2"
+	_, err := c.Decide(context.Background(), args)
+	if !errors.Is(err, ErrPart) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("a held part, its cancel confirmed: %v", err)
+	}
+	c.Drain()
+	if got := f.release(); len(got) == 0 || got[0] != '*' || got[:4] != "*7\r\n" || got[4:8] != ":1\r\n" {
+		t.Fatalf("the late part: %q, want refused", got)
+	}
+	for _, u := range users {
+		if left := f.remaining(t, u); left != 10 {
+			t.Fatalf("user %s: %d left after the late part", u, left)
+		}
+	}
+}

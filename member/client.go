@@ -1,0 +1,182 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-rl/sluice/memberpb"
+	"github.com/sluice-rl/sluice/raftmux"
+)
+
+// Addr is where a member's calls go: its member port and its group.
+type Addr struct {
+	// Port is the member port's address (its Raft address, or the one
+	// --raft-dial-via gives).
+	Port string
+	// Group is the member's group id.
+	Group string
+}
+
+// ClientConfig is what a member's client needs.
+type ClientConfig struct {
+	// Secret is the cluster's (--cluster-secret-file; nil: none).
+	Secret []byte
+}
+
+// Client calls other members, keeping one connection to each.
+type Client struct {
+	cfg   ClientConfig
+	mu    sync.Mutex
+	conns map[Addr]*grpc.ClientConn
+}
+
+// NewClient makes a client.
+func NewClient(cfg ClientConfig) *Client {
+	return &Client{cfg: cfg, conns: map[Addr]*grpc.ClientConn{}}
+}
+
+// conn is the connection to to, made on first use.
+func (c *Client) conn(to Addr) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc := c.conns[to]; cc != nil {
+		return cc, nil
+	}
+	secret := c.cfg.Secret
+	cc, err := grpc.NewClient("passthrough:///"+to.Port,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return raftmux.DialMember(ctx, addr, to.Group, secret)
+		}),
+		// A member that restarts is back within a second or two: look
+		// again soon, not after gRPC's default minutes.
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: time.Second,
+			Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, to.Port, err)
+	}
+	c.conns[to] = cc
+	return cc, nil
+}
+
+// Apply asks the member at to, as its group's leader, to apply command
+// through its log, and returns the reply. Its errors wrap the package's
+// sentinels; ErrNotLeader's message names the leader the member knows.
+func (c *Client) Apply(ctx context.Context, to Addr, command [][]byte) ([]byte, error) {
+	cc, err := c.conn(to)
+	if err != nil {
+		return nil, err
+	}
+	if err := ready(ctx, cc); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, to.Port, err)
+	}
+	out, err := memberpb.NewMemberClient(cc).Apply(ctx, &memberpb.ApplyRequest{Group: to.Group, Command: command})
+	if err != nil {
+		return nil, callError(to, err)
+	}
+	if err := errOf(out.GetCode()); err != nil {
+		if out.GetCode() == memberpb.Code_NOT_LEADER {
+			return nil, &NotLeaderError{Leader: out.GetLeader(), Detail: out.GetDetail()}
+		}
+		return nil, fmt.Errorf("%w (%s)", err, out.GetDetail())
+	}
+	return out.GetReply(), nil
+}
+
+// Report asks the member at to what it knows of its group.
+func (c *Client) Report(ctx context.Context, to Addr) (Report, error) {
+	cc, err := c.conn(to)
+	if err != nil {
+		return Report{}, err
+	}
+	if err := ready(ctx, cc); err != nil {
+		return Report{}, fmt.Errorf("%w: %s: %w", ErrUnreachable, to.Port, err)
+	}
+	out, err := memberpb.NewMemberClient(cc).Report(ctx, &memberpb.ReportRequest{Group: to.Group})
+	if err != nil {
+		return Report{}, callError(to, err)
+	}
+	if out.GetCode() != memberpb.Code_APPLIED {
+		return Report{}, fmt.Errorf("%w: %s is not of group %s", ErrWrongGroup, to.Port, to.Group)
+	}
+	return reportOf(out), nil
+}
+
+// NotLeaderError is ErrNotLeader with the leader the member knows.
+type NotLeaderError struct {
+	// Leader is the client address of the group's leader the member
+	// knows ("" for none).
+	Leader, Detail string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == "" {
+		return ErrNotLeader.Error() + " (no leader known)"
+	}
+	return ErrNotLeader.Error() + " (the leader is " + e.Leader + ")"
+}
+
+func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
+
+// LeaderOf is the leader's client address a not-leader answer named.
+func LeaderOf(err error) (string, bool) {
+	var nl *NotLeaderError
+	if errors.As(err, &nl) && nl.Leader != "" {
+		return nl.Leader, true
+	}
+	return "", false
+}
+
+// ready waits until cc is connected: a call is only sent on a connection
+// that is up, so one that cannot be made is known not to have been sent.
+func ready(ctx context.Context, cc *grpc.ClientConn) error {
+	for {
+		switch st := cc.GetState(); st {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			cc.Connect()
+			return fmt.Errorf("connection %s", st)
+		default:
+			cc.Connect()
+			if !cc.WaitForStateChange(ctx, st) {
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// callError is what a failed call on a connection that was up says: the
+// member refused it (a message over the size), or its outcome is unknown
+// (the connection was lost, the deadline passed: it may have applied).
+func callError(to Addr, err error) error {
+	st, _ := status.FromError(err)
+	switch st.Code() {
+	case codes.ResourceExhausted, codes.Unimplemented, codes.InvalidArgument:
+		return fmt.Errorf("%w: %s: %s", ErrRefused, to.Port, st.Message())
+	}
+	return fmt.Errorf("%w: %s: %s", ErrUnknownOutcome, to.Port, st.Message())
+}
+
+// Close closes every connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for a, cc := range c.conns {
+		cc.Close()
+		delete(c.conns, a)
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+package member
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-rl/sluice/memberpb"
+	"github.com/sluice-rl/sluice/raftmux"
+	"github.com/sluice-rl/sluice/shardmap"
+)
+
+// The messages survive a round trip, and every cut of them is refused or
+// decodes to something else, never a panic or the whole message.
+func TestMessagesRoundTripAndCuts(t *testing.T) {
+	msgs := []proto.Message{
+		&memberpb.ApplyRequest{Group: "g2", Command: [][]byte{[]byte("RL.PART"), []byte("RESERVE"), {0, 1, 2}, []byte("")}},
+		&memberpb.ApplyReply{Code: memberpb.Code_APPLIED, Reply: []byte(":1\r\n")},
+		&memberpb.ApplyReply{Code: memberpb.Code_NOT_LEADER, Detail: "not the leader", Leader: "127.0.0.1:7001"},
+	}
+	for _, m := range msgs {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := m.ProtoReflect().New().Interface()
+		if err := proto.Unmarshal(b, back); err != nil || !proto.Equal(m, back) {
+			t.Fatalf("%T: round trip %v: %v", m, back, err)
+		}
+		for cut := range len(b) {
+			part := m.ProtoReflect().New().Interface()
+			if err := proto.Unmarshal(b[:cut], part); err == nil && proto.Equal(m, part) {
+				t.Fatalf("%T cut at %d of %d decodes whole", m, cut, len(b))
+			}
+		}
+	}
+	// Every code this version sends maps back to its sentinel.
+	for _, c := range wireCodes {
+		if got := errOf(codeOf(c.err)); got != c.err {
+			t.Fatalf("code %v: %v, want %v", c.code, got, c.err)
+		}
+	}
+	if errOf(memberpb.Code(99)) != ErrUnknownOutcome || codeOf(errors.New("other")) != memberpb.Code_UNKNOWN_OUTCOME {
+		t.Fatal("an unknown code or error must read as an unknown outcome")
+	}
+	if errOf(memberpb.Code_APPLIED) != nil {
+		t.Fatal("APPLIED is no error")
+	}
+}
+
+// servePort is a member port for group on loopback whose calls apply
+// with apply.
+func servePort(t *testing.T, secret []byte, group string, apply Applier) string {
+	t.Helper()
+	mux, err := raftmux.Listen("127.0.0.1:0", secret, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := mux.Members(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := Serve(ln, ServerConfig{Group: group, Apply: apply})
+	t.Cleanup(func() { srv.Stop(); mux.Close() })
+	return mux.Addr().String()
+}
+
+func TestCallsAndWhatBecameOfThem(t *testing.T) {
+	secret := []byte("a cluster secret of some length")
+	var applied atomic.Int64
+	port := servePort(t, secret, "g1", func(_ context.Context, cmd [][]byte) ([]byte, string, error) {
+		switch string(cmd[0]) {
+		case "APPLY":
+			applied.Add(1)
+			return []byte("+OK " + string(bytes.Join(cmd[1:], []byte(" "))) + "\r\n"), "", nil
+		case "FOLLOWER":
+			return nil, "127.0.0.1:6380", ErrNotLeader
+		case "ELECTING":
+			return nil, "", fmt.Errorf("%w: the leader changed", ErrNotApplied)
+		case "LOST":
+			return nil, "", errors.New("raft: timed out enqueuing")
+		}
+		return nil, "", fmt.Errorf("%w: not a member command", ErrRefused)
+	})
+	c := NewClient(ClientConfig{Secret: secret})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	to := Addr{Port: port, Group: "g1"}
+	call := func(to Addr, words ...string) ([]byte, error) {
+		cmd := make([][]byte, len(words))
+		for i, w := range words {
+			cmd[i] = []byte(w)
+		}
+		return c.Apply(ctx, to, cmd)
+	}
+	if reply, err := call(to, "APPLY", "a", "b"); err != nil || string(reply) != "+OK a b\r\n" {
+		t.Fatalf("applied: %q %v", reply, err)
+	}
+	_, err := call(to, "FOLLOWER")
+	if leader, ok := LeaderOf(err); !ok || leader != "127.0.0.1:6380" || !errors.Is(err, ErrNotLeader) || !NothingApplied(err) {
+		t.Fatalf("not leader: %v (%q)", err, leader)
+	}
+	if _, err := call(to, "ELECTING"); !errors.Is(err, ErrNotApplied) || !NothingApplied(err) {
+		t.Fatalf("not applied: %v", err)
+	}
+	if _, err := call(to, "LOST"); !errors.Is(err, ErrUnknownOutcome) || NothingApplied(err) {
+		t.Fatalf("an error of no known kind must be an unknown outcome: %v", err)
+	}
+	if _, err := call(to, "FLUSHALL"); !errors.Is(err, ErrRefused) {
+		t.Fatalf("refused: %v", err)
+	}
+	if _, err := call(Addr{Port: port, Group: "g2"}, "APPLY"); !errors.Is(err, ErrWrongGroup) && !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("another group: %v", err)
+	}
+	if _, err := call(to); !errors.Is(err, ErrRefused) {
+		t.Fatalf("no command: %v", err)
+	}
+	// A caller without the secret, or with another, is never heard.
+	before := applied.Load()
+	for _, s := range [][]byte{nil, []byte("another secret of some length")} {
+		stranger := NewClient(ClientConfig{Secret: s})
+		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := stranger.Apply(sctx, to, [][]byte{[]byte("APPLY")})
+		scancel()
+		stranger.Close()
+		if err == nil || !NothingApplied(err) && !errors.Is(err, ErrUnknownOutcome) {
+			t.Fatalf("a caller without the secret: %v", err)
+		}
+	}
+	if applied.Load() != before {
+		t.Fatal("a caller without the secret had a command applied")
+	}
+	// Nothing listening: unreachable, so known not to have applied.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	gone := ln.Addr().String()
+	ln.Close()
+	if _, err := call(Addr{Port: gone, Group: "g1"}, "APPLY"); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("nothing listening: %v", err)
+	}
+}
+
+// A raw connection without the proof gets no gRPC answer: it is closed
+// before the member server sees a byte.
+func TestMemberPortClosesWhoCannotProveMembership(t *testing.T) {
+	var calls atomic.Int64
+	port := servePort(t, []byte("a cluster secret of some length"), "g1", func(context.Context, [][]byte) ([]byte, string, error) {
+		calls.Add(1)
+		return nil, "", nil
+	})
+	c, err := net.Dial("tcp", port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The member header, then gRPC's preface as a client would send it.
+	c.Write(append([]byte{0, 2}, "g1"...))
+	c.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, _ := io.ReadAll(c)
+	if bytes.Contains(got, []byte("\x00\x00")) && len(got) > 64 {
+		t.Fatalf("the member server answered a stranger: %q", got)
+	}
+	if calls.Load() != 0 {
+		t.Fatal("a stranger's call applied")
+	}
+}
+
+// A report crosses whole: leader, log time, slots, migrations; a range
+// that is not one (a newer or broken sender's) is dropped, not trusted.
+func TestReportCrossesWhole(t *testing.T) {
+	want := Report{Leader: true, LogTime: 1_700_000_000_123_456_789, Fenced: true, Slots: shardmap.Report{
+		Epoch: 7, Ranges: [][2]int{{0, 100}, {200, 16383}},
+		Jobs: []shardmap.JobView{{Target: "g2", Ranges: [][2]int{{0, 50}}}, {Target: "g3", Ranges: [][2]int{{60, 60}}, Until: 1234}},
+	}}
+	b, err := proto.Marshal(want.message())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m memberpb.MemberReport
+	if err := proto.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if got := reportOf(&m); !reflect.DeepEqual(got, want) {
+		t.Fatalf("report round trip:\n got %+v\nwant %+v", got, want)
+	}
+	m.Ranges = append(m.Ranges, &memberpb.SlotRange{From: 9, To: 3}, &memberpb.SlotRange{From: 0, To: 16384})
+	if got := reportOf(&m); !reflect.DeepEqual(got.Slots.Ranges, want.Slots.Ranges) {
+		t.Fatalf("bad ranges taken: %v", got.Slots.Ranges)
+	}
+	if got := reportOf(&memberpb.MemberReport{Epoch: 3, Ranges: m.Ranges}); got.Fenced || got.Slots.Epoch != 0 {
+		t.Fatalf("an unfenced report carries slots: %+v", got)
+	}
+}
+
+// Over the port: the report of the group asked for, WRONG_GROUP for
+// another.
+func TestReportOverThePort(t *testing.T) {
+	want := Report{Leader: true, LogTime: 42, Fenced: true, Slots: shardmap.Report{Epoch: 2, Ranges: [][2]int{{5, 9}}}}
+	mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mux.Close()
+	ln, _ := mux.Members("g1")
+	srv := Serve(ln, ServerConfig{Group: "g1", Report: func() Report { return want }})
+	defer srv.Stop()
+	c := NewClient(ClientConfig{})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := c.Report(ctx, Addr{Port: mux.Addr().String(), Group: "g1"})
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("report: %+v %v", got, err)
+	}
+	if _, err := c.Report(ctx, Addr{Port: mux.Addr().String(), Group: "g2"}); err == nil {
+		t.Fatal("a report of a group the member is not of")
+	}
+}

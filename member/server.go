@@ -1,0 +1,86 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluice-rl/sluice/memberpb"
+)
+
+// MaxMessage bounds one member message (a slot's import is the largest:
+// its records, in chunks the mover sizes below this).
+const MaxMessage = 64 << 20
+
+// Applier applies an internal command for a member that asked, through
+// the group's log. It returns the applied command's reply, or an error
+// wrapping one of the package's sentinels (ErrNotLeader with the leader's
+// client address in leader, ErrRefused, ErrNotApplied, ErrUnknownOutcome).
+type Applier func(ctx context.Context, command [][]byte) (reply []byte, leader string, err error)
+
+// ServerConfig is what a member's server needs.
+type ServerConfig struct {
+	// Group is the id of this member's group: a call naming another is
+	// refused.
+	Group string
+	// Apply applies what a member asks.
+	Apply Applier
+	// Report is what this member knows of its group, now.
+	Report func() Report
+	// Log receives calls refused.
+	Log *slog.Logger
+}
+
+// Server serves one member's calls on a listener of the member port.
+type Server struct {
+	cfg  ServerConfig
+	grpc *grpc.Server
+}
+
+// Serve serves calls on ln (a raftmux member listener: its connections
+// proved membership, when the cluster has a secret) until Stop.
+func Serve(ln net.Listener, cfg ServerConfig) *Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, grpc: grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessage), grpc.MaxSendMsgSize(MaxMessage))}
+	memberpb.RegisterMemberServer(s.grpc, service{s})
+	go s.grpc.Serve(ln)
+	return s
+}
+
+// Stop closes the listener and every call's connection.
+func (s *Server) Stop() { s.grpc.Stop() }
+
+type service struct{ s *Server }
+
+func (v service) Apply(ctx context.Context, in *memberpb.ApplyRequest) (*memberpb.ApplyReply, error) {
+	cfg := &v.s.cfg
+	if in.GetGroup() != cfg.Group {
+		return &memberpb.ApplyReply{Code: memberpb.Code_WRONG_GROUP,
+			Detail: fmt.Sprintf("this member is of group %s, not %s", cfg.Group, in.GetGroup())}, nil
+	}
+	if len(in.GetCommand()) == 0 {
+		return &memberpb.ApplyReply{Code: memberpb.Code_REFUSED, Detail: "no command"}, nil
+	}
+	reply, leader, err := cfg.Apply(ctx, in.GetCommand())
+	if err != nil {
+		code := codeOf(err)
+		if code == memberpb.Code_REFUSED {
+			cfg.Log.Warn("a member's call was refused", "command", string(in.GetCommand()[0]), "err", err)
+		}
+		return &memberpb.ApplyReply{Code: code, Detail: err.Error(), Leader: leader}, nil
+	}
+	return &memberpb.ApplyReply{Code: memberpb.Code_APPLIED, Reply: reply}, nil
+}
+
+func (v service) Report(_ context.Context, in *memberpb.ReportRequest) (*memberpb.MemberReport, error) {
+	cfg := &v.s.cfg
+	if in.GetGroup() != cfg.Group {
+		return &memberpb.MemberReport{Code: memberpb.Code_WRONG_GROUP}, nil
+	}
+	return cfg.Report().message(), nil
+}
