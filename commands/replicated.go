@@ -147,17 +147,24 @@ func (r Replicated) ErrorReply(err error, key []byte) string {
 // (RESP2); ok is false when it does not (nothing was logged: the caller
 // asks the leader). A check's coordinator applies its own group's part so.
 func (r Replicated) ApplyHere(args [][]byte) (reply []byte, ok bool, err error) {
+	reply, _, ok, err = r.applyHere(args)
+	return reply, ok, err
+}
+
+// applyHere is ApplyHere with the apply's typed outcome.
+func (r Replicated) applyHere(args [][]byte) (reply []byte, out machine.Outcome, ok bool, err error) {
 	if !r.Node.Serving() {
-		return nil, false, nil
+		return nil, out, false, nil
 	}
-	reply, err = r.ApplyOne(args)
+	get, err := r.ApplyAll([][][]byte{args})
 	switch {
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrTransferring):
-		return nil, false, nil
+		return nil, out, false, nil
 	case err != nil:
-		return nil, true, err
+		return nil, out, true, err
 	}
-	return reply, true, nil
+	reply, out = get(0)
+	return reply, out, true, nil
 }
 
 // ApplyOne logs one command and returns its reply (RESP2); it fails
@@ -171,34 +178,56 @@ func (r Replicated) ApplyOne(args [][]byte) ([]byte, error) {
 	return reply, nil
 }
 
-// ApplyForMember applies a command another member sent (a check's part, a
-// slot's import; package member) through this group's log and returns its
-// reply: only the commands members send each other, checked as a client's
-// are before they enter the log. Its errors wrap member's sentinels; a
-// not-leader one comes with the leader's client address this node knows.
+// ApplyForMember applies a command another member sent (configuration
+// for every group, a slot's import; package member) through this group's
+// log and returns its reply: only the commands members send each other,
+// checked as a client's are before they enter the log. Its errors wrap
+// member's sentinels; a not-leader one comes with the leader's client
+// address this node knows.
 func (r Replicated) ApplyForMember(args [][]byte) (reply []byte, leader string, err error) {
+	reply, _, leader, err = r.applyForMember(args)
+	return reply, leader, err
+}
+
+func (r Replicated) applyForMember(args [][]byte) (reply []byte, out machine.Outcome, leader string, err error) {
 	m := r.Node.Machine()
 	cmd := m.Lookup(args[0])
 	switch {
 	case cmd == nil || !cmd.FromMember():
-		return nil, "", fmt.Errorf("%w: %q is not a command members send", member.ErrRefused, resp.Clip(args[0], 64))
+		return nil, out, "", fmt.Errorf("%w: %q is not a command members send", member.ErrRefused, resp.Clip(args[0], 64))
 	case !cmd.ArityOK(len(args)):
-		return nil, "", fmt.Errorf("%w: wrong number of arguments for %s", member.ErrRefused, cmd.Name)
+		return nil, out, "", fmt.Errorf("%w: wrong number of arguments for %s", member.ErrRefused, cmd.Name)
 	}
 	if bad := cmd.Check(m, args); bad != "" {
-		return nil, "", fmt.Errorf("%w: %s", member.ErrRefused, bad)
+		return nil, out, "", fmt.Errorf("%w: %s", member.ErrRefused, bad)
 	}
-	reply, ok, err := r.ApplyHere(args)
+	reply, out, ok, err := r.applyHere(args)
 	switch {
 	case !ok && err == nil:
 		_, leader, _ := r.Node.Leader()
-		return nil, leader, member.ErrNotLeader
+		return nil, out, leader, member.ErrNotLeader
 	case errors.Is(err, cluster.ErrNotApplied), errors.Is(err, cluster.ErrTransferring):
-		return nil, "", fmt.Errorf("%w: %w", member.ErrNotApplied, err)
+		return nil, out, "", fmt.Errorf("%w: %w", member.ErrNotApplied, err)
 	case err != nil:
-		return nil, "", fmt.Errorf("%w: %w", member.ErrUnknownOutcome, err)
+		return nil, out, "", fmt.Errorf("%w: %w", member.ErrUnknownOutcome, err)
 	}
-	return reply, "", nil
+	return reply, out, "", nil
+}
+
+// Part decides a part of a check across groups here, as its group's
+// leader (the coordinator's own group's part, or one another member sent):
+// its typed result from the apply's outcome, no reply decoded.
+func (r Replicated) Part(req *machine.PartRequest) (machine.PartResult, string, error) {
+	cmd, err := req.Command()
+	if err != nil {
+		return machine.PartResult{}, "", fmt.Errorf("%w: %w", member.ErrRefused, err)
+	}
+	reply, out, leader, err := r.applyForMember(cmd)
+	if err != nil {
+		return machine.PartResult{}, leader, err
+	}
+	res, err := machine.PartOf(req.Kind, reply, out)
+	return res, "", err
 }
 
 // Report is what this member knows of its group, for the other groups'
@@ -213,4 +242,15 @@ func (r Replicated) Report(now time.Time) member.Report {
 		rep.Slots = shardmap.Report{Epoch: o.Epoch, Ranges: o.SlotRanges(), Jobs: ownJobViews(o, now)}
 	}
 	return rep
+}
+
+// LocalPart is Part for the coordinator's own group: ok is false when this
+// node does not lead (nothing was logged; the coordinator asks the
+// leader).
+func (r Replicated) LocalPart(req *machine.PartRequest) (machine.PartResult, bool, error) {
+	res, _, err := r.Part(req)
+	if errors.Is(err, member.ErrNotLeader) {
+		return res, false, nil
+	}
+	return res, true, err
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/sluice-rl/sluice/machine"
 )
 
-func partWith(r machine.CheckResult) *part { return &part{res: Result{Check: r}} }
+func partWith(r machine.CheckResult) *part { return &part{res: machine.PartResult{Check: r}} }
 
 // An admitted check across groups answers with its tightest limit (the
 // least remaining), a refused one with the refusal that waits longest

@@ -15,17 +15,13 @@ package crossgroup
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/member"
@@ -40,6 +36,10 @@ var (
 	ErrPart     = errors.New("crossgroup: a part of the check failed")
 	ErrNoLeader = errors.New("crossgroup: a group has no leader known")
 )
+
+// ErrBadResult: a group answered a part with a result that does not fit
+// it (a status per descriptor it was sent).
+var ErrBadResult = errors.New("crossgroup: a part's result does not fit the part")
 
 // ErrOutcomeUnknown: a check sent whole to one group got no answer; that
 // group may have charged it.
@@ -59,24 +59,25 @@ type Config struct {
 	Machine *machine.Machine
 	// OwnLeader is the client address of this member's group's leader.
 	OwnLeader func() (string, bool)
-	// Password is every member's --requirepass ("" for none).
-	Password string
-	// Caller reaches the members (nil: go-redis clients, with Password,
-	// over TLS when TLS is set).
-	Caller Caller
-	TLS    *tls.Config
-	// Members, when set, carries what only members send each other (a
-	// check's parts, a slot's import: machine.Command.FromMember) on the
-	// member port instead of Caller; MemberAt says where the member whose
-	// client address it is takes them.
+	// Members reaches the other members on their member port: a check's
+	// parts, configuration for every group, a slot's import (package
+	// member). MemberAt says where the member whose client address it is
+	// takes them.
 	Members  Members
 	MemberAt func(clientAddr string) (member.Addr, bool)
+	// ReportOf asks group g's leader what it knows of its group (the
+	// slots its log owns) on the member port; nil: claims are not
+	// refreshed on a fenced part (the probe still learns them).
+	ReportOf func(ctx context.Context, g int) (member.Report, error)
 	// Local, when set, applies a command for this member's own group here,
 	// through its log, instead of over a connection to itself: it returns
 	// the reply, or ok false when this member cannot (it does not lead;
 	// nothing was logged). The leader coordinating a check saves the round
 	// trip to itself.
 	Local func(args [][]byte) (reply []byte, ok bool, err error)
+	// LocalPart is Local for a part of a check: decided here, through
+	// the log, its typed result read from the apply's outcome.
+	LocalPart func(req *machine.PartRequest) (res machine.PartResult, ok bool, err error)
 	// Timeout bounds one part's call (default 2 s).
 	Timeout time.Duration
 	// FinishRetry is how long a cancel that could not be sent is sent
@@ -137,25 +138,43 @@ func New(cfg Config) *Coordinator {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Caller == nil {
-		cfg.Caller = &redisCaller{password: cfg.Password, tls: cfg.TLS, clients: map[string]*redis.Client{}}
-	}
 	return &Coordinator{cfg: cfg, closing: make(chan struct{})}
 }
 
-// Caller sends one command to the member at addr and returns its reply as
-// go-redis decodes one: int64, string, []any; nil with redis.Nil for a
-// null; an error reply as a redis.Error. The coordinator's default keeps a
-// go-redis client per member; an in-process simulation plugs in its own.
-type Caller interface {
-	Call(ctx context.Context, addr string, args ...any) (any, error)
-	Close() error
-}
-
-// Members applies a command members send each other at another member
-// (member.Client).
+// Members reaches other members on their member port (member.Client):
+// a command members send each other applied, a part of a check decided.
 type Members interface {
 	Apply(ctx context.Context, to member.Addr, command [][]byte) ([]byte, error)
+	Part(ctx context.Context, to member.Addr, req *machine.PartRequest) (machine.PartResult, error)
+}
+
+// part sends req to group g's leader: decided here when this member leads
+// it (LocalPart), else on the leader's member port.
+func (c *Coordinator) part(ctx context.Context, g int, req *machine.PartRequest) (machine.PartResult, error) {
+	if g == c.cfg.Router.Self() && c.cfg.LocalPart != nil {
+		res, ok, err := c.cfg.LocalPart(req)
+		if ok || err != nil {
+			return res, err
+		}
+	}
+	var addr string
+	var ok bool
+	if g == c.cfg.Router.Self() {
+		addr, ok = c.cfg.OwnLeader()
+	} else {
+		addr, ok = c.cfg.Router.Leader(g)
+	}
+	if !ok {
+		return machine.PartResult{}, fmt.Errorf("%w: group %s", ErrNoLeader, c.cfg.Router.Map().Groups[g].ID)
+	}
+	if c.cfg.Members == nil {
+		return machine.PartResult{}, fmt.Errorf("%w: no member channel", member.ErrUnreachable)
+	}
+	to, ok := c.cfg.MemberAt(addr)
+	if !ok {
+		return machine.PartResult{}, fmt.Errorf("%w: no member of the cluster map has the client address %s", member.ErrUnreachable, addr)
+	}
+	return c.cfg.Members.Part(ctx, to, req)
 }
 
 // words are args as a command's words.
@@ -176,33 +195,31 @@ func words(args []any) [][]byte {
 	return out
 }
 
-// decoded is a reply as Caller returns one.
+// decoded is a reply as the callers read one: int64, string, []any,
+// nil for a null, an error reply as a resp.ReplyError.
 func decoded(reply []byte) (any, error) {
 	v, err := resp.DecodeReply(reply)
 	if errors.Is(err, resp.ErrNull) {
-		err = redis.Nil
+		return nil, nil
 	}
 	return v, err
 }
 
-// send sends args to the member at addr: on the member port when only
-// members send it, else on its client door.
+// send applies args, a command members send each other, at the member
+// with client address addr, on its member port.
 func (c *Coordinator) send(ctx context.Context, addr string, args ...any) (any, error) {
-	if c.cfg.Members != nil && len(args) > 0 {
-		w := words(args)
-		if cmd := c.cfg.Machine.Lookup(w[0]); cmd != nil && cmd.FromMember() {
-			to, ok := c.cfg.MemberAt(addr)
-			if !ok {
-				return nil, fmt.Errorf("%w: no member of the cluster map has the client address %s", member.ErrUnreachable, addr)
-			}
-			reply, err := c.cfg.Members.Apply(ctx, to, w)
-			if err != nil {
-				return nil, err
-			}
-			return decoded(reply)
-		}
+	if c.cfg.Members == nil {
+		return nil, fmt.Errorf("%w: no member channel", member.ErrUnreachable)
 	}
-	return c.cfg.Caller.Call(ctx, addr, args...)
+	to, ok := c.cfg.MemberAt(addr)
+	if !ok {
+		return nil, fmt.Errorf("%w: no member of the cluster map has the client address %s", member.ErrUnreachable, addr)
+	}
+	reply, err := c.cfg.Members.Apply(ctx, to, words(args))
+	if err != nil {
+		return nil, err
+	}
+	return decoded(reply)
 }
 
 // call sends args to group g's leader.
@@ -242,53 +259,8 @@ func (c *Coordinator) CallMember(ctx context.Context, addr string, args ...any) 
 // Drain waits for the cancels in flight.
 func (c *Coordinator) Drain() { c.settling.Wait() }
 
-// Close ends the cancels' retries, waits for those in flight and closes
-// the connections.
+// Close ends the cancels' retries and waits for those in flight.
 func (c *Coordinator) Close() {
 	c.closeOnce.Do(func() { close(c.closing) })
 	c.Drain()
-	c.cfg.Caller.Close()
-}
-
-// ForAddr is cfg (nil: plain TCP) for dialing addr: its host as the name
-// the certificate must carry, unless cfg names one.
-func ForAddr(cfg *tls.Config, addr string) *tls.Config {
-	if cfg == nil {
-		return nil
-	}
-	cfg = cfg.Clone()
-	if host, _, err := net.SplitHostPort(addr); err == nil && cfg.ServerName == "" {
-		cfg.ServerName = host
-	}
-	return cfg
-}
-
-// redisCaller keeps a go-redis client open per member.
-type redisCaller struct {
-	password string
-	tls      *tls.Config
-	mu       sync.Mutex
-	clients  map[string]*redis.Client
-}
-
-func (r *redisCaller) Call(ctx context.Context, addr string, args ...any) (any, error) {
-	r.mu.Lock()
-	cl := r.clients[addr]
-	if cl == nil {
-		cl = redis.NewClient(&redis.Options{Addr: addr, Password: r.password, MaxRetries: -1, Protocol: 2,
-			DisableIdentity: true, PoolSize: 64, DialTimeout: time.Second, TLSConfig: ForAddr(r.tls, addr)})
-		r.clients[addr] = cl
-	}
-	r.mu.Unlock()
-	return cl.Do(ctx, args...).Result()
-}
-
-func (r *redisCaller) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for addr, cl := range r.clients {
-		cl.Close()
-		delete(r.clients, addr)
-	}
-	return nil
 }

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/member"
 	"github.com/sluice-rl/sluice/resp"
@@ -54,13 +52,13 @@ func (c *Coordinator) Spans(args [][]byte) bool {
 	return false
 }
 
-// part is one group's share of a check: the words sent, and which of the
-// check's descriptors it carries.
+// part is one group's share of a check: the request sent, and which of
+// the check's descriptors it carries.
 type part struct {
 	group int
-	args  []any
+	req   machine.PartRequest
 	descs []int
-	res   Result
+	res   machine.PartResult
 	err   error
 }
 
@@ -103,21 +101,15 @@ func (c *Coordinator) Decide(ctx context.Context, args [][]byte) (Result, error)
 	// reserves its part, kept or cancelled once all have answered.
 	id := ""
 	for _, p := range parts {
-		if len(parts) == 1 {
-			p.args = append(p.args, "RL.PART", "DECIDE", rules)
-		} else {
+		p.req = machine.PartRequest{Kind: machine.PartDecide, RLS: rls, Domain: domain, Rules: rules, Head: head}
+		if len(parts) > 1 {
 			if id == "" {
 				id = rand.Text()
 			}
-			p.args = append(p.args, "RL.PART", "RESERVE", rules, id, partTTL)
-		}
-		for _, a := range args[:head] {
-			p.args = append(p.args, string(a))
+			p.req.Kind, p.req.ID, p.req.TTL = machine.PartReserve, id, partTTL
 		}
 		for _, i := range p.descs {
-			for _, a := range args[descs[i].Args[0]:descs[i].Args[1]] {
-				p.args = append(p.args, string(a))
-			}
+			p.req.Descriptors = append(p.req.Descriptors, descs[i].Words)
 		}
 	}
 	if len(parts) > 1 {
@@ -129,7 +121,7 @@ func (c *Coordinator) Decide(ctx context.Context, args [][]byte) (Result, error)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.res, p.err = c.ask(ctx, p, rls)
+			p.res, p.err = c.ask(ctx, p)
 		}()
 	}
 	wg.Wait()
@@ -171,11 +163,10 @@ func (c *Coordinator) Decide(ctx context.Context, args [][]byte) (Result, error)
 		return Result{}, fmt.Errorf("%w: a part may have been charged and its cancel is not confirmed yet (it is sent again until the part's reservation expires): %w", ErrOutcomeUnknown, errors.Join(failed, unconfirmed))
 	}
 	if failed != nil {
-		var re redis.Error
 		switch {
 		case errors.Is(failed, ErrRulesDiffer) || errors.Is(failed, ErrNoLeader):
 			return Result{}, failed
-		case len(parts) == 1 && !errors.As(failed, &re) && !member.NothingApplied(failed):
+		case len(parts) == 1 && mayHaveCharged(failed):
 			// The whole check went to one group, which may have decided
 			// it before the answer was lost: there is nothing to give
 			// back, and no saying it was not charged.
@@ -233,48 +224,36 @@ func rank(retry int64) int64 {
 
 func (c *Coordinator) groupOf(s int) int { return c.cfg.Router.Owner(s) }
 
-// ask sends a part to its group's leader and reads its answer.
-func (c *Coordinator) ask(ctx context.Context, p *part, rls bool) (Result, error) {
+// ask sends a part to its group's leader and reads its typed answer.
+func (c *Coordinator) ask(ctx context.Context, p *part) (machine.PartResult, error) {
 	group := c.cfg.Router.Map().Groups[p.group].ID
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	v, err := c.call(ctx, p.group, p.args...)
-	var re redis.Error
+	res, err := c.part(ctx, p.group, &p.req)
 	switch {
-	case errors.As(err, &re) && strings.HasPrefix(re.Error(), "ERR RULESDIFFER"):
-		return Result{}, fmt.Errorf("%w: group %s: %s", ErrRulesDiffer, group, strings.TrimPrefix(re.Error(), "ERR RULESDIFFER "))
-	case errors.As(err, &re) && fenceRefusal(re.Error()):
+	case errors.Is(err, machine.ErrRulesDiffer):
+		return res, fmt.Errorf("%w: group %s: %s", ErrRulesDiffer, group, strings.TrimPrefix(err.Error(), "ERR RULESDIFFER "))
+	case errors.Is(err, machine.ErrFenced):
 		// The group no longer owns a counter's slot: a slot moved and this
 		// member's router has not heard. Ask every group what it owns now,
 		// so the client's retry goes where the slot is.
 		c.RefreshClaims(ctx)
-		return Result{}, fmt.Errorf("group %s: %w", group, err)
+		return res, fmt.Errorf("group %s: %w", group, err)
 	case err != nil:
-		return Result{}, fmt.Errorf("group %s: %w", group, err)
+		return res, fmt.Errorf("group %s: %w", group, err)
 	}
-	if rls {
-		out, err := machine.ReadRLSReply(v)
-		if err == nil && len(out.Statuses) != len(p.descs) {
-			err = fmt.Errorf("%w: %d statuses for %d descriptors", machine.ErrBadReply, len(out.Statuses), len(p.descs))
-		}
-		if err != nil {
-			return Result{}, fmt.Errorf("group %s: %w", group, err)
-		}
-		return Result{Limited: out.Limited, Statuses: out.Statuses}, nil
+	if p.req.RLS && len(res.Statuses) != len(p.descs) {
+		return res, fmt.Errorf("group %s: %w: %d statuses for %d descriptors", group, ErrBadResult, len(res.Statuses), len(p.descs))
 	}
-	r, err := machine.ReadCheckReply(v)
-	if err != nil {
-		return Result{}, fmt.Errorf("group %s: %w", group, err)
-	}
-	return Result{Limited: r.Limited, Check: r}, nil
+	return res, nil
 }
 
 // mayHaveCharged reports a part's error after which the part may have
 // been charged: neither an answer (an error reply is a part that applied
 // nothing) nor a call known not to have applied.
 func mayHaveCharged(err error) bool {
-	var re redis.Error
-	return err != nil && !errors.As(err, &re) && !member.NothingApplied(err)
+	var refused *machine.PartError
+	return err != nil && !errors.As(err, &refused) && !member.NothingApplied(err)
 }
 
 // cancelAll cancels every part of a check that was not admitted, off the
@@ -327,11 +306,8 @@ func (c *Coordinator) cancel(p *part, domain, id string) error {
 	var err error
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
-		_, err = c.call(ctx, p.group, "RL.PART", "CANCEL", domain, id, partTTL)
+		_, err = c.part(ctx, p.group, &machine.PartRequest{Kind: machine.PartCancel, Domain: domain, ID: id, TTL: partTTL})
 		cancel()
-		if errors.Is(err, redis.Nil) {
-			err = nil // nothing held (the reserve never applied, or refused)
-		}
 		if err == nil || !retryable(err) || time.Now().Add(wait).After(deadline) {
 			break
 		}
@@ -355,22 +331,13 @@ func (c *Coordinator) cancel(p *part, domain, id string) error {
 	return nil
 }
 
-// retryable reports a failed keep or cancel worth sending again: not
-// answered, or answered that the group cannot decide now; an error reply
-// of another kind will not change.
+// retryable reports a failed cancel worth sending again: not answered, or
+// answered that the group cannot decide now; a refusal of another kind
+// will not change.
 func retryable(err error) bool {
 	if errors.Is(err, member.ErrRefused) {
 		return false // it will be refused again
 	}
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return true
-	}
-	msg := re.Error()
-	for _, p := range []string{"TRYAGAIN", "CLUSTERDOWN", "MOVED", "LOADING", "ERR the outcome is unknown"} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
+	var refused *machine.PartError
+	return !errors.As(err, &refused)
 }

@@ -47,24 +47,32 @@ type fakeMembers struct {
 	cancelFails int
 }
 
-func (f *fakeMembers) Apply(_ context.Context, to member.Addr, cmd [][]byte) ([]byte, error) {
+func (f *fakeMembers) Apply(context.Context, member.Addr, [][]byte) ([]byte, error) {
+	return nil, member.ErrRefused // a check's parts go as Part
+}
+
+func (f *fakeMembers) Part(_ context.Context, to member.Addr, req *machine.PartRequest) (machine.PartResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m := f.machines[to.Group]
-	switch sub := string(cmd[1]); {
-	case sub == "RESERVE" && to.Group == f.hold:
+	cmd, err := req.Command()
+	if err != nil {
+		return machine.PartResult{}, err
+	}
+	switch {
+	case req.Kind == machine.PartReserve && to.Group == f.hold:
 		f.held = cmd
-		return nil, fmt.Errorf("%w: the deadline passed", member.ErrUnknownOutcome)
-	case sub == "CANCEL" && f.cancelFails > 0:
+		return machine.PartResult{}, fmt.Errorf("%w: the deadline passed", member.ErrUnknownOutcome)
+	case req.Kind == machine.PartCancel && f.cancelFails > 0:
 		f.cancelFails--
-		return nil, fmt.Errorf("%w: a partition", member.ErrUnreachable)
+		return machine.PartResult{}, fmt.Errorf("%w: a partition", member.ErrUnreachable)
 	}
 	var w resp.Writer
-	m.ApplyArgs(f.now, cmd, &w)
-	if string(cmd[1]) == "RESERVE" && to.Group == f.lose {
-		return nil, fmt.Errorf("%w: the answer was lost", member.ErrUnknownOutcome)
+	out := m.ApplyArgs(f.now, cmd, &w)
+	if req.Kind == machine.PartReserve && to.Group == f.lose {
+		return machine.PartResult{}, fmt.Errorf("%w: the answer was lost", member.ErrUnknownOutcome)
 	}
-	return w.Buf, nil
+	return machine.PartOf(req.Kind, w.Buf, out)
 }
 
 // release applies the held part, late.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/member"
 	"github.com/sluice-rl/sluice/shardmap"
 )
 
@@ -23,24 +25,29 @@ groups:
     members: {c1: "127.0.0.1:7003@127.0.0.1:17003"}
 `
 
-// flakyCaller fails the first fails calls to each address.
-type flakyCaller struct {
+// flakyMembers fail the first fails calls to each member port.
+type flakyMembers struct {
 	mu    sync.Mutex
 	fails map[string]int
 	calls map[string]int
 }
 
-func (f *flakyCaller) Call(_ context.Context, addr string, _ ...any) (any, error) {
+func (f *flakyMembers) Apply(_ context.Context, to member.Addr, _ [][]byte) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls[addr]++
-	if f.calls[addr] <= f.fails[addr] {
+	f.calls[to.Port]++
+	if f.calls[to.Port] <= f.fails[to.Port] {
 		return nil, errors.New("the call was lost")
 	}
-	return "OK", nil
+	return []byte("+OK\r\n"), nil
 }
 
-func (f *flakyCaller) Close() error { return nil }
+func (f *flakyMembers) Part(context.Context, member.Addr, *machine.PartRequest) (machine.PartResult, error) {
+	return machine.PartResult{}, member.ErrRefused
+}
+
+// byClientAddr is MemberAt for tests: a member's client address names it.
+func byClientAddr(addr string) (member.Addr, bool) { return member.Addr{Port: addr, Group: "g"}, true }
 
 // A configuration command a group did not take is sent to it again, and
 // only to it; a group that keeps failing is named after three attempts.
@@ -52,8 +59,8 @@ func TestPropagateSendsAgain(t *testing.T) {
 	r, _ := shardmap.NewRouter(m, "g1")
 	r.SetLeader(1, "127.0.0.1:7002")
 	r.SetLeader(2, "127.0.0.1:7003")
-	caller := &flakyCaller{fails: map[string]int{"127.0.0.1:7002": 2}, calls: map[string]int{}}
-	c := New(Config{Router: r, Caller: caller})
+	caller := &flakyMembers{fails: map[string]int{"127.0.0.1:7002": 2}, calls: map[string]int{}}
+	c := New(Config{Router: r, Members: caller, MemberAt: byClientAddr})
 	args := [][]byte{[]byte("RL.SCALE"), []byte("api"), []byte("0.5")}
 	if err := c.Propagate(context.Background(), args); err != nil {
 		t.Fatalf("two lost calls to g2: %v", err)

@@ -90,7 +90,7 @@ func runCheckAll(x *exec, args [][]byte) {
 		x.error(err)
 		return
 	}
-	writeCheck(x.w, x.checkResult(p.checks, v))
+	x.answerCheck(x.checkResult(p.checks, v))
 }
 
 // parseLimit reads <key> <algorithm> <params…> from args[i:], up to the

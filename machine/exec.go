@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"errors"
 	"slices"
 
 	"github.com/sluice-rl/sluice/keyspace"
@@ -145,8 +146,15 @@ func (x *exec) journaled(t Ticket) {
 	}
 }
 
-// error writes err as a RESP error.
-func (x *exec) error(err error) { x.fail(ErrorReply(err)) }
+// error writes err as a RESP error; a fence's refusal is one members act
+// on (Outcome.Refusal).
+func (x *exec) error(err error) {
+	var fe fenceError
+	if errors.As(err, &fe) {
+		x.out.Refusal = ErrFenced
+	}
+	x.fail(ErrorReply(err))
+}
 
 // fail answers the error reply msg, which the outcome carries too (for a
 // door that reads typed results).

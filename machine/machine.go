@@ -216,6 +216,13 @@ type Outcome struct {
 	// command (Command.Decides) or a transaction answered an error, or any
 	// command panicked; "" otherwise.
 	Err string
+	// Refusal says why, when Err is a part's refusal members act on
+	// (ErrFenced, ErrRulesDiffer); nil otherwise.
+	Refusal error
+	// Check is RL.CHECK's (and RL.RESERVE's, a part's) typed result when
+	// the command answered one (Checked).
+	Check   CheckResult
+	Checked bool
 }
 
 // Commands lists the machine's commands in table order, the internal

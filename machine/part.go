@@ -148,6 +148,7 @@ func runPart(x *exec, args [][]byte) {
 	case "reserve", "decide":
 		domain := view(pt.args[1])
 		if mine := x.m.RulesDigest(domain); mine != string(pt.rules) {
+			x.out.Refusal = ErrRulesDiffer
 			x.fail("ERR RULESDIFFER domain '" + resp.Clip(pt.args[1], 64) + "': the coordinator's rules are " +
 				resp.Clip(pt.rules, 64) + ", this group's " + mine)
 			return
@@ -180,8 +181,8 @@ func runPart(x *exec, args [][]byte) {
 // SplitDescriptor is one descriptor of a check as a coordinator splits it
 // by group.
 type SplitDescriptor struct {
-	// Args is where its words are in the command: args[Args[0]:Args[1]].
-	Args [2]int
+	// Words are its words in the command (a slice of the command's).
+	Words [][]byte
 	// Slot is the slot of the counter it charges, or -1 when no limit
 	// applies to it (no rule, an unlimited one, an unknown domain): then
 	// Status is its RL.SHOULDRATELIMIT status, the same in every group.
@@ -192,13 +193,13 @@ type SplitDescriptor struct {
 }
 
 // Split plans an RL.CHECK or RL.SHOULDRATELIMIT (args, the command's name
-// first) without applying it: where each descriptor's words are, and the
-// slot of the counter it charges. The words before the first descriptor
-// (the command, its domain, COST or hits_addend) are args[:head]. The
-// descriptors are written over buf (reused when it has room: a caller
-// that only looks, as Coordinator.Spans on every check, allocates
-// nothing). bad is the error reply of a malformed command.
-func (m *Machine) Split(args [][]byte, buf []SplitDescriptor) (head int, descs []SplitDescriptor, bad string) {
+// first) without applying it: each descriptor's words, and the slot of
+// the counter it charges. head are the words between the domain and the
+// first descriptor (COST n; hits_addend). The descriptors are written
+// over buf (reused when it has room: a caller that only looks, as
+// Coordinator.Spans on every check, allocates nothing). bad is the error
+// reply of a malformed command.
+func (m *Machine) Split(args [][]byte, buf []SplitDescriptor) (head [][]byte, descs []SplitDescriptor, bad string) {
 	p := m.plan()
 	defer m.release(p)
 	rls := resp.EqualFold(args[0], "rl.shouldratelimit")
@@ -208,18 +209,17 @@ func (m *Machine) Split(args [][]byte, buf []SplitDescriptor) (head int, descs [
 		bad = parseDescriptors(args[2:], p)
 	}
 	if bad != "" {
-		return 0, nil, bad
+		return nil, nil, bad
 	}
 	domain := view(args[1])
 	if rls {
-		head = 3
 		m.planShouldRateLimit(p, domain, false)
 		descs = sized(buf, len(p.descs))
-		at := head
+		at := 3
 		for i, desc := range p.descs {
 			n := 4 + 2*(desc.to-desc.from)
 			d := &descs[i]
-			d.Args, d.Slot, d.Hits = [2]int{at, at + n}, -1, desc.hits
+			d.Words, d.Slot, d.Hits = args[at:at+n:at+n], -1, desc.hits
 			at += n
 			if desc.negative {
 				d.Hits = 0
@@ -231,17 +231,18 @@ func (m *Machine) Split(args [][]byte, buf []SplitDescriptor) (head int, descs [
 			unlimited := i < len(p.matched) && p.matched[i] != nil && p.matched[i].Algorithm == policy.Unlimited
 			d.Status = rlsStatus(nil, desc, unlimited, false, 0)
 		}
-		return head, descs, ""
+		return args[2:3:3], descs, ""
 	}
-	head = 2
+	at := 2
 	if len(args) > 2 && resp.EqualFold(args[2], "cost") {
-		head = 4
+		at = 4
 	}
+	head = args[2:at:at]
 	descs = sized(buf, len(p.bounds))
-	from, at := 0, head
+	from := 0
 	for i, end := range p.bounds {
 		n := 1 + 2*(end-from)
-		descs[i] = SplitDescriptor{Args: [2]int{at, at + n}, Slot: -1, Hits: p.cost}
+		descs[i] = SplitDescriptor{Words: args[at : at+n : at+n], Slot: -1, Hits: p.cost}
 		at += n
 		from = end
 	}

@@ -1,6 +1,8 @@
 package machine
 
 import (
+	"bytes"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -135,11 +137,11 @@ func TestSplitFindsEachCounterSlot(t *testing.T) {
 	}
 	args = append(args, []byte("1"), []byte("2"), []byte("5"), []byte("minute"), []byte("own"), []byte("x"))
 	head, descs, bad := m.Split(args, nil)
-	if bad != "" || head != 3 || len(descs) != 6 {
-		t.Fatalf("%d %d %q", head, len(descs), bad)
+	if bad != "" || len(head) != 1 || string(head[0]) != "1" || len(descs) != 6 {
+		t.Fatalf("%q %d %q", head, len(descs), bad)
 	}
 	for i, d := range descs {
-		alone := append(slices.Clone(args[:head]), args[d.Args[0]:d.Args[1]]...)
+		alone := append(slices.Clone(args[:3]), d.Words...)
 		before := allKeys(m)
 		var w resp.Writer
 		m.ApplyArgs(t0, alone, &w)
@@ -166,9 +168,17 @@ func TestSplitFindsEachCounterSlot(t *testing.T) {
 	check := [][]byte{[]byte("RL.CHECK"), []byte("another"), []byte("COST"), []byte("3"),
 		[]byte("DESCRIPTOR"), []byte("key2"), []byte("a"), []byte("DESCRIPTOR"), []byte("free"), []byte("b"), []byte("c"), []byte("d")}
 	head, descs, bad = m.Split(check, nil)
-	if bad != "" || head != 4 || len(descs) != 2 || descs[0].Args != [2]int{4, 7} || descs[1].Args != [2]int{7, 12} ||
-		descs[0].Slot < 0 || descs[1].Slot >= 0 || descs[0].Hits != 3 {
-		t.Fatalf("%d %+v %q", head, descs, bad)
+	if bad != "" || len(head) != 2 || string(head[1]) != "3" || len(descs) != 2 || len(descs[0].Words) != 3 || len(descs[1].Words) != 5 ||
+		string(descs[1].Words[4]) != "d" || descs[0].Slot < 0 || descs[1].Slot >= 0 || descs[0].Hits != 3 {
+		t.Fatalf("%q %+v %q", head, descs, bad)
+	}
+	// Put back together, the words are the command.
+	whole := append(slices.Clone(check[:2]), head...)
+	for _, d := range descs {
+		whole = append(whole, d.Words...)
+	}
+	if !slices.EqualFunc(whole, check, bytes.Equal) {
+		t.Fatalf("the words put back together: %q", whole)
 	}
 }
 
@@ -275,6 +285,56 @@ func TestPartCancelBeforeItsReserveLeavesATombstone(t *testing.T) {
 		{"RL.PART", "CANCEL", "another", "id", "1", "2"}} {
 		if got := do(m, t0+9, bad...); !strings.HasPrefix(got, "-ERR") {
 			t.Fatalf("%v: %q", bad, got)
+		}
+	}
+}
+
+// A typed part is the RL.PART entry the group logs, and its apply's
+// outcome reads back as the typed result: RL.CHECK's and
+// RL.SHOULDRATELIMIT's alike, a rules mismatch as ErrRulesDiffer.
+func TestPartRequestIsItsEntry(t *testing.T) {
+	m := loadRLS(t)
+	rules := m.RulesDigest("another")
+	check := [][]byte{[]byte("RL.CHECK"), []byte("another"), []byte("COST"), []byte("2"), []byte("DESCRIPTOR"), []byte("key2"), []byte("a")}
+	head, descs, bad := m.Split(check, nil)
+	if bad != "" {
+		t.Fatal(bad)
+	}
+	apply := func(now int64, req *PartRequest) (PartResult, error) {
+		cmd, err := req.Command()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w resp.Writer
+		out := m.ApplyArgs(now, cmd, &w)
+		return PartOf(req.Kind, w.Buf, out)
+	}
+	req := &PartRequest{Kind: PartReserve, Domain: "another", Rules: rules, ID: "r1", TTL: 10, Head: head,
+		Descriptors: [][][]byte{descs[0].Words}}
+	res, err := apply(t0, req)
+	if err != nil || res.Limited || res.Check.Limit != 20 || res.Check.Remaining != 18 || res.Check.Name == "" {
+		t.Fatalf("reserve: %+v %v", res, err)
+	}
+	res, err = apply(t0+1, &PartRequest{Kind: PartCancel, Domain: "another", ID: "r1", TTL: 10})
+	if err != nil || !res.Held {
+		t.Fatalf("cancel: %+v %v", res, err)
+	}
+	if res, err = apply(t0+2, &PartRequest{Kind: PartCancel, Domain: "another", ID: "r1", TTL: 10}); err != nil || res.Held {
+		t.Fatalf("a second cancel: %+v %v", res, err)
+	}
+	rls := [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte("another"), []byte("1"), []byte("1"), []byte("-"), []byte("-"), []byte("-"), []byte("key2"), []byte("a")}
+	head, descs, _ = m.Split(rls, nil)
+	res, err = apply(t0+3, &PartRequest{Kind: PartDecide, RLS: true, Domain: "another", Rules: rules, Head: head, Descriptors: [][][]byte{descs[0].Words}})
+	if err != nil || len(res.Statuses) != 1 || res.Statuses[0].Remaining != 19 {
+		t.Fatalf("decide: %+v %v", res, err)
+	}
+	_, err = apply(t0+4, &PartRequest{Kind: PartDecide, RLS: true, Domain: "another", Rules: "other", Head: head, Descriptors: [][][]byte{descs[0].Words}})
+	if !errors.Is(err, ErrRulesDiffer) || !strings.Contains(err.Error(), "RULESDIFFER") {
+		t.Fatalf("other rules: %v", err)
+	}
+	for _, bad := range []PartRequest{{Kind: PartReserve, Domain: "x"}, {Kind: PartCancel, Domain: "x"}, {Kind: 9, Domain: "x"}, {Kind: PartDecide}} {
+		if _, err := bad.Command(); !errors.Is(err, ErrBadPart) {
+			t.Fatalf("%+v: %v", bad, err)
 		}
 	}
 }

@@ -126,13 +126,13 @@ func runRLCheck(x *exec, args [][]byte) {
 	d := x.m.rules().Domain(domain)
 	if d == nil {
 		// A domain with no rules limits nothing, as in envoy.
-		writeCheck(x.w, noLimit)
+		x.answerCheck(noLimit)
 		return
 	}
 	p.forDomain(domain, x.m.policyRecords.Load())
 	p.addMatched(d)
 	if len(p.checks) == 0 {
-		writeCheck(x.w, noLimit)
+		x.answerCheck(noLimit)
 		return
 	}
 	p.seal()
@@ -141,7 +141,7 @@ func runRLCheck(x *exec, args [][]byte) {
 		x.error(err)
 		return
 	}
-	writeCheck(x.w, x.checkResult(p.checks, v))
+	x.answerCheck(x.checkResult(p.checks, v))
 }
 
 // ruleCheck is the check rule r asks for (key not yet set).

@@ -136,7 +136,7 @@ func runReserve(x *exec, args [][]byte) {
 		// A retry of a reserve whose reply was lost: the same answer,
 		// nothing charged again.
 		if r, ok := ds.Object(e).(*ReservationState); ok && r != nil {
-			writeCheck(x.w, r.Reply)
+			x.answerCheck(r.Reply)
 			return
 		}
 		x.error(errCorruptReservation)
@@ -148,7 +148,7 @@ func runReserve(x *exec, args [][]byte) {
 		// Nothing limits the request: nothing is charged, so nothing is
 		// held either — a flood of ids that match no rule must not take
 		// memory. Its settle answers as an unknown id's (nil).
-		writeCheck(x.w, noLimit)
+		x.answerCheck(noLimit)
 		return
 	}
 	v, err := x.decideLocked(p, now, ds, h)
@@ -161,7 +161,7 @@ func runReserve(x *exec, args [][]byte) {
 		h.state.Reply = res
 		x.m.reservations.reserved.Add(1)
 	}
-	writeCheck(x.w, res)
+	x.answerCheck(res)
 }
 
 // heldAs is a reservation a decision other than RL.RESERVE's keeps (a

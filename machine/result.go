@@ -35,6 +35,12 @@ var noLimit = CheckResult{Limit: -1, Remaining: -1, RetryAfter: -1}
 // coordinator answered from its parts).
 func WriteCheck(w *resp.Writer, r CheckResult) { writeCheck(w, r) }
 
+// answerCheck answers r, the typed result in the outcome and its reply.
+func (x *exec) answerCheck(r CheckResult) {
+	x.out.Check, x.out.Checked = r, true
+	writeCheck(x.w, r)
+}
+
 // writeCheck writes r as a seven-element reply.
 func writeCheck(w *resp.Writer, r CheckResult) {
 	w.Array(7)

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/memberpb"
 	"github.com/sluice-rl/sluice/raftmux"
 	"github.com/sluice-rl/sluice/shardmap"
@@ -26,6 +27,13 @@ func TestMessagesRoundTripAndCuts(t *testing.T) {
 		&memberpb.ApplyRequest{Group: "g2", Command: [][]byte{[]byte("RL.PART"), []byte("RESERVE"), {0, 1, 2}, []byte("")}},
 		&memberpb.ApplyReply{Code: memberpb.Code_APPLIED, Reply: []byte(":1\r\n")},
 		&memberpb.ApplyReply{Code: memberpb.Code_NOT_LEADER, Detail: "not the leader", Leader: "127.0.0.1:7001"},
+		partMessage("g2", &machine.PartRequest{Kind: machine.PartReserve, RLS: true, Domain: "x", Rules: "abcd", ID: "id1", TTL: 10,
+			Head: [][]byte{[]byte("1")}, Descriptors: [][][]byte{{[]byte("1"), []byte("-"), []byte("k"), []byte("v")}, {[]byte("")}}}),
+		partReply(machine.PartResult{Limited: true, Check: machine.CheckResult{Limited: true, Limit: 10, Remaining: 0, RetryAfter: 3, Name: "per-user", Window: 60},
+			Statuses: []machine.RLSStatus{{Code: 2, RequestsPerUnit: 10, Unit: 2, Name: "n", Remaining: 0, ResetSeconds: 5, Shadow: true, PolicyQuota: 10, PolicyWindow: 60}}}, nil),
+		partReply(machine.PartResult{}, &machine.PartError{Kind: machine.ErrRulesDiffer, Reply: "ERR RULESDIFFER …"}),
+		&memberpb.MemberReport{Code: memberpb.Code_APPLIED, Leader: true, LogTimeNs: 5, Fenced: true, Epoch: 3,
+			Ranges: []*memberpb.SlotRange{{From: 1, To: 2}}, Jobs: []*memberpb.JobView{{Target: "g2", UntilMs: 9}}},
 	}
 	for _, m := range msgs {
 		b, err := proto.Marshal(m)
@@ -224,5 +232,56 @@ func TestReportOverThePort(t *testing.T) {
 	}
 	if _, err := c.Report(ctx, Addr{Port: mux.Addr().String(), Group: "g2"}); err == nil {
 		t.Fatal("a report of a group the member is not of")
+	}
+}
+
+// A part crosses typed both ways: the request as the coordinator built
+// it, the result as the group's apply gave it, a refusal with its kind.
+func TestPartOverThePort(t *testing.T) {
+	want := machine.PartResult{Limited: false, Check: machine.CheckResult{Limit: 10, Remaining: 7, RetryAfter: -1, ResetAfter: 4, Name: "per-user", Window: 86400},
+		Statuses: []machine.RLSStatus{{Code: 1, RequestsPerUnit: 20, Unit: 3, Name: "r", Remaining: 17, ResetSeconds: 60, PolicyQuota: 20, PolicyWindow: 60}}}
+	sent := &machine.PartRequest{Kind: machine.PartReserve, Domain: "x", Rules: "d1", ID: "id", TTL: 10,
+		Head: [][]byte{[]byte("COST"), []byte("2")}, Descriptors: [][][]byte{{[]byte("DESCRIPTOR"), []byte("user"), []byte("u")}}}
+	var got *machine.PartRequest
+	mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mux.Close()
+	ln, _ := mux.Members("g1")
+	srv := Serve(ln, ServerConfig{Group: "g1", Part: func(_ context.Context, r *machine.PartRequest) (machine.PartResult, string, error) {
+		got = r
+		switch r.Domain {
+		case "fenced":
+			return machine.PartResult{}, "", &machine.PartError{Kind: machine.ErrFenced, Reply: "TRYAGAIN slot 5 is not this group's"}
+		case "follower":
+			return machine.PartResult{}, "127.0.0.1:9", ErrNotLeader
+		}
+		return want, "", nil
+	}})
+	defer srv.Stop()
+	c := NewClient(ClientConfig{})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	to := Addr{Port: mux.Addr().String(), Group: "g1"}
+	res, err := c.Part(ctx, to, sent)
+	if err != nil || !reflect.DeepEqual(res, want) {
+		t.Fatalf("part: %+v %v", res, err)
+	}
+	if !reflect.DeepEqual(got, sent) {
+		t.Fatalf("the request arrived as %+v, sent %+v", got, sent)
+	}
+	_, err = c.Part(ctx, to, &machine.PartRequest{Kind: machine.PartDecide, Domain: "fenced"})
+	var pe *machine.PartError
+	if !errors.As(err, &pe) || !errors.Is(err, machine.ErrFenced) || pe.Reply != "TRYAGAIN slot 5 is not this group's" {
+		t.Fatalf("a fenced part: %v", err)
+	}
+	_, err = c.Part(ctx, to, &machine.PartRequest{Kind: machine.PartCancel, Domain: "follower", ID: "i"})
+	if leader, ok := LeaderOf(err); !errors.Is(err, ErrNotLeader) || !ok || leader != "127.0.0.1:9" {
+		t.Fatalf("a part at a follower: %v", err)
+	}
+	if _, err := c.Part(ctx, to, &machine.PartRequest{Kind: machine.PartKind(9), Domain: "x"}); !errors.Is(err, ErrRefused) {
+		t.Fatalf("a part kind unknown: %v", err)
 	}
 }

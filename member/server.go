@@ -30,6 +30,10 @@ type ServerConfig struct {
 	Apply Applier
 	// Report is what this member knows of its group, now.
 	Report func() Report
+	// Part decides parts of checks across groups.
+	Part PartFunc
+	// Decide runs the RL.SHOULDRATELIMIT calls followers forward.
+	Decide DecideFunc
 	// Log receives calls refused.
 	Log *slog.Logger
 }

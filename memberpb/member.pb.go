@@ -98,6 +98,118 @@ func (Code) EnumDescriptor() ([]byte, []int) {
 	return file_member_proto_rawDescGZIP(), []int{0}
 }
 
+type PartKind int32
+
+const (
+	PartKind_PART_KIND_UNSPECIFIED PartKind = 0
+	// Decide the part as the group's share of the check and hold what it
+	// charged under id for ttl_seconds.
+	PartKind_RESERVE PartKind = 1
+	// Decide a whole check whose counters all sit in the group, once.
+	PartKind_DECIDE PartKind = 2
+	// Give back what id holds; nothing held, refuse id for ttl_seconds.
+	PartKind_CANCEL PartKind = 3
+)
+
+// Enum value maps for PartKind.
+var (
+	PartKind_name = map[int32]string{
+		0: "PART_KIND_UNSPECIFIED",
+		1: "RESERVE",
+		2: "DECIDE",
+		3: "CANCEL",
+	}
+	PartKind_value = map[string]int32{
+		"PART_KIND_UNSPECIFIED": 0,
+		"RESERVE":               1,
+		"DECIDE":                2,
+		"CANCEL":                3,
+	}
+)
+
+func (x PartKind) Enum() *PartKind {
+	p := new(PartKind)
+	*p = x
+	return p
+}
+
+func (x PartKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PartKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_member_proto_enumTypes[1].Descriptor()
+}
+
+func (PartKind) Type() protoreflect.EnumType {
+	return &file_member_proto_enumTypes[1]
+}
+
+func (x PartKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PartKind.Descriptor instead.
+func (PartKind) EnumDescriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{1}
+}
+
+// Refusal says why a group refused a part it was asked (nothing charged).
+type Refusal int32
+
+const (
+	Refusal_REFUSAL_UNSPECIFIED Refusal = 0
+	// A counter's slot is not the group's: a slot moved.
+	Refusal_FENCED Refusal = 1
+	// The group's rules for the domain are not the coordinator's.
+	Refusal_RULES_DIFFER Refusal = 2
+	// Another refusal; detail says it.
+	Refusal_OTHER Refusal = 3
+)
+
+// Enum value maps for Refusal.
+var (
+	Refusal_name = map[int32]string{
+		0: "REFUSAL_UNSPECIFIED",
+		1: "FENCED",
+		2: "RULES_DIFFER",
+		3: "OTHER",
+	}
+	Refusal_value = map[string]int32{
+		"REFUSAL_UNSPECIFIED": 0,
+		"FENCED":              1,
+		"RULES_DIFFER":        2,
+		"OTHER":               3,
+	}
+)
+
+func (x Refusal) Enum() *Refusal {
+	p := new(Refusal)
+	*p = x
+	return p
+}
+
+func (x Refusal) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Refusal) Descriptor() protoreflect.EnumDescriptor {
+	return file_member_proto_enumTypes[2].Descriptor()
+}
+
+func (Refusal) Type() protoreflect.EnumType {
+	return &file_member_proto_enumTypes[2]
+}
+
+func (x Refusal) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Refusal.Descriptor instead.
+func (Refusal) EnumDescriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{2}
+}
+
 type ApplyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// group is the id of the group the sender means: a member of another
@@ -488,6 +600,610 @@ func (x *MemberReport) GetJobs() []*JobView {
 	return nil
 }
 
+// Words are one descriptor's words, as the check carries them.
+type Words struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Words         [][]byte               `protobuf:"bytes,1,rep,name=words,proto3" json:"words,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Words) Reset() {
+	*x = Words{}
+	mi := &file_member_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Words) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Words) ProtoMessage() {}
+
+func (x *Words) ProtoReflect() protoreflect.Message {
+	mi := &file_member_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Words.ProtoReflect.Descriptor instead.
+func (*Words) Descriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Words) GetWords() [][]byte {
+	if x != nil {
+		return x.Words
+	}
+	return nil
+}
+
+type PartRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Kind  PartKind               `protobuf:"varint,2,opt,name=kind,proto3,enum=sluice.member.v1.PartKind" json:"kind,omitempty"`
+	// rls: the check is RL.SHOULDRATELIMIT (statuses answer), else RL.CHECK.
+	Rls    bool   `protobuf:"varint,3,opt,name=rls,proto3" json:"rls,omitempty"`
+	Domain string `protobuf:"bytes,4,opt,name=domain,proto3" json:"domain,omitempty"`
+	// rules is the digest of the domain's rules at the coordinator.
+	Rules      string `protobuf:"bytes,5,opt,name=rules,proto3" json:"rules,omitempty"`
+	Id         string `protobuf:"bytes,6,opt,name=id,proto3" json:"id,omitempty"`
+	TtlSeconds int64  `protobuf:"varint,7,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	// head are the check's words between its domain and first descriptor.
+	Head          [][]byte `protobuf:"bytes,8,rep,name=head,proto3" json:"head,omitempty"`
+	Descriptors   []*Words `protobuf:"bytes,9,rep,name=descriptors,proto3" json:"descriptors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartRequest) Reset() {
+	*x = PartRequest{}
+	mi := &file_member_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartRequest) ProtoMessage() {}
+
+func (x *PartRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_member_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartRequest.ProtoReflect.Descriptor instead.
+func (*PartRequest) Descriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PartRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *PartRequest) GetKind() PartKind {
+	if x != nil {
+		return x.Kind
+	}
+	return PartKind_PART_KIND_UNSPECIFIED
+}
+
+func (x *PartRequest) GetRls() bool {
+	if x != nil {
+		return x.Rls
+	}
+	return false
+}
+
+func (x *PartRequest) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+func (x *PartRequest) GetRules() string {
+	if x != nil {
+		return x.Rules
+	}
+	return ""
+}
+
+func (x *PartRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PartRequest) GetTtlSeconds() int64 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
+}
+
+func (x *PartRequest) GetHead() [][]byte {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+func (x *PartRequest) GetDescriptors() []*Words {
+	if x != nil {
+		return x.Descriptors
+	}
+	return nil
+}
+
+// CheckResult is RL.CHECK's answer (machine.CheckResult).
+type CheckResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limited       bool                   `protobuf:"varint,1,opt,name=limited,proto3" json:"limited,omitempty"`
+	Limit         int64                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Remaining     int64                  `protobuf:"varint,3,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	RetryAfter    int64                  `protobuf:"varint,4,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	ResetAfter    int64                  `protobuf:"varint,5,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
+	Name          string                 `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
+	Window        int64                  `protobuf:"varint,7,opt,name=window,proto3" json:"window,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckResult) Reset() {
+	*x = CheckResult{}
+	mi := &file_member_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckResult) ProtoMessage() {}
+
+func (x *CheckResult) ProtoReflect() protoreflect.Message {
+	mi := &file_member_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckResult.ProtoReflect.Descriptor instead.
+func (*CheckResult) Descriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CheckResult) GetLimited() bool {
+	if x != nil {
+		return x.Limited
+	}
+	return false
+}
+
+func (x *CheckResult) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *CheckResult) GetRemaining() int64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *CheckResult) GetRetryAfter() int64 {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return 0
+}
+
+func (x *CheckResult) GetResetAfter() int64 {
+	if x != nil {
+		return x.ResetAfter
+	}
+	return 0
+}
+
+func (x *CheckResult) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CheckResult) GetWindow() int64 {
+	if x != nil {
+		return x.Window
+	}
+	return 0
+}
+
+// RLSStatus is one descriptor's RL.SHOULDRATELIMIT status
+// (machine.RLSStatus).
+type RLSStatus struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Code            int32                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	RequestsPerUnit int64                  `protobuf:"varint,2,opt,name=requests_per_unit,json=requestsPerUnit,proto3" json:"requests_per_unit,omitempty"`
+	Unit            int32                  `protobuf:"varint,3,opt,name=unit,proto3" json:"unit,omitempty"`
+	Name            string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	Remaining       int64                  `protobuf:"varint,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	ResetSeconds    int64                  `protobuf:"varint,6,opt,name=reset_seconds,json=resetSeconds,proto3" json:"reset_seconds,omitempty"`
+	Shadow          bool                   `protobuf:"varint,7,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	PolicyQuota     int64                  `protobuf:"varint,8,opt,name=policy_quota,json=policyQuota,proto3" json:"policy_quota,omitempty"`
+	PolicyWindow    int64                  `protobuf:"varint,9,opt,name=policy_window,json=policyWindow,proto3" json:"policy_window,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RLSStatus) Reset() {
+	*x = RLSStatus{}
+	mi := &file_member_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RLSStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RLSStatus) ProtoMessage() {}
+
+func (x *RLSStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_member_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RLSStatus.ProtoReflect.Descriptor instead.
+func (*RLSStatus) Descriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RLSStatus) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *RLSStatus) GetRequestsPerUnit() int64 {
+	if x != nil {
+		return x.RequestsPerUnit
+	}
+	return 0
+}
+
+func (x *RLSStatus) GetUnit() int32 {
+	if x != nil {
+		return x.Unit
+	}
+	return 0
+}
+
+func (x *RLSStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RLSStatus) GetRemaining() int64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *RLSStatus) GetResetSeconds() int64 {
+	if x != nil {
+		return x.ResetSeconds
+	}
+	return 0
+}
+
+func (x *RLSStatus) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
+func (x *RLSStatus) GetPolicyQuota() int64 {
+	if x != nil {
+		return x.PolicyQuota
+	}
+	return 0
+}
+
+func (x *RLSStatus) GetPolicyWindow() int64 {
+	if x != nil {
+		return x.PolicyWindow
+	}
+	return 0
+}
+
+type PartReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code: APPLIED when the group answered (refusal says whether it
+	// refused the part); the others as ApplyReply's.
+	Code    Code    `protobuf:"varint,1,opt,name=code,proto3,enum=sluice.member.v1.Code" json:"code,omitempty"`
+	Detail  string  `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	Leader  string  `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Refusal Refusal `protobuf:"varint,4,opt,name=refusal,proto3,enum=sluice.member.v1.Refusal" json:"refusal,omitempty"`
+	// limited: the part refused the request (nothing charged).
+	Limited  bool         `protobuf:"varint,5,opt,name=limited,proto3" json:"limited,omitempty"`
+	Check    *CheckResult `protobuf:"bytes,6,opt,name=check,proto3" json:"check,omitempty"`
+	Statuses []*RLSStatus `protobuf:"bytes,7,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	// held, for CANCEL: something was held and is given back.
+	Held          bool `protobuf:"varint,8,opt,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartReply) Reset() {
+	*x = PartReply{}
+	mi := &file_member_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartReply) ProtoMessage() {}
+
+func (x *PartReply) ProtoReflect() protoreflect.Message {
+	mi := &file_member_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartReply.ProtoReflect.Descriptor instead.
+func (*PartReply) Descriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PartReply) GetCode() Code {
+	if x != nil {
+		return x.Code
+	}
+	return Code_CODE_UNSPECIFIED
+}
+
+func (x *PartReply) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *PartReply) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *PartReply) GetRefusal() Refusal {
+	if x != nil {
+		return x.Refusal
+	}
+	return Refusal_REFUSAL_UNSPECIFIED
+}
+
+func (x *PartReply) GetLimited() bool {
+	if x != nil {
+		return x.Limited
+	}
+	return false
+}
+
+func (x *PartReply) GetCheck() *CheckResult {
+	if x != nil {
+		return x.Check
+	}
+	return nil
+}
+
+func (x *PartReply) GetStatuses() []*RLSStatus {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
+func (x *PartReply) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
+}
+
+type DecideRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// command is the RL.SHOULDRATELIMIT the follower's door built.
+	Command       [][]byte `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideRequest) Reset() {
+	*x = DecideRequest{}
+	mi := &file_member_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideRequest) ProtoMessage() {}
+
+func (x *DecideRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_member_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
+func (*DecideRequest) Descriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DecideRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DecideRequest) GetCommand() [][]byte {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+type DecideReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code: APPLIED when the leader answered (error says whether with an
+	// error reply); NOT_LEADER, REFUSED, … as ApplyReply's.
+	Code   Code   `protobuf:"varint,1,opt,name=code,proto3,enum=sluice.member.v1.Code" json:"code,omitempty"`
+	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	Leader string `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	// error is the answer's error reply ("" for a decision): a MOVED to the
+	// domain's group, TRYAGAIN, or a refusal to pass on.
+	Error         string       `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Limited       bool         `protobuf:"varint,5,opt,name=limited,proto3" json:"limited,omitempty"`
+	Statuses      []*RLSStatus `protobuf:"bytes,6,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideReply) Reset() {
+	*x = DecideReply{}
+	mi := &file_member_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideReply) ProtoMessage() {}
+
+func (x *DecideReply) ProtoReflect() protoreflect.Message {
+	mi := &file_member_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideReply.ProtoReflect.Descriptor instead.
+func (*DecideReply) Descriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DecideReply) GetCode() Code {
+	if x != nil {
+		return x.Code
+	}
+	return Code_CODE_UNSPECIFIED
+}
+
+func (x *DecideReply) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *DecideReply) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *DecideReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *DecideReply) GetLimited() bool {
+	if x != nil {
+		return x.Limited
+	}
+	return false
+}
+
+func (x *DecideReply) GetStatuses() []*RLSStatus {
+	if x != nil {
+		return x.Statuses
+	}
+	return nil
+}
+
 var File_member_proto protoreflect.FileDescriptor
 
 const file_member_proto_rawDesc = "" +
@@ -518,7 +1234,59 @@ const file_member_proto_rawDesc = "" +
 	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x12\x14\n" +
 	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x123\n" +
 	"\x06ranges\x18\x06 \x03(\v2\x1b.sluice.member.v1.SlotRangeR\x06ranges\x12-\n" +
-	"\x04jobs\x18\a \x03(\v2\x19.sluice.member.v1.JobViewR\x04jobs*}\n" +
+	"\x04jobs\x18\a \x03(\v2\x19.sluice.member.v1.JobViewR\x04jobs\"\x1d\n" +
+	"\x05Words\x12\x14\n" +
+	"\x05words\x18\x01 \x03(\fR\x05words\"\x93\x02\n" +
+	"\vPartRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12.\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1a.sluice.member.v1.PartKindR\x04kind\x12\x10\n" +
+	"\x03rls\x18\x03 \x01(\bR\x03rls\x12\x16\n" +
+	"\x06domain\x18\x04 \x01(\tR\x06domain\x12\x14\n" +
+	"\x05rules\x18\x05 \x01(\tR\x05rules\x12\x0e\n" +
+	"\x02id\x18\x06 \x01(\tR\x02id\x12\x1f\n" +
+	"\vttl_seconds\x18\a \x01(\x03R\n" +
+	"ttlSeconds\x12\x12\n" +
+	"\x04head\x18\b \x03(\fR\x04head\x129\n" +
+	"\vdescriptors\x18\t \x03(\v2\x17.sluice.member.v1.WordsR\vdescriptors\"\xc9\x01\n" +
+	"\vCheckResult\x12\x18\n" +
+	"\alimited\x18\x01 \x01(\bR\alimited\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
+	"\tremaining\x18\x03 \x01(\x03R\tremaining\x12\x1f\n" +
+	"\vretry_after\x18\x04 \x01(\x03R\n" +
+	"retryAfter\x12\x1f\n" +
+	"\vreset_after\x18\x05 \x01(\x03R\n" +
+	"resetAfter\x12\x12\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\x12\x16\n" +
+	"\x06window\x18\a \x01(\x03R\x06window\"\x96\x02\n" +
+	"\tRLSStatus\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12*\n" +
+	"\x11requests_per_unit\x18\x02 \x01(\x03R\x0frequestsPerUnit\x12\x12\n" +
+	"\x04unit\x18\x03 \x01(\x05R\x04unit\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x1c\n" +
+	"\tremaining\x18\x05 \x01(\x03R\tremaining\x12#\n" +
+	"\rreset_seconds\x18\x06 \x01(\x03R\fresetSeconds\x12\x16\n" +
+	"\x06shadow\x18\a \x01(\bR\x06shadow\x12!\n" +
+	"\fpolicy_quota\x18\b \x01(\x03R\vpolicyQuota\x12#\n" +
+	"\rpolicy_window\x18\t \x01(\x03R\fpolicyWindow\"\xb8\x02\n" +
+	"\tPartReply\x12*\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\x123\n" +
+	"\arefusal\x18\x04 \x01(\x0e2\x19.sluice.member.v1.RefusalR\arefusal\x12\x18\n" +
+	"\alimited\x18\x05 \x01(\bR\alimited\x123\n" +
+	"\x05check\x18\x06 \x01(\v2\x1d.sluice.member.v1.CheckResultR\x05check\x127\n" +
+	"\bstatuses\x18\a \x03(\v2\x1b.sluice.member.v1.RLSStatusR\bstatuses\x12\x12\n" +
+	"\x04held\x18\b \x01(\bR\x04held\"?\n" +
+	"\rDecideRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
+	"\acommand\x18\x02 \x03(\fR\acommand\"\xd2\x01\n" +
+	"\vDecideReply\x12*\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x18\n" +
+	"\alimited\x18\x05 \x01(\bR\alimited\x127\n" +
+	"\bstatuses\x18\x06 \x03(\v2\x1b.sluice.member.v1.RLSStatusR\bstatuses*}\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aAPPLIED\x10\x01\x12\x0e\n" +
@@ -527,10 +1295,25 @@ const file_member_proto_rawDesc = "" +
 	"\vWRONG_GROUP\x10\x03\x12\v\n" +
 	"\aREFUSED\x10\x04\x12\x0f\n" +
 	"\vNOT_APPLIED\x10\x05\x12\x13\n" +
-	"\x0fUNKNOWN_OUTCOME\x10\x062\x9a\x01\n" +
+	"\x0fUNKNOWN_OUTCOME\x10\x06*J\n" +
+	"\bPartKind\x12\x19\n" +
+	"\x15PART_KIND_UNSPECIFIED\x10\x00\x12\v\n" +
+	"\aRESERVE\x10\x01\x12\n" +
+	"\n" +
+	"\x06DECIDE\x10\x02\x12\n" +
+	"\n" +
+	"\x06CANCEL\x10\x03*K\n" +
+	"\aRefusal\x12\x17\n" +
+	"\x13REFUSAL_UNSPECIFIED\x10\x00\x12\n" +
+	"\n" +
+	"\x06FENCED\x10\x01\x12\x10\n" +
+	"\fRULES_DIFFER\x10\x02\x12\t\n" +
+	"\x05OTHER\x10\x032\xa8\x02\n" +
 	"\x06Member\x12E\n" +
 	"\x05Apply\x12\x1e.sluice.member.v1.ApplyRequest\x1a\x1c.sluice.member.v1.ApplyReply\x12I\n" +
-	"\x06Report\x12\x1f.sluice.member.v1.ReportRequest\x1a\x1e.sluice.member.v1.MemberReportB&Z$github.com/sluice-rl/sluice/memberpbb\x06proto3"
+	"\x06Report\x12\x1f.sluice.member.v1.ReportRequest\x1a\x1e.sluice.member.v1.MemberReport\x12B\n" +
+	"\x04Part\x12\x1d.sluice.member.v1.PartRequest\x1a\x1b.sluice.member.v1.PartReply\x12H\n" +
+	"\x06Decide\x12\x1f.sluice.member.v1.DecideRequest\x1a\x1d.sluice.member.v1.DecideReplyB&Z$github.com/sluice-rl/sluice/memberpbb\x06proto3"
 
 var (
 	file_member_proto_rawDescOnce sync.Once
@@ -544,32 +1327,53 @@ func file_member_proto_rawDescGZIP() []byte {
 	return file_member_proto_rawDescData
 }
 
-var file_member_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_member_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_member_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_member_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_member_proto_goTypes = []any{
 	(Code)(0),             // 0: sluice.member.v1.Code
-	(*ApplyRequest)(nil),  // 1: sluice.member.v1.ApplyRequest
-	(*ApplyReply)(nil),    // 2: sluice.member.v1.ApplyReply
-	(*ReportRequest)(nil), // 3: sluice.member.v1.ReportRequest
-	(*SlotRange)(nil),     // 4: sluice.member.v1.SlotRange
-	(*JobView)(nil),       // 5: sluice.member.v1.JobView
-	(*MemberReport)(nil),  // 6: sluice.member.v1.MemberReport
+	(PartKind)(0),         // 1: sluice.member.v1.PartKind
+	(Refusal)(0),          // 2: sluice.member.v1.Refusal
+	(*ApplyRequest)(nil),  // 3: sluice.member.v1.ApplyRequest
+	(*ApplyReply)(nil),    // 4: sluice.member.v1.ApplyReply
+	(*ReportRequest)(nil), // 5: sluice.member.v1.ReportRequest
+	(*SlotRange)(nil),     // 6: sluice.member.v1.SlotRange
+	(*JobView)(nil),       // 7: sluice.member.v1.JobView
+	(*MemberReport)(nil),  // 8: sluice.member.v1.MemberReport
+	(*Words)(nil),         // 9: sluice.member.v1.Words
+	(*PartRequest)(nil),   // 10: sluice.member.v1.PartRequest
+	(*CheckResult)(nil),   // 11: sluice.member.v1.CheckResult
+	(*RLSStatus)(nil),     // 12: sluice.member.v1.RLSStatus
+	(*PartReply)(nil),     // 13: sluice.member.v1.PartReply
+	(*DecideRequest)(nil), // 14: sluice.member.v1.DecideRequest
+	(*DecideReply)(nil),   // 15: sluice.member.v1.DecideReply
 }
 var file_member_proto_depIdxs = []int32{
-	0, // 0: sluice.member.v1.ApplyReply.code:type_name -> sluice.member.v1.Code
-	4, // 1: sluice.member.v1.JobView.ranges:type_name -> sluice.member.v1.SlotRange
-	0, // 2: sluice.member.v1.MemberReport.code:type_name -> sluice.member.v1.Code
-	4, // 3: sluice.member.v1.MemberReport.ranges:type_name -> sluice.member.v1.SlotRange
-	5, // 4: sluice.member.v1.MemberReport.jobs:type_name -> sluice.member.v1.JobView
-	1, // 5: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
-	3, // 6: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
-	2, // 7: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
-	6, // 8: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
-	7, // [7:9] is the sub-list for method output_type
-	5, // [5:7] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	0,  // 0: sluice.member.v1.ApplyReply.code:type_name -> sluice.member.v1.Code
+	6,  // 1: sluice.member.v1.JobView.ranges:type_name -> sluice.member.v1.SlotRange
+	0,  // 2: sluice.member.v1.MemberReport.code:type_name -> sluice.member.v1.Code
+	6,  // 3: sluice.member.v1.MemberReport.ranges:type_name -> sluice.member.v1.SlotRange
+	7,  // 4: sluice.member.v1.MemberReport.jobs:type_name -> sluice.member.v1.JobView
+	1,  // 5: sluice.member.v1.PartRequest.kind:type_name -> sluice.member.v1.PartKind
+	9,  // 6: sluice.member.v1.PartRequest.descriptors:type_name -> sluice.member.v1.Words
+	0,  // 7: sluice.member.v1.PartReply.code:type_name -> sluice.member.v1.Code
+	2,  // 8: sluice.member.v1.PartReply.refusal:type_name -> sluice.member.v1.Refusal
+	11, // 9: sluice.member.v1.PartReply.check:type_name -> sluice.member.v1.CheckResult
+	12, // 10: sluice.member.v1.PartReply.statuses:type_name -> sluice.member.v1.RLSStatus
+	0,  // 11: sluice.member.v1.DecideReply.code:type_name -> sluice.member.v1.Code
+	12, // 12: sluice.member.v1.DecideReply.statuses:type_name -> sluice.member.v1.RLSStatus
+	3,  // 13: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
+	5,  // 14: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
+	10, // 15: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
+	14, // 16: sluice.member.v1.Member.Decide:input_type -> sluice.member.v1.DecideRequest
+	4,  // 17: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
+	8,  // 18: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
+	13, // 19: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
+	15, // 20: sluice.member.v1.Member.Decide:output_type -> sluice.member.v1.DecideReply
+	17, // [17:21] is the sub-list for method output_type
+	13, // [13:17] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_member_proto_init() }
@@ -582,8 +1386,8 @@ func file_member_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_member_proto_rawDesc), len(file_member_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   6,
+			NumEnums:      3,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

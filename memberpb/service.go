@@ -16,12 +16,16 @@ const ServiceName = "sluice.member.v1.Member"
 const (
 	applyMethod  = "/" + ServiceName + "/Apply"
 	reportMethod = "/" + ServiceName + "/Report"
+	partMethod   = "/" + ServiceName + "/Part"
+	decideMethod = "/" + ServiceName + "/Decide"
 )
 
 // MemberServer is what a member serves to the others.
 type MemberServer interface {
 	Apply(context.Context, *ApplyRequest) (*ApplyReply, error)
 	Report(context.Context, *ReportRequest) (*MemberReport, error)
+	Part(context.Context, *PartRequest) (*PartReply, error)
+	Decide(context.Context, *DecideRequest) (*DecideReply, error)
 }
 
 // RegisterMemberServer registers srv on s.
@@ -62,6 +66,36 @@ var serviceDesc = grpc.ServiceDesc{
 				return srv.(MemberServer).Report(ctx, req.(*ReportRequest))
 			})
 		},
+	}, {
+		MethodName: "Part",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+			in := new(PartRequest)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			if icpt == nil {
+				return srv.(MemberServer).Part(ctx, in)
+			}
+			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: partMethod}
+			return icpt(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+				return srv.(MemberServer).Part(ctx, req.(*PartRequest))
+			})
+		},
+	}, {
+		MethodName: "Decide",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+			in := new(DecideRequest)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			if icpt == nil {
+				return srv.(MemberServer).Decide(ctx, in)
+			}
+			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: decideMethod}
+			return icpt(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+				return srv.(MemberServer).Decide(ctx, req.(*DecideRequest))
+			})
+		},
 	}},
 	Metadata: "member.proto",
 }
@@ -85,6 +119,25 @@ func (c *MemberClient) Apply(ctx context.Context, in *ApplyRequest, opts ...grpc
 func (c *MemberClient) Report(ctx context.Context, in *ReportRequest, opts ...grpc.CallOption) (*MemberReport, error) {
 	out := new(MemberReport)
 	if err := c.cc.Invoke(ctx, reportMethod, in, out, opts...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Part asks the member to decide, reserve or cancel its group's part.
+func (c *MemberClient) Part(ctx context.Context, in *PartRequest, opts ...grpc.CallOption) (*PartReply, error) {
+	out := new(PartReply)
+	if err := c.cc.Invoke(ctx, partMethod, in, out, opts...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Decide asks the member, its group's leader, to run a client's
+// RL.SHOULDRATELIMIT.
+func (c *MemberClient) Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideReply, error) {
+	out := new(DecideReply)
+	if err := c.cc.Invoke(ctx, decideMethod, in, out, opts...); err != nil {
 		return nil, err
 	}
 	return out, nil

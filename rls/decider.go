@@ -2,20 +2,17 @@ package rls
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/member"
 )
 
 // Decider runs an RL.SHOULDRATELIMIT and returns its typed result.
@@ -39,27 +36,19 @@ var ErrUnavailable = errors.New("rls: no leader to decide")
 // nothing happened.
 var ErrOutcomeUnknown = errors.New("rls: the forwarded call's outcome is unknown")
 
-// notSent marks an error from before a forwarded request could be
-// written: the dial to the leader failed.
-type notSent struct{ err error }
-
-func (e notSent) Error() string { return e.err.Error() }
-func (e notSent) Unwrap() error { return e.err }
-
-// unsent reports a forwarding error after which the leader cannot have
-// seen the request: the dial failed, or no connection could be had.
-func unsent(err error) bool {
-	var ns notSent
-	return errors.As(err, &ns) || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
+// Forwarder carries a follower's calls to a leader on its member port
+// (member.Client).
+type Forwarder interface {
+	Decide(ctx context.Context, to member.Addr, command [][]byte) (machine.Outcome, error)
 }
 
-// ForwardOptions are how a follower reaches the leader's RESP port.
+// ForwardOptions are how a follower reaches the leader: on its member
+// port (package member), never its client door.
 type ForwardOptions struct {
-	// Password is the leader's --requirepass ("" for none).
-	Password string
-	// TLS, when not nil, dials the leader with it (the RESP port speaks
-	// TLS only when --tls-cert-file is set).
-	TLS *tls.Config
+	// Members carries the calls; MemberAt says where the member with a
+	// client address takes them. Both are needed on a replicated node.
+	Members  Forwarder
+	MemberAt func(clientAddr string) (member.Addr, bool)
 	// Timeout bounds one forwarded call when the caller set no deadline
 	// (default 5 s: longer than a commit may take).
 	Timeout time.Duration
@@ -76,11 +65,6 @@ type NodeDecider struct {
 	metrics *Metrics
 
 	sessions sync.Pool
-	mu       sync.Mutex
-	// fwd are the pipeliners to the nodes calls are forwarded to: this
-	// group's leader, and in a sharded cluster the leaders of the groups
-	// that own the domains asked about.
-	fwd map[string]*pipeliner
 }
 
 // NewNodeDecider decides with env's state machine; node is the replicated
@@ -93,7 +77,7 @@ func NewNodeDecider(env *commands.Env, node *cluster.Node, fwd ForwardOptions, m
 	if metrics == nil {
 		metrics, _ = NewMetrics(nil)
 	}
-	d := &NodeDecider{env: env, node: node, fwdOpts: fwd, metrics: metrics, fwd: map[string]*pipeliner{}}
+	d := &NodeDecider{env: env, node: node, fwdOpts: fwd, metrics: metrics}
 	d.sessions.New = func() any { return env.NewSession("rls") }
 	return d
 }
@@ -179,22 +163,22 @@ func movedTo(msg string) string {
 // add one).
 const maxHops = 3
 
-// forward asks addr ("": this group's leader) over a kept-open RESP
-// connection, following a MOVED reply (a sharded cluster's domain owned by
-// another group) to the leader it names. It never retries a call that may
-// have reached a leader: a retry could charge twice. A call that cannot
-// have reached it (the dial failed) goes to this group's next leader if
-// one is known by then; otherwise it is ErrUnavailable. Any other failure
-// is ErrOutcomeUnknown.
+// forward asks addr ("": this group's leader) on its member port,
+// following a not-leader answer or a MOVED (a sharded cluster's domain
+// owned by another group) to the leader it names. It never retries a call
+// that may have reached a leader: a retry could charge twice. A call that
+// cannot have reached it (the member port could not be reached, the
+// member did not lead) goes to this group's next leader if one is known by
+// then; otherwise it is ErrUnavailable. Any other failure is
+// ErrOutcomeUnknown.
 func (d *NodeDecider) forward(ctx context.Context, args [][]byte, addr string) (machine.Outcome, error) {
 	if _, has := ctx.Deadline(); !has {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d.fwdOpts.Timeout)
 		defer cancel()
 	}
-	words := make([]any, len(args))
-	for i, a := range args {
-		words[i] = a
+	if d.fwdOpts.Members == nil || d.fwdOpts.MemberAt == nil {
+		return machine.Outcome{}, ErrUnavailable
 	}
 	tried := ""
 	for hops := 0; ; {
@@ -205,25 +189,19 @@ func (d *NodeDecider) forward(ctx context.Context, args [][]byte, addr string) (
 			}
 			addr = leader
 		}
-		v, err := d.pipe(addr).send(ctx, words)
-		var re redis.Error
+		to, ok := d.fwdOpts.MemberAt(addr)
+		if !ok {
+			return machine.Outcome{}, ErrUnavailable
+		}
+		out, err := d.fwdOpts.Members.Decide(ctx, to, args)
+		if leader, ok := member.LeaderOf(err); ok && leader != addr && hops < maxHops {
+			d.metrics.forwarded.WithLabelValues("unsent").Inc()
+			hops++
+			addr = leader
+			continue
+		}
 		switch {
-		case errors.As(err, &re):
-			d.metrics.forwarded.WithLabelValues("answered").Inc()
-			msg := re.Error()
-			if to := movedTo(msg); to != "" && hops < maxHops {
-				hops++
-				addr = to
-				continue
-			}
-			if strings.HasPrefix(msg, "TRYAGAIN") {
-				return machine.Outcome{}, errTryAgain
-			}
-			if redirected(msg) {
-				return machine.Outcome{}, ErrUnavailable
-			}
-			return machine.Outcome{Err: msg}, nil
-		case err != nil && unsent(err):
+		case err != nil && member.NothingApplied(err):
 			d.metrics.forwarded.WithLabelValues("unsent").Inc()
 			if tried == addr {
 				return machine.Outcome{}, ErrUnavailable
@@ -235,82 +213,45 @@ func (d *NodeDecider) forward(ctx context.Context, args [][]byte, addr string) (
 			return machine.Outcome{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 		}
 		d.metrics.forwarded.WithLabelValues("answered").Inc()
-		return machine.ReadRLSReply(v)
+		if msg := out.Err; msg != "" {
+			if to := movedTo(msg); to != "" && hops < maxHops {
+				hops++
+				addr = to
+				continue
+			}
+			if strings.HasPrefix(msg, "TRYAGAIN") {
+				return machine.Outcome{}, errTryAgain
+			}
+			if redirected(msg) {
+				return machine.Outcome{}, ErrUnavailable
+			}
+		}
+		return out, nil
 	}
 }
 
-// pipe is the pipeliner to the node at addr, made on first use.
-func (d *NodeDecider) pipe(addr string) *pipeliner {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if p := d.fwd[addr]; p != nil {
-		return p
+// DecideHere runs an RL.SHOULDRATELIMIT a follower forwarded, on this
+// node as its group's leader (member.DecideFunc): never forwarded again
+// from here — a node that does not lead says who does (member.ErrNotLeader)
+// and logs nothing.
+func (d *NodeDecider) DecideHere(_ context.Context, args [][]byte) (machine.Outcome, string, error) {
+	if len(args) == 0 || !strings.EqualFold(string(args[0]), "rl.shouldratelimit") {
+		return machine.Outcome{}, "", fmt.Errorf("%w: only RL.SHOULDRATELIMIT is forwarded", member.ErrRefused)
 	}
-	cfg := d.fwdOpts.TLS
-	if cfg != nil {
-		cfg = cfg.Clone()
-		if host, _, err := net.SplitHostPort(addr); err == nil && cfg.ServerName == "" {
-			cfg.ServerName = host
-		}
+	if d.node != nil && !d.node.Serving() {
+		_, leader, _ := d.node.Leader()
+		return machine.Outcome{}, leader, member.ErrNotLeader
 	}
-	// One dial, no retries: a leader that is gone refuses at once, and the
-	// call moves to the next leader instead of waiting out go-redis' five
-	// dials with backoff (~410 ms). A failed dial is marked notSent.
-	dialer := &net.Dialer{Timeout: time.Second, KeepAlive: 5 * time.Minute}
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var c net.Conn
-		var err error
-		if cfg != nil {
-			c, err = (&tls.Dialer{NetDialer: dialer, Config: cfg}).DialContext(ctx, network, addr)
-		} else {
-			c, err = dialer.DialContext(ctx, network, addr)
-		}
-		if err != nil {
-			return nil, notSent{err}
-		}
-		return c, nil
+	s := d.sessions.Get().(*commands.Session)
+	defer d.sessions.Put(s)
+	out, err := s.Decide(args)
+	if err != nil {
+		return machine.Outcome{}, "", fmt.Errorf("%w: %w", member.ErrUnknownOutcome, err)
 	}
-	// The nodes a call is forwarded to are the cluster's members, so the
-	// pipeliners are few; the connections of nodes no longer leading idle
-	// out.
-	c := redis.NewClient(&redis.Options{
-		Addr: addr, Protocol: 2, Dialer: dial, DialerRetries: 1,
-		MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: d.fwdOpts.Timeout, WriteTimeout: time.Second,
-		ContextTimeoutEnabled: true, MinIdleConns: 1, DisableIdentity: true,
-		PoolSize: forwardPipelines, ConnMaxIdleTime: time.Minute,
-		// A node that turns a connection away (maxclients) answers before
-		// it reads anything and closes; a call written on that connection
-		// would fail unread, but as a write error, indistinguishable from
-		// one lost after it was read. A first round trip (AUTH, or PING
-		// without a password) meets the refusal while no call has been
-		// sent: whatever it fails with, the calls were not sent.
-		OnConnect: func(ctx context.Context, cn *redis.Conn) error {
-			var err error
-			if pw := d.fwdOpts.Password; pw != "" {
-				err = cn.Do(ctx, "AUTH", pw).Err()
-			} else {
-				err = cn.Ping(ctx).Err()
-			}
-			if err != nil {
-				// go-redis hands the caller this error unwrapped once.
-				return fmt.Errorf("rls: the connection's first round trip: %w", notSent{err})
-			}
-			return nil
-		},
-	})
-	p := newPipeliner(c, d.fwdOpts.Timeout)
-	d.fwd[addr] = p
-	return p
+	// The statuses are the session's until its next call.
+	out.Statuses = slices.Clone(out.Statuses)
+	return out, "", nil
 }
 
-// Close closes the connections calls were forwarded on.
-func (d *NodeDecider) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var errs []error
-	for addr, c := range d.fwd {
-		errs = append(errs, c.close())
-		delete(d.fwd, addr)
-	}
-	return errors.Join(errs...)
-}
+// Close releases nothing: the member client is the server's.
+func (d *NodeDecider) Close() error { return nil }

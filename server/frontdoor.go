@@ -39,11 +39,12 @@ func (s *Server) listenFrontDoors() error {
 	if err != nil {
 		return err
 	}
-	fwdTLS, err := s.forwardTLS()
-	if err != nil {
-		return err
+	// A follower forwards its callers' calls to the leader's member port.
+	fwd := rls.ForwardOptions{MemberAt: s.memberAt}
+	if s.memberClient != nil {
+		fwd.Members = s.memberClient
 	}
-	s.decider = rls.NewNodeDecider(s.env, s.node, rls.ForwardOptions{Password: s.cfg.RequirePass, TLS: fwdTLS}, rm)
+	s.decider = rls.NewNodeDecider(s.env, s.node, fwd, rm)
 	s.rls, err = rls.NewService(rls.Config{ResponseHeaders: s.cfg.RLSResponseHeaders, Password: s.cfg.RequirePass, Log: s.log},
 		s.decider, rm, rls.KnownDomains(s.env))
 	if err != nil {

@@ -8,8 +8,10 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/commands"
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/member"
 	"github.com/sluice-rl/sluice/raftmux"
+	"github.com/sluice-rl/sluice/rls"
 )
 
 // A replicated member's member port is its Raft address: one listener
@@ -72,8 +74,15 @@ func (s *Server) serveMembers() {
 		return
 	}
 	rep := commands.Replicated{Node: s.node}
+	// Calls followers forward are decided here as the leader's own doors
+	// decide theirs, through the same sessions and log batches.
+	forwarded := rls.NewNodeDecider(s.env, s.node, rls.ForwardOptions{}, nil)
 	s.members = member.Serve(s.memberLn, member.ServerConfig{Group: s.cfg.Replication.groupID(), Apply: s.applyForMember, Log: s.log,
-		Report: func() member.Report { return rep.Report(time.Now()) }})
+		Decide: forwarded.DecideHere,
+		Report: func() member.Report { return rep.Report(time.Now()) },
+		Part: func(_ context.Context, req *machine.PartRequest) (machine.PartResult, string, error) {
+			return rep.Part(req)
+		}})
 }
 
 // closeMemberPort stops the member calls and, after the node closed its
@@ -101,6 +110,12 @@ func (s *Server) memberAt(addr string) (member.Addr, bool) {
 		m = s.router.Map()
 	}
 	if m == nil {
+		// A --peers cluster: one group, its members the peers.
+		for _, p := range s.cfg.Replication.Peers {
+			if p.ClientAddr == addr {
+				return member.Addr{Port: s.memberPort(p), Group: peersGroup}, true
+			}
+		}
 		return member.Addr{}, false
 	}
 	for _, g := range m.Groups {

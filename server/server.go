@@ -35,9 +35,6 @@ import (
 
 // Server is one sluice node.
 type Server struct {
-	// memberTLS is how members of a sharded cluster dial each other (nil:
-	// plain TCP).
-	memberTLS *tls.Config
 	// staleMap is set once this member has said its cluster map is older
 	// than its group's.
 	staleMap bool
@@ -208,8 +205,9 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 	return s, nil
 }
 
-// warnOpenMemberPort says so when the Raft port listens beyond loopback
-// without a cluster secret: anyone who reaches it can take part in Raft.
+// warnOpenMemberPort says so when the member port listens beyond loopback
+// without a cluster secret: anyone who reaches it can take part in Raft
+// and make members' calls.
 func (s *Server) warnOpenMemberPort() {
 	r := s.cfg.Replication
 	if r.Secret != nil {
@@ -221,7 +219,7 @@ func (s *Server) warnOpenMemberPort() {
 		}
 		host, _, err := net.SplitHostPort(p.RaftAddr)
 		if ip := net.ParseIP(host); err == nil && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
-			s.log.Warn("the Raft port listens beyond loopback without --cluster-secret-file: whoever reaches it can take part in the cluster's Raft; give every member the same secret file, or keep the port on a network only members reach",
+			s.log.Warn("the member port (Raft and the members' calls of each other) listens beyond loopback without --cluster-secret-file: whoever reaches it can take part in the cluster's Raft and ask for what only members may; give every member the same secret file, or keep the port on a network only members reach",
 				"raft_addr", p.RaftAddr)
 		}
 	}
@@ -252,32 +250,20 @@ func (s *Server) startNode() error {
 		return err
 	}
 	s.env.Applier = commands.Replicated{Node: n}
+	s.memberClient = member.NewClient(member.ClientConfig{Secret: s.cfg.Replication.Secret})
 	if router != nil {
 		s.router = router
 		s.env.Shards = router
 		s.env.Applier = commands.Replicated{Node: n, Shards: router, Fenced: s.fenced}
 		// Members call each other on the member port (parts of checks,
-		// slots' imports; package member), and still read each other's
-		// INFO and ROLE on the client door: over TLS when the doors serve
-		// TLS.
-		if err := s.loadCert(); err != nil {
-			n.Close()
-			s.closeMemberPort()
-			return err
-		}
-		if s.memberTLS, err = s.forwardTLS(); err != nil {
-			n.Close()
-			s.closeMemberPort()
-			return err
-		}
-		s.memberClient = member.NewClient(member.ClientConfig{Secret: s.cfg.Replication.Secret})
-		s.coord = crossgroup.New(crossgroup.Config{Router: router, Machine: s.env.Machine, Password: s.cfg.RequirePass, Log: s.log,
-			TLS: s.memberTLS, Members: s.memberClient, MemberAt: s.memberAt,
+		// configuration, slots' imports, reports; package member).
+		s.coord = crossgroup.New(crossgroup.Config{Router: router, Machine: s.env.Machine, Log: s.log,
+			Members: s.memberClient, MemberAt: s.memberAt,
 			OwnLeader: func() (string, bool) {
 				_, addr, ok := n.Leader()
 				return addr, ok && addr != ""
 			},
-			Local: commands.Replicated{Node: n}.ApplyHere})
+			Local: commands.Replicated{Node: n}.ApplyHere, LocalPart: commands.Replicated{Node: n}.LocalPart, ReportOf: s.groupReport})
 		s.env.CrossGroup = s.coord
 		s.moves, err = slotmove.New(slotmove.Config{Router: router, Machine: s.env.Machine, Log: s.log, NodeID: s.env.NodeID,
 			Serving: n.Serving, CallGroup: s.coord.CallGroup, CallMember: s.coord.CallMember, Propagate: s.coord.PropagateExcept,

@@ -186,9 +186,10 @@ func (c *Cluster) attach(m *Member, n *cluster.Node) error {
 	mach := n.Machine()
 	router.SetOwnLog(mach.OwnsSlot)
 	m.Node, m.Router = n, router
-	m.Coord = crossgroup.New(crossgroup.Config{Router: router, Machine: mach, Caller: caller{c}, Timeout: 3 * time.Second,
+	m.Coord = crossgroup.New(crossgroup.Config{Router: router, Machine: mach, Timeout: 3 * time.Second,
 		Members: members{c}, MemberAt: c.memberAt,
-		Local: commands.Replicated{Node: n}.ApplyHere, Log: c.cfg.Log, OwnLeader: func() (string, bool) {
+		Local: commands.Replicated{Node: n}.ApplyHere, LocalPart: commands.Replicated{Node: n}.LocalPart,
+		Log: c.cfg.Log, OwnLeader: func() (string, bool) {
 			_, addr, ok := n.Leader()
 			return addr, ok && addr != ""
 		}})
@@ -397,44 +398,8 @@ func (c *Cluster) Close() {
 	}
 }
 
-// caller delivers the coordinators' calls in process, dropping some.
-type caller struct{ c *Cluster }
-
 // errDropped is a call the simulated network lost.
 var errDropped = errors.New("shardsim: the call was lost")
-
-func (k caller) Call(ctx context.Context, addr string, args ...any) (any, error) {
-	c := k.c
-	if rand.Int64N(1_000_000) < c.unsent.Load() {
-		c.Unsent.Add(1)
-		return nil, fmt.Errorf("%w before it was sent", errDropped)
-	}
-	m := c.byAddr[addr]
-	if m == nil || m.cut.Load() {
-		return nil, fmt.Errorf("%w: no member at %s", errDropped, addr)
-	}
-	words := make([]string, len(args))
-	for i, a := range args {
-		switch v := a.(type) {
-		case string:
-			words[i] = v
-		case int:
-			words[i] = strconv.Itoa(v)
-		case []byte:
-			words[i] = string(v)
-		default:
-			words[i] = fmt.Sprint(v)
-		}
-	}
-	v, err := m.Do(words...)
-	if rand.Int64N(1_000_000) < c.lost.Load() {
-		c.Lost.Add(1)
-		return nil, fmt.Errorf("%w after it applied", errDropped)
-	}
-	return v, err
-}
-
-func (caller) Close() error { return nil }
 
 // reportOf is group g's leader's report, as router knows the leader (a
 // member cut off answers nothing).
@@ -452,6 +417,32 @@ func (c *Cluster) reportOf(router *shardmap.Router, g int) (member.Report, error
 		return member.Report{}, fmt.Errorf("%w: %w: no leader of group %d reachable", member.ErrUnreachable, errDropped, g)
 	}
 	return commands.Replicated{Node: m.Node}.Report(time.Now()), nil
+}
+
+// Part is Apply for a part of a check, typed, losing some calls as Apply
+// does.
+func (k members) Part(_ context.Context, to member.Addr, req *machine.PartRequest) (machine.PartResult, error) {
+	c := k.c
+	if rand.Int64N(1_000_000) < c.unsent.Load() {
+		c.Unsent.Add(1)
+		return machine.PartResult{}, fmt.Errorf("%w: %w before it was sent", member.ErrUnreachable, errDropped)
+	}
+	m := c.byAddr[to.Port]
+	if m == nil || m.cut.Load() {
+		return machine.PartResult{}, fmt.Errorf("%w: %w: no member at %s", member.ErrUnreachable, errDropped, to.Port)
+	}
+	if c.Map.Groups[m.Group].ID != to.Group {
+		return machine.PartResult{}, member.ErrWrongGroup
+	}
+	res, leader, err := commands.Replicated{Node: m.Node}.Part(req)
+	if errors.Is(err, member.ErrNotLeader) {
+		return res, &member.NotLeaderError{Leader: leader}
+	}
+	if rand.Int64N(1_000_000) < c.lost.Load() {
+		c.Lost.Add(1)
+		return machine.PartResult{}, fmt.Errorf("%w: %w after it applied", member.ErrUnknownOutcome, errDropped)
+	}
+	return res, err
 }
 
 // members delivers what members send each other in process, as the

@@ -396,7 +396,7 @@ func (d *Driver) finish(j *machine.Job) error {
 	_, err = d.cfg.CallGroup(ctx, g, args...)
 	if err != nil && d.cfg.CallMember != nil {
 		// A leader changed since the probe: follow its redirect once.
-		if addr, ok := movedTo(err); ok {
+		if addr, ok := member.LeaderOf(err); ok {
 			_, err = d.cfg.CallMember(ctx, addr, args...)
 		}
 	}
@@ -476,18 +476,6 @@ func (d *Driver) apply(words ...any) error {
 }
 
 func rangeArg(r [2]int) string { return strconv.Itoa(r[0]) + "-" + strconv.Itoa(r[1]) }
-
-// movedTo reads a MOVED redirect's address.
-func movedTo(err error) (string, bool) {
-	if addr, ok := member.LeaderOf(err); ok {
-		return addr, true
-	}
-	f := strings.Fields(err.Error())
-	if len(f) == 3 && f[0] == "MOVED" {
-		return f[2], true
-	}
-	return "", false
-}
 
 // Spec is one SLUICE MIGRATESLOTS block: ranges to the group of node.
 type Spec struct {

@@ -4,6 +4,7 @@
 package netproxy
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -25,7 +26,11 @@ type Proxy struct {
 	// swallow: replies are not passed on; the first bytes of one close
 	// both sides (the request reached the target, its answer is lost).
 	swallow bool
-	closed  bool
+	// marker, when set: the next request bytes holding it turn swallow on
+	// (a protocol whose ends speak unasked, as HTTP/2's pings, would
+	// otherwise lose its connection before the request is sent).
+	marker []byte
+	closed bool
 	conns   map[net.Conn]struct{} // every open connection, both sides
 	wg      sync.WaitGroup        // the accept loop and every forwarding goroutine
 }
@@ -64,6 +69,24 @@ func (p *Proxy) SwallowReplies(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.swallow = on
+}
+
+// SwallowReplyTo swallows the replies that come after the next request
+// bytes holding marker pass: that request reaches the target, its answer
+// is lost.
+func (p *Proxy) SwallowReplyTo(marker string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.marker = []byte(marker)
+}
+
+// requestPassed turns swallowing on when b holds the marker.
+func (p *Proxy) requestPassed(b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.marker != nil && bytes.Contains(b, p.marker) {
+		p.marker, p.swallow = nil, true
+	}
 }
 
 func (p *Proxy) swallowing() bool {
@@ -155,7 +178,7 @@ func (p *Proxy) serve(client net.Conn) {
 	}
 	defer p.untrack(server)
 	var both sync.WaitGroup
-	both.Go(func() { pipe(server, client) })
+	both.Go(func() { p.pipeRequests(server, client) })
 	p.pipeReplies(client, server)
 	both.Wait()
 }
@@ -188,6 +211,26 @@ func (p *Proxy) pipeReplies(client, server net.Conn) {
 			return
 		}
 	}
+}
+
+// pipeRequests is pipe for the client's bytes, arming the swallow on the
+// way (SwallowReplyTo).
+func (p *Proxy) pipeRequests(dst, src net.Conn) {
+	pipe(dst, armingReader{src, p})
+}
+
+// armingReader is src telling the proxy that request bytes passed.
+type armingReader struct {
+	net.Conn
+	p *Proxy
+}
+
+func (r armingReader) Read(b []byte) (int, error) {
+	n, err := r.Conn.Read(b)
+	if n > 0 {
+		r.p.requestPassed(b[:n])
+	}
+	return n, err
 }
 
 // pipe copies src to dst, then passes the end of the stream on (a

@@ -1,0 +1,132 @@
+package machine
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Why a group refused a part of a check across groups, as its apply's
+// Outcome.Refusal says (the error reply says it to people).
+var (
+	// ErrFenced: a counter's slot is not this group's (a slot moved; the
+	// coordinator's map is behind). Nothing was charged.
+	ErrFenced = errors.New("machine: a counter's slot is not this group's")
+	// ErrRulesDiffer: this group's rules for the domain are not the
+	// coordinator's. Nothing was charged.
+	ErrRulesDiffer = errors.New("machine: this group's rules for the domain differ from the coordinator's")
+)
+
+// PartKind is what a part asks of its group.
+type PartKind uint8
+
+const (
+	// PartReserve decides the part as the group's share of a check and
+	// holds what it charged under the part's id, for its ttl.
+	PartReserve PartKind = iota + 1
+	// PartDecide decides a whole check whose counters all sit in the
+	// group, once.
+	PartDecide
+	// PartCancel gives back what a part's id holds (nothing held: a
+	// tombstone for its ttl).
+	PartCancel
+)
+
+// PartRequest is a part of a check across groups, as the coordinator
+// builds it from Split and the member channel carries it: typed, never
+// argument strings cut by offsets. Command is the entry the group logs.
+type PartRequest struct {
+	Kind PartKind
+	// RLS: the check is RL.SHOULDRATELIMIT (its statuses are the result),
+	// else RL.CHECK.
+	RLS    bool
+	Domain string
+	// Rules is the digest of the domain's rules at the coordinator
+	// (RulesDigest); Reserve and Decide.
+	Rules string
+	// ID and TTL (seconds) are the part's reservation's: Reserve and
+	// Cancel.
+	ID  string
+	TTL int64
+	// Head are the check's words between its domain and its first
+	// descriptor (Split's head); Descriptors each descriptor's words.
+	Head        [][]byte
+	Descriptors [][][]byte
+}
+
+// ErrBadPart: a part request that is not one (a kind unknown, no
+// domain, no id where one is needed).
+var ErrBadPart = errors.New("machine: not a part request")
+
+// Command is the RL.PART entry the group logs for r.
+func (r *PartRequest) Command() ([][]byte, error) {
+	if r.Domain == "" {
+		return nil, ErrBadPart
+	}
+	decision := "RL.CHECK"
+	if r.RLS {
+		decision = "RL.SHOULDRATELIMIT"
+	}
+	ttl := strconv.AppendInt(nil, r.TTL, 10)
+	var cmd [][]byte
+	switch r.Kind {
+	case PartCancel:
+		if r.ID == "" {
+			return nil, ErrBadPart
+		}
+		return [][]byte{[]byte("RL.PART"), []byte("CANCEL"), []byte(r.Domain), []byte(r.ID), ttl}, nil
+	case PartReserve:
+		if r.ID == "" {
+			return nil, ErrBadPart
+		}
+		cmd = [][]byte{[]byte("RL.PART"), []byte("RESERVE"), []byte(r.Rules), []byte(r.ID), ttl}
+	case PartDecide:
+		cmd = [][]byte{[]byte("RL.PART"), []byte("DECIDE"), []byte(r.Rules)}
+	default:
+		return nil, ErrBadPart
+	}
+	cmd = append(cmd, []byte(decision), []byte(r.Domain))
+	cmd = append(cmd, r.Head...)
+	for _, d := range r.Descriptors {
+		cmd = append(cmd, d...)
+	}
+	return cmd, nil
+}
+
+// PartResult is what a group answered a part: the same typed results the
+// doors format (CheckResult, RLSStatus), from the apply's Outcome.
+type PartResult struct {
+	// Limited: the part refused (nothing charged).
+	Limited bool
+	// Check is RL.CHECK's result, Statuses RL.SHOULDRATELIMIT's.
+	Check    CheckResult
+	Statuses []RLSStatus
+	// Held, for a cancel: something was held and is given back.
+	Held bool
+}
+
+// PartOf reads a part's result from its apply: its typed Outcome, and for
+// a cancel its reply. An error reply is an error wrapping ErrFenced or
+// ErrRulesDiffer when it is one of those (its text says the rest).
+func PartOf(kind PartKind, reply []byte, out Outcome) (PartResult, error) {
+	if out.Err != "" {
+		if out.Refusal != nil {
+			return PartResult{}, &PartError{Kind: out.Refusal, Reply: out.Err}
+		}
+		return PartResult{}, &PartError{Reply: out.Err}
+	}
+	if kind == PartCancel {
+		return PartResult{Held: len(reply) > 0 && reply[0] != '$' && reply[0] != '_'}, nil
+	}
+	return PartResult{Limited: out.Limited, Check: out.Check, Statuses: out.Statuses}, nil
+}
+
+// PartError is a part a group answered with an error: nothing was
+// charged. Kind is ErrFenced, ErrRulesDiffer or nil (another refusal);
+// Reply the error reply's text, for people.
+type PartError struct {
+	Kind  error
+	Reply string
+}
+
+func (e *PartError) Error() string { return e.Reply }
+func (e *PartError) Unwrap() error { return e.Kind }
