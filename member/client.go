@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -32,6 +33,9 @@ type Addr struct {
 type ClientConfig struct {
 	// Secret is the cluster's (--cluster-secret-file; nil: none).
 	Secret []byte
+	// TLS, when set, encrypts the calls (the member ports speak TLS:
+	// --tls-cert-file).
+	TLS *tls.Config
 }
 
 // Client calls other members, keeping one connection to each.
@@ -53,11 +57,11 @@ func (c *Client) conn(to Addr) (*grpc.ClientConn, error) {
 	if cc := c.conns[to]; cc != nil {
 		return cc, nil
 	}
-	secret := c.cfg.Secret
+	guard := raftmux.Guard{Secret: c.cfg.Secret, ClientTLS: c.cfg.TLS}
 	cc, err := grpc.NewClient("passthrough:///"+to.Port,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return raftmux.DialMember(ctx, addr, to.Group, secret)
+			return raftmux.DialMember(ctx, addr, to.Group, guard)
 		}),
 		// A member that restarts is back within a second or two: look
 		// again soon, not after gRPC's default minutes.

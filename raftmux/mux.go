@@ -11,11 +11,13 @@
 // that does not send it within HeaderTimeout, or names a group this
 // process does not host, is closed. With a cluster secret, both ends then
 // prove they hold it (package memberauth, bound to the purpose) before
-// anything behind the mux hears a byte.
+// anything behind the mux hears a byte; with TLS (Guard), the connection
+// is then encrypted, Raft and member calls alike.
 package raftmux
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -58,10 +60,20 @@ type route struct {
 	group string
 }
 
+// Guard is how a member port's connections are kept to members: the
+// cluster's secret proves membership (nil: the network is trusted), TLS
+// keeps the traffic private (nil: plain TCP). ServerTLS encrypts the
+// connections a mux accepts, ClientTLS those dialed (its ServerName, if
+// empty, is the dialed host).
+type Guard struct {
+	Secret               []byte
+	ServerTLS, ClientTLS *tls.Config
+}
+
 // Mux is one member port shared by groups and purposes.
 type Mux struct {
-	ln     net.Listener
-	secret []byte
+	ln    net.Listener
+	guard Guard
 	// advertise is the address the layers name (nil: the listener's).
 	advertise net.Addr
 	log       *slog.Logger
@@ -74,15 +86,15 @@ type Mux struct {
 // Listen listens for Raft on addr; secret (nil: none) is the cluster's,
 // which every connection must prove (memberauth.Check must hold).
 func Listen(addr string, secret []byte, log *slog.Logger) (*Mux, error) {
-	return ListenAs(addr, nil, secret, log)
+	return ListenAs(addr, nil, Guard{Secret: secret}, log)
 }
 
 // ListenAs is Listen whose layers name advertise as their address (nil:
 // the listener's): the address the group's Raft configuration knows this
 // member by.
-func ListenAs(addr string, advertise net.Addr, secret []byte, log *slog.Logger) (*Mux, error) {
-	if secret != nil {
-		if err := memberauth.Check(secret); err != nil {
+func ListenAs(addr string, advertise net.Addr, guard Guard, log *slog.Logger) (*Mux, error) {
+	if guard.Secret != nil {
+		if err := memberauth.Check(guard.Secret); err != nil {
 			return nil, err
 		}
 	}
@@ -93,7 +105,7 @@ func ListenAs(addr string, advertise net.Addr, secret []byte, log *slog.Logger) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Mux{ln: ln, secret: secret, advertise: advertise, log: log, layers: map[route]*Layer{}, done: make(chan struct{})}
+	m := &Mux{ln: ln, guard: guard, advertise: advertise, log: log, layers: map[route]*Layer{}, done: make(chan struct{})}
 	m.wg.Add(1)
 	go m.serve()
 	return m, nil
@@ -173,12 +185,23 @@ func (m *Mux) route(c net.Conn) {
 		c.Close()
 		return
 	}
-	if m.secret != nil {
-		if err := memberauth.Accept(c, m.secret, purpose(r)); err != nil {
+	if m.guard.Secret != nil {
+		if err := memberauth.Accept(c, m.guard.Secret, purpose(r)); err != nil {
 			m.log.Warn("raftmux: a connection did not prove cluster membership; closed", "group", r.group, "purpose", purpose(r), "from", c.RemoteAddr().String())
 			c.Close()
 			return
 		}
+	}
+	if m.guard.ServerTLS != nil {
+		tc := tls.Server(c, m.guard.ServerTLS)
+		tc.SetDeadline(time.Now().Add(HeaderTimeout))
+		if err := tc.Handshake(); err != nil {
+			m.log.Warn("raftmux: a connection's TLS handshake failed; closed", "group", r.group, "purpose", purpose(r), "from", c.RemoteAddr().String(), "err", err)
+			c.Close()
+			return
+		}
+		tc.SetDeadline(time.Time{})
+		c = tc
 	}
 	select {
 	case l.conns <- c:
@@ -270,19 +293,19 @@ func (l *Layer) Addr() net.Addr {
 func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return dial(ctx, string(address), l.route, l.mux.secret)
+	return dial(ctx, string(address), l.route, l.mux.guard)
 }
 
 // DialMember connects to the member port at address for member calls to
-// group's member there, proving membership with secret (nil: none).
-func DialMember(ctx context.Context, address, group string, secret []byte) (net.Conn, error) {
+// group's member there, guarded as guard says (the secret proven, TLS).
+func DialMember(ctx context.Context, address, group string, guard Guard) (net.Conn, error) {
 	if group == "" || len(group) > 255 {
 		return nil, fmt.Errorf("%w: %q", ErrGroup, group)
 	}
-	return dial(ctx, address, route{Member, group}, secret)
+	return dial(ctx, address, route{Member, group}, guard)
 }
 
-func dial(ctx context.Context, address string, r route, secret []byte) (net.Conn, error) {
+func dial(ctx context.Context, address string, r route, guard Guard) (net.Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", address)
 	if err != nil {
@@ -298,11 +321,24 @@ func dial(ctx context.Context, address string, r route, secret []byte) (net.Conn
 		return nil, err
 	}
 	c.SetWriteDeadline(time.Time{})
-	if secret != nil {
-		if err := memberauth.Dial(c, secret, purpose(r)); err != nil {
+	if guard.Secret != nil {
+		if err := memberauth.Dial(c, guard.Secret, purpose(r)); err != nil {
 			c.Close()
 			return nil, err
 		}
+	}
+	if guard.ClientTLS != nil {
+		cfg := guard.ClientTLS
+		if host, _, err := net.SplitHostPort(address); err == nil && cfg.ServerName == "" {
+			cfg = cfg.Clone()
+			cfg.ServerName = host
+		}
+		tc := tls.Client(c, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("raftmux: TLS to %s: %w", address, err)
+		}
+		c = tc
 	}
 	return c, nil
 }

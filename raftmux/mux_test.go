@@ -3,9 +3,16 @@ package raftmux
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"path/filepath"
 	"strings"
@@ -197,7 +204,7 @@ func TestMemberCallsApartFromRaft(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	go func() {
-		if c, err := DialMember(ctx, addr, "g1", secret); err == nil {
+		if c, err := DialMember(ctx, addr, "g1", Guard{Secret: secret}); err == nil {
 			c.Write([]byte("member call"))
 			c.Close()
 		}
@@ -216,7 +223,7 @@ func TestMemberCallsApartFromRaft(t *testing.T) {
 	}
 	// No secret: the handshake never completes; a wrong one fails.
 	for _, s := range [][]byte{nil, []byte("another secret of some length")} {
-		c, err := DialMember(ctx, addr, "g1", s)
+		c, err := DialMember(ctx, addr, "g1", Guard{Secret: s})
 		if s != nil {
 			if err == nil {
 				t.Fatal("a member call with another secret got through")
@@ -255,5 +262,91 @@ func TestMemberCallsApartFromRaft(t *testing.T) {
 	}
 	if _, err := readHeader(bytes.NewReader([]byte{0, 0})); err == nil {
 		t.Fatal("an empty member group was taken")
+	}
+}
+
+// selfSignedTLS is a server and a client config for 127.0.0.1.
+func selfSignedTLS(t *testing.T) (server, client *tls.Config) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "member"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12},
+		&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+}
+
+// With TLS, Raft and member calls are encrypted after the proof: a dialer
+// with the secret and the trust gets through, one speaking plain TCP (or
+// not trusting the certificate) does not.
+func TestTLSGuardsRaftAndMemberCalls(t *testing.T) {
+	srv, cli := selfSignedTLS(t)
+	secret := []byte("sixteen bytes at least, shared")
+	guard := Guard{Secret: secret, ServerTLS: srv, ClientTLS: cli}
+	m, err := ListenAs("127.0.0.1:0", nil, guard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	rl, _ := m.Layer("g1")
+	ml, _ := m.Members("g1")
+	addr := m.Addr().String()
+	peer, err := ListenAs("127.0.0.1:0", nil, guard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	pl, _ := peer.Layer("g1")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	go func() {
+		if c, err := pl.Dial(raft.ServerAddress(addr), time.Second); err == nil {
+			c.Write([]byte("append entries"))
+			c.Close()
+		}
+		if c, err := DialMember(ctx, addr, "g1", guard); err == nil {
+			c.Write([]byte("member call"))
+			c.Close()
+		}
+	}()
+	for _, l := range []*Layer{rl, ml} {
+		c, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := c.(*tls.Conn); !ok {
+			t.Fatalf("an accepted %v connection is %T, not TLS", l.route.kind, c)
+		}
+		got, _ := io.ReadAll(c)
+		if want := map[Kind]string{Raft: "append entries", Member: "member call"}[l.route.kind]; string(got) != want {
+			t.Fatalf("read %q, want %q", got, want)
+		}
+	}
+	// Plain TCP after the proof, or a dialer not trusting the
+	// certificate: no connection.
+	if _, err := DialMember(ctx, addr, "g1", Guard{Secret: secret, ClientTLS: &tls.Config{MinVersion: tls.VersionTLS12}}); err == nil {
+		t.Fatal("a dialer not trusting the certificate got through")
+	}
+	if c, err := DialMember(ctx, addr, "g1", Guard{Secret: secret}); err == nil {
+		c.Write([]byte("plain member call"))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		io.ReadAll(c)
+		c.Close()
+	}
+	select {
+	case c := <-ml.conns:
+		t.Fatalf("a plain connection reached the member listener: %v", c.RemoteAddr())
+	case <-time.After(200 * time.Millisecond):
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/sluice-rl/sluice/raftmux"
 	"github.com/sluice-rl/sluice/rls"
 )
 
@@ -154,25 +155,48 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Write([]byte("ready\n"))
 }
 
-// forwardTLS is how a follower dials the leader's RESP port when it speaks
-// TLS: trusting the system's roots and this node's own certificate (a
-// cluster's members share one, or one CA).
+// forwardTLS is how a member dials the others' member ports when they
+// speak TLS (--tls-cert-file): trusting the system's roots and this
+// member's own certificate (a cluster's members share one, or one CA).
 func (s *Server) forwardTLS() (*tls.Config, error) {
 	if s.cert == nil {
 		return nil, nil
 	}
+	return trustingCert(s.cert, s.cfg.TLSCertFile)
+}
+
+// trustingCert is a client TLS config trusting the system's roots and
+// cert (read from file).
+func trustingCert(cert *tls.Certificate, file string) (*tls.Config, error) {
 	pool, err := x509.SystemCertPool()
 	if err != nil || pool == nil {
 		pool = x509.NewCertPool()
 	}
-	for _, der := range s.cert.Certificate {
+	for _, der := range cert.Certificate {
 		c, err := x509.ParseCertificate(der)
 		if err != nil {
-			return nil, fmt.Errorf("server: TLS certificate %s: %w", s.cfg.TLSCertFile, err)
+			return nil, fmt.Errorf("server: TLS certificate %s: %w", file, err)
 		}
 		pool.AddCert(c)
 	}
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// MemberGuard is how a member port shared by several members of one
+// process is kept (cmd/sluice): the cluster's secret, and with
+// --tls-cert-file TLS, as each member keeps a port of its own.
+func MemberGuard(c Config) (raftmux.Guard, error) {
+	g := raftmux.Guard{Secret: c.Replication.Secret}
+	if c.TLSCertFile == "" {
+		return g, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+	if err != nil {
+		return g, fmt.Errorf("server: TLS certificate %s / key %s: %w", c.TLSCertFile, c.TLSKeyFile, err)
+	}
+	g.ServerTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	g.ClientTLS, err = trustingCert(&cert, c.TLSCertFile)
+	return g, err
 }
 
 // closeFrontDoors stops the HTTP and gRPC listeners: in-flight calls finish

@@ -59,8 +59,10 @@ type Server struct {
 	mux      *raftmux.Mux
 	memberLn net.Listener
 	members  *member.Server
-	// memberClient calls other members.
-	memberClient *member.Client
+	// memberClient calls other members; memberClientTLS is how it dials
+	// them when the member ports speak TLS (nil: plain).
+	memberClient    *member.Client
+	memberClientTLS *tls.Config
 
 	ln net.Listener
 	// http serves --http-addr; grpc and rls --grpc-addr (server/frontdoor.go).
@@ -233,6 +235,14 @@ func (s *Server) startNode() error {
 	cc := s.cfg.Replication.clusterConfig(s.cfg.DataDir)
 	cc.Log = s.log
 	s.warnOpenMemberPort()
+	// With --tls-cert-file the member port speaks TLS too.
+	if err := s.loadCert(); err != nil {
+		return err
+	}
+	var err error
+	if s.memberClientTLS, err = s.forwardTLS(); err != nil {
+		return err
+	}
 	if err := s.openMemberPort(&cc); err != nil {
 		return err
 	}
@@ -250,7 +260,7 @@ func (s *Server) startNode() error {
 		return err
 	}
 	s.env.Applier = commands.Replicated{Node: n}
-	s.memberClient = member.NewClient(member.ClientConfig{Secret: s.cfg.Replication.Secret})
+	s.memberClient = member.NewClient(member.ClientConfig{Secret: s.cfg.Replication.Secret, TLS: s.memberClientTLS})
 	if router != nil {
 		s.router = router
 		s.env.Shards = router

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
@@ -19,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-rl/sluice/internal/netproxy"
+	"github.com/sluice-rl/sluice/member"
 )
 
 // A follower forwards a call to the leader's member port; the leader
@@ -117,8 +120,8 @@ func TestRLSForwardBrokenAfterWriteIsUnknown(t *testing.T) {
 	}
 }
 
-// A follower forwards over TLS when the members speak it (its own dialer
-// does the handshake: go-redis' is replaced to mark failed dials unsent).
+// A follower forwards over TLS when the members speak it: with
+// --tls-cert-file the member port (Raft and member calls) is TLS too.
 func TestRLSForwardOverTLS(t *testing.T) {
 	certFile, keyFile, pool := selfSigned(t)
 	rules := writeRules(t, "edge.yaml", rlsClusterRules)
@@ -170,6 +173,19 @@ func TestRLSForwardOverTLS(t *testing.T) {
 	})
 	if n := len(remaining); remaining[n-1] != remaining[n-2]-1 {
 		t.Fatalf("remaining %v: the forwarded calls did not count on one counter", remaining)
+	}
+	// The member port speaks TLS (Raft and member calls): a caller
+	// trusting the certificate is answered, a plain one is not.
+	at := member.Addr{Port: cl.RaftAddrs[follower], Group: "sluice"}
+	for _, cfg := range []*tls.Config{{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil} {
+		mc := member.NewClient(member.ClientConfig{TLS: cfg})
+		mctx, cancel := context.WithTimeout(ctx(t), 3*time.Second)
+		rep, err := mc.Report(mctx, at)
+		cancel()
+		mc.Close()
+		if (err == nil) != (cfg != nil) {
+			t.Fatalf("a member report with TLS %v: %+v %v", cfg != nil, rep, err)
+		}
 	}
 }
 

@@ -303,7 +303,11 @@ func hostedConfigs(base server.Config, ids []string, log *slog.Logger) ([]server
 		c.Replication.NodeID, c.Replication.Peers = id, g.Members
 		cfgs = append(cfgs, c)
 	}
-	mux, err := raftmux.Listen(raftAddr, base.Replication.Secret, log)
+	guard, err := server.MemberGuard(base)
+	if err != nil {
+		return nil, nil, err
+	}
+	mux, err := raftmux.ListenAs(raftAddr, nil, guard, log)
 	if err != nil {
 		return nil, nil, err
 	}
