@@ -285,3 +285,47 @@ func TestPartOverThePort(t *testing.T) {
 		t.Fatalf("a part kind unknown: %v", err)
 	}
 }
+
+// A forwarded call crosses with its outcome (an error reply as its Err, a
+// refusal as Limited with its statuses); a member that does not lead
+// says who does, and nothing was applied.
+func TestDecideOverThePort(t *testing.T) {
+	mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mux.Close()
+	ln, _ := mux.Members("g1")
+	srv := Serve(ln, ServerConfig{Group: "g1", Decide: func(_ context.Context, cmd [][]byte) (machine.Outcome, string, error) {
+		switch string(cmd[1]) {
+		case "follower":
+			return machine.Outcome{}, "127.0.0.1:9", ErrNotLeader
+		case "moved":
+			return machine.Outcome{Err: "MOVED 12 127.0.0.1:7002"}, "", nil
+		}
+		return machine.Outcome{Limited: true, Statuses: []machine.RLSStatus{{Code: 2, RequestsPerUnit: 5, Unit: 1, Remaining: 0, ResetSeconds: 3}}}, "", nil
+	}})
+	defer srv.Stop()
+	c := NewClient(ClientConfig{})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	to := Addr{Port: mux.Addr().String(), Group: "g1"}
+	call := func(domain string) (machine.Outcome, error) {
+		return c.Decide(ctx, to, [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte(domain), []byte("1")})
+	}
+	out, err := call("d")
+	if err != nil || !out.Limited || len(out.Statuses) != 1 || out.Statuses[0].RequestsPerUnit != 5 || out.Statuses[0].ResetSeconds != 3 {
+		t.Fatalf("decided: %+v %v", out, err)
+	}
+	if out, err := call("moved"); err != nil || out.Err != "MOVED 12 127.0.0.1:7002" {
+		t.Fatalf("an error reply: %+v %v", out, err)
+	}
+	_, err = call("follower")
+	if leader, ok := LeaderOf(err); !ok || leader != "127.0.0.1:9" || !NothingApplied(err) {
+		t.Fatalf("at a follower: %v", err)
+	}
+	if _, err := c.Decide(ctx, Addr{Port: to.Port, Group: "g2"}, [][]byte{[]byte("RL.SHOULDRATELIMIT")}); !NothingApplied(err) {
+		t.Fatalf("another group: %v", err)
+	}
+}

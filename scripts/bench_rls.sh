@@ -5,7 +5,8 @@
 # leader and one of its followers (which forwards to the leader), and
 # envoyproxy/ratelimit over a local redis-server. Rounds alternate the
 # targets; ROUNDS (default 3) rounds, D (default 5s) per measurement;
-# BASELINE=<binary> adds one node of another build to every round.
+# BASELINE=<binary> adds one node and a 3-node cluster's follower of another
+# build to every round.
 #
 # Targets (issue #20): sluice single node >= 3x the reference's calls/s at
 # 50 callers with <= 1/3 of its p99; the 3-node cluster >= 1x the reference.
@@ -49,6 +50,16 @@ for i in 1 2 3; do
 		--data-dir "$work/n$i" --peers "$peers" --rules "$rules" --log-level error &
 	pids+=($!)
 done
+# BASELINE: three nodes of it too (its follower is measured beside ours).
+if [ -n "${BASELINE:-}" ]; then
+	bpeers=""
+	for i in 1 2 3; do bpeers="${bpeers:+$bpeers,}b$i=127.0.0.1:$((base + 70 + i))"; done
+	for i in 1 2 3; do
+		"$BASELINE" --node-id "b$i" --addr "127.0.0.1:$((base + 70 + i))" --grpc-addr "127.0.0.1:$((base + 170 + i))" \
+			--data-dir "$work/b$i" --peers "$bpeers" --rules "$rules" --log-level error &
+		pids+=($!)
+	done
+fi
 # envoyproxy/ratelimit over redis-server
 redis-server --bind 127.0.0.1 --port $((base + 50)) --save "" --appendonly no >/dev/null &
 pids+=($!)
@@ -73,6 +84,16 @@ for _ in $(seq 100); do
 done
 [ -n "$leader" ] || { echo "no leader" >&2; exit 1; }
 follower=$((leader % 3 + 1))
+bfollower=""
+if [ -n "${BASELINE:-}" ]; then
+	for _ in $(seq 100); do
+		for i in 1 2 3; do
+			[ "$(redis-cli -p $((base + 70 + i)) ROLE 2>/dev/null | head -1)" = slave ] && bfollower=$i
+		done
+		[ -n "$bfollower" ] && break
+		sleep 0.1
+	done
+fi
 for _ in $(seq 100); do
 	curl -sf "http://127.0.0.1:$((base + 151))/healthcheck" >/dev/null 2>&1 && break
 	sleep 0.1
@@ -88,5 +109,6 @@ for round in $(seq "$ROUNDS"); do
 		[ -z "${BASELINE:-}" ] || "$work/rlsbench" -addr "127.0.0.1:$((base + 160))" -c "$c" -d "$D" -label "baseline single node"
 		"$work/rlsbench" -addr "127.0.0.1:$((base + 100 + leader))" -c "$c" -d "$D" -label "sluice 3-node leader"
 		"$work/rlsbench" -addr "127.0.0.1:$((base + 100 + follower))" -c "$c" -d "$D" -label "sluice 3-node follower"
+		[ -z "$bfollower" ] || "$work/rlsbench" -addr "127.0.0.1:$((base + 170 + bfollower))" -c "$c" -d "$D" -label "baseline 3-node follower"
 	done
 done

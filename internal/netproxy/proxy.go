@@ -31,8 +31,8 @@ type Proxy struct {
 	// otherwise lose its connection before the request is sent).
 	marker []byte
 	closed bool
-	conns   map[net.Conn]struct{} // every open connection, both sides
-	wg      sync.WaitGroup        // the accept loop and every forwarding goroutine
+	conns  map[net.Conn]struct{} // every open connection, both sides
+	wg     sync.WaitGroup        // the accept loop and every forwarding goroutine
 }
 
 // New listens on 127.0.0.1 at a port the system picks and forwards to
