@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -207,6 +208,9 @@ type Ctx struct {
 	// door that is not RESP reads (Session.Decide).
 	outcome machine.Outcome
 	applied bool
+	// captured, when set, collects every outcome settled, in order
+	// (Session.DecideAll).
+	captured *[]machine.Outcome
 }
 
 // Reset prepares the context for the next command.
@@ -217,7 +221,13 @@ func (c *Ctx) Reset() {
 }
 
 // settled records out as the last machine command's outcome.
-func (c *Ctx) settled(out machine.Outcome) { c.outcome, c.applied = out, true }
+func (c *Ctx) settled(out machine.Outcome) {
+	c.outcome, c.applied = out, true
+	if c.captured != nil {
+		out.Statuses = slices.Clone(out.Statuses)
+		*c.captured = append(*c.captured, out)
+	}
+}
 
 // Now is the instant the command runs at, read from the clock once per
 // command.

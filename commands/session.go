@@ -2,6 +2,7 @@ package commands
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,4 +73,48 @@ func (s *Session) Decide(args [][]byte) (machine.Outcome, error) {
 		msg = "ERR " + string(args[0]) + " is not a machine command"
 	}
 	return machine.Outcome{Err: msg}, nil
+}
+
+// DecideAll runs cmds, machine commands, as one batch, as a RESP
+// connection's pipeline runs: those the log takes go into it together and
+// are waited for once. It returns each command's typed outcome, in order
+// (one refused before it applied has only Outcome.Err). An error means no
+// outcome may be used (a change did not reach the disk).
+func (s *Session) DecideAll(cmds [][][]byte) ([]machine.Outcome, error) {
+	outs := make([]machine.Outcome, len(cmds))
+	deferred := make([]int, 0, len(cmds))
+	var captured []machine.Outcome
+	s.w.Buf = s.w.Buf[:0]
+	for i, args := range cmds {
+		s.ctx.Reset()
+		s.w.LastError = ""
+		queued := len(s.ctx.batch.nargs)
+		s.ctx.Env.Table.Dispatch(&s.ctx, args)
+		switch {
+		case len(s.ctx.batch.nargs) > queued:
+			deferred = append(deferred, i)
+		case s.ctx.applied:
+			outs[i] = s.ctx.outcome
+			outs[i].Statuses = slices.Clone(outs[i].Statuses)
+		case s.w.LastError != "":
+			outs[i] = machine.Outcome{Err: s.w.LastError}
+		default:
+			outs[i] = machine.Outcome{Err: "ERR " + string(args[0]) + " is not a machine command"}
+		}
+	}
+	s.ctx.captured = &captured
+	s.ctx.Settle()
+	s.ctx.captured = nil
+	if len(captured) != len(deferred) {
+		return nil, errors.New("commands: a batch's outcomes do not match its commands")
+	}
+	for j, i := range deferred {
+		outs[i] = captured[j]
+	}
+	if s.conn.DurablePending() {
+		if err := s.conn.AwaitDurable(); err != nil {
+			return nil, errors.Join(ErrNotDurable, errors.New(strings.TrimPrefix(err.Error(), "persist: ")))
+		}
+	}
+	return outs, nil
 }

@@ -40,14 +40,15 @@ type ClientConfig struct {
 
 // Client calls other members, keeping one connection to each.
 type Client struct {
-	cfg   ClientConfig
-	mu    sync.Mutex
-	conns map[Addr]*grpc.ClientConn
+	cfg      ClientConfig
+	mu       sync.Mutex
+	conns    map[Addr]*grpc.ClientConn
+	batchers map[Addr]*batcher
 }
 
 // NewClient makes a client.
 func NewClient(cfg ClientConfig) *Client {
-	return &Client{cfg: cfg, conns: map[Addr]*grpc.ClientConn{}}
+	return &Client{cfg: cfg, conns: map[Addr]*grpc.ClientConn{}, batchers: map[Addr]*batcher{}}
 }
 
 // conn is the connection to to, made on first use.
@@ -174,8 +175,15 @@ func callError(to Addr, err error) error {
 	return fmt.Errorf("%w: %s: %s", ErrUnknownOutcome, to.Port, st.Message())
 }
 
-// Close closes every connection.
+// Close stops the batches and closes every connection.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	batchers := c.batchers
+	c.batchers = map[Addr]*batcher{}
+	c.mu.Unlock()
+	for _, b := range batchers {
+		b.close()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for a, cc := range c.conns {

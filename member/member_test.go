@@ -296,7 +296,7 @@ func TestDecideOverThePort(t *testing.T) {
 	}
 	defer mux.Close()
 	ln, _ := mux.Members("g1")
-	srv := Serve(ln, ServerConfig{Group: "g1", Decide: func(_ context.Context, cmd [][]byte) (machine.Outcome, string, error) {
+	srv := Serve(ln, ServerConfig{Group: "g1", Decide: eachCall(func(cmd [][]byte) (machine.Outcome, string, error) {
 		switch string(cmd[1]) {
 		case "follower":
 			return machine.Outcome{}, "127.0.0.1:9", ErrNotLeader
@@ -304,7 +304,7 @@ func TestDecideOverThePort(t *testing.T) {
 			return machine.Outcome{Err: "MOVED 12 127.0.0.1:7002"}, "", nil
 		}
 		return machine.Outcome{Limited: true, Statuses: []machine.RLSStatus{{Code: 2, RequestsPerUnit: 5, Unit: 1, Remaining: 0, ResetSeconds: 3}}}, "", nil
-	}})
+	})})
 	defer srv.Stop()
 	c := NewClient(ClientConfig{})
 	defer c.Close()
@@ -327,5 +327,21 @@ func TestDecideOverThePort(t *testing.T) {
 	}
 	if _, err := c.Decide(ctx, Addr{Port: to.Port, Group: "g2"}, [][]byte{[]byte("RL.SHOULDRATELIMIT")}); !NothingApplied(err) {
 		t.Fatalf("another group: %v", err)
+	}
+}
+
+// eachCall is a DecideFunc deciding a batch call by call; a not-leader
+// answer to any is the batch's.
+func eachCall(decide func(cmd [][]byte) (machine.Outcome, string, error)) DecideFunc {
+	return func(_ context.Context, cmds [][][]byte) ([]machine.Outcome, string, error) {
+		outs := make([]machine.Outcome, len(cmds))
+		for i, cmd := range cmds {
+			out, leader, err := decide(cmd)
+			if err != nil {
+				return nil, leader, err
+			}
+			outs[i] = out
+		}
+		return outs, "", nil
 	}
 }

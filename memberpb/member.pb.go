@@ -1063,29 +1063,29 @@ func (x *PartReply) GetHeld() bool {
 	return false
 }
 
-type DecideRequest struct {
+type DecideBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	// command is the RL.SHOULDRATELIMIT the follower's door built.
-	Command       [][]byte `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
+	// calls are the RL.SHOULDRATELIMIT commands the follower's doors built.
+	Calls         []*Words `protobuf:"bytes,2,rep,name=calls,proto3" json:"calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *DecideRequest) Reset() {
-	*x = DecideRequest{}
+func (x *DecideBatchRequest) Reset() {
+	*x = DecideBatchRequest{}
 	mi := &file_member_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *DecideRequest) String() string {
+func (x *DecideBatchRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*DecideRequest) ProtoMessage() {}
+func (*DecideBatchRequest) ProtoMessage() {}
 
-func (x *DecideRequest) ProtoReflect() protoreflect.Message {
+func (x *DecideBatchRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_member_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -1097,29 +1097,102 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
-func (*DecideRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use DecideBatchRequest.ProtoReflect.Descriptor instead.
+func (*DecideBatchRequest) Descriptor() ([]byte, []int) {
 	return file_member_proto_rawDescGZIP(), []int{11}
 }
 
-func (x *DecideRequest) GetGroup() string {
+func (x *DecideBatchRequest) GetGroup() string {
 	if x != nil {
 		return x.Group
 	}
 	return ""
 }
 
-func (x *DecideRequest) GetCommand() [][]byte {
+func (x *DecideBatchRequest) GetCalls() []*Words {
 	if x != nil {
-		return x.Command
+		return x.Calls
 	}
 	return nil
 }
 
+type DecideBatchReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code: APPLIED when the receiver decided the batch (each reply says
+	// what became of its call); NOT_LEADER, WRONG_GROUP, REFUSED,
+	// UNKNOWN_OUTCOME for the whole batch otherwise.
+	Code   Code   `protobuf:"varint,1,opt,name=code,proto3,enum=sluice.member.v1.Code" json:"code,omitempty"`
+	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	Leader string `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	// replies answer calls, in order.
+	Replies       []*DecideReply `protobuf:"bytes,4,rep,name=replies,proto3" json:"replies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideBatchReply) Reset() {
+	*x = DecideBatchReply{}
+	mi := &file_member_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideBatchReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideBatchReply) ProtoMessage() {}
+
+func (x *DecideBatchReply) ProtoReflect() protoreflect.Message {
+	mi := &file_member_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideBatchReply.ProtoReflect.Descriptor instead.
+func (*DecideBatchReply) Descriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DecideBatchReply) GetCode() Code {
+	if x != nil {
+		return x.Code
+	}
+	return Code_CODE_UNSPECIFIED
+}
+
+func (x *DecideBatchReply) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *DecideBatchReply) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *DecideBatchReply) GetReplies() []*DecideReply {
+	if x != nil {
+		return x.Replies
+	}
+	return nil
+}
+
+// DecideReply answers one call of a batch.
 type DecideReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// code: APPLIED when the leader answered (error says whether with an
-	// error reply); NOT_LEADER, REFUSED, … as ApplyReply's.
+	// error reply).
 	Code   Code   `protobuf:"varint,1,opt,name=code,proto3,enum=sluice.member.v1.Code" json:"code,omitempty"`
 	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
 	Leader string `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
@@ -1134,7 +1207,7 @@ type DecideReply struct {
 
 func (x *DecideReply) Reset() {
 	*x = DecideReply{}
-	mi := &file_member_proto_msgTypes[12]
+	mi := &file_member_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1219,7 @@ func (x *DecideReply) String() string {
 func (*DecideReply) ProtoMessage() {}
 
 func (x *DecideReply) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[12]
+	mi := &file_member_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1232,7 @@ func (x *DecideReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideReply.ProtoReflect.Descriptor instead.
 func (*DecideReply) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{12}
+	return file_member_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DecideReply) GetCode() Code {
@@ -1276,10 +1349,15 @@ const file_member_proto_rawDesc = "" +
 	"\alimited\x18\x05 \x01(\bR\alimited\x123\n" +
 	"\x05check\x18\x06 \x01(\v2\x1d.sluice.member.v1.CheckResultR\x05check\x127\n" +
 	"\bstatuses\x18\a \x03(\v2\x1b.sluice.member.v1.RLSStatusR\bstatuses\x12\x12\n" +
-	"\x04held\x18\b \x01(\bR\x04held\"?\n" +
-	"\rDecideRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
-	"\acommand\x18\x02 \x03(\fR\acommand\"\xd2\x01\n" +
+	"\x04held\x18\b \x01(\bR\x04held\"Y\n" +
+	"\x12DecideBatchRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12-\n" +
+	"\x05calls\x18\x02 \x03(\v2\x17.sluice.member.v1.WordsR\x05calls\"\xa7\x01\n" +
+	"\x10DecideBatchReply\x12*\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\x127\n" +
+	"\areplies\x18\x04 \x03(\v2\x1d.sluice.member.v1.DecideReplyR\areplies\"\xd2\x01\n" +
 	"\vDecideReply\x12*\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +
@@ -1308,12 +1386,12 @@ const file_member_proto_rawDesc = "" +
 	"\n" +
 	"\x06FENCED\x10\x01\x12\x10\n" +
 	"\fRULES_DIFFER\x10\x02\x12\t\n" +
-	"\x05OTHER\x10\x032\xa8\x02\n" +
+	"\x05OTHER\x10\x032\xb7\x02\n" +
 	"\x06Member\x12E\n" +
 	"\x05Apply\x12\x1e.sluice.member.v1.ApplyRequest\x1a\x1c.sluice.member.v1.ApplyReply\x12I\n" +
 	"\x06Report\x12\x1f.sluice.member.v1.ReportRequest\x1a\x1e.sluice.member.v1.MemberReport\x12B\n" +
-	"\x04Part\x12\x1d.sluice.member.v1.PartRequest\x1a\x1b.sluice.member.v1.PartReply\x12H\n" +
-	"\x06Decide\x12\x1f.sluice.member.v1.DecideRequest\x1a\x1d.sluice.member.v1.DecideReplyB&Z$github.com/sluice-rl/sluice/memberpbb\x06proto3"
+	"\x04Part\x12\x1d.sluice.member.v1.PartRequest\x1a\x1b.sluice.member.v1.PartReply\x12W\n" +
+	"\vDecideBatch\x12$.sluice.member.v1.DecideBatchRequest\x1a\".sluice.member.v1.DecideBatchReplyB&Z$github.com/sluice-rl/sluice/memberpbb\x06proto3"
 
 var (
 	file_member_proto_rawDescOnce sync.Once
@@ -1328,24 +1406,25 @@ func file_member_proto_rawDescGZIP() []byte {
 }
 
 var file_member_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_member_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_member_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_member_proto_goTypes = []any{
-	(Code)(0),             // 0: sluice.member.v1.Code
-	(PartKind)(0),         // 1: sluice.member.v1.PartKind
-	(Refusal)(0),          // 2: sluice.member.v1.Refusal
-	(*ApplyRequest)(nil),  // 3: sluice.member.v1.ApplyRequest
-	(*ApplyReply)(nil),    // 4: sluice.member.v1.ApplyReply
-	(*ReportRequest)(nil), // 5: sluice.member.v1.ReportRequest
-	(*SlotRange)(nil),     // 6: sluice.member.v1.SlotRange
-	(*JobView)(nil),       // 7: sluice.member.v1.JobView
-	(*MemberReport)(nil),  // 8: sluice.member.v1.MemberReport
-	(*Words)(nil),         // 9: sluice.member.v1.Words
-	(*PartRequest)(nil),   // 10: sluice.member.v1.PartRequest
-	(*CheckResult)(nil),   // 11: sluice.member.v1.CheckResult
-	(*RLSStatus)(nil),     // 12: sluice.member.v1.RLSStatus
-	(*PartReply)(nil),     // 13: sluice.member.v1.PartReply
-	(*DecideRequest)(nil), // 14: sluice.member.v1.DecideRequest
-	(*DecideReply)(nil),   // 15: sluice.member.v1.DecideReply
+	(Code)(0),                  // 0: sluice.member.v1.Code
+	(PartKind)(0),              // 1: sluice.member.v1.PartKind
+	(Refusal)(0),               // 2: sluice.member.v1.Refusal
+	(*ApplyRequest)(nil),       // 3: sluice.member.v1.ApplyRequest
+	(*ApplyReply)(nil),         // 4: sluice.member.v1.ApplyReply
+	(*ReportRequest)(nil),      // 5: sluice.member.v1.ReportRequest
+	(*SlotRange)(nil),          // 6: sluice.member.v1.SlotRange
+	(*JobView)(nil),            // 7: sluice.member.v1.JobView
+	(*MemberReport)(nil),       // 8: sluice.member.v1.MemberReport
+	(*Words)(nil),              // 9: sluice.member.v1.Words
+	(*PartRequest)(nil),        // 10: sluice.member.v1.PartRequest
+	(*CheckResult)(nil),        // 11: sluice.member.v1.CheckResult
+	(*RLSStatus)(nil),          // 12: sluice.member.v1.RLSStatus
+	(*PartReply)(nil),          // 13: sluice.member.v1.PartReply
+	(*DecideBatchRequest)(nil), // 14: sluice.member.v1.DecideBatchRequest
+	(*DecideBatchReply)(nil),   // 15: sluice.member.v1.DecideBatchReply
+	(*DecideReply)(nil),        // 16: sluice.member.v1.DecideReply
 }
 var file_member_proto_depIdxs = []int32{
 	0,  // 0: sluice.member.v1.ApplyReply.code:type_name -> sluice.member.v1.Code
@@ -1359,21 +1438,24 @@ var file_member_proto_depIdxs = []int32{
 	2,  // 8: sluice.member.v1.PartReply.refusal:type_name -> sluice.member.v1.Refusal
 	11, // 9: sluice.member.v1.PartReply.check:type_name -> sluice.member.v1.CheckResult
 	12, // 10: sluice.member.v1.PartReply.statuses:type_name -> sluice.member.v1.RLSStatus
-	0,  // 11: sluice.member.v1.DecideReply.code:type_name -> sluice.member.v1.Code
-	12, // 12: sluice.member.v1.DecideReply.statuses:type_name -> sluice.member.v1.RLSStatus
-	3,  // 13: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
-	5,  // 14: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
-	10, // 15: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
-	14, // 16: sluice.member.v1.Member.Decide:input_type -> sluice.member.v1.DecideRequest
-	4,  // 17: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
-	8,  // 18: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
-	13, // 19: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
-	15, // 20: sluice.member.v1.Member.Decide:output_type -> sluice.member.v1.DecideReply
-	17, // [17:21] is the sub-list for method output_type
-	13, // [13:17] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	9,  // 11: sluice.member.v1.DecideBatchRequest.calls:type_name -> sluice.member.v1.Words
+	0,  // 12: sluice.member.v1.DecideBatchReply.code:type_name -> sluice.member.v1.Code
+	16, // 13: sluice.member.v1.DecideBatchReply.replies:type_name -> sluice.member.v1.DecideReply
+	0,  // 14: sluice.member.v1.DecideReply.code:type_name -> sluice.member.v1.Code
+	12, // 15: sluice.member.v1.DecideReply.statuses:type_name -> sluice.member.v1.RLSStatus
+	3,  // 16: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
+	5,  // 17: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
+	10, // 18: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
+	14, // 19: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
+	4,  // 20: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
+	8,  // 21: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
+	13, // 22: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
+	15, // 23: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
+	20, // [20:24] is the sub-list for method output_type
+	16, // [16:20] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_member_proto_init() }
@@ -1387,7 +1469,7 @@ func file_member_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_member_proto_rawDesc), len(file_member_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

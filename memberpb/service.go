@@ -17,7 +17,7 @@ const (
 	applyMethod  = "/" + ServiceName + "/Apply"
 	reportMethod = "/" + ServiceName + "/Report"
 	partMethod   = "/" + ServiceName + "/Part"
-	decideMethod = "/" + ServiceName + "/Decide"
+	decideMethod = "/" + ServiceName + "/DecideBatch"
 )
 
 // MemberServer is what a member serves to the others.
@@ -25,7 +25,7 @@ type MemberServer interface {
 	Apply(context.Context, *ApplyRequest) (*ApplyReply, error)
 	Report(context.Context, *ReportRequest) (*MemberReport, error)
 	Part(context.Context, *PartRequest) (*PartReply, error)
-	Decide(context.Context, *DecideRequest) (*DecideReply, error)
+	DecideBatch(context.Context, *DecideBatchRequest) (*DecideBatchReply, error)
 }
 
 // RegisterMemberServer registers srv on s.
@@ -82,18 +82,18 @@ var serviceDesc = grpc.ServiceDesc{
 			})
 		},
 	}, {
-		MethodName: "Decide",
+		MethodName: "DecideBatch",
 		Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-			in := new(DecideRequest)
+			in := new(DecideBatchRequest)
 			if err := dec(in); err != nil {
 				return nil, err
 			}
 			if icpt == nil {
-				return srv.(MemberServer).Decide(ctx, in)
+				return srv.(MemberServer).DecideBatch(ctx, in)
 			}
 			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: decideMethod}
 			return icpt(ctx, in, info, func(ctx context.Context, req any) (any, error) {
-				return srv.(MemberServer).Decide(ctx, req.(*DecideRequest))
+				return srv.(MemberServer).DecideBatch(ctx, req.(*DecideBatchRequest))
 			})
 		},
 	}},
@@ -133,10 +133,10 @@ func (c *MemberClient) Part(ctx context.Context, in *PartRequest, opts ...grpc.C
 	return out, nil
 }
 
-// Decide asks the member, its group's leader, to run a client's
-// RL.SHOULDRATELIMIT.
-func (c *MemberClient) Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideReply, error) {
-	out := new(DecideReply)
+// DecideBatch asks the member, its group's leader, to run clients'
+// RL.SHOULDRATELIMIT calls.
+func (c *MemberClient) DecideBatch(ctx context.Context, in *DecideBatchRequest, opts ...grpc.CallOption) (*DecideBatchReply, error) {
+	out := new(DecideBatchReply)
 	if err := c.cc.Invoke(ctx, decideMethod, in, out, opts...); err != nil {
 		return nil, err
 	}

@@ -230,27 +230,27 @@ func (d *NodeDecider) forward(ctx context.Context, args [][]byte, addr string) (
 	}
 }
 
-// DecideHere runs an RL.SHOULDRATELIMIT a follower forwarded, on this
-// node as its group's leader (member.DecideFunc): never forwarded again
-// from here — a node that does not lead says who does (member.ErrNotLeader)
-// and logs nothing.
-func (d *NodeDecider) DecideHere(_ context.Context, args [][]byte) (machine.Outcome, string, error) {
-	if len(args) == 0 || !strings.EqualFold(string(args[0]), "rl.shouldratelimit") {
-		return machine.Outcome{}, "", fmt.Errorf("%w: only RL.SHOULDRATELIMIT is forwarded", member.ErrRefused)
+// DecideAllHere runs RL.SHOULDRATELIMIT calls a follower forwarded, on
+// this node as its group's leader (member.DecideFunc), as one batch (one
+// log group): never forwarded again from here — a node that does not
+// lead says who does (member.ErrNotLeader) and logs nothing.
+func (d *NodeDecider) DecideAllHere(_ context.Context, cmds [][][]byte) ([]machine.Outcome, string, error) {
+	for _, args := range cmds {
+		if len(args) == 0 || !strings.EqualFold(string(args[0]), "rl.shouldratelimit") {
+			return nil, "", fmt.Errorf("%w: only RL.SHOULDRATELIMIT is forwarded", member.ErrRefused)
+		}
 	}
 	if d.node != nil && !d.node.Serving() {
 		_, leader, _ := d.node.Leader()
-		return machine.Outcome{}, leader, member.ErrNotLeader
+		return nil, leader, member.ErrNotLeader
 	}
 	s := d.sessions.Get().(*commands.Session)
 	defer d.sessions.Put(s)
-	out, err := s.Decide(args)
+	outs, err := s.DecideAll(cmds)
 	if err != nil {
-		return machine.Outcome{}, "", fmt.Errorf("%w: %w", member.ErrUnknownOutcome, err)
+		return nil, "", fmt.Errorf("%w: %w", member.ErrUnknownOutcome, err)
 	}
-	// The statuses are the session's until its next call.
-	out.Statuses = slices.Clone(out.Statuses)
-	return out, "", nil
+	return outs, "", nil
 }
 
 // Close releases nothing: the member client is the server's.

@@ -79,7 +79,7 @@ func (s *Server) serveMembers() {
 	// decide theirs, through the same sessions and log batches.
 	forwarded := rls.NewNodeDecider(s.env, s.node, rls.ForwardOptions{}, nil)
 	s.members = member.Serve(s.memberLn, member.ServerConfig{Group: s.cfg.Replication.groupID(), Apply: s.applyForMember, Log: s.log,
-		Decide: forwarded.DecideHere,
+		Decide: forwarded.DecideAllHere,
 		Report: func() member.Report { return rep.Report(time.Now()) },
 		Part: func(_ context.Context, req *machine.PartRequest) (machine.PartResult, string, error) {
 			return rep.Part(req)

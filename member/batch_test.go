@@ -1,0 +1,103 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/raftmux"
+)
+
+// Calls forwarded at once go in batches (fewer than the calls), each
+// answered with its own outcome; a member that does not lead says who
+// does, per call; a caller that gives up before its call is sent is told
+// it was never sent.
+func TestDecideGoesInBatches(t *testing.T) {
+	var decided atomic.Int64
+	release := make(chan struct{})
+	mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mux.Close()
+	ln, _ := mux.Members("g1")
+	var batches atomic.Int64
+	srv := Serve(ln, ServerConfig{Group: "g1", Decide: counted(&batches, eachCall(func(cmd [][]byte) (machine.Outcome, string, error) {
+		decided.Add(1)
+		switch string(cmd[1]) {
+		case "follower":
+			return machine.Outcome{}, "127.0.0.1:9", ErrNotLeader
+		case "slow":
+			<-release
+		}
+		n, _ := strconv.Atoi(string(cmd[2]))
+		return machine.Outcome{Limited: n%2 == 1, Statuses: []machine.RLSStatus{{Code: 1, Remaining: int64(n)}}}, "", nil
+	}))})
+	defer srv.Stop()
+	c := NewClient(ClientConfig{})
+	defer c.Close()
+	to := Addr{Port: mux.Addr().String(), Group: "g1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const calls = 400
+	var wg sync.WaitGroup
+	errs := make(chan error, calls)
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := c.Decide(ctx, to, [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte("d"), []byte(strconv.Itoa(i))})
+			if err != nil || out.Limited != (i%2 == 1) || len(out.Statuses) != 1 || out.Statuses[0].Remaining != int64(i) {
+				errs <- fmt.Errorf("call %d: %+v %v", i, out, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if decided.Load() != calls || batches.Load() >= calls {
+		t.Fatalf("%d decided of %d, in %d batches", decided.Load(), calls, batches.Load())
+	}
+	_, err = c.Decide(ctx, to, [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte("follower"), []byte("0")})
+	if leader, ok := LeaderOf(err); !ok || leader != "127.0.0.1:9" || !NothingApplied(err) {
+		t.Fatalf("a call at a follower: %v", err)
+	}
+	// Every batch in flight held by a slow call (one at a time, so each
+	// is a batch of its own): a call behind them whose deadline passes is
+	// never sent.
+	for k := range int64(batchesInFlight) {
+		go c.Decide(ctx, to, [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte("slow"), []byte("0")})
+		for decided.Load() < calls+2+k {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer stop()
+	before := decided.Load()
+	if _, err := c.Decide(short, to, [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte("late"), []byte("0")}); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("a call whose deadline passed in the queue: %v", err)
+	}
+	close(release)
+	if _, err := c.Decide(ctx, to, [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte("after"), []byte("2")}); err != nil {
+		t.Fatal(err)
+	}
+	if decided.Load() != before+1 {
+		t.Fatalf("%d decided since, want only the call after: the one given up in the queue was sent", decided.Load()-before)
+	}
+}
+
+// counted counts the batches decide is given.
+func counted(n *atomic.Int64, decide DecideFunc) DecideFunc {
+	return func(ctx context.Context, cmds [][][]byte) ([]machine.Outcome, string, error) {
+		n.Add(1)
+		return decide(ctx, cmds)
+	}
+}
