@@ -157,6 +157,15 @@ func (c *Coordinator) part(ctx context.Context, g int, req *machine.PartRequest)
 			return res, err
 		}
 	}
+	to, err := c.leaderAt(g)
+	if err != nil {
+		return machine.PartResult{}, err
+	}
+	return c.cfg.Members.Part(ctx, to, req)
+}
+
+// leaderAt is where group g's leader takes member calls.
+func (c *Coordinator) leaderAt(g int) (member.Addr, error) {
 	var addr string
 	var ok bool
 	if g == c.cfg.Router.Self() {
@@ -165,16 +174,22 @@ func (c *Coordinator) part(ctx context.Context, g int, req *machine.PartRequest)
 		addr, ok = c.cfg.Router.Leader(g)
 	}
 	if !ok {
-		return machine.PartResult{}, fmt.Errorf("%w: group %s", ErrNoLeader, c.cfg.Router.Map().Groups[g].ID)
+		return member.Addr{}, fmt.Errorf("%w: group %s", ErrNoLeader, c.cfg.Router.Map().Groups[g].ID)
 	}
+	return c.memberAt(addr)
+}
+
+// memberAt is where the member with client address addr takes member
+// calls.
+func (c *Coordinator) memberAt(addr string) (member.Addr, error) {
 	if c.cfg.Members == nil {
-		return machine.PartResult{}, fmt.Errorf("%w: no member channel", member.ErrUnreachable)
+		return member.Addr{}, fmt.Errorf("%w: no member channel", member.ErrUnreachable)
 	}
 	to, ok := c.cfg.MemberAt(addr)
 	if !ok {
-		return machine.PartResult{}, fmt.Errorf("%w: no member of the cluster map has the client address %s", member.ErrUnreachable, addr)
+		return member.Addr{}, fmt.Errorf("%w: no member of the cluster map has the client address %s", member.ErrUnreachable, addr)
 	}
-	return c.cfg.Members.Part(ctx, to, req)
+	return to, nil
 }
 
 // words are args as a command's words.
@@ -205,16 +220,8 @@ func decoded(reply []byte) (any, error) {
 	return v, err
 }
 
-// send applies args, a command members send each other, at the member
-// with client address addr, on its member port.
-func (c *Coordinator) send(ctx context.Context, addr string, args ...any) (any, error) {
-	if c.cfg.Members == nil {
-		return nil, fmt.Errorf("%w: no member channel", member.ErrUnreachable)
-	}
-	to, ok := c.cfg.MemberAt(addr)
-	if !ok {
-		return nil, fmt.Errorf("%w: no member of the cluster map has the client address %s", member.ErrUnreachable, addr)
-	}
+// send applies args, a command members send each other, at to.
+func (c *Coordinator) send(ctx context.Context, to member.Addr, args ...any) (any, error) {
 	reply, err := c.cfg.Members.Apply(ctx, to, words(args))
 	if err != nil {
 		return nil, err
@@ -233,17 +240,11 @@ func (c *Coordinator) call(ctx context.Context, g int, args ...any) (any, error)
 			return decoded(reply)
 		}
 	}
-	var addr string
-	var ok bool
-	if g == c.cfg.Router.Self() {
-		addr, ok = c.cfg.OwnLeader()
-	} else {
-		addr, ok = c.cfg.Router.Leader(g)
+	to, err := c.leaderAt(g)
+	if err != nil {
+		return nil, err
 	}
-	if !ok {
-		return nil, fmt.Errorf("%w: group %s", ErrNoLeader, c.cfg.Router.Map().Groups[g].ID)
-	}
-	return c.send(ctx, addr, args...)
+	return c.send(ctx, to, args...)
 }
 
 // CallGroup sends args to group g's leader (slot migration's imports).
@@ -253,7 +254,11 @@ func (c *Coordinator) CallGroup(ctx context.Context, g int, args ...any) (any, e
 
 // CallMember sends args to the member at addr (a redirect's target).
 func (c *Coordinator) CallMember(ctx context.Context, addr string, args ...any) (any, error) {
-	return c.send(ctx, addr, args...)
+	to, err := c.memberAt(addr)
+	if err != nil {
+		return nil, err
+	}
+	return c.send(ctx, to, args...)
 }
 
 // Drain waits for the cancels in flight.
