@@ -55,12 +55,14 @@
 //     slots its log owns, refused otherwise), slotjobs.go and slotmove.go
 //     (slot migration jobs: cut, import, moved, and the slots' export),
 //     groups.go (the groups added to a running cluster), part.go (a group's
-//     part of a check across groups: RL.PART).
+//     part of a check across groups: RL.PART, and Split, how a check is
+//     cut by group), partrequest.go (a part typed as members send it, its
+//     typed result, the refusals members act on: ErrFenced,
+//     ErrRulesDiffer).
 //   - Memory: stores.go (whether a command would add a record, for
 //     maxmemory).
 //   - Encodings and reading: kinds.go (each kind's TYPE name and snapshot
-//     encoding), digest.go (DEBUG DIGEST), inline.go, zones.go, debug.go,
-//     reply_read.go (a reply read back into a typed result).
+//     encoding), digest.go (DEBUG DIGEST), inline.go, zones.go, debug.go.
 //
 // The connection and server surface (CLIENT, CONFIG, INFO, HELLO, AUTH,
 // COMMAND, DEBUG …) lives in package commands and never reaches the
