@@ -14,8 +14,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/machine"
-
-	"github.com/sluice-rl/sluice/memberauth"
 )
 
 // Errors the node returns; the command layer turns them into replies.
@@ -109,19 +107,15 @@ type Config struct {
 	// the node closes it. Members' health notes need the TCP transport.
 	Transport raft.Transport
 	// StreamLayer, when set, carries Raft over it instead of a TCP listener
-	// of the node's own on its Raft address: several groups hosted in one
-	// process share one Raft port (package raftmux). The node closes it.
+	// of the node's own on its Raft address: a server's member port
+	// (package raftmux, which proves membership with the cluster's secret
+	// and speaks TLS), shared with member calls and, in a process hosting
+	// several members, with other groups. The node closes it.
 	StreamLayer raft.StreamLayer
 	// DialVia maps member ids to the address this node dials them at
 	// instead of their Raft address (a tunnel, a NAT, or a test proxy that
 	// cuts the link); the Raft configuration keeps the real addresses.
 	DialVia map[string]string
-	// Secret, when set (at least 16 bytes, --cluster-secret-file), makes
-	// every Raft connection prove on both ends that they hold it before
-	// Raft hears anything (package memberauth): a process without it
-	// cannot append, vote or send a snapshot. A StreamLayer given above
-	// proves membership itself (raftmux).
-	Secret []byte
 	// Log receives the node's events; nil discards.
 	Log *slog.Logger
 }
@@ -184,11 +178,6 @@ func (c *Config) Validate() error {
 		{"log sync interval", c.LogSyncInterval}} {
 		if d.v < 0 {
 			return fmt.Errorf("%w: the %s must not be negative (%s)", ErrConfig, d.name, d.v)
-		}
-	}
-	if c.Secret != nil {
-		if err := memberauth.Check(c.Secret); err != nil {
-			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout && c.HeartbeatTimeout != 0 {
@@ -297,16 +286,7 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 			return nil, fmt.Errorf("cluster: raft address %s: %w", self.RaftAddr, err)
 		}
 		var tcp *raft.NetworkTransport
-		stream := cfg.StreamLayer
-		if stream == nil && cfg.Secret != nil {
-			plain, err := memberauth.ListenTCP(self.RaftAddr, addr)
-			if err != nil {
-				closer.Close()
-				return nil, fmt.Errorf("cluster: listen for Raft on %s: %w", self.RaftAddr, err)
-			}
-			stream = memberauth.Wrap(plain, cfg.Secret, "raft", cfg.Log)
-		}
-		if stream != nil {
+		if stream := cfg.StreamLayer; stream != nil {
 			tcp = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream,
 				ServerAddressProvider: dialVia{n}, Logger: hlog, MaxPool: 3, Timeout: 5 * time.Second})
 		} else if tcp, err = raft.NewTCPTransportWithConfig(self.RaftAddr, addr, &raft.NetworkTransportConfig{

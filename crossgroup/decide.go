@@ -250,10 +250,11 @@ func (c *Coordinator) ask(ctx context.Context, p *part) (machine.PartResult, err
 
 // mayHaveCharged reports a part's error after which the part may have
 // been charged: neither an answer (an error reply is a part that applied
-// nothing) nor a call known not to have applied.
+// nothing) nor a call known not to have applied, nor one never sent (its
+// group has no leader known).
 func mayHaveCharged(err error) bool {
 	var refused *machine.PartError
-	return err != nil && !errors.As(err, &refused) && !member.NothingApplied(err)
+	return err != nil && !errors.As(err, &refused) && !member.NothingApplied(err) && !errors.Is(err, ErrNoLeader)
 }
 
 // cancelAll cancels every part of a check that was not admitted, off the

@@ -210,3 +210,21 @@ func TestPartArrivingAfterItsCancelChargesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A part never sent (its group has no leader known) charged nothing: the
+// check is CLUSTERDOWN (ErrNoLeader) at once, never "unknown", and the
+// other group's part is given back.
+func TestPartOfAGroupWithoutALeaderChargesNothing(t *testing.T) {
+	c, f, args, users := newLostRig(t)
+	c.cfg.Router.SetLeader(1, "")
+	_, err := c.Decide(context.Background(), args)
+	if !errors.Is(err, ErrNoLeader) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("a group without a leader: %v", err)
+	}
+	c.Close() // the cancels to the leaderless group give up
+	for _, u := range users {
+		if left := f.remaining(t, u); left != 10 {
+			t.Fatalf("user %s: %d left", u, left)
+		}
+	}
+}

@@ -1,11 +1,12 @@
 // Package memberauth makes the two ends of a connection to a member port
 // prove they hold the cluster's secret (--cluster-secret-file) before
 // anything else crosses it: a process that cannot prove membership cannot
-// append to a group's log, vote, or take a snapshot, and a member never
-// talks Raft to a listener that is not one.
+// append to a group's log, vote, take a snapshot or make a member call,
+// and a member never talks to a listener that is not one. Package raftmux
+// runs it on every connection of the member port.
 //
 // The handshake is a mutual challenge and response, versioned, bound to
-// the connection's purpose (which group's Raft it carries):
+// the connection's purpose (a group's Raft, or member calls for it):
 //
 //	dialer → acceptor: "SLMA" version(1) nonce_d(16)
 //	acceptor → dialer: "SLMA" version(1) nonce_a(16) HMAC(secret, "acceptor" purpose nonce_d nonce_a)
@@ -13,9 +14,8 @@
 //
 // HMAC is HMAC-SHA256. Fresh nonces on both sides make a recorded
 // handshake useless on another connection. The secret is never sent. It
-// proves membership; it does not hide the traffic — --tls-cert-file does
-// that for clients, and a member port beyond a trusted network wants a
-// private network as Redis Cluster's bus does.
+// proves membership; it does not hide the traffic — with --tls-cert-file
+// the member port speaks TLS after it (raftmux.Guard).
 package memberauth
 
 import (

@@ -5,9 +5,6 @@ import (
 	"io"
 	"net"
 	"testing"
-	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 var (
@@ -127,67 +124,4 @@ func TestEveryCutOrFlippedByteIsRefused(t *testing.T) {
 			t.Fatalf("byte %d flipped: %v", i, err)
 		}
 	}
-}
-
-// A Layer hands Raft only the connections that proved membership: one
-// that sends anything else is closed unserved, and a dialer with the
-// secret gets through.
-func TestLayer(t *testing.T) {
-	inner, err := ListenTCP("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := Wrap(inner, secret, "raft/g1", nil)
-	defer l.Close()
-	accepted := make(chan net.Conn, 4)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
-	raw, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw.Write([]byte("\x01\x00\x00\x00 an appendEntries, say, from a stranger......"))
-	raw.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.Copy(io.Discard, raw); err != nil {
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
-			t.Fatalf("the stranger's connection was not closed: %v", err)
-		}
-	}
-	outsider := Wrap(mustTCP(t), other, "raft/g1", nil)
-	defer outsider.Close()
-	if _, err := outsider.Dial(raft.ServerAddress(l.Addr().String()), time.Second); !errors.Is(err, ErrRefused) {
-		t.Fatalf("a dialer with another secret: %v", err)
-	}
-	member := Wrap(mustTCP(t), secret, "raft/g1", nil)
-	defer member.Close()
-	c, err := member.Dial(raft.ServerAddress(l.Addr().String()), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	select {
-	case got := <-accepted:
-		got.Close()
-	case <-time.After(5 * time.Second):
-		t.Fatal("the member's connection was not accepted")
-	}
-	if len(accepted) != 0 {
-		t.Fatal("a connection that did not prove membership was accepted")
-	}
-}
-
-func mustTCP(t *testing.T) *TCPLayer {
-	t.Helper()
-	l, err := ListenTCP("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
 }

@@ -53,9 +53,10 @@ type health struct {
 	sticky   bool
 	// changed is closed and replaced whenever err changes.
 	changed chan struct{}
-	// stop is closed when the store gives up (closing with a fault).
-	stop     chan struct{}
-	stopOnce sync.Once
+	// stop would end the retries and a failed sync's wait; nothing closes
+	// it: a store closing with a fault leaves them to the process's exit
+	// (Store.unlessFault).
+	stop chan struct{}
 
 	faults atomic.Int64
 }
@@ -82,12 +83,6 @@ func (h *health) setLocked(err error) {
 	h.err = err
 	close(h.changed)
 	h.changed = make(chan struct{})
-}
-
-// giveUp makes every retrying and future operation fail at once.
-func (h *health) giveUp() {
-	h.failFast.Store(true)
-	h.stopOnce.Do(func() { close(h.stop) })
 }
 
 // retry runs op until it succeeds, recording a fault while it fails.

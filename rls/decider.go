@@ -252,6 +252,3 @@ func (d *NodeDecider) DecideAllHere(_ context.Context, cmds [][][]byte) ([]machi
 	}
 	return outs, "", nil
 }
-
-// Close releases nothing: the member client is the server's.
-func (d *NodeDecider) Close() error { return nil }

@@ -183,15 +183,16 @@ type Replication struct {
 	Map *shardmap.Map
 	// StreamLayer, when set, carries this member's Raft instead of a
 	// listener of its own: a process hosting members of several groups
-	// shares one Raft port among them (package raftmux).
+	// shares one member port among them (package raftmux).
 	StreamLayer raft.StreamLayer
 	// Members, with StreamLayer, is the listener of this member's calls
 	// from other members on the port it shares (raftmux.Mux.Members).
 	Members net.Listener
 	// Secret is the cluster's secret (--cluster-secret-file; nil: none):
-	// every Raft connection proves it on both ends first (see
-	// cluster.Config.Secret). Without one the Raft port trusts its
-	// network, and the log says so when it listens beyond loopback.
+	// every connection to the member port (Raft and member calls) proves
+	// it on both ends first (package raftmux). Without one the member port
+	// trusts its network, and the log says so when it listens beyond
+	// loopback.
 	Secret []byte
 }
 
@@ -357,7 +358,7 @@ func (r Replication) clusterConfig(dataDir string) cluster.Config {
 		CommitTimeout: r.CommitTimeout, ApplyTimeout: r.ApplyTimeout,
 		SnapshotInterval: r.SnapshotInterval, SnapshotThreshold: r.SnapshotThreshold, DialVia: r.DialVia,
 		TickInterval: r.TickInterval, LogSyncInterval: r.LogSyncInterval, ClockCatchUp: r.ClockCatchUp,
-		StreamLayer: r.StreamLayer, Secret: r.Secret,
+		StreamLayer: r.StreamLayer,
 	}
 }
 

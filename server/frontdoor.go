@@ -155,16 +155,6 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Write([]byte("ready\n"))
 }
 
-// forwardTLS is how a member dials the others' member ports when they
-// speak TLS (--tls-cert-file): trusting the system's roots and this
-// member's own certificate (a cluster's members share one, or one CA).
-func (s *Server) forwardTLS() (*tls.Config, error) {
-	if s.cert == nil {
-		return nil, nil
-	}
-	return trustingCert(s.cert, s.cfg.TLSCertFile)
-}
-
 // trustingCert is a client TLS config trusting the system's roots and
 // cert (read from file).
 func trustingCert(cert *tls.Certificate, file string) (*tls.Config, error) {
@@ -186,17 +176,31 @@ func trustingCert(cert *tls.Certificate, file string) (*tls.Config, error) {
 // process is kept (cmd/sluice): the cluster's secret, and with
 // --tls-cert-file TLS, as each member keeps a port of its own.
 func MemberGuard(c Config) (raftmux.Guard, error) {
-	g := raftmux.Guard{Secret: c.Replication.Secret}
 	if c.TLSCertFile == "" {
-		return g, nil
+		return guardOf(c.Replication.Secret, nil, "")
 	}
 	cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
 	if err != nil {
-		return g, fmt.Errorf("server: TLS certificate %s / key %s: %w", c.TLSCertFile, c.TLSKeyFile, err)
+		return raftmux.Guard{}, fmt.Errorf("server: TLS certificate %s / key %s: %w", c.TLSCertFile, c.TLSKeyFile, err)
 	}
-	g.ServerTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	g.ClientTLS, err = trustingCert(&cert, c.TLSCertFile)
-	return g, err
+	return guardOf(c.Replication.Secret, &cert, c.TLSCertFile)
+}
+
+// guardOf is a member port's guard: secret, and with cert (read from
+// file; nil: plain TCP) TLS — accepted connections with the certificate,
+// dialed ones trusting it and the system's roots.
+func guardOf(secret []byte, cert *tls.Certificate, file string) (raftmux.Guard, error) {
+	g := raftmux.Guard{Secret: secret}
+	if cert == nil {
+		return g, nil
+	}
+	client, err := trustingCert(cert, file)
+	if err != nil {
+		return g, err
+	}
+	g.ServerTLS = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
+	g.ClientTLS = client
+	return g, nil
 }
 
 // closeFrontDoors stops the HTTP and gRPC listeners: in-flight calls finish
@@ -219,9 +223,6 @@ func (s *Server) closeFrontDoors(ctx context.Context) {
 	}
 	if s.http != nil {
 		s.http.Shutdown(ctx)
-	}
-	if s.decider != nil {
-		s.decider.Close()
 	}
 }
 

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"time"
@@ -53,7 +52,7 @@ func (s *Server) openMemberPort(cc *cluster.Config) error {
 	if err != nil {
 		return fmt.Errorf("server: raft address %s: %w", self, err)
 	}
-	mux, err := raftmux.ListenAs(self, advertise, s.memberGuard(), s.log)
+	mux, err := raftmux.ListenAs(self, advertise, s.guard, s.log)
 	if err != nil {
 		return fmt.Errorf("server: listen on the member port %s: %w", self, err)
 	}
@@ -154,16 +153,4 @@ func (s *Server) groupReport(ctx context.Context, g int) (member.Report, error) 
 		return member.Report{}, fmt.Errorf("%w: no member has the client address %s", member.ErrUnreachable, addr)
 	}
 	return s.memberClient.Report(ctx, to)
-}
-
-// memberGuard is how this member's member port is kept: the cluster's
-// secret, and with --tls-cert-file TLS (accepted connections with the
-// certificate; dialed ones trusting it and the system's roots).
-func (s *Server) memberGuard() raftmux.Guard {
-	g := raftmux.Guard{Secret: s.cfg.Replication.Secret}
-	if s.cert != nil {
-		g.ServerTLS = &tls.Config{Certificates: []tls.Certificate{*s.cert}, MinVersion: tls.VersionTLS12}
-		g.ClientTLS = s.memberClientTLS
-	}
-	return g
 }

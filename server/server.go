@@ -59,10 +59,10 @@ type Server struct {
 	mux      *raftmux.Mux
 	memberLn net.Listener
 	members  *member.Server
-	// memberClient calls other members; memberClientTLS is how it dials
-	// them when the member ports speak TLS (nil: plain).
-	memberClient    *member.Client
-	memberClientTLS *tls.Config
+	// memberClient calls other members; guard is how member ports are
+	// kept (the secret, TLS), this one's and those it dials.
+	memberClient *member.Client
+	guard        raftmux.Guard
 
 	ln net.Listener
 	// http serves --http-addr; grpc and rls --grpc-addr (server/frontdoor.go).
@@ -240,7 +240,7 @@ func (s *Server) startNode() error {
 		return err
 	}
 	var err error
-	if s.memberClientTLS, err = s.forwardTLS(); err != nil {
+	if s.guard, err = guardOf(s.cfg.Replication.Secret, s.cert, s.cfg.TLSCertFile); err != nil {
 		return err
 	}
 	if err := s.openMemberPort(&cc); err != nil {
@@ -260,7 +260,7 @@ func (s *Server) startNode() error {
 		return err
 	}
 	s.env.Applier = commands.Replicated{Node: n}
-	s.memberClient = member.NewClient(member.ClientConfig{Secret: s.cfg.Replication.Secret, TLS: s.memberClientTLS})
+	s.memberClient = member.NewClient(member.ClientConfig{Secret: s.guard.Secret, TLS: s.guard.ClientTLS})
 	if router != nil {
 		s.router = router
 		s.env.Shards = router

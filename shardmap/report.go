@@ -41,33 +41,15 @@ type JobView struct {
 // Shown reports whether the view still holds at now.
 func (v JobView) Shown(now time.Time) bool { return v.Until == 0 || now.UnixMilli() < v.Until }
 
-// Report is what a member's INFO cluster says of its group's slots, which
-// the other groups' members route by: the slots its log owns and at which
-// epoch (sluice_slots_epoch, sluice_slots), and the views of its
-// migrations (sluice_migrating).
+// Report is what a member says of its group's slots, which the other
+// groups' members route by (member.Report carries it): the slots its log
+// owns and at which epoch, and the views of its migrations. INFO cluster
+// shows people the same (sluice_slots_epoch, sluice_slots,
+// sluice_migrating).
 type Report struct {
 	Epoch  uint64
 	Ranges [][2]int
 	Jobs   []JobView
-}
-
-// ParseReport reads a Report from an INFO cluster reply; ok is false when
-// the member says nothing of slots (its group is not fenced yet).
-func ParseReport(info string) (r Report, ok bool) {
-	var epoch, slots bool
-	for _, line := range strings.Split(info, "\r\n") {
-		k, v, _ := strings.Cut(line, ":")
-		switch k {
-		case "sluice_slots_epoch":
-			e, err := strconv.ParseUint(v, 10, 64)
-			r.Epoch, epoch = e, err == nil
-		case "sluice_slots":
-			r.Ranges, slots = slot.ParseRanges(v)
-		case "sluice_migrating":
-			r.Jobs = parseJobViews(v)
-		}
-	}
-	return r, epoch && slots
 }
 
 // FormatJobViews writes views as sluice_migrating does: one
@@ -84,25 +66,4 @@ func FormatJobViews(views []JobView) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ";")
-}
-
-func parseJobViews(s string) []JobView {
-	var out []JobView
-	for _, part := range strings.Split(s, ";") {
-		rs, rest, ok := strings.Cut(part, ">")
-		ranges, okr := slot.ParseRanges(rs)
-		target, until, ended := strings.Cut(rest, "@")
-		var u int64
-		if ended {
-			var err error
-			if u, err = strconv.ParseInt(until, 10, 64); err != nil || u <= 0 {
-				continue
-			}
-		}
-		if !ok || !okr || target == "" {
-			continue
-		}
-		out = append(out, JobView{Target: target, Ranges: ranges, Until: u})
-	}
-	return out
 }

@@ -68,8 +68,9 @@ type Config struct {
 	Apply func(args [][]byte) ([]byte, error)
 	// Serving reports whether this member leads its group.
 	Serving func() bool
-	// CallGroup sends a command to group g's leader; CallMember to the
-	// member at addr. Replies as go-redis decodes them.
+	// CallGroup sends a command members send each other to group g's
+	// leader on its member port; CallMember to the member at addr. Replies
+	// as resp.DecodeReply reads them (nil for a null).
 	CallGroup  func(ctx context.Context, g int, args ...any) (any, error)
 	CallMember func(ctx context.Context, addr string, args ...any) (any, error)
 	// ReportOf asks group g's leader what it knows of its group (its

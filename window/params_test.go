@@ -146,7 +146,7 @@ func TestExtremes(t *testing.T) {
 	}
 
 	lp := Params{Limit: MaxLogLimit, Window: MaxWindow}
-	_, store, exp, res, err = LogState{}.Check(false, now, lp, math.MaxInt64)
+	_, store, _, res, err = LogState{}.Check(false, now, lp, math.MaxInt64)
 	if err != nil || store || !res.Limited || res.RetryAfter != -1 || res.Remaining != MaxLogLimit {
 		t.Errorf("log, cost MaxInt64: store=%v res=%+v err=%v", store, res, err)
 	}
