@@ -184,7 +184,10 @@ func (p *Proxy) serve(client net.Conn) {
 }
 
 // pipeReplies copies the target's replies to the client until the proxy
-// swallows them: then a reply's arrival closes both sides.
+// swallows them: then a reply's arrival closes the client's side, while
+// the target's side stays open and is drained for a while — the target
+// finishes what it received as if the answer were lost on the way, not
+// told by a closed connection that its caller left.
 func (p *Proxy) pipeReplies(client, server net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
@@ -192,6 +195,8 @@ func (p *Proxy) pipeReplies(client, server net.Conn) {
 		if n > 0 {
 			if p.swallowing() {
 				_ = client.Close()
+				_ = server.SetReadDeadline(time.Now().Add(drainFor))
+				_, _ = io.Copy(io.Discard, server)
 				_ = server.Close()
 				return
 			}
@@ -213,36 +218,40 @@ func (p *Proxy) pipeReplies(client, server net.Conn) {
 	}
 }
 
-// pipeRequests is pipe for the client's bytes, arming the swallow on the
-// way (SwallowReplyTo).
-func (p *Proxy) pipeRequests(dst, src net.Conn) {
-	pipe(dst, armingReader{src, p})
+// drainFor is how long a swallowing proxy keeps the target's side of a
+// connection open after closing the client's.
+const drainFor = 10 * time.Second
+
+// pipeRequests copies the client's bytes to the target, arming the swallow
+// (SwallowReplyTo) only once the marked bytes are written to the target:
+// armed earlier, a reply already on its way (an HTTP/2 ack) could close
+// the connection before the marked request reaches the target. It then
+// passes the end of the stream on (a half-close), so a client that shuts
+// its writing side still reads the answers. A copy that fails (a drop, a
+// reset) ends both sides — but the target's side of a swallowed
+// connection, which pipeReplies drains and closes.
+func (p *Proxy) pipeRequests(server, client net.Conn) {
+	_, err := io.Copy(armingWriter{server, p}, client)
+	if tc, ok := server.(*net.TCPConn); ok && err == nil {
+		_ = tc.CloseWrite()
+		return
+	}
+	_ = client.Close()
+	if !p.swallowing() {
+		_ = server.Close()
+	}
 }
 
-// armingReader is src telling the proxy that request bytes passed.
-type armingReader struct {
+// armingWriter is dst telling the proxy that request bytes were passed on.
+type armingWriter struct {
 	net.Conn
 	p *Proxy
 }
 
-func (r armingReader) Read(b []byte) (int, error) {
-	n, err := r.Conn.Read(b)
+func (w armingWriter) Write(b []byte) (int, error) {
+	n, err := w.Conn.Write(b)
 	if n > 0 {
-		r.p.requestPassed(b[:n])
+		w.p.requestPassed(b[:n])
 	}
 	return n, err
-}
-
-// pipe copies src to dst, then passes the end of the stream on (a
-// half-close), so a peer that shuts its writing side still reads the
-// answers.
-func pipe(dst, src net.Conn) {
-	_, err := io.Copy(dst, src)
-	if tc, ok := dst.(*net.TCPConn); ok && err == nil {
-		_ = tc.CloseWrite()
-		return
-	}
-	// The copy failed (a drop, a reset): end both sides.
-	_ = dst.Close()
-	_ = src.Close()
 }

@@ -167,3 +167,58 @@ func TestDeadTargetDropsTheClient(t *testing.T) {
 	p := newProxy(t, dead)
 	wantDropped(t, dial(t, p.Addr()))
 }
+
+// A swallowed answer: the marked request reaches the target, the client's
+// connection breaks at the answer, and the target's side stays open (it
+// is not told its caller left, as it would not be when an answer is lost
+// on the network).
+func TestSwallowReplyToLosesTheAnswerNotTheRequest(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type seen struct {
+		got      string
+		readOpen bool // the target's read was still waiting after its answer
+	}
+	result := make(chan seen, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			result <- seen{}
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 64)
+		var got []byte
+		for len(got) < len("before|charge") {
+			n, err := c.Read(buf)
+			if err != nil {
+				break
+			}
+			got = append(got, buf[:n]...)
+			_, _ = c.Write(buf[:n]) // the answer
+		}
+		_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_, err = c.Read(buf)
+		result <- seen{got: string(got), readOpen: errors.Is(err, os.ErrDeadlineExceeded)}
+	}()
+	p := newProxy(t, ln.Addr().String())
+	c := dial(t, p.Addr())
+	roundTrip(t, c, "before|")
+	p.SwallowReplyTo("charge")
+	if _, err := c.Write([]byte("charge")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Read(make([]byte, 16)); err == nil {
+		t.Fatalf("read %d bytes of a swallowed answer", n)
+	}
+	s := <-result
+	if s.got != "before|charge" {
+		t.Fatalf("the target received %q, want the marked request too", s.got)
+	}
+	if !s.readOpen {
+		t.Fatal("the target's side was closed with the client's: it would learn its caller left")
+	}
+}
