@@ -73,9 +73,27 @@ func (c *Ctx) deferApply(b Batcher, cmd *Command, args [][]byte) {
 	d.nargs = append(d.nargs, len(args))
 	d.of = append(d.of, cmd)
 	d.pos = append(d.pos, len(c.W.Buf))
-	d.across = append(d.across, c.Env.CrossGroup != nil && (cmd.Name == "rl.check" || cmd.Name == "rl.shouldratelimit") &&
-		c.Env.CrossGroup.Spans(args))
+	d.across = append(d.across, c.spansGroups(cmd, args))
 	d.everywhere = append(d.everywhere, c.Env.CrossGroup != nil && cmd.Machine.EveryGroup() && configChange(args))
+}
+
+// spansGroups reports a command the cross-group coordinator runs: a check
+// or reservation whose counters, or a settle whose reservation's parts,
+// sit in other groups too.
+func (c *Ctx) spansGroups(cmd *Command, args [][]byte) bool {
+	cg := c.Env.CrossGroup
+	if cg == nil {
+		return false
+	}
+	switch cmd.Name {
+	case "rl.check", "rl.shouldratelimit":
+		return cg.Spans(args)
+	case "rl.reserve":
+		return cg.ReserveSpans(args)
+	case "rl.settle", "rl.cancel":
+		return cg.SettleSpans(args)
+	}
+	return false
 }
 
 // configChange reports a configuration command that changes something
@@ -204,25 +222,21 @@ func (c *Ctx) Settle() {
 	d.everywhere = d.everywhere[:0]
 }
 
-// crossGroup answers an RL.CHECK or RL.SHOULDRATELIMIT across groups
-// through the coordinator, appending its reply to out, and counts it as
-// the log's would be.
+// crossGroup answers an RL.CHECK, RL.SHOULDRATELIMIT or RL.RESERVE
+// across groups, or an RL.SETTLE or RL.CANCEL of a reservation held
+// across groups, through the coordinator, appending its reply to out, and
+// counts it as the log's would be.
 func (c *Ctx) crossGroup(out []byte, cmd *Command, args [][]byte) []byte {
-	res, err := c.Env.CrossGroup.Decide(context.Background(), args)
+	if cmd.Name == "rl.settle" || cmd.Name == "rl.cancel" {
+		return c.settleAcross(out, args)
+	}
+	run := c.Env.CrossGroup.Decide
+	if cmd.Name == "rl.reserve" {
+		run = c.Env.CrossGroup.Reserve
+	}
+	res, err := run(context.Background(), args)
 	if err != nil {
-		// Nothing admitted: the parts charged elsewhere are being given
-		// back.
-		msg := "TRYAGAIN the check spans groups and one of them could not decide: " + err.Error()
-		switch {
-		case errors.Is(err, crossgroup.ErrNoLeader):
-			msg = "CLUSTERDOWN a group this check spans has no leader: " + err.Error()
-		case errors.Is(err, crossgroup.ErrOutcomeUnknown):
-			msg = "ERR the outcome is unknown: the group this check was sent to did not answer (it may have been charged): " + err.Error()
-		case errors.Is(err, crossgroup.ErrRulesDiffer):
-			msg = "ERR the groups hold different rules for this domain (load them again): " + err.Error()
-		}
-		c.settled(machine.Outcome{Err: msg})
-		return appendError(out, c.W.Proto, msg)
+		return c.acrossFailed(out, err)
 	}
 	w := Writer{Buf: out, Proto: c.W.Proto}
 	o := machine.Outcome{Limited: res.Limited}
@@ -231,6 +245,7 @@ func (c *Ctx) crossGroup(out []byte, cmd *Command, args [][]byte) []byte {
 		o.Statuses = res.Statuses
 	} else {
 		machine.WriteCheck(&w, res.Check)
+		o.Check, o.Checked = res.Check, true
 		if res.Limited {
 			o.Limit, o.RetryAfter = res.Check.Limit, res.Check.RetryAfter
 		}
@@ -238,6 +253,40 @@ func (c *Ctx) crossGroup(out []byte, cmd *Command, args [][]byte) []byte {
 	c.settled(o)
 	c.Env.decided(cmd, args, o, true)
 	return w.Buf
+}
+
+// settleAcross answers an RL.SETTLE or RL.CANCEL of a reservation held
+// across groups.
+func (c *Ctx) settleAcross(out []byte, args [][]byte) []byte {
+	rows, held, err := c.Env.CrossGroup.Settle(context.Background(), args)
+	if err != nil {
+		return c.acrossFailed(out, err)
+	}
+	w := Writer{Buf: out, Proto: c.W.Proto}
+	if held {
+		machine.WriteSettle(&w, rows)
+	} else {
+		w.Null()
+	}
+	c.settled(machine.Outcome{Settled: rows})
+	return w.Buf
+}
+
+// acrossFailed appends the error reply to a command across groups that
+// failed.
+func (c *Ctx) acrossFailed(out []byte, err error) []byte {
+	// Nothing admitted: the parts charged elsewhere are being given back.
+	msg := "TRYAGAIN the command spans groups and one of them could not decide: " + err.Error()
+	switch {
+	case errors.Is(err, crossgroup.ErrNoLeader):
+		msg = "CLUSTERDOWN a group this command spans has no leader: " + err.Error()
+	case errors.Is(err, crossgroup.ErrOutcomeUnknown):
+		msg = "ERR the outcome is unknown: a group this command was sent to did not answer (it may have applied it): " + err.Error()
+	case errors.Is(err, crossgroup.ErrRulesDiffer):
+		msg = "ERR the groups hold different rules for this domain (load them again): " + err.Error()
+	}
+	c.settled(machine.Outcome{Err: msg})
+	return appendError(out, c.W.Proto, msg)
 }
 
 // rulesDiffer is, for an RL.RULES LIST answered in a sharded cluster, the

@@ -78,6 +78,13 @@ type CrossGroup interface {
 	Spans(args [][]byte) bool
 	// Decide runs such a check and returns its answer.
 	Decide(ctx context.Context, args [][]byte) (crossgroup.Result, error)
+	// ReserveSpans and Reserve are Spans and Decide for RL.RESERVE.
+	ReserveSpans(args [][]byte) bool
+	Reserve(ctx context.Context, args [][]byte) (crossgroup.Result, error)
+	// SettleSpans reports whether an RL.SETTLE or RL.CANCEL's reservation
+	// is held in other groups too; Settle settles it there and here.
+	SettleSpans(args [][]byte) bool
+	Settle(ctx context.Context, args [][]byte) (rows []machine.SettleRow, held bool, err error)
 	// Propagate applies a configuration command this group applied in
 	// every other group.
 	Propagate(ctx context.Context, args [][]byte) error

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -52,19 +53,44 @@ func (c *Coordinator) Spans(args [][]byte) bool {
 	return false
 }
 
-// part is one group's share of a check: the request sent, and which of
-// the check's descriptors it carries.
+// part is one group's share of a check: the request sent, which of the
+// check's descriptors it carries, and the slots of their counters (where
+// a reserved part is held).
 type part struct {
 	group int
 	req   machine.PartRequest
 	descs []int
+	slots []int
 	res   machine.PartResult
 	err   error
+}
+
+// holds reports a part that may hold a charge: admitted, or its outcome
+// unknown.
+func (p *part) holds() bool {
+	if p.err != nil {
+		return mayHaveCharged(p.err)
+	}
+	return !p.res.Limited
+}
+
+// reservation is an RL.RESERVE's id and ttl (seconds), its parts held
+// under them.
+type reservation struct {
+	id  string
+	ttl int64
 }
 
 // Decide runs the RL.CHECK or RL.SHOULDRATELIMIT args across the groups
 // its counters sit in.
 func (c *Coordinator) Decide(ctx context.Context, args [][]byte) (Result, error) {
+	return c.decide(ctx, args, nil)
+}
+
+// decide runs a check across groups; with rsv, as an RL.RESERVE whose
+// parts every group holds under the reservation's id (args then are
+// RL.CHECK's, the reserve's id and ttl taken out).
+func (c *Coordinator) decide(ctx context.Context, args [][]byte, rsv *reservation) (Result, error) {
 	head, descs, bad := c.cfg.Machine.Split(args, nil)
 	if bad != "" {
 		return Result{}, errors.New(bad)
@@ -86,6 +112,9 @@ func (c *Coordinator) Decide(ctx context.Context, args [][]byte) (Result, error)
 			parts = append(parts, p)
 		}
 		p.descs = append(p.descs, i)
+		if !slices.Contains(p.slots, d.Slot) {
+			p.slots = append(p.slots, d.Slot)
+		}
 	}
 	res := Result{Check: machine.CheckResult{Limit: -1, Remaining: -1, RetryAfter: -1}}
 	if rls {
@@ -97,12 +126,19 @@ func (c *Coordinator) Decide(ctx context.Context, args [][]byte) (Result, error)
 	if len(parts) == 0 {
 		return res, nil
 	}
-	// One group: the check goes there whole, decided once. More: each
-	// reserves its part, kept or cancelled once all have answered.
+	// One group: the check goes there whole, decided once. More, or a
+	// reservation: each reserves its part, kept or cancelled once all
+	// have answered.
 	id := ""
+	held := len(parts) > 1 || rsv != nil
 	for _, p := range parts {
+		slices.Sort(p.slots)
 		p.req = machine.PartRequest{Kind: machine.PartDecide, RLS: rls, Domain: domain, Rules: rules, Head: head}
-		if len(parts) > 1 {
+		switch {
+		case rsv != nil:
+			id = rsv.id
+			p.req.Kind, p.req.ID, p.req.TTL, p.req.Orders = machine.PartReserve, id, rsv.ttl, p.descs
+		case len(parts) > 1:
 			if id == "" {
 				id = rand.Text()
 			}
@@ -135,14 +171,23 @@ func (c *Coordinator) Decide(ctx context.Context, args [][]byte) (Result, error)
 		}
 	}
 	var unconfirmed error
-	if len(parts) > 1 {
+	if rsv != nil && failed == nil && !res.Limited {
+		// Every part is held: the head, which RL.SETTLE finds, is kept
+		// here (a retried reserve finds the first one's).
+		var err error
+		if res.Check, err = c.holdHead(ctx, parts, domain, rsv); err != nil {
+			return Result{}, err
+		}
+	}
+	if held {
 		// An admitted check's parts keep their charge: their reservations
 		// are left to expire, which keeps it (no call, no log entry). A
-		// refused or failed check's are cancelled, off the reply path — a
-		// part whose outcome is unknown too (a cancel of nothing is nil,
-		// and leaves a tombstone that refuses the part if it still
-		// arrives). The caller is told "nothing charged" only once every
-		// part that may have charged is known to have been given back.
+		// refused or failed check's that may hold a charge are cancelled,
+		// off the reply path — a part whose outcome is unknown too (a
+		// cancel of nothing is nil, and leaves a tombstone that refuses
+		// the part if it still arrives). The caller is told "nothing
+		// charged" only once every part that may have charged is known
+		// to have been given back.
 		if failed == nil && !res.Limited {
 			c.counts.settled.Add(int64(len(parts)))
 		} else {
@@ -186,7 +231,9 @@ func (c *Coordinator) Decide(ctx context.Context, args [][]byte) (Result, error)
 		}
 		return res, nil
 	}
-	res.Check = combine(parts, res.Limited)
+	if rsv == nil || res.Limited {
+		res.Check = combine(parts, res.Limited)
+	}
 	return res, nil
 }
 
@@ -265,6 +312,9 @@ func mayHaveCharged(err error) bool {
 func (c *Coordinator) cancelAll(ctx context.Context, parts []*part, domain, id string) error {
 	var waits []chan error
 	for _, p := range parts {
+		if !p.holds() {
+			continue // refused, or known not applied: nothing to give back
+		}
 		done := make(chan error, 1)
 		if mayHaveCharged(p.err) {
 			waits = append(waits, done)
@@ -307,7 +357,15 @@ func (c *Coordinator) cancel(p *part, domain, id string) error {
 	var err error
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
-		_, err = c.part(ctx, p.group, &machine.PartRequest{Kind: machine.PartCancel, Domain: domain, ID: id, TTL: partTTL})
+		// Sent to the groups owning the part's slots now: a part moves
+		// with its slot.
+		_, errs := c.inOwners(p.slots, func(g int, slots []int) (machine.PartResult, error) {
+			return c.part(ctx, g, &machine.PartRequest{Kind: machine.PartCancel, Domain: domain, ID: id, TTL: partTTL, Slots: slots})
+		})
+		err = errors.Join(errs...)
+		if errors.Is(err, machine.ErrFenced) {
+			c.RefreshClaims(ctx) // a slot moved: ask where it is now
+		}
 		cancel()
 		if err == nil || !retryable(err) || time.Now().Add(wait).After(deadline) {
 			break
@@ -332,12 +390,44 @@ func (c *Coordinator) cancel(p *part, domain, id string) error {
 	return nil
 }
 
+// inOwners calls fn for each group owning some of slots now, with its
+// slots, in parallel, and returns their results and errors in group
+// order.
+func (c *Coordinator) inOwners(slots []int, fn func(g int, slots []int) (machine.PartResult, error)) ([]machine.PartResult, []error) {
+	byGroup := map[int][]int{}
+	var groups []int
+	for _, s := range slots {
+		g := c.groupOf(s)
+		if _, ok := byGroup[g]; !ok {
+			groups = append(groups, g)
+		}
+		byGroup[g] = append(byGroup[g], s)
+	}
+	slices.Sort(groups)
+	results := make([]machine.PartResult, len(groups))
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Go(func() { results[i], errs[i] = fn(g, byGroup[g]) })
+	}
+	wg.Wait()
+	return results, errs
+}
+
+// anyMayHaveCharged reports whether any of errs may have left a charge.
+func anyMayHaveCharged(errs []error) bool {
+	return slices.ContainsFunc(errs, mayHaveCharged)
+}
+
 // retryable reports a failed cancel worth sending again: not answered, or
 // answered that the group cannot decide now; a refusal of another kind
 // will not change.
 func retryable(err error) bool {
 	if errors.Is(err, member.ErrRefused) {
 		return false // it will be refused again
+	}
+	if errors.Is(err, machine.ErrFenced) {
+		return true // the slot moved: sent again, it goes where it is
 	}
 	var refused *machine.PartError
 	return !errors.As(err, &refused)

@@ -37,6 +37,11 @@ const (
 	// KindGroups is the groups added to or removed from a running sharded
 	// cluster (one key, see package machine's groups.go).
 	KindGroups
+	// KindReservationPart is the share of a reservation held in one slot:
+	// the limits whose counters are there, so it moves with them. The
+	// reservation itself (KindReservation, in its domain's slot) lists the
+	// slots of its parts.
+	KindReservationPart
 	kindCount
 )
 

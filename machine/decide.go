@@ -90,7 +90,8 @@ func (m *Machine) release(p *plan) {
 	p.entries, p.bounds, p.descs, p.matched, p.of = p.entries[:0], p.bounds[:0], p.descs[:0], p.matched[:0], p.of[:0]
 	p.keys, p.checks, p.spans = p.keys[:0], p.checks[:0], p.spans[:0]
 	p.records, p.domain, p.scale, p.cost, p.anchor = false, "", keySpan{}, 0, nil
-	p.reserving = reserving{}
+	p.reserving.start("", nil, 0, 0, 0, nil) // nothing kept; its scratch stays
+	clear(p.reserving.kept[:cap(p.reserving.kept)])
 	m.plans.Put(p)
 }
 

@@ -1,10 +1,12 @@
 package machine
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -111,39 +113,54 @@ func TestFencing(t *testing.T) {
 }
 
 // A held reservation whose counter's slot the group no longer owns is not
-// settled here: the settle is refused (CROSSSLOT: asking again does not
-// help) and the counter, which another group now keeps, is not touched.
+// settled here, and nothing changes. In a group that fences by a cluster
+// map the part held in that slot went with it (a slot's move carries its
+// reservations' parts): the settle is refused, typed ErrHeldElsewhere (the
+// coordinator settles it where the parts are now). A reservation made
+// before the group fenced by a map is one record, which does not move:
+// CROSSSLOT, asking again does not help.
 func TestSettleOfAReservationWhoseCounterMovedIsFenced(t *testing.T) {
-	m := New(Options{})
-	do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules)
-	domainSlot := slot.Of([]byte("rl:{llm}#reservation:r"))
-	var v string
-	for i := 0; ; i++ {
-		v = "v" + strings.Repeat("x", i)
-		if s := slot.Of([]byte(counterKey(m, "llm", "fixed", v))); s != domainSlot {
-			break
+	for _, sharded := range []bool{true, false} {
+		m := New(Options{})
+		do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules)
+		if sharded {
+			do(m, t0, "SLUICE.OWN", "1", "0-16383")
 		}
-	}
-	counter := slot.Of([]byte(counterKey(m, "llm", "fixed", v)))
-	if got := do(m, t0, "RL.RESERVE", "llm", "r", "60", "COST", "5", "DESCRIPTOR", "fixed", v); !strings.HasPrefix(got, "*7\r\n:0") {
-		t.Fatalf("RL.RESERVE: %q", got)
-	}
-	// The group's slots, less the counter's.
-	var ranges []string
-	if counter > 0 {
-		ranges = append(ranges, "0-"+strconv.Itoa(counter-1))
-	}
-	if counter < slot.Count-1 {
-		ranges = append(ranges, strconv.Itoa(counter+1)+"-"+strconv.Itoa(slot.Count-1))
-	}
-	if got := do(m, t0+1, append([]string{"SLUICE.OWN", "2"}, ranges...)...); got != "+OK\r\n" {
-		t.Fatalf("SLUICE.OWN without slot %d: %q", counter, got)
-	}
-	before := do(m, t0+2, "DEBUG", "DIGEST")
-	if got := do(m, t0+2, "RL.SETTLE", "llm", "r", "0"); !strings.HasPrefix(got, "-CROSSSLOT the check's counters are not all in this group's slots") {
-		t.Fatalf("RL.SETTLE with the counter's slot gone: %q", got)
-	}
-	if after := do(m, t0+2, "DEBUG", "DIGEST"); after != before {
-		t.Fatal("a refused settle changed the state")
+		domainSlot := slot.Of([]byte("rl:{llm}#reservation:r"))
+		var v string
+		for i := 0; ; i++ {
+			v = "v" + strings.Repeat("x", i)
+			if s := slot.Of([]byte(counterKey(m, "llm", "fixed", v))); s != domainSlot {
+				break
+			}
+		}
+		counter := slot.Of([]byte(counterKey(m, "llm", "fixed", v)))
+		if got := do(m, t0, "RL.RESERVE", "llm", "r", "60", "COST", "5", "DESCRIPTOR", "fixed", v); !strings.HasPrefix(got, "*7\r\n:0") {
+			t.Fatalf("RL.RESERVE: %q", got)
+		}
+		// The group's slots, less the counter's.
+		var ranges []string
+		if counter > 0 {
+			ranges = append(ranges, "0-"+strconv.Itoa(counter-1))
+		}
+		if counter < slot.Count-1 {
+			ranges = append(ranges, strconv.Itoa(counter+1)+"-"+strconv.Itoa(slot.Count-1))
+		}
+		if got := do(m, t0+1, append([]string{"SLUICE.OWN", "2"}, ranges...)...); got != "+OK\r\n" {
+			t.Fatalf("SLUICE.OWN without slot %d: %q", counter, got)
+		}
+		before := do(m, t0+2, "DEBUG", "DIGEST")
+		var w resp.Writer
+		out := m.ApplyArgs(t0+2, [][]byte{[]byte("RL.SETTLE"), []byte("llm"), []byte("r"), []byte("0")}, &w)
+		got := string(w.Buf)
+		switch {
+		case sharded && (!strings.HasPrefix(got, "-TRYAGAIN slot "+strconv.Itoa(counter)+" is not this group's") || !errors.Is(out.Refusal, ErrHeldElsewhere)):
+			t.Fatalf("RL.SETTLE with the counter's slot gone: %q %v", got, out.Refusal)
+		case !sharded && !strings.HasPrefix(got, "-CROSSSLOT the check's counters are not all in this group's slots"):
+			t.Fatalf("RL.SETTLE of a reservation made before the map, its counter's slot gone: %q", got)
+		}
+		if after := do(m, t0+2, "DEBUG", "DIGEST"); after != before {
+			t.Fatal("a refused settle changed the state")
+		}
 	}
 }

@@ -24,7 +24,8 @@ const maxInlineWindow = 4 * 10
 // compiled-in tz database, loaded through the machine's zone cache.
 func inlineKind(kind keyspace.Kind) bool {
 	return kind == keyspace.KindSlidingCounter || kind == keyspace.KindFixedWindow || kind == keyspace.KindQuota ||
-		kind == keyspace.KindLeases || kind == keyspace.KindSlidingLog
+		kind == keyspace.KindLeases || kind == keyspace.KindSlidingLog ||
+		kind == keyspace.KindReservation || kind == keyspace.KindReservationPart
 }
 
 // AppendState appends the encoding of e's state, as EncodeState writes
@@ -76,8 +77,9 @@ func StoreState(s *keyspace.Slot, key []byte, kind keyspace.Kind, word int64, ob
 		}
 	}
 	if len(state) > keyspace.MaxInlineState {
-		// Only leases and sliding logs grow past a record (they are
-		// objects then); the other inline kinds are a few bytes.
+		// Only leases, sliding logs and reservations of many limits grow
+		// past a record (they are objects then); the other inline kinds
+		// are a few bytes.
 		_, err = s.Insert(key, kind, word, obj)
 		return err
 	}

@@ -21,19 +21,20 @@ var ErrUnencodable = errors.New("machine: state does not match its kind")
 
 // kindNames are TYPE's answers, by keyspace.Kind.
 var kindNames = [...]string{
-	keyspace.KindNone:           "none",
-	keyspace.KindGCRA:           "gcra",
-	keyspace.KindSlidingCounter: "sliding-counter",
-	keyspace.KindSlidingLog:     "sliding-log",
-	keyspace.KindFixedWindow:    "fixed-window",
-	keyspace.KindLeases:         "leases",
-	keyspace.KindQuota:          "quota",
-	keyspace.KindRules:          "ratelimit-rules",
-	keyspace.KindOverride:       "ratelimit-override",
-	keyspace.KindScale:          "ratelimit-scale",
-	keyspace.KindReservation:    "ratelimit-reservation",
-	keyspace.KindOwnership:      "slot-ownership",
-	keyspace.KindGroups:         "cluster-groups",
+	keyspace.KindNone:            "none",
+	keyspace.KindGCRA:            "gcra",
+	keyspace.KindSlidingCounter:  "sliding-counter",
+	keyspace.KindSlidingLog:      "sliding-log",
+	keyspace.KindFixedWindow:     "fixed-window",
+	keyspace.KindLeases:          "leases",
+	keyspace.KindQuota:           "quota",
+	keyspace.KindRules:           "ratelimit-rules",
+	keyspace.KindOverride:        "ratelimit-override",
+	keyspace.KindScale:           "ratelimit-scale",
+	keyspace.KindReservation:     "ratelimit-reservation",
+	keyspace.KindOwnership:       "slot-ownership",
+	keyspace.KindGroups:          "cluster-groups",
+	keyspace.KindReservationPart: "ratelimit-reservation-part",
 }
 
 // KindName is the name TYPE answers for a key of kind k.
@@ -95,7 +96,7 @@ func EncodeState(dst []byte, kind keyspace.Kind, obj any) ([]byte, error) {
 			return st.AppendBinary(dst), nil
 		}
 	case *ReservationState:
-		if kind == keyspace.KindReservation {
+		if kind == keyspace.KindReservation || kind == keyspace.KindReservationPart {
 			return st.AppendBinary(dst), nil
 		}
 	case *Ownership:
@@ -147,7 +148,7 @@ func DecodeState(kind keyspace.Kind, b []byte, zone func(string) (*time.Location
 		return decodeOverride(b)
 	case keyspace.KindScale:
 		return decodeScale(b)
-	case keyspace.KindReservation:
+	case keyspace.KindReservation, keyspace.KindReservationPart:
 		return decodeReservation(b)
 	case keyspace.KindOwnership:
 		return decodeOwnership(b)

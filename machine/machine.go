@@ -216,6 +216,10 @@ type Outcome struct {
 	// command (Command.Decides) or a transaction answered an error, or any
 	// command panicked; "" otherwise.
 	Err string
+	// Settled are a settle's rows, in the reserve's order (RL.SETTLE,
+	// RL.CANCEL, RL.PART SETTLE and CANCEL that found something held);
+	// valid as Statuses are.
+	Settled []SettleRow
 	// Refusal says why, when Err is a part's refusal members act on
 	// (ErrFenced, ErrRulesDiffer); nil otherwise.
 	Refusal error
@@ -281,6 +285,8 @@ type scratchBufs struct {
 	// parts a transaction's reply boundaries (Outcome.Parts).
 	statuses []RLSStatus
 	parts    []int
+	// settled are a settle's rows (Outcome.Settled).
+	settled []SettleRow
 }
 
 // logScratch is the i-th limit's sliding-log scratch.

@@ -2,7 +2,10 @@ package machine
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 
+	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -13,19 +16,27 @@ import (
 // whose counters it owns as a part, and the check is admitted only when
 // every part is.
 //
-//	RL.PART RESERVE <rules> <id> <ttl> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> …
-//	RL.PART CANCEL <domain> <id> [<ttl>]   a part refused: give them back
+//	RL.PART RESERVE <rules> <id> <ttl> [ORDER <i,j,…>] <RL.CHECK|RL.SHOULDRATELIMIT> <domain> …
+//	RL.PART CANCEL <domain> <id> <ttl> <slot> …   a part refused: give them back
+//	RL.PART SETTLE <domain> <id> <actual|CANCEL> <HEAD|PARTS> <slot> …
+//	RL.PART HOLD <domain> <id> <ttl> <limit> <remaining> <retry-after> <reset-after> <window> <name> <slot> …
 //	RL.PART DECIDE <rules> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> …
 //	RL.PART APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE …>
 //	RL.PART DIGEST [<domain>]
 //
 // RESERVE decides the command as its group's share and holds what it
-// charged as a reservation (RL.RESERVE's), so CANCEL gives it back with
-// the exact, never-lax refunds of reservations. A CANCEL with a ttl that
-// finds nothing held leaves a tombstone for that long: the reserve may
-// still be on its way (its answer was lost), and when it arrives it is
-// refused and charges nothing — so a cancel confirmed stays true. When every part admitted
-// the reservation is left to expire, which keeps the charge;
+// charged as a reservation's parts (one per slot of its counters, no
+// head), so CANCEL gives it back with the exact, never-lax refunds of
+// reservations. A CANCEL that finds a slot's part not held leaves a
+// tombstone there for the ttl: the reserve may still be on its way (its
+// answer was lost), and when it arrives it is refused and charges nothing
+// — so a cancel confirmed stays true. When every part of a check admitted
+// they are left to expire, which keeps the charge. An RL.RESERVE across
+// groups is parts in every group, then the head its coordinator keeps
+// (HOLD, in the domain's slot: the reply, and the slots of the parts);
+// RL.SETTLE settles each group's parts (SETTLE … PARTS), then the
+// coordinator's with the head (SETTLE … HEAD). DECIDE is a check whose
+// counters all sit in one group, decided once;
 // DECIDE is a check whose counters all sit in one group, decided once.
 // A part has no key, so the group it is sent to applies it instead of
 // redirecting by the domain's slot; its fence still refuses counters the
@@ -40,11 +51,13 @@ func partCommands() []*Command {
 		Name: "rl.part", slots: allSlots, Arity: -2, Flags: []string{"write", "denyoom"}, fromMember: true,
 		Group: "sluice", Since: "1.3.0", Complexity: "O(D) where D is the number of descriptor entries",
 		Summary:     "RESERVE|CANCEL|DECIDE|APPLY|DIGEST …: a group's part of a check across groups, sent by the coordinator of a sharded cluster.",
-		subcommands: []string{"reserve", "cancel", "decide", "apply", "digest"},
+		subcommands: partSubcommands,
 		Args: []Arg{
 			{Name: "subcommand", Type: "oneof", Sub: []Arg{
 				{Name: "reserve", Type: "pure-token", Token: "RESERVE"},
 				{Name: "cancel", Type: "pure-token", Token: "CANCEL"},
+				{Name: "settle", Type: "pure-token", Token: "SETTLE"},
+				{Name: "hold", Type: "pure-token", Token: "HOLD"},
 				{Name: "decide", Type: "pure-token", Token: "DECIDE"},
 				{Name: "apply", Type: "pure-token", Token: "APPLY"},
 				{Name: "digest", Type: "pure-token", Token: "DIGEST"},
@@ -59,7 +72,9 @@ func partCommands() []*Command {
 	}}
 }
 
-const partSyntax = "ERR syntax error: RL.PART RESERVE <rules> <id> <ttl> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | CANCEL <domain> <id> [<ttl>] | DECIDE <rules> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE> … | DIGEST [<domain>]"
+var partSubcommands = []string{"reserve", "cancel", "settle", "hold", "decide", "apply", "digest"}
+
+const partSyntax = "ERR syntax error: RL.PART RESERVE <rules> <id> <ttl> [ORDER <i,j,…>] <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | CANCEL <domain> <id> <ttl> <slot> … | SETTLE <domain> <id> <actual|CANCEL> <HEAD|PARTS> <slot> … | HOLD <domain> <id> <ttl> <limit> <remaining> <retry-after> <reset-after> <window> <name> <slot> … | DECIDE <rules> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE> … | DIGEST [<domain>]"
 
 // part is an RL.PART parsed: its subcommand, and for a deciding one the
 // command it decides (cmd, args: the command's own arguments).
@@ -71,12 +86,18 @@ type part struct {
 	// a reservation's.
 	rules []byte
 	held  heldAs
+	// orders, for a RESERVE, are each descriptor's place in the whole
+	// reserve (its settle lists the limits in that order).
+	orders []int
+	// settle is a CANCEL's or SETTLE's; reply a HOLD's head's.
+	settle settling
+	reply  CheckResult
 }
 
 // parsePart reads an RL.PART, with its command's checks.
 func parsePart(m *Machine, args [][]byte) (part, string) {
 	var pt part
-	for _, sub := range []string{"reserve", "cancel", "decide", "apply", "digest"} {
+	for _, sub := range partSubcommands {
 		if resp.EqualFold(args[1], sub) {
 			pt.sub = sub
 		}
@@ -86,6 +107,13 @@ func parsePart(m *Machine, args [][]byte) (part, string) {
 		i := 3
 		if pt.sub == "reserve" {
 			i = 5
+			if len(args) > i+1 && resp.EqualFold(args[i], "order") {
+				var bad string
+				if pt.orders, bad = parseOrders(args[i+1]); bad != "" {
+					return pt, bad
+				}
+				i += 2
+			}
 		}
 		if len(args) < i+2 {
 			return pt, partSyntax
@@ -108,20 +136,72 @@ func parsePart(m *Machine, args [][]byte) (part, string) {
 		}
 		return pt, pt.cmd.Check(m, pt.args)
 	case "cancel":
-		if len(args) != 4 && len(args) != 5 {
+		if len(args) < 4 {
 			return pt, partSyntax
 		}
 		if _, bad := parseSettle(args[1:4]); bad != "" {
 			return pt, bad
 		}
+		pt.settle = settling{domain: args[2], id: args[3], mode: settleCancel, head: true}
+		if len(args) == 4 {
+			return pt, ""
+		}
+		ttl, bad := parseReserveHead([][]byte{nil, nil, args[3], args[4]})
+		if bad != "" {
+			return pt, bad
+		}
+		pt.held = heldAs{id: args[3], ttl: ttl}
 		if len(args) == 5 {
-			ttl, bad := parseReserveHead([][]byte{nil, nil, args[3], args[4]})
+			// Written before parts were held by slot: the record at the
+			// domain's key, with no tombstone.
+			return pt, ""
+		}
+		pt.settle.head, pt.settle.tombstone = false, ttl
+		pt.settle.slots, bad = parseSlotList(args[5:])
+		return pt, bad
+	case "settle":
+		if len(args) < 6 {
+			return pt, partSyntax
+		}
+		pt.settle = settling{domain: args[2], id: args[3]}
+		if resp.EqualFold(args[4], "cancel") {
+			pt.settle.mode = settleCancel
+		} else {
+			actual, bad := parseSettle([][]byte{nil, nil, args[3], args[4]})
 			if bad != "" {
 				return pt, bad
 			}
-			pt.held = heldAs{id: args[3], ttl: ttl}
+			pt.settle.actual = actual
 		}
-		return pt, ""
+		switch {
+		case resp.EqualFold(args[5], "head"):
+			pt.settle.head = true
+		case !resp.EqualFold(args[5], "parts"):
+			return pt, partSyntax
+		}
+		var bad string
+		pt.settle.slots, bad = parseSlotList(args[6:])
+		return pt, bad
+	case "hold":
+		if len(args) < 11 {
+			return pt, partSyntax
+		}
+		ttl, bad := parseReserveHead([][]byte{nil, nil, args[3], args[4]})
+		if bad != "" {
+			return pt, bad
+		}
+		pt.held = heldAs{id: args[3], ttl: ttl}
+		r := &pt.reply
+		for i, v := range []*int64{&r.Limit, &r.Remaining, &r.RetryAfter, &r.ResetAfter, &r.Window} {
+			n, ok := resp.ParseInt(args[5+i])
+			if !ok {
+				return pt, "ERR a held reply's numbers must be integers"
+			}
+			*v = n
+		}
+		r.Name = string(args[10])
+		pt.settle.slots, bad = parseSlotList(args[11:])
+		return pt, bad
 	case "apply":
 		if len(args) < 3 {
 			return pt, partSyntax
@@ -160,12 +240,18 @@ func runPart(x *exec, args [][]byte) {
 			shouldRateLimit(x, pt.args, &pt.held)
 		default:
 			// RL.RESERVE's arguments: <domain> <id> <ttl> then RL.CHECK's.
-			reserve := make([][]byte, 0, len(pt.args)+2)
-			reserve = append(reserve, args[1], pt.args[1], args[3], args[4])
-			runReserve(x, append(reserve, pt.args[2:]...))
+			words := make([][]byte, 0, len(pt.args)+2)
+			words = append(words, args[1], pt.args[1], args[3], args[4])
+			orders := pt.orders
+			if orders == nil {
+				orders = []int{} // a part: never a head here
+			}
+			reserve(x, append(words, pt.args[2:]...), orders)
 		}
-	case "cancel":
-		settle(x, args[2], args[3], 0, settleCancel, pt.held.ttl)
+	case "cancel", "settle":
+		settle(x, pt.settle)
+	case "hold":
+		hold(x, args[2], &pt)
 	case "apply":
 		pt.cmd.run(x, pt.args)
 	case "digest":
@@ -267,4 +353,61 @@ func sized(buf []SplitDescriptor, n int) []SplitDescriptor {
 	buf = slices.Grow(buf[:0], n)[:n]
 	clear(buf)
 	return buf
+}
+
+// parseSlotList reads slots (at most one of each), ascending.
+func parseSlotList(args [][]byte) ([]int, string) {
+	slots := make([]int, 0, len(args))
+	for _, a := range args {
+		n, ok := resp.ParseInt(a)
+		if !ok || n < 0 || n >= slot.Count {
+			return nil, "ERR a slot must be an integer in [0, 16383]"
+		}
+		slots = append(slots, int(n))
+	}
+	slices.Sort(slots)
+	return slices.Compact(slots), ""
+}
+
+// hold keeps the head of a reservation across groups whose parts every
+// group admitted (RL.PART HOLD), in the domain's slot, unless one is held
+// already: a retried reserve keeps the first. It answers the head's
+// reply.
+func hold(x *exec, domain []byte, pt *part) {
+	key := appendReservationKey(nil, view(domain), pt.held.id)
+	at := slot.Of(key)
+	if err := x.m.fenceSlot(at); err != nil {
+		x.error(err)
+		return
+	}
+	s, now := x.lockSlot(at)
+	defer x.unlock(s)
+	r, err := reservationAt(s, key, keyspace.KindReservation, now)
+	if err != nil {
+		x.error(err)
+		return
+	}
+	if r == nil {
+		r = &ReservationState{Reply: pt.reply, Slots: pt.settle.slots}
+		if _, _, err := storeReservation(s, key, keyspace.KindReservation, now+pt.held.ttl, r, nil, true); err != nil {
+			x.error(err)
+			return
+		}
+		x.m.reservations.reserved.Add(1)
+	}
+	x.answerCheck(r.Reply)
+}
+
+// parseOrders reads RESERVE's ORDER: comma-separated places, one per
+// descriptor.
+func parseOrders(b []byte) ([]int, string) {
+	var out []int
+	for f := range strings.SplitSeq(string(b), ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 || n >= maxLimits || len(out) >= maxLimits {
+			return nil, "ERR ORDER must be comma-separated descriptor places"
+		}
+		out = append(out, n)
+	}
+	return out, ""
 }

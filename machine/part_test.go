@@ -49,7 +49,8 @@ func TestPartReserveKeepCancelOfShouldRateLimit(t *testing.T) {
 	if got := reserve(t0, "p1"); !strings.Contains(got, "held already") {
 		t.Fatalf("a replayed part charged again: %s", got)
 	}
-	if got := do(m, t0+1, "RL.PART", "CANCEL", "another", "p1"); !strings.HasSuffix(got, ":3\r\n:0\r\n:3\r\n:0\r\n") {
+	at := keySlot(t, m)
+	if got := do(m, t0+1, "RL.PART", "CANCEL", "another", "p1", "60", at); !strings.HasSuffix(got, ":3\r\n:0\r\n:3\r\n:0\r\n") {
 		t.Fatalf("cancel: %q", got)
 	}
 	if got := remaining(t0 + 2); !strings.Contains(got, " 20 60 0 ") {
@@ -58,7 +59,7 @@ func TestPartReserveKeepCancelOfShouldRateLimit(t *testing.T) {
 	// Left alone, the reservation expires after its ttl and the charge
 	// stays: what an admitted check's parts do.
 	do(m, t0+3, "RL.PART", "RESERVE", rules, "p2", "1", "RL.SHOULDRATELIMIT", "another", "1", "1", "3", "-", "-", "key2", "a")
-	if got := do(m, t0+3+2e9, "RL.PART", "CANCEL", "another", "p2"); got != "$-1\r\n" {
+	if got := do(m, t0+3+2e9, "RL.PART", "CANCEL", "another", "p2", "60", at); got != "$-1\r\n" {
 		t.Fatalf("a cancel after the ttl: %q", got)
 	}
 	if got := remaining(t0 + 3e9); !strings.Contains(got, " 17 ") {
@@ -70,10 +71,11 @@ func TestPartReserveKeepCancelOfShouldRateLimit(t *testing.T) {
 		t.Fatalf("decide: %s", d)
 	}
 	// The ttl is exact: held until its last nanosecond, gone at it.
+	slotOf := at
 	for i, at := range []int64{1e9 - 1, 1e9} {
 		id, start := "p"+strconv.Itoa(3+i), t0+int64(10+i)*1e9
 		do(m, start, "RL.PART", "RESERVE", rules, id, "1", "RL.SHOULDRATELIMIT", "another", "1", "1", "1", "-", "-", "key2", "a")
-		got := do(m, start+at, "RL.PART", "CANCEL", "another", id)
+		got := do(m, start+at, "RL.PART", "CANCEL", "another", id, "60", slotOf)
 		if held := got != "$-1\r\n"; held != (at < 1e9) {
 			t.Fatalf("a cancel %d ns after a 1 s part: %q", at, got)
 		}
@@ -237,10 +239,11 @@ func TestPartCancelBeforeItsReserveLeavesATombstone(t *testing.T) {
 		return compact(t, do(m, now, "RL.SHOULDRATELIMIT", "another", "1", "1", "0", "-", "-", "key2", "a"))
 	}
 	before := remaining(t0)
-	if got := do(m, t0+1, "RL.PART", "CANCEL", "another", "late", "10"); got != "$-1\r\n" {
+	at := keySlot(t, m)
+	if got := do(m, t0+1, "RL.PART", "CANCEL", "another", "late", "10", at); got != "$-1\r\n" {
 		t.Fatalf("cancel of nothing held: %q", got)
 	}
-	if got := do(m, t0+2, "RL.PART", "CANCEL", "another", "late", "10"); got != "$-1\r\n" {
+	if got := do(m, t0+2, "RL.PART", "CANCEL", "another", "late", "10", at); got != "$-1\r\n" {
 		t.Fatalf("a second cancel: %q", got)
 	}
 	rls := compact(t, do(m, t0+3, "RL.PART", "RESERVE", rules, "late", "10", "RL.SHOULDRATELIMIT", "another", "1",
@@ -249,7 +252,7 @@ func TestPartCancelBeforeItsReserveLeavesATombstone(t *testing.T) {
 		t.Fatalf("a late RL.SHOULDRATELIMIT part after its cancel: %s", rls)
 	}
 	if got := compact(t, do(m, t0+4, "RL.PART", "RESERVE", rules, "late", "10", "RL.CHECK", "another", "COST", "3",
-		"DESCRIPTOR", "key2", "a")); !strings.HasPrefix(got, "1 ") {
+		"DESCRIPTOR", "key2", "a")); !strings.HasPrefix(got, "-TRYAGAIN the reservation id was cancelled") {
 		t.Fatalf("a late RL.CHECK part after its cancel: %s", got)
 	}
 	if got := remaining(t0 + 5); got != before {
@@ -282,7 +285,7 @@ func TestPartCancelBeforeItsReserveLeavesATombstone(t *testing.T) {
 		t.Fatalf("a reserve after the tombstone's ttl: %s", got)
 	}
 	for _, bad := range [][]string{{"RL.PART", "CANCEL", "another", "id", "0"}, {"RL.PART", "CANCEL", "another", "id", "x"},
-		{"RL.PART", "CANCEL", "another", "id", "1", "2"}} {
+		{"RL.PART", "CANCEL", "another", "id", "1", "x"}, {"RL.PART", "CANCEL", "another", "id", "1", "16384"}} {
 		if got := do(m, t0+9, bad...); !strings.HasPrefix(got, "-ERR") {
 			t.Fatalf("%v: %q", bad, got)
 		}
@@ -315,11 +318,11 @@ func TestPartRequestIsItsEntry(t *testing.T) {
 	if err != nil || res.Limited || res.Check.Limit != 20 || res.Check.Remaining != 18 || res.Check.Name == "" {
 		t.Fatalf("reserve: %+v %v", res, err)
 	}
-	res, err = apply(t0+1, &PartRequest{Kind: PartCancel, Domain: "another", ID: "r1", TTL: 10})
+	res, err = apply(t0+1, &PartRequest{Kind: PartCancel, Domain: "another", ID: "r1", TTL: 10, Slots: []int{descs[0].Slot}})
 	if err != nil || !res.Held {
 		t.Fatalf("cancel: %+v %v", res, err)
 	}
-	if res, err = apply(t0+2, &PartRequest{Kind: PartCancel, Domain: "another", ID: "r1", TTL: 10}); err != nil || res.Held {
+	if res, err = apply(t0+2, &PartRequest{Kind: PartCancel, Domain: "another", ID: "r1", TTL: 10, Slots: []int{descs[0].Slot}}); err != nil || res.Held {
 		t.Fatalf("a second cancel: %+v %v", res, err)
 	}
 	rls := [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte("another"), []byte("1"), []byte("1"), []byte("-"), []byte("-"), []byte("-"), []byte("key2"), []byte("a")}
@@ -337,4 +340,16 @@ func TestPartRequestIsItsEntry(t *testing.T) {
 			t.Fatalf("%+v: %v", bad, err)
 		}
 	}
+}
+
+// keySlot is the slot of the counter loadRLS's rules keep for descriptor
+// key2=a of domain another, where a part holding it is kept.
+func keySlot(t *testing.T, m *Machine) string {
+	t.Helper()
+	rls := [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte("another"), []byte("1"), []byte("1"), []byte("0"), []byte("-"), []byte("-"), []byte("key2"), []byte("a")}
+	_, descs, bad := m.Split(rls, nil)
+	if bad != "" || len(descs) != 1 || descs[0].Slot < 0 {
+		t.Fatalf("split: %q %+v", bad, descs)
+	}
+	return strconv.Itoa(descs[0].Slot)
 }

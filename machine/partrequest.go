@@ -14,6 +14,10 @@ var (
 	// ErrRulesDiffer: this group's rules for the domain are not the
 	// coordinator's. Nothing was charged.
 	ErrRulesDiffer = errors.New("machine: this group's rules for the domain differ from the coordinator's")
+	// ErrHeldElsewhere: a settle found the reservation's parts in slots
+	// this group does not own (held across groups, or moved): the
+	// coordinator settles it. Nothing was settled.
+	ErrHeldElsewhere = errors.New("machine: the reservation's parts are held in other groups' slots")
 )
 
 // PartKind is what a part asks of its group.
@@ -26,9 +30,15 @@ const (
 	// PartDecide decides a whole check whose counters all sit in the
 	// group, once.
 	PartDecide
-	// PartCancel gives back what a part's id holds (nothing held: a
-	// tombstone for its ttl).
+	// PartCancel gives back what a part's id holds in Slots (a slot where
+	// nothing is held: a tombstone for its ttl).
 	PartCancel
+	// PartSettle settles a reservation's parts in Slots at Actual (Cancel:
+	// gives everything back), and with WithHead its head too.
+	PartSettle
+	// PartHold keeps the head of a reservation across groups whose parts
+	// every group admitted: Reply, and the parts' Slots.
+	PartHold
 )
 
 // PartRequest is a part of a check across groups, as the coordinator
@@ -51,6 +61,20 @@ type PartRequest struct {
 	// descriptor (Split's head); Descriptors each descriptor's words.
 	Head        [][]byte
 	Descriptors [][][]byte
+	// Slots are the slots of the reservation's parts: Cancel, Settle and
+	// Hold.
+	Slots []int
+	// Actual is a Settle's actual cost; Cancel settles it for nothing
+	// (RL.CANCEL). WithHead settles the head (kept in the domain's slot)
+	// with the parts.
+	Actual   int64
+	Cancel   bool
+	WithHead bool
+	// Reply is the answer a Hold's head gives again to a retried reserve.
+	Reply CheckResult
+	// Orders are a Reserve's descriptors' places in the whole reserve
+	// (RL.RESERVE across groups: its settle lists the limits in them).
+	Orders []int
 }
 
 // ErrBadPart: a part request that is not one (a kind unknown, no
@@ -68,17 +92,54 @@ func (r *PartRequest) Command() ([][]byte, error) {
 	}
 	ttl := strconv.AppendInt(nil, r.TTL, 10)
 	var cmd [][]byte
+	slots := func(cmd [][]byte) [][]byte {
+		for _, s := range r.Slots {
+			cmd = append(cmd, strconv.AppendInt(nil, int64(s), 10))
+		}
+		return cmd
+	}
 	switch r.Kind {
 	case PartCancel:
+		if r.ID == "" || len(r.Slots) == 0 {
+			return nil, ErrBadPart
+		}
+		return slots([][]byte{[]byte("RL.PART"), []byte("CANCEL"), []byte(r.Domain), []byte(r.ID), ttl}), nil
+	case PartSettle:
 		if r.ID == "" {
 			return nil, ErrBadPart
 		}
-		return [][]byte{[]byte("RL.PART"), []byte("CANCEL"), []byte(r.Domain), []byte(r.ID), ttl}, nil
+		actual, head := strconv.AppendInt(nil, r.Actual, 10), []byte("PARTS")
+		if r.Cancel {
+			actual = []byte("CANCEL")
+		}
+		if r.WithHead {
+			head = []byte("HEAD")
+		}
+		return slots([][]byte{[]byte("RL.PART"), []byte("SETTLE"), []byte(r.Domain), []byte(r.ID), actual, head}), nil
+	case PartHold:
+		if r.ID == "" {
+			return nil, ErrBadPart
+		}
+		cmd := [][]byte{[]byte("RL.PART"), []byte("HOLD"), []byte(r.Domain), []byte(r.ID), ttl}
+		for _, v := range [...]int64{r.Reply.Limit, r.Reply.Remaining, r.Reply.RetryAfter, r.Reply.ResetAfter, r.Reply.Window} {
+			cmd = append(cmd, strconv.AppendInt(nil, v, 10))
+		}
+		return slots(append(cmd, []byte(r.Reply.Name))), nil
 	case PartReserve:
 		if r.ID == "" {
 			return nil, ErrBadPart
 		}
 		cmd = [][]byte{[]byte("RL.PART"), []byte("RESERVE"), []byte(r.Rules), []byte(r.ID), ttl}
+		if len(r.Orders) > 0 {
+			var o []byte
+			for i, n := range r.Orders {
+				if i > 0 {
+					o = append(o, ',')
+				}
+				o = strconv.AppendInt(o, int64(n), 10)
+			}
+			cmd = append(cmd, []byte("ORDER"), o)
+		}
 	case PartDecide:
 		cmd = [][]byte{[]byte("RL.PART"), []byte("DECIDE"), []byte(r.Rules)}
 	default:
@@ -100,8 +161,10 @@ type PartResult struct {
 	// Check is RL.CHECK's result, Statuses RL.SHOULDRATELIMIT's.
 	Check    CheckResult
 	Statuses []RLSStatus
-	// Held, for a cancel: something was held and is given back.
-	Held bool
+	// Held, for a cancel or settle: something was held and is given
+	// back (Settled says how).
+	Held    bool
+	Settled []SettleRow
 }
 
 // PartOf reads a part's result from its apply: its typed Outcome, and for
@@ -114,8 +177,11 @@ func PartOf(kind PartKind, reply []byte, out Outcome) (PartResult, error) {
 		}
 		return PartResult{}, &PartError{Reply: out.Err}
 	}
-	if kind == PartCancel {
-		return PartResult{Held: len(reply) > 0 && reply[0] != '$' && reply[0] != '_'}, nil
+	switch kind {
+	case PartCancel, PartSettle:
+		return PartResult{Held: len(reply) > 0 && reply[0] != '$' && reply[0] != '_', Settled: out.Settled}, nil
+	case PartHold:
+		return PartResult{Check: out.Check}, nil
 	}
 	return PartResult{Limited: out.Limited, Check: out.Check, Statuses: out.Statuses}, nil
 }

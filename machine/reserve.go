@@ -2,15 +2,12 @@ package machine
 
 import (
 	"errors"
-	"strings"
+	"slices"
 
-	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/policy"
-	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
-	"github.com/sluice-rl/sluice/window"
 )
 
 // RL.RESERVE, RL.SETTLE and RL.CANCEL: charge now, settle when the cost is
@@ -88,7 +85,16 @@ func appendReservationKey(dst []byte, domain string, id []byte) []byte {
 }
 
 // runReserve is RL.RESERVE <domain> <id> <ttl> [COST n] DESCRIPTOR k v … [DESCRIPTOR …].
-func runReserve(x *exec, args [][]byte) {
+func runReserve(x *exec, args [][]byte) { reserve(x, args, nil) }
+
+// reserve decides an RL.RESERVE (args: its name or a part's subcommand,
+// then the domain, id, ttl and RL.CHECK's words) and holds what it
+// charged: as a reservation of its own that RL.SETTLE finds in the
+// domain's slot; or with orders (each descriptor's place in the whole
+// reserve), as a group's share of one across groups (RL.PART RESERVE), in
+// parts only — the coordinator keeps the head.
+func reserve(x *exec, args [][]byte, orders []int) {
+	head := orders == nil
 	ttl, bad := parseReserveHead(args)
 	p := x.m.plan()
 	defer x.m.release(p)
@@ -105,45 +111,49 @@ func runReserve(x *exec, args [][]byte) {
 		p.addMatched(d)
 	}
 	p.seal()
-	// The reservation's key goes after the plan's: the checks' keys are
-	// slices of what is there (an append that moves the array leaves them
-	// on the old one, as valid).
-	start := len(p.keys)
-	p.keys = appendReservationKey(p.keys, domain, args[2])
-	key := p.keys[start:]
-	p.anchor = key // the domain's slot, where the reservation is kept
-	now, ds, took, err := x.lockPlan(p)
-	var fenced fenceError
-	switch {
-	case errors.As(err, &fenced) && resp.EqualFold(args[0], "rl.reserve"):
-		// A reservation is kept, and settled, by its domain's group: its
-		// counters must be there too (a check's parts are split instead).
-		// Asking again does not help: CROSSSLOT, not the check's TRYAGAIN.
-		detail, _, _ := strings.Cut(strings.TrimPrefix(string(fenced), "TRYAGAIN "), ":")
-		x.fail("CROSSSLOT " + detail + "; RL.RESERVE's counters must all be in its domain's group: reservations across groups are not supported yet (RL.CHECK is)")
-		return
-	case err != nil:
-		x.error(err)
-		return
+	var headKey []byte
+	if head {
+		// The head's key goes after the plan's: the checks' keys are
+		// slices of what is there (an append that moves the array leaves
+		// them on the old one, as valid).
+		start := len(p.keys)
+		p.keys = appendReservationKey(p.keys, domain, args[2])
+		headKey = p.keys[start:]
+		p.anchor = headKey // the domain's slot, where the head is kept
+		// The head moves with the domain's slot: only its owner keeps it.
+		if err := x.m.fenceSlot(slot.Of(headKey)); err != nil {
+			x.error(err)
+			return
+		}
 	}
-	defer x.releaseGroup(&p.locks, took)
-	e, found, err := ds.GetKind(key, keyspace.KindReservation, now)
+	now, ds, took, err := x.lockPlan(p)
 	if err != nil {
 		x.error(err)
 		return
 	}
-	if found {
-		// A retry of a reserve whose reply was lost: the same answer,
-		// nothing charged again.
-		if r, ok := ds.Object(e).(*ReservationState); ok && r != nil {
-			x.answerCheck(r.Reply)
+	defer x.releaseGroup(&p.locks, took)
+	h := &p.reserving
+	h.start(domain, args[2], now, ttl, p.cost, orders)
+	if head {
+		h.headKey, h.headSlot = headKey, ds
+		h.split = x.m.owned.Load() != nil
+	}
+	if r, err := h.existing(p.checks, now); err != nil || r != nil {
+		if err != nil {
+			x.error(err)
 			return
 		}
-		x.error(errCorruptReservation)
+		if r.Cancelled {
+			// An earlier attempt's part was cancelled before it came
+			// (its answer was lost): this one may be that attempt, late.
+			x.fail(errCancelledID)
+			return
+		}
+		// A retry of a reserve whose reply was lost: the same answer,
+		// nothing charged again.
+		x.answerCheck(r.Reply)
 		return
 	}
-	h := &p.reserving
-	*h = reserving{state: &ReservationState{}, key: key, slot: ds, at: now, expireAt: now + ttl, cost: p.cost}
 	if len(p.checks) == 0 {
 		// Nothing limits the request: nothing is charged, so nothing is
 		// held either — a flood of ids that match no rule must not take
@@ -158,10 +168,23 @@ func runReserve(x *exec, args [][]byte) {
 	}
 	res := x.checkResult(p.checks, v)
 	if !v.refused {
-		h.state.Reply = res
-		x.m.reservations.reserved.Add(1)
+		if err := h.keep(res); err != nil {
+			x.error(err)
+			return
+		}
+		if head {
+			x.m.reservations.reserved.Add(1)
+		}
 	}
 	x.answerCheck(res)
+}
+
+// fenceSlot refuses a write to a record of slot s this group does not own.
+func (m *Machine) fenceSlot(s int) error {
+	if o := m.owned.Load(); o != nil && !o.Owns(s) {
+		return fenceError(notOwned(s, o))
+	}
+	return nil
 }
 
 // heldAs is a reservation a decision other than RL.RESERVE's keeps (a
@@ -172,67 +195,234 @@ type heldAs struct {
 	ttl int64
 }
 
+// errCancelledID answers a reserve of an id whose part was cancelled
+// moments ago, before its reserve came (a tombstone): nothing is charged.
+const errCancelledID = "TRYAGAIN the reservation id was cancelled moments ago, before an earlier attempt's part arrived; ask again in a few seconds"
+
 // errReservationHeld: a part's reservation id is held already (ids are
 // random, so this is a replayed part: it must not charge twice).
 var errReservationHeld = errors.New("the reservation id is held already")
 
-// start makes the holder of a decision that keeps its charge as held, at
-// the plan's anchor in domainSlot.
-func (held *heldAs) start(p *plan, domainSlot *keyspace.Slot, now int64) (*reserving, error) {
-	_, found, err := domainSlot.GetKind(p.anchor, keyspace.KindReservation, now)
-	switch {
+// start makes the holder of a decision that keeps its charge in parts
+// (nil when nothing limits it: nothing is held).
+func (held *heldAs) start(p *plan, domain string, now int64) (*reserving, error) {
+	if len(p.checks) == 0 {
+		return nil, nil
+	}
+	p.reserving.start(domain, held.id, now, held.ttl, p.cost, nil)
+	switch r, err := p.reserving.existing(p.checks, now); {
 	case err != nil:
 		return nil, err
-	case found:
+	case r != nil:
 		return nil, errReservationHeld
 	}
-	p.reserving = reserving{state: &ReservationState{}, key: p.anchor, slot: domainSlot, at: now, expireAt: now + held.ttl, cost: p.cost}
 	return &p.reserving, nil
 }
 
-// reserving is RL.RESERVE's holder: it keeps the reservation in the
-// domain's slot once the limits admit, before they are charged.
+// reserving is a reservation's holder: once the limits admit, before they
+// are charged, it keeps one part per slot of its counters and, with a
+// head key, the head.
 type reserving struct {
-	state    *ReservationState
-	key      []byte
-	slot     *keyspace.Slot
-	at       int64
+	domain string
+	id     []byte
+	at     int64
+	// expireAt is when every record it keeps expires.
 	expireAt int64
 	cost     int64
+	// headKey, when set, is where the head is kept, in headSlot (the
+	// domain's, which the plan holds).
+	headKey  []byte
+	headSlot *keyspace.Slot
+	// orders are the limits' places in a reserve across groups (nil: the
+	// checks').
+	orders []int
+	// split: the group is a sharded cluster's, whose slots move, so each
+	// counter's slot keeps its own part. Else the head holds every limit:
+	// one record, as cheap as a reservation can be.
+	split bool
+	// kept are the records hold inserted, to undo, and to give the reply.
+	kept []keptRecord
+	// Scratch, kept across reservations: the checks held, their limits,
+	// the head's part slots, the keys, a record being encoded.
+	held   []int
+	limits []HeldLimit
+	slots  []int
+	keys   []byte
+	enc    []byte
+}
+
+// keptRecord is a record a reserving inserted: where, and its limits
+// (reserving.limits[from:to]).
+type keptRecord struct {
+	key      []byte
+	slot     *keyspace.Slot
+	kind     keyspace.Kind
+	from, to int
+	// obj is the record's object (nil: its state is in the record).
+	obj *ReservationState
+}
+
+// start readies h for a reservation (keeping its scratch).
+func (h *reserving) start(domain string, id []byte, now, ttl, cost int64, orders []int) {
+	*h = reserving{domain: domain, id: id, at: now, expireAt: now + ttl, cost: cost, orders: orders, split: true,
+		kept: h.kept[:0], held: h.held[:0], limits: h.limits[:0], slots: h.slots[:0], keys: h.keys[:0], enc: h.enc[:0]}
+}
+
+// existing is the reservation already held under the id, found at the
+// head or at the part in the first counter's slot (a reserve retried, or
+// a part cancelled before it came: a tombstone), or nil. The plan's slots
+// are held.
+func (h *reserving) existing(checks []limitCheck, now int64) (*ReservationState, error) {
+	if h.headKey != nil {
+		if r, err := reservationAt(h.headSlot, h.headKey, keyspace.KindReservation, now); err != nil || r != nil {
+			return r, err
+		}
+	}
+	if len(checks) == 0 || !h.split {
+		return nil, nil // a group whose slots never move keeps no parts
+	}
+	var buf [64]byte
+	return reservationAt(checks[0].slot, appendPartKey(buf[:0], h.domain, h.id, checks[0].slotIndex), keyspace.KindReservationPart, now)
 }
 
 func (h *reserving) hold(checks []limitCheck) error {
-	// The counter keys, copied out of the plan, share one array.
-	n := 0
-	for i := range checks {
-		n += len(checks[i].key)
+	h.kept = h.kept[:0]
+	domainSlot := -1
+	if h.headKey != nil {
+		domainSlot = slot.Of(h.headKey)
 	}
-	keys := make([]byte, 0, n)
-	h.state.Limits = make([]HeldLimit, 0, len(checks))
+	// The limits held, in the order they are kept: the head's (the
+	// domain's slot) first, then by slot; each record's a run of them.
+	held := h.held[:0]
+	nkeys := 0
 	for i := range checks {
-		if l, ok := heldLimit(&checks[i], h.cost); ok {
-			start := len(keys)
-			keys = append(keys, l.Key...)
-			l.Key = keys[start:len(keys):len(keys)]
-			h.state.Limits = append(h.state.Limits, l)
+		if _, ok := heldLimit(&checks[i], h.cost); ok {
+			held = append(held, i)
+			nkeys += len(checks[i].key)
 		}
 	}
-	if _, err := h.slot.Insert(h.key, keyspace.KindReservation, h.expireAt, h.state); err != nil {
+	rank := func(i int) int {
+		if s := checks[i].slotIndex; s != domainSlot && h.split {
+			return s + 1
+		}
+		return 0
+	}
+	for i := 1; i < len(held); i++ { // insertion sort: a few limits
+		for j := i; j > 0 && rank(held[j]) < rank(held[j-1]); j-- {
+			held[j], held[j-1] = held[j-1], held[j]
+		}
+	}
+	h.held = held
+	// The keys (the counters', then the parts') go in one array, grown
+	// first: the limits and the kept records point into it.
+	h.keys = slices.Grow(h.keys[:0], nkeys+len(held)*(partKeyBase+len(h.domain)+len(h.id)))
+	h.limits = h.limits[:0]
+	for _, i := range held {
+		l, _ := heldLimit(&checks[i], h.cost)
+		start := len(h.keys)
+		h.keys = append(h.keys, l.Key...)
+		l.Key = h.keys[start:len(h.keys):len(h.keys)]
+		l.Order = i
+		if i < len(h.orders) {
+			l.Order = h.orders[i]
+		}
+		h.limits = append(h.limits, l)
+	}
+	headEnd := 0
+	for headEnd < len(held) && rank(held[headEnd]) == 0 {
+		headEnd++
+	}
+	h.slots = h.slots[:0]
+	for k := headEnd; k < len(held); {
+		c := &checks[held[k]]
+		end := k + 1
+		for end < len(held) && checks[held[end]].slotIndex == c.slotIndex {
+			end++
+		}
+		start := len(h.keys)
+		h.keys = appendPartKey(h.keys, h.domain, h.id, c.slotIndex)
+		if err := h.insert(checks, c.slot, c.slotIndex, h.keys[start:len(h.keys):len(h.keys)], keyspace.KindReservationPart, k, end); err != nil {
+			return err
+		}
+		h.slots = append(h.slots, c.slotIndex)
+		k = end
+	}
+	if h.headKey != nil {
+		return h.insert(checks, h.headSlot, domainSlot, h.headKey, keyspace.KindReservation, 0, headEnd)
+	}
+	return nil
+}
+
+// partKeyBase bounds what a part's key adds to its domain and id.
+const partKeyBase = len("rl-res:{TTTT}") + 20 + len(":/")
+
+// record is the reservation record k, its reply as given.
+func (h *reserving) record(k *keptRecord, reply CheckResult) ReservationState {
+	r := ReservationState{Reply: reply, Limits: h.limits[k.from:k.to:k.to]}
+	if k.kind == keyspace.KindReservation {
+		r.Slots = h.slots
+	}
+	return r
+}
+
+// insert keeps the record of limits[from:to] at key of slot s (number
+// at); an error undoes what was kept before it.
+func (h *reserving) insert(checks []limitCheck, s *keyspace.Slot, at int, key []byte, kind keyspace.Kind, from, to int) error {
+	k := keptRecord{key: key, slot: s, kind: kind, from: from, to: to}
+	r := h.record(&k, CheckResult{})
+	var err error
+	if h.enc, k.obj, err = storeReservation(s, key, kind, h.expireAt, &r, h.enc, h.split); err != nil {
+		h.undo()
 		return err
 	}
-	domainSlot := slot.Of(h.key)
+	h.kept = append(h.kept, k)
 	for i := range checks {
-		if checks[i].slotIndex == domainSlot {
+		if checks[i].slotIndex == at {
 			checks[i].moved = true // the insert may have moved its record
 		}
 	}
 	return nil
 }
 
-func (h *reserving) undo() {
-	if e, ok := h.slot.Get(h.key, h.at); ok {
-		h.slot.Delete(e)
+// keep gives the records a retried reserve reads the reserve's reply: the
+// head, or without one every part.
+func (h *reserving) keep(reply CheckResult) error {
+	for i := range h.kept {
+		k := &h.kept[i]
+		if h.headKey != nil && k.kind != keyspace.KindReservation {
+			continue
+		}
+		if k.obj != nil {
+			k.obj.Reply = reply
+			continue
+		}
+		e, ok := k.slot.Get(k.key, h.at)
+		if !ok {
+			return errCorruptReservation // inserted by hold in this apply
+		}
+		r := h.record(k, reply)
+		h.enc = r.AppendBinary(h.enc[:0])
+		var err error
+		if len(h.enc) > keyspace.MaxInlineState {
+			// The reply's name took it past a record: an object then.
+			_, err = k.slot.Insert(k.key, k.kind, h.expireAt, r.clone())
+		} else {
+			_, err = k.slot.SetState(e, h.enc)
+		}
+		if err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+func (h *reserving) undo() {
+	for _, k := range h.kept {
+		if e, ok := k.slot.Get(k.key, h.at); ok {
+			k.slot.Delete(e)
+		}
+	}
+	h.kept = h.kept[:0]
 }
 
 // heldLimit is what a reservation keeps of check c (after evaluate, before
@@ -266,339 +456,4 @@ func heldLimit(c *limitCheck, cost int64) (HeldLimit, bool) {
 		l.Anchor = c.quota.Start
 	}
 	return l, true
-}
-
-func checkSettle(_ *Machine, args [][]byte) string {
-	_, bad := parseSettle(args)
-	return bad
-}
-
-// parseSettle reads RL.SETTLE's actual cost (RL.CANCEL's is 0).
-func parseSettle(args [][]byte) (int64, string) {
-	if len(args[2]) == 0 || len(args[2]) > maxReservationID {
-		return 0, "ERR a reservation id must be 1 to 256 bytes"
-	}
-	if len(args) < 4 {
-		return 0, ""
-	}
-	n, ok := resp.ParseInt(args[3])
-	if !ok || n < 0 || n > maxRLSValue {
-		return 0, "ERR actual-cost must be an integer in [0, 4294967295]"
-	}
-	return n, ""
-}
-
-// How a settle ends a reservation: at an actual cost (RL.SETTLE), or
-// giving everything back (RL.CANCEL, RL.PART CANCEL).
-type settleMode int
-
-const (
-	settleActual settleMode = iota
-	settleCancel
-)
-
-// runSettle is RL.SETTLE <domain> <id> <actual> and RL.CANCEL <domain> <id>.
-func runSettle(x *exec, args [][]byte) {
-	actual, bad := parseSettle(args)
-	if bad != "" {
-		x.fail(bad)
-		return
-	}
-	mode := settleActual
-	if resp.EqualFold(args[0], "rl.cancel") {
-		mode = settleCancel
-	}
-	settle(x, args[1], args[2], actual, mode, 0)
-}
-
-// settle ends the reservation id of domain. A tombstone (a part
-// cancelled before its reserve) is nothing held: nil, and it stays.
-// tombstone > 0 (ns) leaves one for that long where nothing is held (a
-// part's cancel: its reserve may still be on its way).
-func settle(x *exec, domain, id []byte, actual int64, mode settleMode, tombstone int64) {
-	p := x.m.plan()
-	defer x.m.release(p)
-	p.keys = appendReservationKey(p.keys, view(domain), id)
-	key := p.keys
-	keySlot := slot.Of(key)
-	// The counters' slots are known from the reservation: read it, hold
-	// them all (with its own), and read it again — in between, another
-	// apply may have settled it.
-	for range 8 {
-		s, now := x.lockSlot(keySlot)
-		e, found, err := s.GetKind(key, keyspace.KindReservation, now)
-		var r *ReservationState
-		if found {
-			r, _ = s.Object(e).(*ReservationState)
-		}
-		if err == nil && !found && tombstone > 0 {
-			dead := &ReservationState{Cancelled: true, Reply: CheckResult{Limited: true, Limit: -1, Remaining: -1, RetryAfter: -1}}
-			_, err = s.Insert(key, keyspace.KindReservation, now+tombstone, dead)
-		}
-		x.unlock(s)
-		switch {
-		case err != nil:
-			x.error(err)
-			return
-		case !found || r != nil && r.Cancelled:
-			x.w.Null()
-			return
-		case r == nil:
-			x.error(errCorruptReservation)
-			return
-		}
-		locks := &p.locks
-		locks.reset(x.m.keys)
-		locks.slots = append(locks.slots, keySlot)
-		for i := range r.Limits {
-			locks.slots = append(locks.slots, slot.Of(r.Limits[i].Key))
-		}
-		if err := x.m.fenceHeld(r); err != nil {
-			x.error(err)
-			return
-		}
-		took := x.holdGroup(locks)
-		done := x.settleHeld(key, r, actual, mode)
-		x.releaseGroup(locks, took)
-		if done {
-			return
-		}
-	}
-	x.error(errors.New("the reservation kept changing while it was settled; try again"))
-}
-
-// settleHeld settles r, held at key, with every slot it touches held. It
-// reports false when the key no longer holds r (settled or replaced
-// meanwhile): the caller looks again.
-func (x *exec) settleHeld(key []byte, r *ReservationState, actual int64, mode settleMode) bool {
-	s, now := x.lockSlot(slot.Of(key))
-	e, found, _ := s.GetKind(key, keyspace.KindReservation, now)
-	if !found {
-		x.w.Null()
-		return true
-	}
-	if cur, _ := s.Object(e).(*ReservationState); cur != r {
-		return false
-	}
-	s.Delete(e)
-	if mode == settleCancel {
-		x.m.reservations.cancelled.Add(1)
-	} else {
-		x.m.reservations.settled.Add(1)
-	}
-	x.w.Array(len(r.Limits))
-	for i := range r.Limits {
-		l := &r.Limits[i]
-		var refunded, charged int64
-		var err error
-		switch {
-		case actual < l.Units:
-			refunded, err = x.refund(l, l.Units-actual, now)
-		case actual > l.Units:
-			charged, err = x.force(l, actual-l.Units, now)
-		}
-		if err != nil {
-			// A limit that cannot be settled (its key now holds another
-			// kind) is left as it is; the others settle.
-			refunded, charged = 0, 0
-		}
-		x.w.Array(5)
-		x.w.BulkString(l.Name)
-		x.w.Int(l.Units)
-		x.w.Int(actual)
-		x.w.Int(refunded)
-		x.w.Int(charged)
-	}
-	return true
-}
-
-// refund gives n units of l back at now and returns how many went back.
-// An Anchor of -1 says the units were the latest charged (a refund with no
-// reservation, Envoy's is_negative_hits): GCRA's from its TAT, the window
-// kinds' from the (sub-)window or log entry that counted last, a
-// quota's from its current period.
-func (x *exec) refund(l *HeldLimit, n, now int64) (int64, error) {
-	key := l.Key
-	s, _ := x.lockKey(key)
-	defer x.unlock(s)
-	e, found, err := s.GetKind(key, l.Kind, now)
-	if err != nil || !found {
-		return 0, err // gone: nothing left to give back
-	}
-	switch l.Kind {
-	case keyspace.KindGCRA:
-		if l.Step <= 0 {
-			return 0, nil
-		}
-		base := l.Anchor
-		if base < 0 {
-			base = s.Word(e) - min(l.Units*l.Step, s.Word(e))
-		}
-		tat, given := gcra.Refund(s.Word(e), base, l.Units, l.Units-n, l.Step, now)
-		s.SetWord(e, tat)
-		// The time given back, in units to the nearest: a refund a
-		// nanosecond after the charge gives back all but that nanosecond.
-		return min((given+l.Step/2)/l.Step, n), nil
-	case keyspace.KindSlidingCounter:
-		return refundWindow[window.CounterState](s, e, l, n)
-	case keyspace.KindFixedWindow:
-		return refundWindow[window.FixedState](s, e, l, n)
-	case keyspace.KindSlidingLog:
-		st, err := x.logAt(s, e)
-		if err != nil {
-			return 0, err
-		}
-		st, given := st.Refund(anchorOr(l.Anchor, st.Tail()), n)
-		if given == 0 {
-			return 0, nil
-		}
-		return given, storeLog(s, key, e, true, &st, s.Word(e), &x.bufs.enc)
-	case keyspace.KindQuota:
-		st, err := x.m.quotaAt(s, e)
-		if err != nil {
-			return 0, err
-		}
-		start := l.Anchor
-		if start < 0 {
-			if _, err := st.Get(now); err != nil { // rolled to the current period
-				return 0, err
-			}
-			start = st.Start
-		}
-		given, err := st.RefundIn(start, now, n)
-		if err != nil || given == 0 {
-			return 0, err
-		}
-		if err := storeQuota(s, key, e, true, &st); err != nil {
-			return 0, err
-		}
-		x.journaled(x.m.quotaChanged(key, &st))
-		return given, nil
-	}
-	return 0, nil
-}
-
-// anchorOr is anchor, or for a refund of the latest charge (-1) latest:
-// the (sub-)window the state counted its last charge in.
-func anchorOr(anchor, latest int64) int64 {
-	if anchor < 0 {
-		return latest
-	}
-	return anchor
-}
-
-// force charges n more units of l at now, past its limit if it must, and
-// returns how many were charged.
-func (x *exec) force(l *HeldLimit, n, now int64) (int64, error) {
-	key := l.Key
-	s, _ := x.lockKey(key)
-	defer x.unlock(s)
-	e, found, err := s.GetKind(key, l.Kind, now)
-	if err != nil {
-		return 0, err
-	}
-	p := window.Params{Limit: l.Limit, Window: l.Step}
-	switch l.Kind {
-	case keyspace.KindGCRA:
-		var tat int64
-		if found {
-			tat = s.Word(e)
-		}
-		next, err := gcra.Force(tat, found, now, n, l.Step)
-		if err != nil {
-			return 0, err
-		}
-		if found {
-			s.SetWord(e, next)
-		} else if _, err := s.Insert(key, keyspace.KindGCRA, next, nil); err != nil {
-			return 0, err
-		}
-		return n, nil
-	case keyspace.KindSlidingCounter:
-		return forceWindow[window.CounterState](s, e, found, l, p, n, now)
-	case keyspace.KindFixedWindow:
-		return forceWindow[window.FixedState](s, e, found, l, p, n, now)
-	case keyspace.KindSlidingLog:
-		var st window.LogState
-		if found {
-			if st, err = x.logAt(s, e); err != nil {
-				return 0, err
-			}
-			st = st.Clone()
-		}
-		st, exp, err := st.Force(found, now, p, n)
-		if err != nil {
-			return 0, err
-		}
-		return n, storeLog(s, key, e, found, &st, exp, &x.bufs.enc)
-	case keyspace.KindQuota:
-		if !found {
-			return 0, nil // its schedule went with it: nothing to count in
-		}
-		st, err := x.m.quotaAt(s, e)
-		if err != nil {
-			return 0, err
-		}
-		st, err = quota.Force(st, true, now, st.Limit, st.Schedule, n)
-		if err != nil {
-			return 0, err
-		}
-		if err := storeQuota(s, key, e, true, &st); err != nil {
-			return 0, err
-		}
-		x.journaled(x.m.quotaChanged(key, &st))
-		return n, nil
-	}
-	return 0, nil
-}
-
-// settledWindow is a window kind whose state lives in its record
-// (sliding counter, fixed window), as a reservation settles it.
-type settledWindow[S any] interface {
-	Refund(w, start, n int64) (S, int64)
-	Force(exists bool, now int64, p window.Params, cost int64) (S, int64, error)
-	Latest() int64
-}
-
-// refundWindow gives n units of l back from the record e holds.
-func refundWindow[S settledWindow[S]](s *keyspace.Slot, e keyspace.Entry, l *HeldLimit, n int64) (int64, error) {
-	st, err := windowStateOf[S](s, e)
-	if err != nil {
-		return 0, err
-	}
-	next, given := st.Refund(l.Step, anchorOr(l.Anchor, st.Latest()), n)
-	return given, storeInline(s, l.Key, l.Kind, e, true, s.Word(e), &next)
-}
-
-// forceWindow charges n more units of l at now into the record e holds
-// (found) or a new one.
-func forceWindow[S settledWindow[S]](s *keyspace.Slot, e keyspace.Entry, found bool, l *HeldLimit, p window.Params, n, now int64) (int64, error) {
-	var st S
-	if found {
-		var err error
-		if st, err = windowStateOf[S](s, e); err != nil {
-			return 0, err
-		}
-	}
-	next, exp, err := st.Force(found, now, p, n)
-	if err != nil {
-		return 0, err
-	}
-	return n, storeInline(s, l.Key, l.Kind, e, found, exp, &next)
-}
-
-// logAt is the sliding log a record holds (decoded into the apply's
-// scratch when inline: valid until the next decode).
-func (x *exec) logAt(s *keyspace.Slot, e keyspace.Entry) (window.LogState, error) {
-	if e.Inline() {
-		if err := x.bufs.log.DecodeReusing(s.State(e)); err != nil {
-			return window.LogState{}, err
-		}
-		return x.bufs.log, nil
-	}
-	st, ok := s.Object(e).(*window.LogState)
-	if !ok || st == nil {
-		return window.LogState{}, window.ErrCorrupt
-	}
-	return *st, nil
 }

@@ -225,18 +225,10 @@ func shouldRateLimit(x *exec, args [][]byte, held *heldAs) {
 	}
 	domain := view(args[1])
 	x.m.planShouldRateLimit(p, domain, x.m.policyRecords.Load())
-	start := len(p.keys)
-	if held != nil {
-		p.keys = appendReservationKey(p.keys, domain, held.id)
-	}
-	end := len(p.keys)
 	var v verdict
-	if len(p.checks) > 0 || held != nil {
+	if len(p.checks) > 0 {
 		p.seal()
 		var h *reserving
-		if held != nil {
-			p.anchor = p.keys[start:end] // the reservation's key
-		}
 		now, ds, took, err := x.lockPlan(p)
 		if err != nil {
 			x.error(err)
@@ -244,21 +236,17 @@ func shouldRateLimit(x *exec, args [][]byte, held *heldAs) {
 		}
 		defer x.releaseGroup(&p.locks, took)
 		if held != nil {
-			if h, err = held.start(p, ds, now); err != nil {
+			if h, err = held.start(p, string(domain), now); err != nil {
 				x.error(err)
 				return
 			}
 		}
-		if len(p.checks) == 0 {
-			err = h.hold(nil)
-		} else {
-			var hold holder
-			if h != nil {
-				hold = h
-			}
-			if v, err = x.decideLocked(p, now, ds, hold); err == nil {
-				err = x.negativeHits(p, now)
-			}
+		var hold holder
+		if h != nil {
+			hold = h
+		}
+		if v, err = x.decideLocked(p, now, ds, hold); err == nil {
+			err = x.negativeHits(p, now)
 		}
 		if err != nil {
 			x.error(err)
@@ -266,9 +254,6 @@ func shouldRateLimit(x *exec, args [][]byte, held *heldAs) {
 		}
 		if v.binding >= 0 {
 			x.noteBinding(p.checks, v.binding, v.refused)
-		}
-		if h != nil && !v.refused {
-			x.m.reservations.reserved.Add(1)
 		}
 		x.out.Limited = v.refused
 	}

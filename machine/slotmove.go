@@ -37,12 +37,14 @@ import (
 var ErrExport = errors.New("machine: slot export")
 
 // movable reports whether records of kind move with their slot: the
-// limiters' counters. Rules, overrides, scale, reservations and the
-// ownership record are configuration every group keeps.
+// limiters' counters, and the reservations held on them (each part is in
+// its counters' slot, the head in its domain's). Rules, overrides, scale
+// and the ownership record are configuration every group keeps.
 func movable(k keyspace.Kind) bool {
 	switch k {
 	case keyspace.KindGCRA, keyspace.KindSlidingCounter, keyspace.KindSlidingLog,
-		keyspace.KindFixedWindow, keyspace.KindLeases, keyspace.KindQuota:
+		keyspace.KindFixedWindow, keyspace.KindLeases, keyspace.KindQuota,
+		keyspace.KindReservation, keyspace.KindReservationPart:
 		return true
 	}
 	return false

@@ -21,10 +21,19 @@ var partKinds = map[memberpb.PartKind]machine.PartKind{
 	memberpb.PartKind_RESERVE: machine.PartReserve,
 	memberpb.PartKind_DECIDE:  machine.PartDecide,
 	memberpb.PartKind_CANCEL:  machine.PartCancel,
+	memberpb.PartKind_SETTLE:  machine.PartSettle,
+	memberpb.PartKind_HOLD:    machine.PartHold,
 }
 
 func partMessage(group string, r *machine.PartRequest) *memberpb.PartRequest {
-	m := &memberpb.PartRequest{Group: group, Rls: r.RLS, Domain: r.Domain, Rules: r.Rules, Id: r.ID, TtlSeconds: r.TTL, Head: r.Head}
+	m := &memberpb.PartRequest{Group: group, Rls: r.RLS, Domain: r.Domain, Rules: r.Rules, Id: r.ID, TtlSeconds: r.TTL, Head: r.Head,
+		Actual: r.Actual, Cancel: r.Cancel, WithHead: r.WithHead, Reply: checkMessage(&r.Reply)}
+	for _, s := range r.Slots {
+		m.Slots = append(m.Slots, int32(s))
+	}
+	for _, o := range r.Orders {
+		m.Orders = append(m.Orders, int32(o))
+	}
 	for k, v := range partKinds {
 		if v == r.Kind {
 			m.Kind = k
@@ -45,7 +54,14 @@ func partRequest(m *memberpb.PartRequest) (*machine.PartRequest, bool) {
 		return nil, false
 	}
 	r := &machine.PartRequest{Kind: kind, RLS: m.GetRls(), Domain: m.GetDomain(), Rules: m.GetRules(), ID: m.GetId(),
-		TTL: m.GetTtlSeconds(), Head: m.GetHead(), Descriptors: make([][][]byte, len(m.GetDescriptors()))}
+		TTL: m.GetTtlSeconds(), Head: m.GetHead(), Descriptors: make([][][]byte, len(m.GetDescriptors())),
+		Actual: m.GetActual(), Cancel: m.GetCancel(), WithHead: m.GetWithHead(), Reply: checkResult(m.GetReply())}
+	for _, s := range m.GetSlots() {
+		r.Slots = append(r.Slots, int(s))
+	}
+	for _, o := range m.GetOrders() {
+		r.Orders = append(r.Orders, int(o))
+	}
 	for i, d := range m.GetDescriptors() {
 		r.Descriptors[i] = d.GetWords()
 	}
@@ -69,12 +85,25 @@ func partReply(res machine.PartResult, err error) *memberpb.PartReply {
 		}
 		return m
 	}
-	c := &res.Check
-	m := &memberpb.PartReply{Code: memberpb.Code_APPLIED, Limited: res.Limited, Held: res.Held,
-		Check: &memberpb.CheckResult{Limited: c.Limited, Limit: c.Limit, Remaining: c.Remaining, RetryAfter: c.RetryAfter,
-			ResetAfter: c.ResetAfter, Name: c.Name, Window: c.Window}}
+	m := &memberpb.PartReply{Code: memberpb.Code_APPLIED, Limited: res.Limited, Held: res.Held, Check: checkMessage(&res.Check)}
 	m.Statuses = statusMessages(res.Statuses)
+	for _, r := range res.Settled {
+		m.Settled = append(m.Settled, &memberpb.SettleRow{Order: int32(r.Order), Name: r.Name, Reserved: r.Reserved,
+			Actual: r.Actual, Refunded: r.Refunded, Charged: r.Charged})
+	}
 	return m
+}
+
+// checkMessage is a check's result on the wire.
+func checkMessage(c *machine.CheckResult) *memberpb.CheckResult {
+	return &memberpb.CheckResult{Limited: c.Limited, Limit: c.Limit, Remaining: c.Remaining, RetryAfter: c.RetryAfter,
+		ResetAfter: c.ResetAfter, Name: c.Name, Window: c.Window}
+}
+
+// checkResult reads a check's result off the wire.
+func checkResult(c *memberpb.CheckResult) machine.CheckResult {
+	return machine.CheckResult{Limited: c.GetLimited(), Limit: c.GetLimit(), Remaining: c.GetRemaining(),
+		RetryAfter: c.GetRetryAfter(), ResetAfter: c.GetResetAfter(), Name: c.GetName(), Window: c.GetWindow()}
 }
 
 // statusMessages are statuses on the wire.
@@ -114,11 +143,12 @@ func partResult(m *memberpb.PartReply) (machine.PartResult, error) {
 		}
 		return machine.PartResult{}, pe
 	}
-	c := m.GetCheck()
-	res := machine.PartResult{Limited: m.GetLimited(), Held: m.GetHeld(), Check: machine.CheckResult{Limited: c.GetLimited(),
-		Limit: c.GetLimit(), Remaining: c.GetRemaining(), RetryAfter: c.GetRetryAfter(), ResetAfter: c.GetResetAfter(),
-		Name: c.GetName(), Window: c.GetWindow()}}
+	res := machine.PartResult{Limited: m.GetLimited(), Held: m.GetHeld(), Check: checkResult(m.GetCheck())}
 	res.Statuses = statusesOf(m.GetStatuses())
+	for _, r := range m.GetSettled() {
+		res.Settled = append(res.Settled, machine.SettleRow{Order: int(r.GetOrder()), Name: r.GetName(), Reserved: r.GetReserved(),
+			Actual: r.GetActual(), Refunded: r.GetRefunded(), Charged: r.GetCharged()})
+	}
 	return res, nil
 }
 

@@ -107,8 +107,15 @@ const (
 	PartKind_RESERVE PartKind = 1
 	// Decide a whole check whose counters all sit in the group, once.
 	PartKind_DECIDE PartKind = 2
-	// Give back what id holds; nothing held, refuse id for ttl_seconds.
+	// Give back what id holds in slots; a slot where nothing is held
+	// refuses id for ttl_seconds.
 	PartKind_CANCEL PartKind = 3
+	// Settle id's parts in slots at actual (cancel: give everything back),
+	// and with with_head its head.
+	PartKind_SETTLE PartKind = 4
+	// Keep the head of a reservation across groups: reply, and the parts'
+	// slots.
+	PartKind_HOLD PartKind = 5
 )
 
 // Enum value maps for PartKind.
@@ -118,12 +125,16 @@ var (
 		1: "RESERVE",
 		2: "DECIDE",
 		3: "CANCEL",
+		4: "SETTLE",
+		5: "HOLD",
 	}
 	PartKind_value = map[string]int32{
 		"PART_KIND_UNSPECIFIED": 0,
 		"RESERVE":               1,
 		"DECIDE":                2,
 		"CANCEL":                3,
+		"SETTLE":                4,
+		"HOLD":                  5,
 	}
 )
 
@@ -657,8 +668,17 @@ type PartRequest struct {
 	Id         string `protobuf:"bytes,6,opt,name=id,proto3" json:"id,omitempty"`
 	TtlSeconds int64  `protobuf:"varint,7,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
 	// head are the check's words between its domain and first descriptor.
-	Head          [][]byte `protobuf:"bytes,8,rep,name=head,proto3" json:"head,omitempty"`
-	Descriptors   []*Words `protobuf:"bytes,9,rep,name=descriptors,proto3" json:"descriptors,omitempty"`
+	Head        [][]byte `protobuf:"bytes,8,rep,name=head,proto3" json:"head,omitempty"`
+	Descriptors []*Words `protobuf:"bytes,9,rep,name=descriptors,proto3" json:"descriptors,omitempty"`
+	// slots are the reservation's parts' (CANCEL, SETTLE, HOLD).
+	Slots    []int32 `protobuf:"varint,10,rep,packed,name=slots,proto3" json:"slots,omitempty"`
+	Actual   int64   `protobuf:"varint,11,opt,name=actual,proto3" json:"actual,omitempty"`
+	Cancel   bool    `protobuf:"varint,12,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	WithHead bool    `protobuf:"varint,13,opt,name=with_head,json=withHead,proto3" json:"with_head,omitempty"`
+	// reply is what a HOLD's head answers a retried reserve.
+	Reply *CheckResult `protobuf:"bytes,14,opt,name=reply,proto3" json:"reply,omitempty"`
+	// orders are a RESERVE's descriptors' places in the whole reserve.
+	Orders        []int32 `protobuf:"varint,15,rep,packed,name=orders,proto3" json:"orders,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -756,6 +776,133 @@ func (x *PartRequest) GetDescriptors() []*Words {
 	return nil
 }
 
+func (x *PartRequest) GetSlots() []int32 {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+func (x *PartRequest) GetActual() int64 {
+	if x != nil {
+		return x.Actual
+	}
+	return 0
+}
+
+func (x *PartRequest) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+func (x *PartRequest) GetWithHead() bool {
+	if x != nil {
+		return x.WithHead
+	}
+	return false
+}
+
+func (x *PartRequest) GetReply() *CheckResult {
+	if x != nil {
+		return x.Reply
+	}
+	return nil
+}
+
+func (x *PartRequest) GetOrders() []int32 {
+	if x != nil {
+		return x.Orders
+	}
+	return nil
+}
+
+// SettleRow is what a settle did to one limit (machine.SettleRow).
+type SettleRow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Order         int32                  `protobuf:"varint,1,opt,name=order,proto3" json:"order,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Reserved      int64                  `protobuf:"varint,3,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	Actual        int64                  `protobuf:"varint,4,opt,name=actual,proto3" json:"actual,omitempty"`
+	Refunded      int64                  `protobuf:"varint,5,opt,name=refunded,proto3" json:"refunded,omitempty"`
+	Charged       int64                  `protobuf:"varint,6,opt,name=charged,proto3" json:"charged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleRow) Reset() {
+	*x = SettleRow{}
+	mi := &file_member_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleRow) ProtoMessage() {}
+
+func (x *SettleRow) ProtoReflect() protoreflect.Message {
+	mi := &file_member_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleRow.ProtoReflect.Descriptor instead.
+func (*SettleRow) Descriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SettleRow) GetOrder() int32 {
+	if x != nil {
+		return x.Order
+	}
+	return 0
+}
+
+func (x *SettleRow) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SettleRow) GetReserved() int64 {
+	if x != nil {
+		return x.Reserved
+	}
+	return 0
+}
+
+func (x *SettleRow) GetActual() int64 {
+	if x != nil {
+		return x.Actual
+	}
+	return 0
+}
+
+func (x *SettleRow) GetRefunded() int64 {
+	if x != nil {
+		return x.Refunded
+	}
+	return 0
+}
+
+func (x *SettleRow) GetCharged() int64 {
+	if x != nil {
+		return x.Charged
+	}
+	return 0
+}
+
 // CheckResult is RL.CHECK's answer (machine.CheckResult).
 type CheckResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -772,7 +919,7 @@ type CheckResult struct {
 
 func (x *CheckResult) Reset() {
 	*x = CheckResult{}
-	mi := &file_member_proto_msgTypes[8]
+	mi := &file_member_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +931,7 @@ func (x *CheckResult) String() string {
 func (*CheckResult) ProtoMessage() {}
 
 func (x *CheckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[8]
+	mi := &file_member_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +944,7 @@ func (x *CheckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResult.ProtoReflect.Descriptor instead.
 func (*CheckResult) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{8}
+	return file_member_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CheckResult) GetLimited() bool {
@@ -868,7 +1015,7 @@ type RLSStatus struct {
 
 func (x *RLSStatus) Reset() {
 	*x = RLSStatus{}
-	mi := &file_member_proto_msgTypes[9]
+	mi := &file_member_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1027,7 @@ func (x *RLSStatus) String() string {
 func (*RLSStatus) ProtoMessage() {}
 
 func (x *RLSStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[9]
+	mi := &file_member_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1040,7 @@ func (x *RLSStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RLSStatus.ProtoReflect.Descriptor instead.
 func (*RLSStatus) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{9}
+	return file_member_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RLSStatus) GetCode() int32 {
@@ -971,15 +1118,16 @@ type PartReply struct {
 	Limited  bool         `protobuf:"varint,5,opt,name=limited,proto3" json:"limited,omitempty"`
 	Check    *CheckResult `protobuf:"bytes,6,opt,name=check,proto3" json:"check,omitempty"`
 	Statuses []*RLSStatus `protobuf:"bytes,7,rep,name=statuses,proto3" json:"statuses,omitempty"`
-	// held, for CANCEL: something was held and is given back.
-	Held          bool `protobuf:"varint,8,opt,name=held,proto3" json:"held,omitempty"`
+	// held, for CANCEL and SETTLE: something was held and is given back.
+	Held          bool         `protobuf:"varint,8,opt,name=held,proto3" json:"held,omitempty"`
+	Settled       []*SettleRow `protobuf:"bytes,9,rep,name=settled,proto3" json:"settled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartReply) Reset() {
 	*x = PartReply{}
-	mi := &file_member_proto_msgTypes[10]
+	mi := &file_member_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1139,7 @@ func (x *PartReply) String() string {
 func (*PartReply) ProtoMessage() {}
 
 func (x *PartReply) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[10]
+	mi := &file_member_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1152,7 @@ func (x *PartReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartReply.ProtoReflect.Descriptor instead.
 func (*PartReply) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{10}
+	return file_member_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PartReply) GetCode() Code {
@@ -1063,6 +1211,13 @@ func (x *PartReply) GetHeld() bool {
 	return false
 }
 
+func (x *PartReply) GetSettled() []*SettleRow {
+	if x != nil {
+		return x.Settled
+	}
+	return nil
+}
+
 type DecideBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -1074,7 +1229,7 @@ type DecideBatchRequest struct {
 
 func (x *DecideBatchRequest) Reset() {
 	*x = DecideBatchRequest{}
-	mi := &file_member_proto_msgTypes[11]
+	mi := &file_member_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1241,7 @@ func (x *DecideBatchRequest) String() string {
 func (*DecideBatchRequest) ProtoMessage() {}
 
 func (x *DecideBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[11]
+	mi := &file_member_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1254,7 @@ func (x *DecideBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideBatchRequest.ProtoReflect.Descriptor instead.
 func (*DecideBatchRequest) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{11}
+	return file_member_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DecideBatchRequest) GetGroup() string {
@@ -1132,7 +1287,7 @@ type DecideBatchReply struct {
 
 func (x *DecideBatchReply) Reset() {
 	*x = DecideBatchReply{}
-	mi := &file_member_proto_msgTypes[12]
+	mi := &file_member_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1299,7 @@ func (x *DecideBatchReply) String() string {
 func (*DecideBatchReply) ProtoMessage() {}
 
 func (x *DecideBatchReply) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[12]
+	mi := &file_member_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1312,7 @@ func (x *DecideBatchReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideBatchReply.ProtoReflect.Descriptor instead.
 func (*DecideBatchReply) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{12}
+	return file_member_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DecideBatchReply) GetCode() Code {
@@ -1207,7 +1362,7 @@ type DecideReply struct {
 
 func (x *DecideReply) Reset() {
 	*x = DecideReply{}
-	mi := &file_member_proto_msgTypes[13]
+	mi := &file_member_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1374,7 @@ func (x *DecideReply) String() string {
 func (*DecideReply) ProtoMessage() {}
 
 func (x *DecideReply) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[13]
+	mi := &file_member_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1387,7 @@ func (x *DecideReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideReply.ProtoReflect.Descriptor instead.
 func (*DecideReply) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{13}
+	return file_member_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DecideReply) GetCode() Code {
@@ -1309,7 +1464,7 @@ const file_member_proto_rawDesc = "" +
 	"\x06ranges\x18\x06 \x03(\v2\x1b.sluice.member.v1.SlotRangeR\x06ranges\x12-\n" +
 	"\x04jobs\x18\a \x03(\v2\x19.sluice.member.v1.JobViewR\x04jobs\"\x1d\n" +
 	"\x05Words\x12\x14\n" +
-	"\x05words\x18\x01 \x03(\fR\x05words\"\x93\x02\n" +
+	"\x05words\x18\x01 \x03(\fR\x05words\"\xc3\x03\n" +
 	"\vPartRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12.\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1a.sluice.member.v1.PartKindR\x04kind\x12\x10\n" +
@@ -1320,7 +1475,21 @@ const file_member_proto_rawDesc = "" +
 	"\vttl_seconds\x18\a \x01(\x03R\n" +
 	"ttlSeconds\x12\x12\n" +
 	"\x04head\x18\b \x03(\fR\x04head\x129\n" +
-	"\vdescriptors\x18\t \x03(\v2\x17.sluice.member.v1.WordsR\vdescriptors\"\xc9\x01\n" +
+	"\vdescriptors\x18\t \x03(\v2\x17.sluice.member.v1.WordsR\vdescriptors\x12\x14\n" +
+	"\x05slots\x18\n" +
+	" \x03(\x05R\x05slots\x12\x16\n" +
+	"\x06actual\x18\v \x01(\x03R\x06actual\x12\x16\n" +
+	"\x06cancel\x18\f \x01(\bR\x06cancel\x12\x1b\n" +
+	"\twith_head\x18\r \x01(\bR\bwithHead\x123\n" +
+	"\x05reply\x18\x0e \x01(\v2\x1d.sluice.member.v1.CheckResultR\x05reply\x12\x16\n" +
+	"\x06orders\x18\x0f \x03(\x05R\x06orders\"\x9f\x01\n" +
+	"\tSettleRow\x12\x14\n" +
+	"\x05order\x18\x01 \x01(\x05R\x05order\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
+	"\breserved\x18\x03 \x01(\x03R\breserved\x12\x16\n" +
+	"\x06actual\x18\x04 \x01(\x03R\x06actual\x12\x1a\n" +
+	"\brefunded\x18\x05 \x01(\x03R\brefunded\x12\x18\n" +
+	"\acharged\x18\x06 \x01(\x03R\acharged\"\xc9\x01\n" +
 	"\vCheckResult\x12\x18\n" +
 	"\alimited\x18\x01 \x01(\bR\alimited\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -1340,7 +1509,7 @@ const file_member_proto_rawDesc = "" +
 	"\rreset_seconds\x18\x06 \x01(\x03R\fresetSeconds\x12\x16\n" +
 	"\x06shadow\x18\a \x01(\bR\x06shadow\x12!\n" +
 	"\fpolicy_quota\x18\b \x01(\x03R\vpolicyQuota\x12#\n" +
-	"\rpolicy_window\x18\t \x01(\x03R\fpolicyWindow\"\xb8\x02\n" +
+	"\rpolicy_window\x18\t \x01(\x03R\fpolicyWindow\"\xef\x02\n" +
 	"\tPartReply\x12*\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +
@@ -1349,7 +1518,8 @@ const file_member_proto_rawDesc = "" +
 	"\alimited\x18\x05 \x01(\bR\alimited\x123\n" +
 	"\x05check\x18\x06 \x01(\v2\x1d.sluice.member.v1.CheckResultR\x05check\x127\n" +
 	"\bstatuses\x18\a \x03(\v2\x1b.sluice.member.v1.RLSStatusR\bstatuses\x12\x12\n" +
-	"\x04held\x18\b \x01(\bR\x04held\"Y\n" +
+	"\x04held\x18\b \x01(\bR\x04held\x125\n" +
+	"\asettled\x18\t \x03(\v2\x1b.sluice.member.v1.SettleRowR\asettled\"Y\n" +
 	"\x12DecideBatchRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12-\n" +
 	"\x05calls\x18\x02 \x03(\v2\x17.sluice.member.v1.WordsR\x05calls\"\xa7\x01\n" +
@@ -1373,14 +1543,17 @@ const file_member_proto_rawDesc = "" +
 	"\vWRONG_GROUP\x10\x03\x12\v\n" +
 	"\aREFUSED\x10\x04\x12\x0f\n" +
 	"\vNOT_APPLIED\x10\x05\x12\x13\n" +
-	"\x0fUNKNOWN_OUTCOME\x10\x06*J\n" +
+	"\x0fUNKNOWN_OUTCOME\x10\x06*`\n" +
 	"\bPartKind\x12\x19\n" +
 	"\x15PART_KIND_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aRESERVE\x10\x01\x12\n" +
 	"\n" +
 	"\x06DECIDE\x10\x02\x12\n" +
 	"\n" +
-	"\x06CANCEL\x10\x03*K\n" +
+	"\x06CANCEL\x10\x03\x12\n" +
+	"\n" +
+	"\x06SETTLE\x10\x04\x12\b\n" +
+	"\x04HOLD\x10\x05*K\n" +
 	"\aRefusal\x12\x17\n" +
 	"\x13REFUSAL_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
@@ -1406,7 +1579,7 @@ func file_member_proto_rawDescGZIP() []byte {
 }
 
 var file_member_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_member_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_member_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_member_proto_goTypes = []any{
 	(Code)(0),                  // 0: sluice.member.v1.Code
 	(PartKind)(0),              // 1: sluice.member.v1.PartKind
@@ -1419,12 +1592,13 @@ var file_member_proto_goTypes = []any{
 	(*MemberReport)(nil),       // 8: sluice.member.v1.MemberReport
 	(*Words)(nil),              // 9: sluice.member.v1.Words
 	(*PartRequest)(nil),        // 10: sluice.member.v1.PartRequest
-	(*CheckResult)(nil),        // 11: sluice.member.v1.CheckResult
-	(*RLSStatus)(nil),          // 12: sluice.member.v1.RLSStatus
-	(*PartReply)(nil),          // 13: sluice.member.v1.PartReply
-	(*DecideBatchRequest)(nil), // 14: sluice.member.v1.DecideBatchRequest
-	(*DecideBatchReply)(nil),   // 15: sluice.member.v1.DecideBatchReply
-	(*DecideReply)(nil),        // 16: sluice.member.v1.DecideReply
+	(*SettleRow)(nil),          // 11: sluice.member.v1.SettleRow
+	(*CheckResult)(nil),        // 12: sluice.member.v1.CheckResult
+	(*RLSStatus)(nil),          // 13: sluice.member.v1.RLSStatus
+	(*PartReply)(nil),          // 14: sluice.member.v1.PartReply
+	(*DecideBatchRequest)(nil), // 15: sluice.member.v1.DecideBatchRequest
+	(*DecideBatchReply)(nil),   // 16: sluice.member.v1.DecideBatchReply
+	(*DecideReply)(nil),        // 17: sluice.member.v1.DecideReply
 }
 var file_member_proto_depIdxs = []int32{
 	0,  // 0: sluice.member.v1.ApplyReply.code:type_name -> sluice.member.v1.Code
@@ -1434,28 +1608,30 @@ var file_member_proto_depIdxs = []int32{
 	7,  // 4: sluice.member.v1.MemberReport.jobs:type_name -> sluice.member.v1.JobView
 	1,  // 5: sluice.member.v1.PartRequest.kind:type_name -> sluice.member.v1.PartKind
 	9,  // 6: sluice.member.v1.PartRequest.descriptors:type_name -> sluice.member.v1.Words
-	0,  // 7: sluice.member.v1.PartReply.code:type_name -> sluice.member.v1.Code
-	2,  // 8: sluice.member.v1.PartReply.refusal:type_name -> sluice.member.v1.Refusal
-	11, // 9: sluice.member.v1.PartReply.check:type_name -> sluice.member.v1.CheckResult
-	12, // 10: sluice.member.v1.PartReply.statuses:type_name -> sluice.member.v1.RLSStatus
-	9,  // 11: sluice.member.v1.DecideBatchRequest.calls:type_name -> sluice.member.v1.Words
-	0,  // 12: sluice.member.v1.DecideBatchReply.code:type_name -> sluice.member.v1.Code
-	16, // 13: sluice.member.v1.DecideBatchReply.replies:type_name -> sluice.member.v1.DecideReply
-	0,  // 14: sluice.member.v1.DecideReply.code:type_name -> sluice.member.v1.Code
-	12, // 15: sluice.member.v1.DecideReply.statuses:type_name -> sluice.member.v1.RLSStatus
-	3,  // 16: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
-	5,  // 17: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
-	10, // 18: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
-	14, // 19: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
-	4,  // 20: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
-	8,  // 21: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
-	13, // 22: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
-	15, // 23: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
-	20, // [20:24] is the sub-list for method output_type
-	16, // [16:20] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	12, // 7: sluice.member.v1.PartRequest.reply:type_name -> sluice.member.v1.CheckResult
+	0,  // 8: sluice.member.v1.PartReply.code:type_name -> sluice.member.v1.Code
+	2,  // 9: sluice.member.v1.PartReply.refusal:type_name -> sluice.member.v1.Refusal
+	12, // 10: sluice.member.v1.PartReply.check:type_name -> sluice.member.v1.CheckResult
+	13, // 11: sluice.member.v1.PartReply.statuses:type_name -> sluice.member.v1.RLSStatus
+	11, // 12: sluice.member.v1.PartReply.settled:type_name -> sluice.member.v1.SettleRow
+	9,  // 13: sluice.member.v1.DecideBatchRequest.calls:type_name -> sluice.member.v1.Words
+	0,  // 14: sluice.member.v1.DecideBatchReply.code:type_name -> sluice.member.v1.Code
+	17, // 15: sluice.member.v1.DecideBatchReply.replies:type_name -> sluice.member.v1.DecideReply
+	0,  // 16: sluice.member.v1.DecideReply.code:type_name -> sluice.member.v1.Code
+	13, // 17: sluice.member.v1.DecideReply.statuses:type_name -> sluice.member.v1.RLSStatus
+	3,  // 18: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
+	5,  // 19: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
+	10, // 20: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
+	15, // 21: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
+	4,  // 22: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
+	8,  // 23: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
+	14, // 24: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
+	16, // 25: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
+	22, // [22:26] is the sub-list for method output_type
+	18, // [18:22] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_member_proto_init() }
@@ -1469,7 +1645,7 @@ func file_member_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_member_proto_rawDesc), len(file_member_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

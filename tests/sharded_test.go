@@ -592,7 +592,7 @@ func TestCrossGroupCheckWithAGroupDown(t *testing.T) {
 	var last error
 	eventually(t, "a check touching the group without a leader fails with CLUSTERDOWN", func() bool {
 		last = cc.Do(ctx(t), "RL.CHECK", "x", "DESCRIPTOR", "user", users[0], "DESCRIPTOR", "user", users[1]).Err()
-		return last != nil && strings.HasPrefix(last.Error(), "CLUSTERDOWN a group this check spans has no leader")
+		return last != nil && strings.HasPrefix(last.Error(), "CLUSTERDOWN a group this command spans has no leader")
 	})
 	eventually(t, "the live group's part given back", func() bool { return left(users[1]) == before })
 	if v := checkInts(t, cc, "RL.CHECK", "x", "DESCRIPTOR", "user", users[1]); v[0] != 0 || v[2] != before-1 {

@@ -1,0 +1,463 @@
+package machine
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/sluice-rl/sluice/gcra"
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/quota"
+	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/slot"
+	"github.com/sluice-rl/sluice/window"
+)
+
+func checkSettle(_ *Machine, args [][]byte) string {
+	_, bad := parseSettle(args)
+	return bad
+}
+
+// parseSettle reads RL.SETTLE's actual cost (RL.CANCEL's is 0).
+func parseSettle(args [][]byte) (int64, string) {
+	if len(args[2]) == 0 || len(args[2]) > maxReservationID {
+		return 0, "ERR a reservation id must be 1 to 256 bytes"
+	}
+	if len(args) < 4 {
+		return 0, ""
+	}
+	n, ok := resp.ParseInt(args[3])
+	if !ok || n < 0 || n > maxRLSValue {
+		return 0, "ERR actual-cost must be an integer in [0, 4294967295]"
+	}
+	return n, ""
+}
+
+// How a settle ends a reservation: at an actual cost (RL.SETTLE), or
+// giving everything back (RL.CANCEL, RL.PART CANCEL).
+type settleMode int
+
+const (
+	settleActual settleMode = iota
+	settleCancel
+)
+
+// runSettle is RL.SETTLE <domain> <id> <actual> and RL.CANCEL <domain> <id>.
+func runSettle(x *exec, args [][]byte) {
+	actual, bad := parseSettle(args)
+	if bad != "" {
+		x.fail(bad)
+		return
+	}
+	mode := settleActual
+	if resp.EqualFold(args[0], "rl.cancel") {
+		mode = settleCancel
+	}
+	settle(x, settling{domain: args[1], id: args[2], actual: actual, mode: mode, head: true})
+}
+
+// settling says what a settle ends.
+type settling struct {
+	domain, id []byte
+	actual     int64
+	mode       settleMode
+	// head: the head is settled, and with slots nil the parts it lists
+	// (RL.SETTLE, RL.CANCEL: nothing is settled when no head is held).
+	head bool
+	// slots, when set, are the slots of the parts to settle (a
+	// coordinator's share of a reservation across groups, a check's
+	// part's cancel).
+	slots []int
+	// tombstone > 0 (ns) marks a part not held cancelled for that long:
+	// its reserve may still be on its way (a check's part's cancel).
+	tombstone int64
+}
+
+// SettleRow is what a settle did to one limit of a reservation: RL.SETTLE's
+// reply lists them in the reserve's order (Order).
+type SettleRow struct {
+	Order                               int
+	Name                                string
+	Reserved, Actual, Refunded, Charged int64
+}
+
+// WriteSettle writes RL.SETTLE's reply: per limit [name, reserved, actual,
+// refunded, charged].
+func WriteSettle(w *resp.Writer, rows []SettleRow) {
+	w.Array(len(rows))
+	for _, r := range rows {
+		w.Array(5)
+		w.BulkString(r.Name)
+		w.Int(r.Reserved)
+		w.Int(r.Actual)
+		w.Int(r.Refunded)
+		w.Int(r.Charged)
+	}
+}
+
+// heldRecord is a reservation's record read for a settle: where it is,
+// what it held when read (nil: nothing, or a tombstone), and what tells
+// whether it changed since (sameAs).
+type heldRecord struct {
+	key   []byte
+	at    int
+	kind  keyspace.Kind
+	state *ReservationState
+	seen  any
+}
+
+// read reads the record r names at now.
+func (r *heldRecord) read(s *keyspace.Slot, now int64) error {
+	var err error
+	r.state, r.seen, err = reservationSeen(s, r.key, r.kind, now, true)
+	return err
+}
+
+// sameAs reports whether the record r names still holds what r read.
+func (r *heldRecord) sameAs(s *keyspace.Slot, now int64) bool {
+	return sameReservation(s, r.key, r.kind, now, r.seen)
+}
+
+// live reports a record that holds a reservation (not a tombstone).
+func (r *heldRecord) live() bool { return r.state != nil && !r.state.Cancelled }
+
+// settle ends a reservation's records as st says: it reads them (each
+// under its slot's lock), holds every slot they touch, and looks again —
+// in between, another apply may have settled them. The reply is nil when
+// nothing was held, else the rows of every limit settled.
+func settle(x *exec, st settling) {
+	domain := view(st.domain)
+	p := x.m.plan()
+	defer x.m.release(p)
+	var recBuf [8]heldRecord
+	for range 8 {
+		recs := recBuf[:0]
+		p.keys = p.keys[:0]
+		if st.head {
+			p.keys = appendReservationKey(p.keys, domain, st.id)
+			key := p.keys[:len(p.keys):len(p.keys)]
+			recs = append(recs, heldRecord{key: key, at: slot.Of(key), kind: keyspace.KindReservation})
+			if err := x.readPart(&recs[0], 0); err != nil {
+				x.error(err)
+				return
+			}
+		}
+		slots := st.slots
+		if st.head && slots == nil {
+			if !recs[0].live() {
+				x.w.Null()
+				return
+			}
+			slots = recs[0].state.Slots
+		}
+		// Room for every part's key: the keys taken before stay where they are.
+		p.keys = slices.Grow(p.keys, len(slots)*(partKeyBase+len(domain)+len(st.id)))
+		for _, s := range slots {
+			if err := x.m.fenceSlot(s); err != nil {
+				x.out.Refusal = ErrHeldElsewhere
+				x.fail(string(err.(fenceError)) + ": the reservation is held across groups")
+				return
+			}
+			start := len(p.keys)
+			p.keys = appendPartKey(p.keys, domain, st.id, s)
+			recs = append(recs, heldRecord{key: p.keys[start:len(p.keys):len(p.keys)], at: s, kind: keyspace.KindReservationPart})
+			if err := x.readPart(&recs[len(recs)-1], st.tombstone); err != nil {
+				x.error(err)
+				return
+			}
+		}
+		locks := &p.locks
+		locks.reset(x.m.keys)
+		for i := range recs {
+			r := &recs[i]
+			locks.slots = append(locks.slots, r.at)
+			if !r.live() {
+				continue
+			}
+			if r.kind == keyspace.KindReservation {
+				// A head written before reservations were split by slot
+				// holds limits anywhere.
+				if err := x.m.fenceHeld(r.state); err != nil {
+					x.error(err)
+					return
+				}
+			}
+			for j := range r.state.Limits {
+				locks.slots = append(locks.slots, slot.Of(r.state.Limits[j].Key))
+			}
+		}
+		took := x.holdGroup(locks)
+		done := x.settleHeld(recs, st)
+		x.releaseGroup(locks, took)
+		if done {
+			return
+		}
+	}
+	x.error(errors.New("the reservation kept changing while it was settled; try again"))
+}
+
+// readPart reads the record r names; with tombstone > 0, a part not held
+// is marked cancelled for that long.
+func (x *exec) readPart(r *heldRecord, tombstone int64) error {
+	s, now := x.lockSlot(r.at)
+	defer x.unlock(s)
+	if err := r.read(s, now); err != nil || r.state != nil || tombstone <= 0 {
+		return err
+	}
+	dead := &ReservationState{Cancelled: true, Reply: CheckResult{Limited: true, Limit: -1, Remaining: -1, RetryAfter: -1}}
+	if _, _, err := storeReservation(s, r.key, r.kind, now+tombstone, dead, nil, true); err != nil {
+		return err
+	}
+	return r.read(s, now)
+}
+
+// settleHeld settles recs with every slot they touch held. It reports
+// false when a record is no longer what was read (settled or replaced
+// meanwhile): the caller looks again.
+func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
+	for i := range recs {
+		r := &recs[i]
+		if s, now := x.lockSlot(r.at); !r.sameAs(s, now) {
+			return false
+		}
+	}
+	rows := x.bufs.settled[:0]
+	held := false
+	for i := range recs {
+		r := &recs[i]
+		if !r.live() {
+			continue
+		}
+		held = true
+		s, now := x.lockSlot(r.at)
+		if e, ok := s.Get(r.key, now); ok {
+			s.Delete(e)
+		}
+		if r.kind == keyspace.KindReservation {
+			if st.mode == settleCancel {
+				x.m.reservations.cancelled.Add(1)
+			} else {
+				x.m.reservations.settled.Add(1)
+			}
+		}
+		for j := range r.state.Limits {
+			l := &r.state.Limits[j]
+			row := SettleRow{Order: l.Order, Name: l.Name, Reserved: l.Units, Actual: st.actual}
+			var err error
+			switch {
+			case st.actual < l.Units:
+				row.Refunded, err = x.refund(l, l.Units-st.actual, now)
+			case st.actual > l.Units:
+				row.Charged, err = x.force(l, st.actual-l.Units, now)
+			}
+			if err != nil {
+				// A limit that cannot be settled (its key now holds
+				// another kind) is left as it is; the others settle.
+				row.Refunded, row.Charged = 0, 0
+			}
+			rows = append(rows, row)
+		}
+	}
+	x.bufs.settled = rows
+	if !held {
+		x.w.Null()
+		return true
+	}
+	byOrder := func(a, b SettleRow) int { return a.Order - b.Order }
+	if !slices.IsSortedFunc(rows, byOrder) {
+		slices.SortStableFunc(rows, byOrder)
+	}
+	x.out.Settled = rows
+	WriteSettle(x.w, rows)
+	return true
+}
+
+// refund gives n units of l back at now and returns how many went back.
+// An Anchor of -1 says the units were the latest charged (a refund with no
+// reservation, Envoy's is_negative_hits): GCRA's from its TAT, the window
+// kinds' from the (sub-)window or log entry that counted last, a
+// quota's from its current period.
+func (x *exec) refund(l *HeldLimit, n, now int64) (int64, error) {
+	key := l.Key
+	s, _ := x.lockKey(key)
+	defer x.unlock(s)
+	e, found, err := s.GetKind(key, l.Kind, now)
+	if err != nil || !found {
+		return 0, err // gone: nothing left to give back
+	}
+	switch l.Kind {
+	case keyspace.KindGCRA:
+		if l.Step <= 0 {
+			return 0, nil
+		}
+		base := l.Anchor
+		if base < 0 {
+			base = s.Word(e) - min(l.Units*l.Step, s.Word(e))
+		}
+		tat, given := gcra.Refund(s.Word(e), base, l.Units, l.Units-n, l.Step, now)
+		s.SetWord(e, tat)
+		// The time given back, in units to the nearest: a refund a
+		// nanosecond after the charge gives back all but that nanosecond.
+		return min((given+l.Step/2)/l.Step, n), nil
+	case keyspace.KindSlidingCounter:
+		return refundWindow[window.CounterState](s, e, l, n)
+	case keyspace.KindFixedWindow:
+		return refundWindow[window.FixedState](s, e, l, n)
+	case keyspace.KindSlidingLog:
+		st, err := x.logAt(s, e)
+		if err != nil {
+			return 0, err
+		}
+		st, given := st.Refund(anchorOr(l.Anchor, st.Tail()), n)
+		if given == 0 {
+			return 0, nil
+		}
+		return given, storeLog(s, key, e, true, &st, s.Word(e), &x.bufs.enc)
+	case keyspace.KindQuota:
+		st, err := x.m.quotaAt(s, e)
+		if err != nil {
+			return 0, err
+		}
+		start := l.Anchor
+		if start < 0 {
+			if _, err := st.Get(now); err != nil { // rolled to the current period
+				return 0, err
+			}
+			start = st.Start
+		}
+		given, err := st.RefundIn(start, now, n)
+		if err != nil || given == 0 {
+			return 0, err
+		}
+		if err := storeQuota(s, key, e, true, &st); err != nil {
+			return 0, err
+		}
+		x.journaled(x.m.quotaChanged(key, &st))
+		return given, nil
+	}
+	return 0, nil
+}
+
+// anchorOr is anchor, or for a refund of the latest charge (-1) latest:
+// the (sub-)window the state counted its last charge in.
+func anchorOr(anchor, latest int64) int64 {
+	if anchor < 0 {
+		return latest
+	}
+	return anchor
+}
+
+// force charges n more units of l at now, past its limit if it must, and
+// returns how many were charged.
+func (x *exec) force(l *HeldLimit, n, now int64) (int64, error) {
+	key := l.Key
+	s, _ := x.lockKey(key)
+	defer x.unlock(s)
+	e, found, err := s.GetKind(key, l.Kind, now)
+	if err != nil {
+		return 0, err
+	}
+	p := window.Params{Limit: l.Limit, Window: l.Step}
+	switch l.Kind {
+	case keyspace.KindGCRA:
+		var tat int64
+		if found {
+			tat = s.Word(e)
+		}
+		next, err := gcra.Force(tat, found, now, n, l.Step)
+		if err != nil {
+			return 0, err
+		}
+		if found {
+			s.SetWord(e, next)
+		} else if _, err := s.Insert(key, keyspace.KindGCRA, next, nil); err != nil {
+			return 0, err
+		}
+		return n, nil
+	case keyspace.KindSlidingCounter:
+		return forceWindow[window.CounterState](s, e, found, l, p, n, now)
+	case keyspace.KindFixedWindow:
+		return forceWindow[window.FixedState](s, e, found, l, p, n, now)
+	case keyspace.KindSlidingLog:
+		var st window.LogState
+		if found {
+			if st, err = x.logAt(s, e); err != nil {
+				return 0, err
+			}
+			st = st.Clone()
+		}
+		st, exp, err := st.Force(found, now, p, n)
+		if err != nil {
+			return 0, err
+		}
+		return n, storeLog(s, key, e, found, &st, exp, &x.bufs.enc)
+	case keyspace.KindQuota:
+		if !found {
+			return 0, nil // its schedule went with it: nothing to count in
+		}
+		st, err := x.m.quotaAt(s, e)
+		if err != nil {
+			return 0, err
+		}
+		st, err = quota.Force(st, true, now, st.Limit, st.Schedule, n)
+		if err != nil {
+			return 0, err
+		}
+		if err := storeQuota(s, key, e, true, &st); err != nil {
+			return 0, err
+		}
+		x.journaled(x.m.quotaChanged(key, &st))
+		return n, nil
+	}
+	return 0, nil
+}
+
+// settledWindow is a window kind whose state lives in its record
+// (sliding counter, fixed window), as a reservation settles it.
+type settledWindow[S any] interface {
+	Refund(w, start, n int64) (S, int64)
+	Force(exists bool, now int64, p window.Params, cost int64) (S, int64, error)
+	Latest() int64
+}
+
+// refundWindow gives n units of l back from the record e holds.
+func refundWindow[S settledWindow[S]](s *keyspace.Slot, e keyspace.Entry, l *HeldLimit, n int64) (int64, error) {
+	st, err := windowStateOf[S](s, e)
+	if err != nil {
+		return 0, err
+	}
+	next, given := st.Refund(l.Step, anchorOr(l.Anchor, st.Latest()), n)
+	return given, storeInline(s, l.Key, l.Kind, e, true, s.Word(e), &next)
+}
+
+// forceWindow charges n more units of l at now into the record e holds
+// (found) or a new one.
+func forceWindow[S settledWindow[S]](s *keyspace.Slot, e keyspace.Entry, found bool, l *HeldLimit, p window.Params, n, now int64) (int64, error) {
+	var st S
+	if found {
+		var err error
+		if st, err = windowStateOf[S](s, e); err != nil {
+			return 0, err
+		}
+	}
+	next, exp, err := st.Force(found, now, p, n)
+	if err != nil {
+		return 0, err
+	}
+	return n, storeInline(s, l.Key, l.Kind, e, found, exp, &next)
+}
+
+// logAt is the sliding log a record holds (decoded into the apply's
+// scratch when inline: valid until the next decode).
+func (x *exec) logAt(s *keyspace.Slot, e keyspace.Entry) (window.LogState, error) {
+	if e.Inline() {
+		if err := x.bufs.log.DecodeReusing(s.State(e)); err != nil {
+			return window.LogState{}, err
+		}
+		return x.bufs.log, nil
+	}
+	st, ok := s.Object(e).(*window.LogState)
+	if !ok || st == nil {
+		return window.LogState{}, window.ErrCorrupt
+	}
+	return *st, nil
+}
