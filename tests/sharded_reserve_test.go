@@ -2,11 +2,18 @@ package tests
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/httplimit"
 )
 
 const shardedReserveRules = `domain: llm
@@ -179,4 +186,104 @@ func (sc *ShardedCluster) slotGroup(t *testing.T, k, v string) int {
 	}
 	t.Fatalf("no group keeps a counter for %s=%s", k, v)
 	return -1
+}
+
+// httplimit.Reserve over a go-redis ClusterClient on two groups: every
+// tenant's estimate is reserved wherever its counter hashes and settled
+// with what the handler reported; a reserve the server refuses (more
+// descriptors than RL.RESERVE takes) is never silent — counted as a
+// failure with its reason, seen by OnError, and the failure mode applies
+// (here closed: 503).
+func TestHTTPLimitReserveOnAShardedCluster(t *testing.T) {
+	sc := StartShardedCluster(t, 1, [][]string{{"0-8191"}, {"8192-16383"}}, "--rules", writeRules(t, "llm.yaml", shardedReserveRules))
+	waitShardedRules(t, sc, "llm", 2)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 8})
+	t.Cleanup(func() { cc.Close() })
+	reg := prometheus.NewRegistry()
+	var seen atomic.Int64
+	mw, err := httplimit.New(httplimit.Config{
+		Client:    cc,
+		Key:       func(r *http.Request) string { return r.Header.Get("X-Tenant") },
+		Timeout:   2 * time.Second,
+		OnFailure: httplimit.FailClosed,
+		Metrics:   reg,
+		OnError:   func(*http.Request, error) { seen.Add(1) },
+		Limit: httplimit.Reserve{
+			Domain: "llm",
+			Descriptors: func(r *http.Request, tenant string) [][]httplimit.Entry {
+				d := [][]httplimit.Entry{{{Key: "tenant", Value: tenant}}}
+				for r.Header.Get("X-Many") != "" && len(d) <= 64 {
+					d = append(d, d[0])
+				}
+				return d
+			},
+			Estimate: func(r *http.Request) int64 {
+				n, _ := strconv.ParseInt(r.Header.Get("X-Max-Tokens"), 10, 64)
+				return n
+			},
+			TTL: time.Minute,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.ParseInt(r.URL.Query().Get("used"), 10, 64)
+		httplimit.ReportCost(r.Context(), n)
+		w.Write([]byte("ok"))
+	})))
+	defer srv.Close()
+	get := func(tenant, used, maxTokens string, many bool) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx(t), http.MethodGet, srv.URL+"/?used="+used, nil)
+		req.Header.Set("X-Tenant", tenant)
+		req.Header.Set("X-Max-Tokens", maxTokens)
+		if many {
+			req.Header.Set("X-Many", "1")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	groups := map[int]bool{}
+	for i := range 12 {
+		tenant := "h" + strconv.Itoa(i)
+		resp := get(tenant, "40", "100", false)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Limit") != "100000" {
+			t.Fatalf("tenant %s: HTTP %d, X-RateLimit-Limit %q", tenant, resp.StatusCode, resp.Header.Get("X-RateLimit-Limit"))
+		}
+		eventually(t, "tenant "+tenant+" settled at 40", func() bool {
+			return checkInts(t, cc, "RL.CHECK", "llm", "COST", 0, "DESCRIPTOR", "tenant", tenant)[2] == 100000-40
+		})
+		groups[sc.slotGroup(t, "tenant", tenant)] = true
+	}
+	if len(groups) != 2 {
+		t.Fatalf("the tenants' counters sit in %d group(s): the test tried nothing across groups", len(groups))
+	}
+	if resp := get("h0", "1", "5", true); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a reserve the server refused: HTTP %d, want the failure mode's 503", resp.StatusCode)
+	}
+	if seen.Load() != 1 {
+		t.Fatalf("OnError saw %d failures, want 1", seen.Load())
+	}
+	families, _ := reg.Gather()
+	failures := 0.0
+	for _, f := range families {
+		if f.GetName() != "sluice_httplimit_failures_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == "error_reply" {
+					failures += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if failures != 1 {
+		t.Fatalf("sluice_httplimit_failures_total{reason=\"error_reply\"} = %v, want 1", failures)
+	}
 }

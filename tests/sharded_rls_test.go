@@ -241,7 +241,9 @@ descriptors:
 // reserved anywhere), and the keys are where a cluster client sends the
 // tenant's own keys.
 func TestShardKeyKeepsChecksInOneGroup(t *testing.T) {
-	sc := StartShardedCluster(t, 1, [][]string{{"0-8191"}, {"8192-16383"}},
+	metrics := []string{freeAddr(t), freeAddr(t)}
+	sc := StartShardedClusterWith(t, 1, [][]string{{"0-8191"}, {"8192-16383"}},
+		func(g, _ int) []string { return []string{"--metrics-addr", metrics[g]} },
 		"--rules", writeRules(t, "t.yaml", shardKeyRules), "--rules", writeRules(t, "x.yaml", crossRules))
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 8})
 	t.Cleanup(func() { cc.Close() })
@@ -253,15 +255,12 @@ func TestShardKeyKeepsChecksInOneGroup(t *testing.T) {
 		}
 		return cc.Do(ctx(t), "RL.CHECK", "x", "COST", 0, "DESCRIPTOR", "user", "warm").Err() == nil
 	})
-	reserved := func() (n int64) {
-		for g := range 2 {
-			info, err := sc.Groups[g][0].Client().Info(ctx(t), "stats").Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, line := range strings.Split(info, "\r\n") {
-				if v, ok := strings.CutPrefix(line, "reservations_reserved:"); ok {
-					k, _ := strconv.ParseInt(v, 10, 64)
+	// The parts the members' coordinators split checks into.
+	reserved := func() (n float64) {
+		for _, addr := range metrics {
+			for _, line := range strings.Split(scrape(t, addr), "\n") {
+				if v, ok := strings.CutPrefix(line, "sluice_crossgroup_parts_total "); ok {
+					k, _ := strconv.ParseFloat(v, 64)
 					n += k
 				}
 			}
@@ -289,7 +288,7 @@ func TestShardKeyKeepsChecksInOneGroup(t *testing.T) {
 		}
 	}
 	if n := reserved(); n != 0 {
-		t.Fatalf("checks by tenant reserved %d parts", n)
+		t.Fatalf("checks by tenant reserved %v parts", n)
 	}
 	// Without a shard key, the same kind of check by user spans groups.
 	for i := range 8 {
