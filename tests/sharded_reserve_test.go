@@ -287,3 +287,47 @@ func TestHTTPLimitReserveOnAShardedCluster(t *testing.T) {
 		t.Fatalf("sluice_httplimit_failures_total{reason=\"error_reply\"} = %v, want 1", failures)
 	}
 }
+
+// Envoy's is_negative_hits on a sharded cluster's gRPC door: units given
+// back to counters in both groups, in one request, answered OK; the
+// counters read what the refunds left.
+func TestNegativeHitsAcrossGroups(t *testing.T) {
+	grpcAddrs := []string{freeAddr(t), freeAddr(t)}
+	sc := StartShardedClusterWith(t, 1, [][]string{{"0-8191"}, {"8192-16383"}},
+		func(g, _ int) []string { return []string{"--grpc-addr", grpcAddrs[g]} }, "--rules", writeRules(t, "x.yaml", crossRules))
+	waitShardedRules(t, sc, "x", 2)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs(), MaxRedirects: 8})
+	t.Cleanup(func() { cc.Close() })
+	c, _ := rlsClient(t, grpcAddrs[0])
+	userLeft := func(u string) int64 {
+		return checkInts(t, cc, "RL.CHECK", "x", "COST", 0, "DESCRIPTOR", "user", u)[2]
+	}
+	// Users whose counters sit in each group.
+	var users []string
+	groups := map[int]bool{}
+	for i := 0; len(groups) < 2 || len(users) < 4; i++ {
+		u := "n" + strconv.Itoa(i)
+		if _, err := c.ShouldRateLimit(ctx(t), rlsRequest("x", 6, "user="+u)); err != nil {
+			t.Fatal(err)
+		}
+		groups[sc.slotGroup(t, "user", u)] = true
+		users = append(users, u)
+	}
+	back := rlsRequest("x", 4)
+	for _, u := range users {
+		back.Descriptors = append(back.Descriptors, rlsRequest("x", 0, "user="+u).Descriptors[0])
+		back.Descriptors[len(back.Descriptors)-1].IsNegativeHits = true
+	}
+	resp, err := c.ShouldRateLimit(ctx(t), back)
+	if err != nil || resp.OverallCode != codeOK {
+		t.Fatalf("is_negative_hits across groups: %v %v", resp, err)
+	}
+	for i, u := range users {
+		if st := resp.Statuses[i]; st.Code != codeOK || st.LimitRemaining != 8 {
+			t.Fatalf("user %s's status: %v", u, st)
+		}
+		if left := userLeft(u); left != 8 {
+			t.Fatalf("user %s: %d left after 6 charged and 4 given back", u, left)
+		}
+	}
+}
