@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cluster"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -110,7 +111,7 @@ func runClusterCountKeys(c *Ctx, args [][]byte) {
 	case !ok:
 		c.W.Error("ERR Invalid slot")
 	default:
-		c.W.Int(int64(c.Env.Machine.Keys().CountInSlot(i, c.readInstant())))
+		c.W.Int(int64(c.Env.Machine.Keys().CountInSlotWhere(i, c.readInstant(), machine.UserKey)))
 	}
 }
 
@@ -127,9 +128,12 @@ func runClusterGetKeys(c *Ctx, args [][]byte) {
 	}
 	var keys [][]byte
 	s, now := c.Env.Machine.Keys().Read(i), c.readInstant()
-	s.Keys(now, func(key []byte, _ keyspace.Entry) bool {
+	s.Keys(now, func(key []byte, e keyspace.Entry) bool {
 		if int64(len(keys)) >= max {
 			return false
+		}
+		if machine.Internal(e.Kind()) {
+			return true
 		}
 		keys = append(keys, append([]byte(nil), key...))
 		return true

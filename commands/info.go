@@ -1,14 +1,14 @@
 package commands
 
 import (
-	"time"
-
 	"fmt"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/shardmap"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -187,13 +187,13 @@ func (c *Ctx) infoFields(name string) [][2]string {
 		}
 		return out
 	case "keyspace":
-		st := e.Machine.Keys().Stats()
-		if st.Keys == 0 {
+		n := machine.UserKeys(e.Machine.Keys().Stats())
+		if n == 0 {
 			return nil
 		}
 		// Every sluice key is a limiter that expires once back to its
 		// resting state, so each counts as a key with an expiry.
-		return [][2]string{{"db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", st.Keys, st.Keys)}}
+		return [][2]string{{"db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", n, n)}}
 	case "commandstats":
 		var out [][2]string
 		add := func(cmd *Command) {

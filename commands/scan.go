@@ -45,6 +45,9 @@ type keyFilter struct {
 }
 
 func (f *keyFilter) keep(key []byte, e keyspace.Entry) bool {
+	if machine.Internal(e.Kind()) {
+		return false // sluice's own records are not keys
+	}
 	if f.typ != nil && !equalFold(f.typ, machine.KindName(e.Kind())) {
 		return false
 	}
@@ -147,7 +150,7 @@ func runKeys(c *Ctx, args [][]byte) {
 	var keys [][]byte
 	if lit, ok := f.pattern.literal(); ok {
 		s, now := c.Env.Machine.Keys().ReadKey(lit), c.readInstant()
-		if _, found := s.Get(lit, now); found {
+		if e, found := s.Get(lit, now); found && !machine.Internal(e.Kind()) {
 			keys = append(keys, lit)
 		}
 		s.Unlock()

@@ -206,10 +206,13 @@ func (s *Slot) Delete(e Entry) { s.t.remove(s.seed, e.r, true) }
 func (s *Slot) Len() int { return s.t.live }
 
 // Live is the number of keys of the slot live at now.
-func (s *Slot) Live(now int64) int {
+func (s *Slot) Live(now int64) int { return s.LiveWhere(now, nil) }
+
+// LiveWhere is Live counting only the kinds keep reports (nil: all).
+func (s *Slot) LiveWhere(now int64, keep func(Kind) bool) int {
 	n := 0
 	s.t.each(0, func(r ref, _ []byte) bool {
-		if exp := s.t.wordAt(r.word); exp == 0 || exp > now {
+		if exp := s.t.wordAt(r.word); (exp == 0 || exp > now) && (keep == nil || keep(r.kind)) {
 			n++
 		}
 		return true
@@ -278,8 +281,10 @@ func (ks *Keyspace) Flush() {
 type Stats struct {
 	// Keys counts keys, expired ones not yet swept included.
 	Keys int
-	// Reservations counts the keys of KindReservation, likewise.
+	// Reservations counts the keys of KindReservation, likewise; Kinds
+	// the keys of each kind.
 	Reservations int
+	Kinds        [MaxKinds]int
 	// Bytes is the memory the slot tables hold.
 	Bytes int
 	// OffHeap is the keyspace's off-heap memory: blocks handed out, and
@@ -294,7 +299,10 @@ func (ks *Keyspace) Stats() Stats {
 		s := &ks.slots[i]
 		s.mu.Lock()
 		st.Keys += s.t.live
-		st.Reservations += s.t.reservations
+		for k, n := range s.t.byKind {
+			st.Kinds[k] += n
+		}
+		st.Reservations += s.t.byKind[KindReservation]
 		st.Bytes += s.t.bytes()
 		s.mu.Unlock()
 	}
@@ -303,17 +311,21 @@ func (ks *Keyspace) Stats() Stats {
 }
 
 // CountInSlot is the number of live keys in one slot at now.
-func (ks *Keyspace) CountInSlot(i int, now int64) int {
+func (ks *Keyspace) CountInSlot(i int, now int64) int { return ks.CountInSlotWhere(i, now, nil) }
+
+// CountInSlotWhere is CountInSlot counting only the kinds keep reports.
+func (ks *Keyspace) CountInSlotWhere(i int, now int64, keep func(Kind) bool) int {
 	s := ks.Lock(i)
 	defer s.Unlock()
-	return s.Live(now)
+	return s.LiveWhere(now, keep)
 }
 
-// LiveLocked is Live for a caller that holds every slot's lock already.
-func (ks *Keyspace) LiveLocked(now int64) int {
+// LiveLocked is Live for a caller that holds every slot's lock already,
+// counting only the kinds keep reports (nil: all).
+func (ks *Keyspace) LiveLocked(now int64, keep func(Kind) bool) int {
 	n := 0
 	for i := range ks.slots {
-		n += ks.slots[i].Live(now)
+		n += ks.slots[i].LiveWhere(now, keep)
 	}
 	return n
 }
@@ -322,11 +334,12 @@ func (ks *Keyspace) LiveLocked(now int64) int {
 func (ks *Keyspace) Slot(i int) *Slot { return &ks.slots[i] }
 
 // Live is the number of keys live at now, every slot walked: exact, where
-// Stats counts expired keys not yet swept.
-func (ks *Keyspace) Live(now int64) int {
+// Stats counts expired keys not yet swept. keep, when set, says which
+// kinds count.
+func (ks *Keyspace) Live(now int64, keep func(Kind) bool) int {
 	n := 0
 	for i := range ks.slots {
-		n += ks.CountInSlot(i, now)
+		n += ks.CountInSlotWhere(i, now, keep)
 	}
 	return n
 }

@@ -45,5 +45,11 @@ const (
 	kindCount
 )
 
+// MaxKinds bounds the kinds there can be (counts per kind are arrays of
+// it).
+const MaxKinds = 16
+
+var _ [MaxKinds - kindCount]struct{} // kindCount ≤ MaxKinds
+
 // Valid reports whether k is a kind a key can hold.
 func (k Kind) Valid() bool { return k > KindNone && k < kindCount }

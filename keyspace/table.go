@@ -46,10 +46,10 @@ type table struct {
 	// live counts records, used counts index positions that are not empty
 	// (records and tombstones), dead counts garbage bytes in arena.
 	live, used, dead int
-	// reservations counts the records of KindReservation (expired ones
-	// not yet swept included), so INFO reports the reservations held
-	// without a walk.
-	reservations int
+	// byKind counts the records of each kind (expired ones not yet swept
+	// included), so INFO reports the reservations held, and the keys that
+	// are users' keys, without a walk.
+	byKind [MaxKinds]int
 	// gen changes whenever records move (a rebuild or an emptying), so an
 	// arena offset kept from before (a sweep cursor) is known to be stale.
 	gen uint32
@@ -248,9 +248,7 @@ func (t *table) insert(seed maphash.Seed, key []byte, kind Kind, word int64, obj
 	}
 	pos := t.place(maphash.Bytes(seed, key), off)
 	t.live++
-	if kind == KindReservation {
-		t.reservations++
-	}
+	t.byKind[kind]++
 	return ref{pos: pos, off: off, word: wordOff, kind: kind, inline: inline}, nil
 }
 
@@ -461,9 +459,7 @@ func (t *table) remove(seed maphash.Seed, r ref, compact bool) {
 	t.index[r.pos] = tombstone
 	t.dead += next - r.off
 	t.live--
-	if r.kind == KindReservation {
-		t.reservations--
-	}
+	t.byKind[r.kind]--
 	if compact {
 		t.maybeCompact(seed)
 	}

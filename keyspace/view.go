@@ -19,8 +19,13 @@ func (v View) OffHeap() offheap.Stats { return v.ks.heap.Stats() }
 // CountInSlot is Keyspace.CountInSlot.
 func (v View) CountInSlot(i int, now int64) int { return v.ks.CountInSlot(i, now) }
 
+// CountInSlotWhere is Keyspace.CountInSlotWhere.
+func (v View) CountInSlotWhere(i int, now int64, keep func(Kind) bool) int {
+	return v.ks.CountInSlotWhere(i, now, keep)
+}
+
 // Live is Keyspace.Live.
-func (v View) Live(now int64) int { return v.ks.Live(now) }
+func (v View) Live(now int64) int { return v.ks.Live(now, nil) }
 
 // Read locks slot i for reading; Unlock it when done.
 func (v View) Read(i int) ReadSlot { return ReadSlot{v.ks.Lock(i)} }

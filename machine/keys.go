@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"bytes"
 	"strconv"
 
 	"github.com/sluice-rl/sluice/keyspace"
@@ -34,16 +35,52 @@ func keyCommands() []*Command {
 	}
 }
 
+// Internal reports the kinds of record that are sluice's own, not users'
+// keys: configuration (rules, overrides, scale, the slots a group owns,
+// the groups) and the reservations held on counters. No key command lists,
+// counts, reads or deletes them (KEYS, SCAN, DBSIZE, EXISTS, TYPE, TTL,
+// DEL, CLUSTER COUNTKEYSINSLOT …): they change only through the commands
+// that own them.
+func Internal(k keyspace.Kind) bool {
+	switch k {
+	case keyspace.KindRules, keyspace.KindOverride, keyspace.KindScale, keyspace.KindOwnership, keyspace.KindGroups,
+		keyspace.KindReservation, keyspace.KindReservationPart:
+		return true
+	}
+	return false
+}
+
+// UserKey reports the kinds of record that are users' keys (limiters'
+// counters).
+func UserKey(k keyspace.Kind) bool { return !Internal(k) }
+
+// UserKeys is how many of the keys st counts are users' keys.
+func UserKeys(st keyspace.Stats) int {
+	n := st.Keys
+	for k, c := range st.Kinds {
+		if Internal(keyspace.Kind(k)) {
+			n -= c
+		}
+	}
+	return n
+}
+
+// userEntry is key's record when it is a user's key live at now.
+func userEntry(s *keyspace.Slot, key []byte, now int64) (keyspace.Entry, bool) {
+	e, ok := s.Get(key, now)
+	if !ok || Internal(e.Kind()) {
+		return keyspace.Entry{}, false
+	}
+	return e, true
+}
+
 func runDel(x *exec, args [][]byte) {
 	n := int64(0)
 	for _, key := range args[1:] {
 		s, now := x.lockKey(key)
-		if e, ok := s.Get(key, now); ok {
+		if e, ok := userEntry(s, key, now); ok {
 			if Journaled(e.Kind()) {
 				x.journaled(x.m.deleted(key))
-			}
-			if e.Kind() == keyspace.KindRules {
-				x.m.ruleState.Store(nil)
 			}
 			s.Delete(e)
 			n++
@@ -57,7 +94,7 @@ func runExists(x *exec, args [][]byte) {
 	n := int64(0)
 	for _, key := range args[1:] {
 		s, now := x.lockKey(key)
-		if _, ok := s.Get(key, now); ok {
+		if _, ok := userEntry(s, key, now); ok {
 			n++
 		}
 		x.unlock(s)
@@ -69,7 +106,7 @@ func runExists(x *exec, args [][]byte) {
 func runTTL(x *exec, args [][]byte) {
 	key := args[1]
 	s, now := x.lockKey(key)
-	e, ok := s.Get(key, now)
+	e, ok := userEntry(s, key, now)
 	var exp int64
 	if ok {
 		exp = s.ExpireAt(e)
@@ -94,7 +131,7 @@ func runTTL(x *exec, args [][]byte) {
 func runType(x *exec, args [][]byte) {
 	key := args[1]
 	s, now := x.lockKey(key)
-	e, ok := s.Get(key, now)
+	e, ok := userEntry(s, key, now)
 	x.unlock(s)
 	if !ok {
 		x.w.Simple("none")
@@ -145,14 +182,14 @@ var flushArgs = []Arg{{Name: "flush-type", Type: "oneof", Optional: true, Sub: [
 	{Name: "sync", Type: "pure-token", Token: "SYNC"},
 }}}
 
-// runDBSize counts the keys live at the read instant: exact, so replicas
-// answer alike whatever each has swept.
+// runDBSize counts the users' keys live at the read instant: exact, so
+// replicas answer alike whatever each has swept.
 func runDBSize(x *exec, _ [][]byte) {
 	if x.group != nil {
-		x.w.Int(int64(x.m.keys.LiveLocked(x.m.ReadInstant(x.now))))
+		x.w.Int(int64(x.m.keys.LiveLocked(x.m.ReadInstant(x.now), UserKey)))
 		return
 	}
-	x.w.Int(int64(x.m.keys.Live(x.m.ReadInstant(x.now))))
+	x.w.Int(int64(x.m.keys.Live(x.m.ReadInstant(x.now), UserKey)))
 }
 
 // checkFlush allows FLUSHALL and FLUSHDB an optional SYNC or ASYNC.
@@ -173,13 +210,22 @@ func runFlush(x *exec, args [][]byte) {
 }
 
 // flushAll drops every key, journaling the flush while every slot is
-// locked so it is ordered exactly among the quota changes around it. The
-// loaded rules are configuration, not data: they are put back.
+// locked so it is ordered exactly among the quota changes around it.
+// Configuration is not data: the loaded rules, the overrides and scales,
+// the slots owned and the groups are put back. The reservations go with
+// the counters they hold.
 func (x *exec) flushAll() {
+	var kept []keptConfig
 	defer func() {
-		// The rules and the slots owned are configuration, not data.
 		if st := x.m.ruleState.Load(); st != nil {
 			x.setRules(st)
+		}
+		for _, k := range kept {
+			s, _ := x.lockKey(k.key)
+			if _, err := s.Insert(k.key, k.kind, k.expireAt, k.obj); err == nil {
+				x.journaled(x.m.changed(k.key, k.kind, k.expireAt, k.obj))
+			}
+			x.unlock(s)
 		}
 		if o := x.m.owned.Load(); o != nil {
 			x.setOwnership(o)
@@ -195,6 +241,7 @@ func (x *exec) flushAll() {
 		for i := range slot.Count {
 			x.m.beforeWrite(i, slots(i))
 		}
+		kept = keepConfig(slots, x.instant())
 		x.instant()
 		if x.m.durable != nil {
 			t = x.m.durable.Flushed()
@@ -233,4 +280,31 @@ func (m *Machine) deleted(key []byte) Ticket {
 		return Ticket{}
 	}
 	return m.durable.QuotaDeleted(key)
+}
+
+// keptConfig is an override or scale a flush puts back.
+type keptConfig struct {
+	key      []byte
+	kind     keyspace.Kind
+	expireAt int64
+	obj      any
+}
+
+// keepConfig collects the overrides and scales live at now, every slot
+// held.
+func keepConfig(slots func(i int) *keyspace.Slot, now int64) []keptConfig {
+	var kept []keptConfig
+	for i := range slot.Count {
+		s := slots(i)
+		if s.Len() == 0 {
+			continue
+		}
+		s.Keys(now, func(key []byte, e keyspace.Entry) bool {
+			if k := e.Kind(); k == keyspace.KindOverride || k == keyspace.KindScale {
+				kept = append(kept, keptConfig{key: bytes.Clone(key), kind: k, expireAt: s.ExpireAt(e), obj: s.Object(e)})
+			}
+			return true
+		})
+	}
+	return kept
 }

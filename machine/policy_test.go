@@ -215,9 +215,10 @@ func TestRLCheckQuotaMode(t *testing.T) {
 	}
 }
 
-// FLUSHALL drops counters, overrides and scales, and keeps the rules;
-// DEL of the rules key unloads them.
-func TestFlushKeepsRules(t *testing.T) {
+// FLUSHALL drops the counters and the reservations on them, and keeps
+// the configuration: rules, overrides, scales. sluice's own records are
+// not keys: DEL, EXISTS, TYPE, TTL and DBSIZE do not see them.
+func TestFlushKeepsConfiguration(t *testing.T) {
 	m := New(Options{})
 	loadAPI(t, m)
 	do(m, t0, "RL.SCALE", "SET", "api", "0.5")
@@ -225,15 +226,29 @@ func TestFlushKeepsRules(t *testing.T) {
 	if got := check(); got != "0 2 1 -1 60 per-user" {
 		t.Fatalf("scaled: %s", got)
 	}
+	do(m, t0, "RL.RESERVE", "api", "r1", "60", "DESCRIPTOR", "user", "v")
 	do(m, t0, "FLUSHALL")
-	if got := check(); got != "0 5 4 -1 60 per-user" {
-		t.Fatalf("after FLUSHALL: %s, want the rules, a fresh counter and no scale", got)
+	if got := check(); got != "0 2 1 -1 60 per-user" {
+		t.Fatalf("after FLUSHALL: %s, want the rules and the scale, a fresh counter", got)
 	}
-	if got := do(m, t0, "DBSIZE"); got != ":2\r\n" {
-		t.Fatalf("DBSIZE %q, want the rules key and one counter", got)
+	if got := do(m, t0, "RL.SETTLE", "api", "r1", "0"); got != "$-1\r\n" {
+		t.Fatalf("a reservation after FLUSHALL: %q", got)
 	}
-	do(m, t0, "DEL", RulesKey)
-	if got := check(); got != "0 -1 -1 -1 0 " {
-		t.Fatalf("after DEL of the rules: %s", got)
+	if got := do(m, t0, "DBSIZE"); got != ":1\r\n" {
+		t.Fatalf("DBSIZE %q, want one counter", got)
+	}
+	for _, args := range [][]string{{"DEL", RulesKey}, {"UNLINK", RulesKey}, {"EXISTS", RulesKey}} {
+		if got := do(m, t0, args...); got != ":0\r\n" {
+			t.Fatalf("%v: %q", args, got)
+		}
+	}
+	if got := do(m, t0, "TYPE", RulesKey); got != "+none\r\n" {
+		t.Fatalf("TYPE of the rules' record: %q", got)
+	}
+	if got := do(m, t0, "TTL", RulesKey); got != ":-2\r\n" {
+		t.Fatalf("TTL of the rules' record: %q", got)
+	}
+	if got := check(); got != "0 2 0 -1 60 per-user" {
+		t.Fatalf("after DEL of the rules' record: %s, want the rules still", got)
 	}
 }

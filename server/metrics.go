@@ -42,7 +42,7 @@ var metricDescs = []struct {
 	{"sluice_connections_received_total", "Connections accepted.", nil},
 	{"sluice_connections_rejected_total", "Connections refused at max clients.", nil},
 	{"sluice_expired_keys_total", "Keys removed by the expiry sweep.", nil},
-	{"sluice_keys", "Keys held, expired ones not yet swept included.", nil},
+	{"sluice_keys", "Users' keys held (limiters' counters; not sluice's own records), expired ones not yet swept included.", nil},
 	{"sluice_reservations_held", "Reservations (RL.RESERVE) held, expired ones not yet swept included.", nil},
 	{"sluice_reservations_total", "Reservations since start, by how they ended: reserved, settled, cancelled, expired.", []string{"outcome"}},
 	{"sluice_used_memory_bytes", "used_memory: the heap's live objects (at the last collection) and the keyspace's off-heap blocks; what maxmemory is compared with.", nil},
@@ -171,7 +171,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	counter("sluice_connections_rejected_total", float64(st.ConnectionsRejected.Load()))
 	counter("sluice_expired_keys_total", float64(st.ExpiredKeys.Load()))
 	ks := m.env.Machine.Keys().Stats()
-	gauge("sluice_keys", float64(ks.Keys))
+	gauge("sluice_keys", float64(machine.UserKeys(ks)))
 	rc := m.env.Machine.Reservations()
 	gauge("sluice_reservations_held", float64(rc.Held))
 	counter("sluice_reservations_total", float64(rc.Reserved), "reserved")

@@ -225,10 +225,10 @@ func (s *Server) statusData() statusJSON {
 	now := s.sampleStatus()
 	old := s.status.window()
 	out := statusJSON{Version: s.cfg.Version, Node: e.NodeID, Role: "single node", Allowed: now.allowed, Limited: now.limited,
-		// The keyspace's own count, as sluice_keys (expired keys not yet
-		// swept included): counting live keys would walk every record on
-		// every refresh.
-		Keys: e.Machine.Keys().Stats().Keys}
+		// The keyspace's own count of users' keys, as sluice_keys (expired
+		// keys not yet swept included): counting live keys would walk
+		// every record on every refresh.
+		Keys: machine.UserKeys(e.Machine.Keys().Stats())}
 	if secs := now.at.Sub(old.at).Seconds(); !old.at.IsZero() && secs > 0 {
 		out.Window = secs
 		out.Decisions = float64(now.allowed+now.limited-old.allowed-old.limited) / secs
