@@ -113,6 +113,9 @@ var configParams = []configParam{
 		return "normal " + strconv.Itoa(e.Options.OutputBufferLimit) + " 0 0 replica 0 0 0 pubsub 0 0 0"
 	}},
 	constParam("cluster-enabled", "yes"),
+	// A group without a leader fails only the commands for its slots; the
+	// others go on (Redis' setting of that name, fixed here).
+	constParam("cluster-require-full-coverage", "no"),
 	constParam("databases", "1"),
 	{name: "maxmemory", get: func(e *Env) string { return itoa(e.Tunables.MaxMemory.Load()) },
 		set: memorySetter(func(e *Env, n int64) { e.Tunables.MaxMemory.Store(n) })},

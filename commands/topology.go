@@ -2,6 +2,7 @@ package commands
 
 import (
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,6 +111,12 @@ func (c *Ctx) topology() (nodes []topoNode, ok bool) {
 			nodes = append(nodes, t)
 		}
 	}
+	if !ok && len(nodes) > 0 {
+		// No leader: the first member stands for the group, so the
+		// topology replies still place its slots (its commands answer
+		// CLUSTERDOWN until a leader is elected).
+		nodes[0].master = true
+	}
 	return nodes, ok
 }
 
@@ -166,11 +173,22 @@ func (c *Ctx) shards(shown bool) []topoShard {
 		}
 		leader, known := r.Leader(g)
 		sh := topoShard{id: cluster.ShardID("group:" + grp.ID), group: g, ranges: ranges, ok: known}
+		// Without a leader known, the last one known (else the map's
+		// first member) stands for the group: every group's slots are
+		// placed from the first answer, and only commands for this one's
+		// get CLUSTERDOWN.
+		stand := leader
+		if !known {
+			stand = r.LastLeader(g)
+			if !slices.ContainsFunc(grp.Members, func(p cluster.Peer) bool { return p.ClientAddr == stand }) && len(grp.Members) > 0 {
+				stand = grp.Members[0].ClientAddr
+			}
+		}
 		for _, p := range grp.Members {
 			host, portStr, _ := net.SplitHostPort(p.ClientAddr)
 			port, _ := strconv.Atoi(portStr)
 			t := topoNode{id: cluster.MemberNodeID(p.ID, p.RaftAddr), host: host, port: port,
-				master: known && p.ClientAddr == leader, known: known, online: known, contact: -1}
+				master: p.ClientAddr == stand, known: known, online: known, contact: -1}
 			if t.master {
 				sh.nodes = append([]topoNode{t}, sh.nodes...)
 			} else {
@@ -190,25 +208,36 @@ func (c *Ctx) epoch() string {
 	return "1"
 }
 
+// runClusterInfo is CLUSTER INFO. As Redis with cluster-require-full-coverage
+// no, a sharded cluster's state is ok while its map's groups exist: a
+// group without a leader fails only the commands for its slots
+// (cluster_slots_fail counts them), right after a start too (a client
+// that waits for ok before it routes anything, as ioredis does, is not
+// held up by a group still electing). One group (no map) without a leader
+// is fail.
 func runClusterInfo(c *Ctx, _ [][]byte) {
 	shards := c.shards(false)
-	state, okSlots, known := "ok", 0, 0
+	state, assigned, okSlots, known := "fail", 0, 0, 0
+	if c.Env.Shards != nil {
+		state = "ok"
+	}
 	for _, sh := range shards {
 		known += len(sh.nodes)
-		if !sh.ok {
-			state = "fail"
-			continue
-		}
+		n := 0
 		for _, r := range sh.ranges {
-			okSlots += r[1] - r[0] + 1
+			n += r[1] - r[0] + 1
+		}
+		assigned += n
+		if sh.ok {
+			okSlots += n
+			state = "ok"
 		}
 	}
-	assigned := strconv.Itoa(okSlots)
 	c.W.Verbatim("cluster_state:" + state + "\r\n" +
-		"cluster_slots_assigned:" + assigned + "\r\n" +
-		"cluster_slots_ok:" + assigned + "\r\n" +
+		"cluster_slots_assigned:" + strconv.Itoa(assigned) + "\r\n" +
+		"cluster_slots_ok:" + strconv.Itoa(okSlots) + "\r\n" +
 		"cluster_slots_pfail:0\r\n" +
-		"cluster_slots_fail:0\r\n" +
+		"cluster_slots_fail:" + strconv.Itoa(assigned-okSlots) + "\r\n" +
 		"cluster_known_nodes:" + strconv.Itoa(known) + "\r\n" +
 		"cluster_size:" + strconv.Itoa(len(shards)) + "\r\n" +
 		"cluster_current_epoch:" + c.epoch() + "\r\n" +
@@ -227,7 +256,7 @@ func runClusterNodes(c *Ctx, _ [][]byte) {
 	shards := c.shards(true)
 	for _, sh := range shards {
 		masterID := "-"
-		if sh.ok {
+		if len(sh.nodes) > 0 && sh.nodes[0].master {
 			masterID = sh.nodes[0].id
 		}
 		var slots []string
@@ -277,21 +306,22 @@ func runClusterNodes(c *Ctx, _ [][]byte) {
 }
 
 // runClusterSlots is [[from, to, master, replicas…] …] per range of every
-// shard with a known master, each node [host, port, id, {}] (the empty map
-// is Redis 7's networking metadata). Failed replicas are left out, as
-// Redis leaves them out.
+// shard, each node [host, port, id, {}] (the empty map is Redis 7's
+// networking metadata); a shard without a leader known is placed on the
+// member that stands for it. Failed replicas are left out, as Redis
+// leaves them out.
 func runClusterSlots(c *Ctx, _ [][]byte) {
 	w := c.W
 	var entries int
 	shards := c.shards(false)
 	for _, sh := range shards {
-		if sh.ok {
+		if len(sh.nodes) > 0 {
 			entries += len(sh.ranges)
 		}
 	}
 	w.Array(entries)
 	for _, sh := range shards {
-		if !sh.ok {
+		if len(sh.nodes) == 0 {
 			continue
 		}
 		nodes := sh.nodes[:1]
@@ -324,7 +354,7 @@ func runClusterShards(c *Ctx, _ [][]byte) {
 	for _, sh := range shards {
 		w.Map(2)
 		w.BulkString("slots")
-		if sh.ok {
+		if len(sh.nodes) > 0 {
 			w.Array(2 * len(sh.ranges))
 			for _, r := range sh.ranges {
 				w.Int(int64(r[0]))

@@ -35,6 +35,8 @@ type Router struct {
 	// leaders holds each group's last known leader client address ("":
 	// unknown).
 	leaders []atomic.Pointer[string]
+	// lastLeaders holds each group's last leader ever known.
+	lastLeaders []atomic.Pointer[string]
 	// lags holds each other group's lag behind this member's wall clock
 	// as last measured, ns (math.MinInt64: never measured).
 	lags []atomic.Int64
@@ -55,7 +57,8 @@ func (r *Router) SetOwnLog(owns func(s int) bool) { r.ownLog = owns }
 func NewRouter(m *Map, selfGroup string) (*Router, error) {
 	for i := range m.Groups {
 		if m.Groups[i].ID == selfGroup {
-			r := &Router{self: i, leaders: make([]atomic.Pointer[string], MaxGroups), lags: make([]atomic.Int64, MaxGroups),
+			r := &Router{self: i, leaders: make([]atomic.Pointer[string], MaxGroups), lastLeaders: make([]atomic.Pointer[string], MaxGroups),
+				lags: make([]atomic.Int64, MaxGroups),
 				jobs: make([]atomic.Pointer[[]JobView], MaxGroups)}
 			r.m.Store(m)
 			for g := range r.lags {
@@ -150,7 +153,22 @@ func (r *Router) Route(s int) (addr string, mine bool) {
 }
 
 // SetLeader records group g's leader client address ("": none known).
-func (r *Router) SetLeader(g int, addr string) { r.leaders[g].Store(&addr) }
+func (r *Router) SetLeader(g int, addr string) {
+	r.leaders[g].Store(&addr)
+	if addr != "" {
+		r.lastLeaders[g].Store(&addr)
+	}
+}
+
+// LastLeader is the last leader group g was known to have ("" if none
+// ever was), which stands for the group in the topology replies while it
+// has none.
+func (r *Router) LastLeader(g int) string {
+	if p := r.lastLeaders[g].Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // Leader is group g's last known leader client address, if any.
 func (r *Router) Leader(g int) (string, bool) {

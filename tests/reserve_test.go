@@ -122,8 +122,11 @@ func TestReserveSettleThroughClients(t *testing.T) {
 	// Expiry at the log's instant: the charge stays, the id is gone.
 	c.Do(ctx(t), "RL.RESERVE", "llm", "ttl", 10, "COST", 70, "DESCRIPTOR", "tenant", "acme")
 	advance(t, c, 10*time.Second-time.Nanosecond)
-	if n, _ := c.Do(ctx(t), "EXISTS", "rl:{llm}#reservation:ttl").Int(); n != 1 {
-		t.Fatal("the reservation is gone before its ttl")
+	if info := c.Info(ctx(t), "stats").Val(); !containsLine(info, "reservations_held:1") {
+		t.Fatalf("the reservation is gone before its ttl:\n%s", info)
+	}
+	if n, _ := c.Do(ctx(t), "EXISTS", "rl:{llm}#reservation:ttl").Int(); n != 0 {
+		t.Fatal("a reservation's record is a key")
 	}
 	advance(t, c, time.Nanosecond)
 	if rows := settle(t, c, "RL.SETTLE", "llm", "ttl", 0); rows != nil || remaining() != before-70 {

@@ -224,3 +224,43 @@ async function leaderOf(g) {
   }
   return null;
 }
+
+test("with a group down, ioredis Cluster created then serves the other group (cluster_state:ok, every slot placed)", { timeout: 60000 }, async () => {
+  // Two of g1's three members killed: g1 has no quorum.
+  for (const m of groups[0].slice(0, 2)) m.proc.kill("SIGKILL");
+  const g2 = groups[1][0];
+  const probe = new Redis({ host: "127.0.0.1", port: g2.port, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
+  await probe.connect();
+  try {
+    await eventually("a g2 member sees g1 leaderless and says ok", async () => {
+      const info = await probe.call("CLUSTER", "INFO");
+      const failed = Number((/cluster_slots_fail:(\d+)/.exec(info) || [])[1]);
+      return info.includes("cluster_state:ok\r\n") && failed > 0;
+    });
+    const slots = await probe.call("CLUSTER", "SLOTS");
+    const placed = slots.reduce((n, r) => n + (r[1] - r[0] + 1), 0);
+    assert.equal(placed, 16384, `CLUSTER SLOTS places ${placed} slots`);
+    assert.equal(await probe.call("CONFIG", "GET", "cluster-require-full-coverage").then((r) => r[1]), "no");
+    // A g2 key and a g1 key.
+    let mine, theirs;
+    for (let i = 0; !mine || !theirs; i++) {
+      const slot = Number(await probe.call("CLUSTER", "KEYSLOT", `down${i}`));
+      if (slot >= 8192) mine = mine || `down${i}`;
+      else theirs = theirs || `down${i}`;
+    }
+    const cluster = new Redis.Cluster(
+      groups.flat().map((m) => ({ host: "127.0.0.1", port: m.port })),
+      { lazyConnect: true, clusterRetryStrategy: () => 100, redisOptions: { maxRetriesPerRequest: 1, connectTimeout: 500 } },
+    );
+    try {
+      await cluster.connect();
+      const r = await cluster.call("CL.THROTTLE", mine, 5, 5, 60);
+      assert.equal(r[0], 0, `g2's key: ${r}`);
+      await assert.rejects(cluster.call("CL.THROTTLE", theirs, 5, 5, 60), "g1's key must fail while g1 has no leader");
+    } finally {
+      cluster.disconnect();
+    }
+  } finally {
+    probe.disconnect();
+  }
+});
