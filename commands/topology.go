@@ -173,22 +173,22 @@ func (c *Ctx) shards(shown bool) []topoShard {
 		}
 		leader, known := r.Leader(g)
 		sh := topoShard{id: cluster.ShardID("group:" + grp.ID), group: g, ranges: ranges, ok: known}
-		// Without a leader known, the last one known (else the map's
-		// first member) stands for the group: every group's slots are
-		// placed from the first answer, and only commands for this one's
-		// get CLUSTERDOWN.
+		// Without a leader known, a member stands for the group — the last
+		// leader if it still answers, else one that answers, else the last
+		// leader, else the map's first — so every group's slots are placed
+		// from the first answer, on a member that is up where one is, and
+		// only commands for this group's get CLUSTERDOWN. A member is online
+		// when it answered the latest probe.
+		up := r.Answered(g)
 		stand := leader
 		if !known {
-			stand = r.LastLeader(g)
-			if !slices.ContainsFunc(grp.Members, func(p cluster.Peer) bool { return p.ClientAddr == stand }) && len(grp.Members) > 0 {
-				stand = grp.Members[0].ClientAddr
-			}
+			stand = standIn(grp.Members, r.LastLeader(g), up)
 		}
 		for _, p := range grp.Members {
 			host, portStr, _ := net.SplitHostPort(p.ClientAddr)
 			port, _ := strconv.Atoi(portStr)
 			t := topoNode{id: cluster.MemberNodeID(p.ID, p.RaftAddr), host: host, port: port,
-				master: p.ClientAddr == stand, known: known, online: known, contact: -1}
+				master: p.ClientAddr == stand, known: up != nil, online: slices.Contains(up, p.ClientAddr), contact: -1}
 			if t.master {
 				sh.nodes = append([]topoNode{t}, sh.nodes...)
 			} else {
@@ -198,6 +198,30 @@ func (c *Ctx) shards(shown bool) []topoShard {
 		out = append(out, sh)
 	}
 	return out
+}
+
+// standIn is the client address of the member that stands for a group
+// without a leader: its last leader if that one is up, else the first
+// member up, else the last leader, else the first member.
+func standIn(members []cluster.Peer, last string, up []string) string {
+	has := func(addr string) bool {
+		return slices.ContainsFunc(members, func(p cluster.Peer) bool { return p.ClientAddr == addr })
+	}
+	if last != "" && has(last) && slices.Contains(up, last) {
+		return last
+	}
+	for _, p := range members {
+		if slices.Contains(up, p.ClientAddr) {
+			return p.ClientAddr
+		}
+	}
+	if last != "" && has(last) {
+		return last
+	}
+	if len(members) > 0 {
+		return members[0].ClientAddr
+	}
+	return ""
 }
 
 // epoch is the cluster map's epoch (1 without a map).

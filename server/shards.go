@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"context"
 	"strconv"
 	"sync"
@@ -99,6 +100,7 @@ func (s *Server) probeLeaders() {
 	m := s.router.Map()
 	var wg sync.WaitGroup
 	leaders := make([]string, len(m.Groups))
+	answered := make([][]string, len(m.Groups))
 	var mu sync.Mutex
 	for g := range m.Groups {
 		if g == s.router.Self() || m.Groups[g].Removed {
@@ -114,6 +116,9 @@ func (s *Server) probeLeaders() {
 				if err != nil {
 					return
 				}
+				mu.Lock()
+				answered[g] = append(answered[g], p.ClientAddr)
+				mu.Unlock()
 				// Any member's report of its group's slots is a claim its
 				// log made; the router keeps the latest.
 				if rep.Fenced {
@@ -138,6 +143,8 @@ func (s *Server) probeLeaders() {
 	for g, addr := range leaders {
 		if g != s.router.Self() {
 			s.router.SetLeader(g, addr)
+			slices.Sort(answered[g])
+			s.router.SetAnswered(g, answered[g])
 		}
 	}
 }

@@ -35,8 +35,10 @@ type Router struct {
 	// leaders holds each group's last known leader client address ("":
 	// unknown).
 	leaders []atomic.Pointer[string]
-	// lastLeaders holds each group's last leader ever known.
+	// lastLeaders holds each group's last leader ever known; answered
+	// the client addresses of the members that answered the latest probe.
 	lastLeaders []atomic.Pointer[string]
+	answered    []atomic.Pointer[[]string]
 	// lags holds each other group's lag behind this member's wall clock
 	// as last measured, ns (math.MinInt64: never measured).
 	lags []atomic.Int64
@@ -58,6 +60,7 @@ func NewRouter(m *Map, selfGroup string) (*Router, error) {
 	for i := range m.Groups {
 		if m.Groups[i].ID == selfGroup {
 			r := &Router{self: i, leaders: make([]atomic.Pointer[string], MaxGroups), lastLeaders: make([]atomic.Pointer[string], MaxGroups),
+				answered: make([]atomic.Pointer[[]string], MaxGroups),
 				lags: make([]atomic.Int64, MaxGroups),
 				jobs: make([]atomic.Pointer[[]JobView], MaxGroups)}
 			r.m.Store(m)
@@ -158,6 +161,18 @@ func (r *Router) SetLeader(g int, addr string) {
 	if addr != "" {
 		r.lastLeaders[g].Store(&addr)
 	}
+}
+
+// SetAnswered records the client addresses of group g's members that
+// answered the latest probe (up, whether or not they lead).
+func (r *Router) SetAnswered(g int, addrs []string) { r.answered[g].Store(&addrs) }
+
+// Answered is what SetAnswered last recorded for group g (nil: never).
+func (r *Router) Answered(g int) []string {
+	if p := r.answered[g].Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // LastLeader is the last leader group g was known to have ("" if none
