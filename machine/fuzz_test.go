@@ -50,6 +50,7 @@ var examples = map[string][]string{
 	"sluice.own":         {"SLUICE.OWN", "1", "0-8191", "8192-16383"},
 	"sluice.import":      {"SLUICE.IMPORT", "2", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4", "", "0-9"},
 	"sluice.cut":         {"SLUICE.CUT", "j1", "2", "0-9"},
+	"sluice.config":      {"SLUICE.CONFIG", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4", ""},
 	"sluice.moved":       {"SLUICE.MOVED", "j1", "3", "120"},
 	"sluice.job":         {"SLUICE.JOB", "ADD", "j1", "g2", "a", "b", "0-99"},
 	"sluice.groups":      {"SLUICE.GROUPS", "ADD", "g3", "c1=127.0.0.1:7007@127.0.0.1:17007"},

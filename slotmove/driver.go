@@ -528,6 +528,9 @@ func (d *Driver) Migrate(specs []Spec) error {
 				}
 			}
 		}
+		if err := d.sameConfig(g); err != nil {
+			return err
+		}
 		cmds = append(cmds, []any{"SLUICE.JOB", "ADD", machine.NewJobID(), d.cfg.Router.Map().Groups[g].ID,
 			d.cfg.NodeID, sp.Node, sp.Ranges})
 	}
@@ -538,6 +541,52 @@ func (d *Driver) Migrate(specs []Spec) error {
 	}
 	d.Wake()
 	return nil
+}
+
+// sameConfig makes target group g decide by this group's rules before
+// slots move to it (a group added later has only its own --rules files):
+// when its rules differ, it is given this group's configuration (rules,
+// overrides, scales: SLUICE.CONFIG); one whose rules still differ refuses
+// the migration, naming both digests.
+func (d *Driver) sameConfig(g int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Timeout)
+	defer cancel()
+	id := d.cfg.Router.Map().Groups[g].ID
+	mine := d.cfg.Machine.RulesDigest("")
+	theirs, err := d.rulesDigestOf(ctx, g)
+	if err != nil {
+		return fmt.Errorf("%w: group %s's rules could not be read: %w", ErrRefused, id, err)
+	}
+	if theirs == mine {
+		return nil
+	}
+	exp, err := d.cfg.Machine.ExportConfig()
+	if err != nil {
+		return err
+	}
+	if _, err := d.cfg.CallGroup(ctx, g, "SLUICE.CONFIG", exp.Digest, exp.Payload); err != nil {
+		return fmt.Errorf("%w: group %s decides by other rules (%s) than this group (%s), and did not take this group's: %w", ErrRefused, id, theirs, mine, err)
+	}
+	if theirs, err = d.rulesDigestOf(ctx, g); err != nil || theirs != mine {
+		return fmt.Errorf("%w: group %s decides by other rules (%s) than this group (%s): load the same rules there", ErrRefused, id, theirs, mine)
+	}
+	d.cfg.Log.Info("gave a migration's target group this group's configuration", "group", id, "rules", mine)
+	return nil
+}
+
+// rulesDigestOf is group g's digest of all its rules (RL.PART DIGEST).
+func (d *Driver) rulesDigestOf(ctx context.Context, g int) (string, error) {
+	v, err := d.cfg.CallGroup(ctx, g, "RL.PART", "DIGEST")
+	if err != nil {
+		return "", err
+	}
+	switch s := v.(type) {
+	case string:
+		return s, nil
+	case []byte:
+		return string(s), nil
+	}
+	return "", fmt.Errorf("%w: RL.PART DIGEST answered %T", ErrRefused, v)
 }
 
 // Cancel cancels the running jobs; it returns how many were running.

@@ -1,0 +1,157 @@
+package machine
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/slot"
+)
+
+// A group that is to serve slots must decide by the rules the cluster
+// holds. A group added later (CLUSTER ADDGROUP) has only what its own
+// --rules files gave it: before slots move to it, the group moving them
+// gives it its configuration — the rules, the overrides, the scales — as
+// records (ExportConfig), which SLUICE.CONFIG makes the target's.
+//
+//	SLUICE.CONFIG <digest> <payload>
+//
+// The payload is SlotExport's form; the rules replace the target's, its
+// overrides and scales are replaced by the payload's.
+
+// configKind reports the kinds of record a group's configuration is.
+func configKind(k keyspace.Kind) bool {
+	return k == keyspace.KindRules || k == keyspace.KindOverride || k == keyspace.KindScale
+}
+
+// ExportConfig is this group's configuration as records live at the
+// applied instant.
+func (m *Machine) ExportConfig() (SlotExport, error) {
+	applied := m.applied.Load()
+	var out SlotExport
+	var err error
+	for i := 0; i < slot.Count && err == nil; i++ {
+		s := m.keys.Lock(i)
+		if s.Len() > 0 {
+			s.Keys(applied, func(key []byte, e keyspace.Entry) bool {
+				if !configKind(e.Kind()) {
+					return true
+				}
+				out.Payload = append(out.Payload, byte(e.Kind()))
+				out.Payload = binary.AppendUvarint(out.Payload, uint64(len(key)))
+				out.Payload = append(out.Payload, key...)
+				out.Payload = binary.LittleEndian.AppendUint64(out.Payload, uint64(s.Word(e)))
+				var state []byte
+				if state, err = AppendState(nil, s, e); err != nil {
+					err = errors.Join(ErrExport, err)
+					return false
+				}
+				out.Payload = binary.AppendUvarint(out.Payload, uint64(len(state)))
+				out.Payload = append(out.Payload, state...)
+				out.Keys++
+				return true
+			})
+		}
+		s.Unlock()
+	}
+	out.Digest = payloadDigest(out.Payload)
+	return out, err
+}
+
+func configCommands() []*Command {
+	return []*Command{{
+		Name: "sluice.config", Arity: 3, Flags: []string{"write", "admin", "denyoom"}, slots: allSlots, fromMember: true,
+		Group: "cluster", Since: "1.5.0", Complexity: "O(N) where N is the number of keys",
+		Summary: "SLUICE.CONFIG <digest> <payload>: makes another group's configuration (rules, overrides, scales) this group's (sent by a group moving slots here).",
+		Args:    []Arg{{Name: "digest", Type: "string"}, {Name: "payload", Type: "string"}},
+		run:     runConfig,
+		check: func(m *Machine, args [][]byte) string {
+			_, _, bad := m.parseConfig(args)
+			return bad
+		},
+	}}
+}
+
+// parseConfig reads SLUICE.CONFIG's records, each decoded.
+func (m *Machine) parseConfig(args [][]byte) ([]exportRecord, []any, string) {
+	if payloadDigest(args[2]) != string(args[1]) {
+		return nil, nil, "ERR the payload's digest is not " + string(args[1])
+	}
+	var records []exportRecord
+	var objs []any
+	rules := 0
+	err := walkPayload(args[2], func(r exportRecord) error {
+		if !configKind(r.kind) {
+			return errors.New("a record of kind " + KindName(r.kind) + " is not configuration")
+		}
+		if r.kind == keyspace.KindRules {
+			if string(r.key) != RulesKey || rules > 0 {
+				return errors.New("one rules record, at " + RulesKey)
+			}
+			rules++
+		}
+		obj, err := DecodeState(r.kind, r.state, m.zones.load)
+		if err != nil {
+			return err
+		}
+		records = append(records, r)
+		objs = append(objs, obj)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, "ERR bad SLUICE.CONFIG payload: " + err.Error()
+	}
+	return records, objs, ""
+}
+
+// runConfig is SLUICE.CONFIG: the rules become the payload's (none if it
+// has none), and the overrides and scales.
+func runConfig(x *exec, args [][]byte) {
+	records, objs, bad := x.m.parseConfig(args)
+	if bad != "" {
+		x.fail(bad)
+		return
+	}
+	// This group's overrides and scales go: the payload's replace them.
+	var drop []keptConfig
+	for i := range slot.Count {
+		s, now := x.lockSlot(i)
+		if s.Len() > 0 {
+			s.Keys(now, func(key []byte, e keyspace.Entry) bool {
+				if k := e.Kind(); k == keyspace.KindOverride || k == keyspace.KindScale {
+					drop = append(drop, keptConfig{key: append([]byte(nil), key...)})
+				}
+				return true
+			})
+		}
+		x.unlock(s)
+	}
+	for _, d := range drop {
+		s, now := x.lockKey(d.key)
+		if e, ok := s.Get(d.key, now); ok {
+			s.Delete(e)
+			x.journaled(x.m.deleted(d.key))
+		}
+		x.unlock(s)
+	}
+	var rules *RulesState
+	for i, r := range records {
+		if r.kind == keyspace.KindRules {
+			rules = objs[i].(*RulesState)
+			continue
+		}
+		s, _ := x.lockKey(r.key)
+		_, err := s.Insert(r.key, r.kind, r.word, objs[i])
+		if err == nil {
+			x.journaled(x.m.changed(r.key, r.kind, r.word, objs[i]))
+			x.m.policyRecords.Store(true)
+		}
+		x.unlock(s)
+		if err != nil {
+			x.error(err)
+			return
+		}
+	}
+	x.setRules(rules)
+	x.w.OK()
+}
