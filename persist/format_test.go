@@ -81,8 +81,8 @@ func TestSnapshotVersion1(t *testing.T) {
 	ks := keyspace.New()
 	h, err := LoadSnapshot(bytes.NewReader(v1), ks)
 	mustOK(t, err)
-	if h.Version != 1 || h.Created != 3 || h.Applied != 3 || ks.Live(4) != 1 {
-		t.Fatalf("header %+v, %d keys live", h, ks.Live(4))
+	if h.Version != 1 || h.Created != 3 || h.Applied != 3 || ks.Live(4, nil) != 1 {
+		t.Fatalf("header %+v, %d keys live", h, ks.Live(4, nil))
 	}
 }
 

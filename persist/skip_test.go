@@ -41,7 +41,7 @@ func TestSnapshotSkipsUnencodableKeys(t *testing.T) {
 	if _, err := LoadSnapshot(&buf, restored); err != nil {
 		t.Fatal(err)
 	}
-	if n := restored.Live(t0); n != 1 {
+	if n := restored.Live(t0, nil); n != 1 {
 		t.Fatalf("restored %d keys, want 1", n)
 	}
 }
