@@ -236,7 +236,7 @@ func (c *Ctx) crossGroup(out []byte, cmd *Command, args [][]byte) []byte {
 	}
 	res, err := run(context.Background(), args)
 	if err != nil {
-		return c.acrossFailed(out, err)
+		return c.acrossFailed(out, args, err)
 	}
 	w := Writer{Buf: out, Proto: c.W.Proto}
 	o := machine.Outcome{Limited: res.Limited}
@@ -260,7 +260,7 @@ func (c *Ctx) crossGroup(out []byte, cmd *Command, args [][]byte) []byte {
 func (c *Ctx) settleAcross(out []byte, args [][]byte) []byte {
 	rows, held, err := c.Env.CrossGroup.Settle(context.Background(), args)
 	if err != nil {
-		return c.acrossFailed(out, err)
+		return c.acrossFailed(out, args, err)
 	}
 	w := Writer{Buf: out, Proto: c.W.Proto}
 	if held {
@@ -274,7 +274,7 @@ func (c *Ctx) settleAcross(out []byte, args [][]byte) []byte {
 
 // acrossFailed appends the error reply to a command across groups that
 // failed.
-func (c *Ctx) acrossFailed(out []byte, err error) []byte {
+func (c *Ctx) acrossFailed(out []byte, args [][]byte, err error) []byte {
 	// Nothing admitted: the parts charged elsewhere are being given back.
 	msg := "TRYAGAIN the command spans groups and one of them could not decide: " + err.Error()
 	switch {
@@ -284,6 +284,8 @@ func (c *Ctx) acrossFailed(out []byte, err error) []byte {
 		msg = "ERR the outcome is unknown: a group this command was sent to did not answer (it may have applied it): " + err.Error()
 	case errors.Is(err, crossgroup.ErrRulesDiffer):
 		msg = "ERR the groups hold different rules for this domain (load them again): " + err.Error()
+	case errors.Is(err, crossgroup.ErrHeldOther):
+		msg = machine.HeldWithOtherArgs(args[2])
 	}
 	c.settled(machine.Outcome{Err: msg})
 	return appendError(out, c.W.Proto, msg)

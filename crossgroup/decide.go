@@ -79,6 +79,7 @@ func (p *part) holds() bool {
 type reservation struct {
 	id  string
 	ttl int64
+	sum uint64 // machine.ReserveArgsSum
 }
 
 // Decide runs the RL.CHECK or RL.SHOULDRATELIMIT args across the groups

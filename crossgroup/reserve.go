@@ -26,7 +26,12 @@ import (
 // machine's checks answer it before it gets here).
 var ErrBadReserve = errors.New("crossgroup: malformed reservation command")
 
-// reserveCheck is an RL.RESERVE's words as RL.CHECK's, with its id and ttl.
+// ErrHeldOther: the reservation id is held by a reserve of other
+// arguments (HeldWithOtherArgs says it to clients).
+var ErrHeldOther = errors.New("crossgroup: the reservation id is held with other arguments")
+
+// reserveCheck is an RL.RESERVE's words as RL.CHECK's, with its id, ttl
+// and arguments' sum.
 func reserveCheck(args [][]byte) ([][]byte, *reservation, error) {
 	if len(args) < 5 {
 		return nil, nil, ErrBadReserve
@@ -37,7 +42,7 @@ func reserveCheck(args [][]byte) ([][]byte, *reservation, error) {
 	}
 	check := make([][]byte, 0, len(args)-2)
 	check = append(check, []byte("RL.CHECK"), args[1])
-	return append(check, args[4:]...), &reservation{id: string(args[2]), ttl: ttl}, nil
+	return append(check, args[4:]...), &reservation{id: string(args[2]), ttl: ttl, sum: machine.ReserveArgsSum(args[3:])}, nil
 }
 
 // ReserveSpans reports whether an RL.RESERVE's counters sit in a group
@@ -48,11 +53,20 @@ func (c *Coordinator) ReserveSpans(args [][]byte) bool {
 }
 
 // Reserve runs an RL.RESERVE across groups: RL.CHECK's answer, the parts
-// held and the head kept when it is admitted.
+// held and the head kept when it is admitted. A reserve whose head is held
+// already (a retry after a lost reply) is answered from it, asking no
+// group: the same reply, nothing charged; with other arguments it is
+// ErrHeldOther.
 func (c *Coordinator) Reserve(ctx context.Context, args [][]byte) (Result, error) {
 	check, rsv, err := reserveCheck(args)
 	if err != nil {
 		return Result{}, err
+	}
+	if reply, sum, ok := c.cfg.Machine.HeldReserve(string(args[1]), args[2]); ok {
+		if sum != 0 && sum != rsv.sum {
+			return Result{}, ErrHeldOther
+		}
+		return Result{Check: reply}, nil
 	}
 	return c.decide(ctx, check, rsv)
 }
@@ -66,10 +80,13 @@ func (c *Coordinator) holdHead(ctx context.Context, parts []*part, domain string
 	}
 	slices.Sort(slots)
 	req := machine.PartRequest{Kind: machine.PartHold, Domain: domain, ID: rsv.id, TTL: rsv.ttl,
-		Reply: combine(parts, false), Slots: slices.Compact(slots)}
+		Reply: combine(parts, false), Slots: slices.Compact(slots), ArgsSum: rsv.sum}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	res, err := c.part(ctx, c.cfg.Router.Self(), &req)
+	if errors.Is(err, machine.ErrHeldOther) {
+		return machine.CheckResult{}, ErrHeldOther
+	}
 	if err != nil {
 		// The parts hold the charge; a reserve sent again with the same
 		// id finds them (charging nothing) and keeps the head.

@@ -19,7 +19,7 @@ import (
 //	RL.PART RESERVE <rules> <id> <ttl> [ORDER <i,j,…>] <RL.CHECK|RL.SHOULDRATELIMIT> <domain> …
 //	RL.PART CANCEL <domain> <id> <ttl> <slot> …   a part refused: give them back
 //	RL.PART SETTLE <domain> <id> <actual|CANCEL> <HEAD|PARTS> <slot> …
-//	RL.PART HOLD <domain> <id> <ttl> <limit> <remaining> <retry-after> <reset-after> <window> <name> <slot> …
+//	RL.PART HOLD <domain> <id> <ttl> <args-sum> <limit> <remaining> <retry-after> <reset-after> <window> <name> <slot> …
 //	RL.PART DECIDE <rules> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> …
 //	RL.PART APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE …>
 //	RL.PART DIGEST [<domain>]
@@ -74,7 +74,7 @@ func partCommands() []*Command {
 
 var partSubcommands = []string{"reserve", "cancel", "settle", "hold", "decide", "apply", "digest"}
 
-const partSyntax = "ERR syntax error: RL.PART RESERVE <rules> <id> <ttl> [ORDER <i,j,…>] <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | CANCEL <domain> <id> <ttl> <slot> … | SETTLE <domain> <id> <actual|CANCEL> <HEAD|PARTS> <slot> … | HOLD <domain> <id> <ttl> <limit> <remaining> <retry-after> <reset-after> <window> <name> <slot> … | DECIDE <rules> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE> … | DIGEST [<domain>]"
+const partSyntax = "ERR syntax error: RL.PART RESERVE <rules> <id> <ttl> [ORDER <i,j,…>] <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | CANCEL <domain> <id> <ttl> <slot> … | SETTLE <domain> <id> <actual|CANCEL> <HEAD|PARTS> <slot> … | HOLD <domain> <id> <ttl> <args-sum> <limit> <remaining> <retry-after> <reset-after> <window> <name> <slot> … | DECIDE <rules> <RL.CHECK|RL.SHOULDRATELIMIT> <domain> … | APPLY <RL.RULES|RL.OVERRIDE|RL.SCALE> … | DIGEST [<domain>]"
 
 // part is an RL.PART parsed: its subcommand, and for a deciding one the
 // command it decides (cmd, args: the command's own arguments).
@@ -92,6 +92,8 @@ type part struct {
 	// settle is a CANCEL's or SETTLE's; reply a HOLD's head's.
 	settle settling
 	reply  CheckResult
+	// sum is a HOLD's reserve's arguments' (ReserveArgsSum).
+	sum uint64
 }
 
 // parsePart reads an RL.PART, with its command's checks.
@@ -183,7 +185,7 @@ func parsePart(m *Machine, args [][]byte) (part, string) {
 		pt.settle.slots, bad = parseSlotList(args[6:])
 		return pt, bad
 	case "hold":
-		if len(args) < 11 {
+		if len(args) < 12 {
 			return pt, partSyntax
 		}
 		ttl, bad := parseReserveHead([][]byte{nil, nil, args[3], args[4]})
@@ -191,16 +193,21 @@ func parsePart(m *Machine, args [][]byte) (part, string) {
 			return pt, bad
 		}
 		pt.held = heldAs{id: args[3], ttl: ttl}
+		sum, err := strconv.ParseUint(string(args[5]), 10, 64)
+		if err != nil {
+			return pt, "ERR a held reserve's arguments sum must be an unsigned integer"
+		}
+		pt.sum = sum
 		r := &pt.reply
 		for i, v := range []*int64{&r.Limit, &r.Remaining, &r.RetryAfter, &r.ResetAfter, &r.Window} {
-			n, ok := resp.ParseInt(args[5+i])
+			n, ok := resp.ParseInt(args[6+i])
 			if !ok {
 				return pt, "ERR a held reply's numbers must be integers"
 			}
 			*v = n
 		}
-		r.Name = string(args[10])
-		pt.settle.slots, bad = parseSlotList(args[11:])
+		r.Name = string(args[11])
+		pt.settle.slots, bad = parseSlotList(args[12:])
 		return pt, bad
 	case "apply":
 		if len(args) < 3 {
@@ -387,8 +394,13 @@ func hold(x *exec, domain []byte, pt *part) {
 		x.error(err)
 		return
 	}
+	if r != nil && r.Args != 0 && pt.sum != 0 && r.Args != pt.sum {
+		x.out.Refusal = ErrHeldOther
+		x.fail(HeldWithOtherArgs(pt.held.id))
+		return
+	}
 	if r == nil {
-		r = &ReservationState{Reply: pt.reply, Slots: pt.settle.slots}
+		r = &ReservationState{Reply: pt.reply, Slots: pt.settle.slots, Args: pt.sum}
 		if _, _, err := storeReservation(s, key, keyspace.KindReservation, now+pt.held.ttl, r, nil, true); err != nil {
 			x.error(err)
 			return

@@ -14,6 +14,9 @@ var (
 	// ErrRulesDiffer: this group's rules for the domain are not the
 	// coordinator's. Nothing was charged.
 	ErrRulesDiffer = errors.New("machine: this group's rules for the domain differ from the coordinator's")
+	// ErrHeldOther: the reservation id is held by a reserve of other
+	// arguments. Nothing was charged.
+	ErrHeldOther = errors.New("machine: the reservation id is held with other arguments")
 	// ErrHeldElsewhere: a settle found the reservation's parts in slots
 	// this group does not own (held across groups, or moved): the
 	// coordinator settles it. Nothing was settled.
@@ -70,8 +73,10 @@ type PartRequest struct {
 	Actual   int64
 	Cancel   bool
 	WithHead bool
-	// Reply is the answer a Hold's head gives again to a retried reserve.
-	Reply CheckResult
+	// Reply is the answer a Hold's head gives again to a retried reserve;
+	// ArgsSum identifies the reserve's arguments (ReserveArgsSum).
+	Reply   CheckResult
+	ArgsSum uint64
 	// Orders are a Reserve's descriptors' places in the whole reserve
 	// (RL.RESERVE across groups: its settle lists the limits in them).
 	Orders []int
@@ -120,7 +125,7 @@ func (r *PartRequest) Command() ([][]byte, error) {
 		if r.ID == "" {
 			return nil, ErrBadPart
 		}
-		cmd := [][]byte{[]byte("RL.PART"), []byte("HOLD"), []byte(r.Domain), []byte(r.ID), ttl}
+		cmd := [][]byte{[]byte("RL.PART"), []byte("HOLD"), []byte(r.Domain), []byte(r.ID), ttl, strconv.AppendUint(nil, r.ArgsSum, 10)}
 		for _, v := range [...]int64{r.Reply.Limit, r.Reply.Remaining, r.Reply.RetryAfter, r.Reply.ResetAfter, r.Reply.Window} {
 			cmd = append(cmd, strconv.AppendInt(nil, v, 10))
 		}

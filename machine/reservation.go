@@ -33,6 +33,9 @@ type ReservationState struct {
 	Limits []HeldLimit
 	// Slots, in a head, are the slots its parts are held in, ascending.
 	Slots []int
+	// Args, in a head, identifies the reserve's arguments after its id
+	// (ReserveArgsSum; 0: not known): the same id with others is refused.
+	Args uint64
 	// Cancelled marks a tombstone: a check's part cancelled before its
 	// reserve applied (RL.PART CANCEL … <ttl> found nothing held). A
 	// reserve of the id that arrives later finds it, is refused and
@@ -110,7 +113,7 @@ func (r *ReservationState) AppendBinary(dst []byte) []byte {
 	for _, s := range r.Slots {
 		dst = binary.AppendUvarint(dst, uint64(s))
 	}
-	return dst
+	return binary.AppendUvarint(dst, r.Args)
 }
 
 func appendBytes(dst []byte, s string) []byte {
@@ -185,6 +188,7 @@ func decodeReservationIn(b []byte, alias bool) (*ReservationState, error) {
 			}
 			r.Slots = append(r.Slots, s)
 		}
+		r.Args = d.uvarint64()
 	}
 	if d.bad || len(d.b) != 0 || r.Cancelled && len(r.Limits) > 0 {
 		return nil, errCorruptReservation
@@ -316,4 +320,36 @@ func sameReservation(s *keyspace.Slot, key []byte, kind keyspace.Kind, now int64
 		return ok && bytes.Equal(s.State(e), was)
 	}
 	return s.Object(e) == seen
+}
+
+// ReserveArgsSum identifies an RL.RESERVE's arguments after its id (its
+// ttl, cost and descriptors): FNV-1a over each word and its length, never
+// 0.
+func ReserveArgsSum(words [][]byte) uint64 {
+	h := uint64(14695981039346656037)
+	add := func(b byte) { h = (h ^ uint64(b)) * 1099511628211 }
+	var n [binary.MaxVarintLen64]byte
+	for _, w := range words {
+		for _, b := range binary.AppendUvarint(n[:0], uint64(len(w))) {
+			add(b)
+		}
+		for _, b := range w {
+			add(b)
+		}
+	}
+	return max(h, 1)
+}
+
+// HeldReserve is the head of the reservation id of domain at the applied
+// instant, when one is held here: its reply and its arguments' sum (a
+// coordinator answers a retried reserve from it).
+func (m *Machine) HeldReserve(domain string, id []byte) (reply CheckResult, args uint64, ok bool) {
+	key := appendReservationKey(nil, domain, id)
+	s := m.keys.Lock(slot.Of(key))
+	defer s.Unlock()
+	r, err := reservationAt(s, key, keyspace.KindReservation, m.applied.Load())
+	if err != nil || r == nil || r.Cancelled {
+		return CheckResult{}, 0, false
+	}
+	return r.Reply, r.Args, true
 }

@@ -137,6 +137,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 	if head {
 		h.headKey, h.headSlot = headKey, ds
 		h.split = x.m.owned.Load() != nil
+		h.args = ReserveArgsSum(args[3:])
 	}
 	if r, err := h.existing(p.checks, now); err != nil || r != nil {
 		if err != nil {
@@ -147,6 +148,11 @@ func reserve(x *exec, args [][]byte, orders []int) {
 			// An earlier attempt's part was cancelled before it came
 			// (its answer was lost): this one may be that attempt, late.
 			x.fail(errCancelledID)
+			return
+		}
+		if r.Args != 0 && h.args != 0 && r.Args != h.args {
+			x.out.Refusal = ErrHeldOther
+			x.fail(HeldWithOtherArgs(args[2]))
 			return
 		}
 		// A retry of a reserve whose reply was lost: the same answer,
@@ -199,6 +205,12 @@ type heldAs struct {
 // moments ago, before its reserve came (a tombstone): nothing is charged.
 const errCancelledID = "TRYAGAIN the reservation id was cancelled moments ago, before an earlier attempt's part arrived; ask again in a few seconds"
 
+// HeldWithOtherArgs is the refusal of a reserve whose id is held by a
+// reserve of other arguments.
+func HeldWithOtherArgs(id []byte) string {
+	return "ERR reservation " + resp.Clip(id, 64) + " is held with other arguments"
+}
+
 // errReservationHeld: a part's reservation id is held already (ids are
 // random, so this is a replayed part: it must not charge twice).
 var errReservationHeld = errors.New("the reservation id is held already")
@@ -236,6 +248,8 @@ type reserving struct {
 	// orders are the limits' places in a reserve across groups (nil: the
 	// checks').
 	orders []int
+	// args is the head's ReserveArgsSum.
+	args uint64
 	// split: the group is a sharded cluster's, whose slots move, so each
 	// counter's slot keeps its own part. Else the head holds every limit:
 	// one record, as cheap as a reservation can be.
@@ -360,7 +374,7 @@ const partKeyBase = len("rl-res:{TTTT}") + 20 + len(":/")
 func (h *reserving) record(k *keptRecord, reply CheckResult) ReservationState {
 	r := ReservationState{Reply: reply, Limits: h.limits[k.from:k.to:k.to]}
 	if k.kind == keyspace.KindReservation {
-		r.Slots = h.slots
+		r.Slots, r.Args = h.slots, h.args
 	}
 	return r
 }

@@ -120,7 +120,7 @@ func TestReservationMovesWithItsSlots(t *testing.T) {
 func TestHeadHoldAndEncoding(t *testing.T) {
 	m := New(Options{})
 	hold := func(now int64, remaining string) string {
-		return do(m, now, "RL.PART", "HOLD", "llm", "x", "60", "100", remaining, "-1", "0", "60", "fixed", "9", "3", "3")
+		return do(m, now, "RL.PART", "HOLD", "llm", "x", "60", "77", "100", remaining, "-1", "0", "60", "fixed", "9", "3", "3")
 	}
 	if got := hold(t0, "90"); got != "*7\r\n:0\r\n:100\r\n:90\r\n:-1\r\n:0\r\n$5\r\nfixed\r\n:60\r\n" {
 		t.Fatalf("HOLD: %q", got)
@@ -128,16 +128,22 @@ func TestHeadHoldAndEncoding(t *testing.T) {
 	if got := hold(t0+1, "80"); !strings.Contains(got, ":90\r\n") {
 		t.Fatalf("a second HOLD: %q, want the first's reply", got)
 	}
+	if got := do(m, t0+1, "RL.PART", "HOLD", "llm", "x", "60", "78", "100", "1", "-1", "0", "60", "fixed", "3"); !strings.Contains(got, "held with other arguments") {
+		t.Fatalf("a HOLD of other arguments: %q", got)
+	}
+	if reply, sum, ok := m.HeldReserve("llm", []byte("x")); !ok || sum != 77 || reply.Remaining != 90 {
+		t.Fatalf("HeldReserve: %+v %d %v", reply, sum, ok)
+	}
 	if slots, ok := m.HeldSlots("llm", []byte("x")); !ok || !slices.Equal(slots, []int{3, 9}) {
 		t.Fatalf("HeldSlots: %v %v", slots, ok)
 	}
 	if m.Reservations().Reserved != 1 || m.Reservations().Held != 1 {
 		t.Fatalf("counts %+v", m.Reservations())
 	}
-	r := &ReservationState{Reply: CheckResult{Limit: 5}, Slots: []int{2, 7},
+	r := &ReservationState{Reply: CheckResult{Limit: 5}, Slots: []int{2, 7}, Args: 1 << 60,
 		Limits: []HeldLimit{{Key: []byte("k"), Kind: keyspace.KindFixedWindow, Name: "n", Units: 3, Step: 1, Limit: 5, Order: 4}}}
 	back, err := decodeReservation(r.AppendBinary(nil))
-	if err != nil || !slices.Equal(back.Slots, r.Slots) || back.Limits[0].Order != 4 || back.Reply.Limit != 5 {
+	if err != nil || !slices.Equal(back.Slots, r.Slots) || back.Limits[0].Order != 4 || back.Reply.Limit != 5 || back.Args != r.Args {
 		t.Fatalf("round trip: %+v %v", back, err)
 	}
 	r.Slots = []int{7, 2}
@@ -153,5 +159,31 @@ func TestHeadHoldAndEncoding(t *testing.T) {
 	old = append(old, 0, 1, 1, 'k', byte(keyspace.KindFixedWindow), 1, 'n', 6, 0, 2, 10)
 	if back, err := decodeReservation(old); err != nil || len(back.Limits) != 1 || back.Limits[0].Units != 3 || back.Slots != nil {
 		t.Fatalf("an old record: %+v %v", back, err)
+	}
+}
+
+// The same reservation id again while it is held: with the same arguments
+// it answers the same and charges nothing; with others it is refused
+// (ERR … held with other arguments), charging nothing either.
+func TestReserveIDReusedWithOtherArguments(t *testing.T) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules)
+	first := do(m, t0, "RL.RESERVE", "llm", "r", "60", "COST", "5", "DESCRIPTOR", "fixed", "a")
+	check := func() string { return do(m, t0+3, "RL.CHECK", "llm", "COST", "0", "DESCRIPTOR", "fixed", "a") }
+	before := check()
+	if got := do(m, t0+1, "RL.RESERVE", "llm", "r", "60", "COST", "5", "DESCRIPTOR", "fixed", "a"); got != first {
+		t.Fatalf("the same reserve again: %q, first %q", got, first)
+	}
+	for _, other := range [][]string{
+		{"RL.RESERVE", "llm", "r", "60", "COST", "6", "DESCRIPTOR", "fixed", "a"},
+		{"RL.RESERVE", "llm", "r", "30", "COST", "5", "DESCRIPTOR", "fixed", "a"},
+		{"RL.RESERVE", "llm", "r", "60", "COST", "5", "DESCRIPTOR", "fixed", "b"},
+	} {
+		if got := do(m, t0+2, other...); got != "-ERR reservation r is held with other arguments\r\n" {
+			t.Fatalf("%v: %q", other, got)
+		}
+	}
+	if after := check(); after != before {
+		t.Fatalf("the refused reserves charged: %q, was %q", after, before)
 	}
 }

@@ -678,7 +678,9 @@ type PartRequest struct {
 	// reply is what a HOLD's head answers a retried reserve.
 	Reply *CheckResult `protobuf:"bytes,14,opt,name=reply,proto3" json:"reply,omitempty"`
 	// orders are a RESERVE's descriptors' places in the whole reserve.
-	Orders        []int32 `protobuf:"varint,15,rep,packed,name=orders,proto3" json:"orders,omitempty"`
+	Orders []int32 `protobuf:"varint,15,rep,packed,name=orders,proto3" json:"orders,omitempty"`
+	// args_sum identifies a HOLD's reserve's arguments.
+	ArgsSum       uint64 `protobuf:"varint,16,opt,name=args_sum,json=argsSum,proto3" json:"args_sum,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -816,6 +818,13 @@ func (x *PartRequest) GetOrders() []int32 {
 		return x.Orders
 	}
 	return nil
+}
+
+func (x *PartRequest) GetArgsSum() uint64 {
+	if x != nil {
+		return x.ArgsSum
+	}
+	return 0
 }
 
 // SettleRow is what a settle did to one limit (machine.SettleRow).
@@ -1464,7 +1473,7 @@ const file_member_proto_rawDesc = "" +
 	"\x06ranges\x18\x06 \x03(\v2\x1b.sluice.member.v1.SlotRangeR\x06ranges\x12-\n" +
 	"\x04jobs\x18\a \x03(\v2\x19.sluice.member.v1.JobViewR\x04jobs\"\x1d\n" +
 	"\x05Words\x12\x14\n" +
-	"\x05words\x18\x01 \x03(\fR\x05words\"\xc3\x03\n" +
+	"\x05words\x18\x01 \x03(\fR\x05words\"\xde\x03\n" +
 	"\vPartRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12.\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1a.sluice.member.v1.PartKindR\x04kind\x12\x10\n" +
@@ -1482,7 +1491,8 @@ const file_member_proto_rawDesc = "" +
 	"\x06cancel\x18\f \x01(\bR\x06cancel\x12\x1b\n" +
 	"\twith_head\x18\r \x01(\bR\bwithHead\x123\n" +
 	"\x05reply\x18\x0e \x01(\v2\x1d.sluice.member.v1.CheckResultR\x05reply\x12\x16\n" +
-	"\x06orders\x18\x0f \x03(\x05R\x06orders\"\x9f\x01\n" +
+	"\x06orders\x18\x0f \x03(\x05R\x06orders\x12\x19\n" +
+	"\bargs_sum\x18\x10 \x01(\x04R\aargsSum\"\x9f\x01\n" +
 	"\tSettleRow\x12\x14\n" +
 	"\x05order\x18\x01 \x01(\x05R\x05order\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +

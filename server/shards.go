@@ -1,8 +1,8 @@
 package server
 
 import (
-	"slices"
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"time"

@@ -61,8 +61,8 @@ func NewRouter(m *Map, selfGroup string) (*Router, error) {
 		if m.Groups[i].ID == selfGroup {
 			r := &Router{self: i, leaders: make([]atomic.Pointer[string], MaxGroups), lastLeaders: make([]atomic.Pointer[string], MaxGroups),
 				answered: make([]atomic.Pointer[[]string], MaxGroups),
-				lags: make([]atomic.Int64, MaxGroups),
-				jobs: make([]atomic.Pointer[[]JobView], MaxGroups)}
+				lags:     make([]atomic.Int64, MaxGroups),
+				jobs:     make([]atomic.Pointer[[]JobView], MaxGroups)}
 			r.m.Store(m)
 			for g := range r.lags {
 				r.lags[g].Store(math.MinInt64)

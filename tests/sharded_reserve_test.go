@@ -63,6 +63,14 @@ func TestReservationsAcrossGroups(t *testing.T) {
 			t.Fatalf("tenant %s: %d left after a reserve of 10 and its retry", tenant, got)
 		}
 	}
+	// The same id with other arguments is refused, whichever group keeps
+	// the tenant's counter.
+	for i := range 4 {
+		err := cc.Do(ctx(t), "RL.RESERVE", "llm", "res"+strconv.Itoa(i), 60, "COST", 11, "DESCRIPTOR", "tenant", "t"+strconv.Itoa(i)).Err()
+		if err == nil || err.Error() != "ERR reservation res"+strconv.Itoa(i)+" is held with other arguments" {
+			t.Fatalf("res%d reused with other arguments: %v", i, err)
+		}
+	}
 	// Half are settled now, below the reserve; the rest after the move.
 	for i := range tenants / 2 {
 		rows := settle(t, cc, "RL.SETTLE", "llm", "res"+strconv.Itoa(i), 4)
