@@ -60,7 +60,7 @@ func runAddGroup(c *Ctx, args [][]byte) {
 		members = append(members, ps...)
 	}
 	if err := c.Env.Migrations.AddGroup(context.Background(), string(args[2]), members); err != nil {
-		c.W.Error(migrationError(err))
+		c.W.Error(c.migrationError(err))
 		return
 	}
 	c.W.OK()
@@ -72,7 +72,7 @@ func runRemoveGroup(c *Ctx, args [][]byte) {
 		return
 	}
 	if err := c.Env.Migrations.RemoveGroup(context.Background(), string(args[2])); err != nil {
-		c.W.Error(migrationError(err))
+		c.W.Error(c.migrationError(err))
 		return
 	}
 	c.W.OK()
@@ -101,7 +101,7 @@ func runMigrateSlots(c *Ctx, args [][]byte) {
 		return
 	}
 	if err := c.Env.Migrations.Migrate(specs); err != nil {
-		c.W.Error(migrationError(err))
+		c.W.Error(c.migrationError(err))
 		return
 	}
 	c.W.OK()
@@ -141,10 +141,18 @@ func parseMigrateSlots(args [][]byte) ([]slotmove.Spec, string) {
 	return specs, ""
 }
 
-func migrationError(err error) string {
+// migrationError is the error reply to a migration or group command that
+// failed; one sent to a follower names its group's leader.
+func (c *Ctx) migrationError(err error) string {
 	switch {
 	case errors.Is(err, slotmove.ErrNotLeader):
-		return "ERR send it to a group's leader: slot migrations start and are cancelled at the source group's, groups are added and removed at any group's"
+		where := "send it to a group's leader"
+		if n := c.Env.Cluster; n != nil {
+			if _, addr, ok := n.Leader(); ok && addr != "" {
+				where = "send it to this group's leader, " + addr + ", or another group's"
+			}
+		}
+		return "ERR " + where + ": slot migrations start and are cancelled at the source group's, groups are added and removed at any group's"
 	case errors.Is(err, slotmove.ErrNotEverywhere):
 		return "ERR " + strings.TrimPrefix(err.Error(), "slotmove: ")
 	case errors.Is(err, slotmove.ErrNotFenced):
@@ -161,7 +169,7 @@ func runCancelSlotMigrations(c *Ctx, _ [][]byte) {
 		return
 	}
 	if _, err := c.Env.Migrations.Cancel(); err != nil {
-		c.W.Error(migrationError(err))
+		c.W.Error(c.migrationError(err))
 		return
 	}
 	c.W.OK()

@@ -79,7 +79,7 @@ func runDebug(c *Ctx, args [][]byte) {
 			return
 		}
 		if err := c.Env.Migrations.HoldAfter(strings.ToLower(string(args[2]))); err != nil {
-			c.W.Error(migrationError(err))
+			c.W.Error(c.migrationError(err))
 			return
 		}
 		c.W.OK()

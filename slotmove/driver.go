@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -497,6 +498,7 @@ func (d *Driver) Migrate(specs []Spec) error {
 	}
 	var seen [slot.Count]bool
 	var cmds [][]any
+	var targets []int
 	for _, sp := range specs {
 		g, ok := d.groupOfNode(sp.Node)
 		if !ok {
@@ -528,11 +530,14 @@ func (d *Driver) Migrate(specs []Spec) error {
 				}
 			}
 		}
+		cmds = append(cmds, []any{"SLUICE.JOB", "ADD", machine.NewJobID(), d.cfg.Router.Map().Groups[g].ID,
+			d.cfg.NodeID, sp.Node, sp.Ranges})
+		targets = append(targets, g)
+	}
+	for _, g := range slices.Compact(slices.Sorted(slices.Values(targets))) {
 		if err := d.sameConfig(g); err != nil {
 			return err
 		}
-		cmds = append(cmds, []any{"SLUICE.JOB", "ADD", machine.NewJobID(), d.cfg.Router.Map().Groups[g].ID,
-			d.cfg.NodeID, sp.Node, sp.Ranges})
 	}
 	for _, c := range cmds {
 		if err := d.apply(c...); err != nil {
@@ -553,7 +558,16 @@ func (d *Driver) sameConfig(g int) error {
 	defer cancel()
 	id := d.cfg.Router.Map().Groups[g].ID
 	mine := d.cfg.Machine.RulesDigest("")
+	// A group just added may not have a leader known here yet: ask
+	// again until the timeout.
 	theirs, err := d.rulesDigestOf(ctx, g)
+	for err != nil && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+			theirs, err = d.rulesDigestOf(ctx, g)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("%w: group %s's rules could not be read: %w", ErrRefused, id, err)
 	}

@@ -542,7 +542,7 @@ func TestMigrateSlotsRefusalsAndCancel(t *testing.T) {
 		args []any
 		want string
 	}{
-		{follower, []any{"SLOTSRANGE", 0, 10, "NODE", other}, "send it to a group's leader"},
+		{follower, []any{"SLOTSRANGE", 0, 10, "NODE", other}, "send it to this group's leader, " + leader.Addr},
 		{leader, []any{"SLOTSRANGE", 0, 10}, "wrong number of arguments"},
 		{leader, []any{"SLOTSRANGE", 0, 10, "NOD", other}, "syntax"},
 		{leader, []any{"SLOTSRANGE", 10, 5, "NODE", other}, "invalid slot range"},
