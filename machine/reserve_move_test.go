@@ -187,3 +187,26 @@ func TestReserveIDReusedWithOtherArguments(t *testing.T) {
 		t.Fatalf("the refused reserves charged: %q, was %q", after, before)
 	}
 }
+
+// A settle beyond the reserve must charge: when a counter's key now holds
+// another kind, the settle is refused and changes nothing (the
+// reservation stays held); a cancel still ends it, giving back what it
+// can.
+func TestSettleBeyondAnUnchargeableCounterIsRefused(t *testing.T) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules)
+	do(m, t0, "RL.RESERVE", "llm", "r", "60", "COST", "5", "DESCRIPTOR", "fixed", "a", "DESCRIPTOR", "sliding", "b")
+	key := counterKey(m, "llm", "fixed", "a")
+	do(m, t0+1, "DEL", key)
+	do(m, t0+1, "CL.THROTTLE", key, "5", "5", "60") // another kind at the counter's key
+	before := do(m, t0+2, "DEBUG", "DIGEST")
+	if got := do(m, t0+2, "RL.SETTLE", "llm", "r", "9"); !strings.HasPrefix(got, "-ERR the reservation cannot be charged beyond it: limit fixed: WRONGTYPE") {
+		t.Fatalf("a settle beyond an unchargeable counter: %q", got)
+	}
+	if after := do(m, t0+2, "DEBUG", "DIGEST"); after != before {
+		t.Fatal("a refused settle changed the state")
+	}
+	if got := do(m, t0+3, "RL.CANCEL", "llm", "r"); !strings.HasPrefix(got, "*2\r\n*5\r\n$5\r\nfixed\r\n:5\r\n:0\r\n:0\r\n:0\r\n*5\r\n$7\r\nsliding\r\n:5\r\n:0\r\n:5\r\n:0\r\n") {
+		t.Fatalf("the cancel: %q", got)
+	}
+}

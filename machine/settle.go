@@ -2,6 +2,7 @@ package machine
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/sluice-rl/sluice/gcra"
@@ -220,8 +221,26 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 			return false
 		}
 	}
+	// A charge beyond the reserve must land: a counter whose key now
+	// holds another kind refuses the whole settle, changing nothing (the
+	// reservation stays; a cancel still gives back what it can).
+	if st.actual > 0 {
+		for i := range recs {
+			if r := &recs[i]; r.live() {
+				for j := range r.state.Limits {
+					if l := &r.state.Limits[j]; st.actual > l.Units {
+						if err := x.chargeable(l); err != nil {
+							x.fail("ERR the reservation cannot be charged beyond it: limit " + l.Name + ": " + ErrorReply(err))
+							return true
+						}
+					}
+				}
+			}
+		}
+	}
 	rows := x.bufs.settled[:0]
 	held := false
+	var failed error
 	for i := range recs {
 		r := &recs[i]
 		if !r.live() {
@@ -249,15 +268,25 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 			case st.actual > l.Units:
 				row.Charged, err = x.force(l, st.actual-l.Units, now)
 			}
-			if err != nil {
-				// A limit that cannot be settled (its key now holds
-				// another kind) is left as it is; the others settle.
-				row.Refunded, row.Charged = 0, 0
+			switch {
+			case err != nil && row.Refunded == 0 && st.actual > l.Units:
+				// The charge beyond could not be stored (checked
+				// chargeable above: the store itself failed): said, not
+				// swallowed.
+				failed = errors.Join(failed, fmt.Errorf("limit %s: %w", l.Name, err))
+			case err != nil:
+				// A refund that cannot be given (its key now holds
+				// another kind) gives nothing: never laxer.
+				row.Refunded = 0
 			}
 			rows = append(rows, row)
 		}
 	}
 	x.bufs.settled = rows
+	if failed != nil {
+		x.fail("ERR the reservation was settled, but a charge beyond it failed: " + ErrorReply(failed))
+		return true
+	}
 	if !held {
 		x.w.Null()
 		return true
@@ -269,6 +298,15 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 	x.out.Settled = rows
 	WriteSettle(x.w, rows)
 	return true
+}
+
+// chargeable reports why l's counter cannot take a charge now (nil: it
+// can): its key holds another kind.
+func (x *exec) chargeable(l *HeldLimit) error {
+	s, now := x.lockKey(l.Key)
+	defer x.unlock(s)
+	_, _, err := s.GetKind(l.Key, l.Kind, now)
+	return err
 }
 
 // refund gives n units of l back at now and returns how many went back.

@@ -173,3 +173,20 @@ func TestForceSaturatesAtTheBounds(t *testing.T) {
 		}
 	}
 }
+
+// A refund never gives back more than its window counted (a refund of the
+// latest charge, Envoy's is_negative_hits, may ask for more): it floors at
+// nothing counted, in the current window and in the previous one alike.
+func TestRefundFloorsAtNothingCounted(t *testing.T) {
+	c := CounterState{Window: 10, Start: 100, Prev: 1, Curr: 2}
+	if got, given := c.Refund(10, 100, 5); got.Curr != 0 || got.Prev != 1 || given != 2 {
+		t.Fatalf("current window: %+v gave %d, want 2 back and none left", got, given)
+	}
+	if got, given := c.Refund(10, 90, 5); got.Prev != 0 || got.Curr != 2 || given != 1 {
+		t.Fatalf("previous window: %+v gave %d, want 1 back and none left", got, given)
+	}
+	f := FixedState{Window: 10, Start: 100, Count: 3}
+	if got, given := f.Refund(10, 100, 7); got.Count != 0 || given != 3 {
+		t.Fatalf("fixed window: %+v gave %d, want 3 back and none left", got, given)
+	}
+}
