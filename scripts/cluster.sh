@@ -5,10 +5,27 @@
 # ("7001 7005 7009" or "7001,7005,7009"); each node's Raft port is its
 # port + 10000.
 #   scripts/cluster.sh stop  [data-dir]
-# With GROUPS=n (n > 1) it starts a sharded cluster instead: n groups of
+# With SLUICE_GROUPS=n (n > 1; make cluster GROUPS=n; bash keeps GROUPS
+# for itself) it starts a sharded cluster instead: n groups of
 # three nodes on consecutive ports from the first one, the slots split
 # evenly between the groups in a cluster map written to data-dir.
+# HTTP=1 and GRPC=1 open each node's HTTP and gRPC doors on its port +
+# 20000 and + 30000; RULES=path loads rules (a file or a directory).
 set -euo pipefail
+# doors prints the extra flags of the node on port $1, one per line.
+doors() {
+	[ -n "${RULES:-}" ] && printf '%s\n' --rules "$RULES"
+	[ "${HTTP:-}" = 1 ] && printf '%s\n' --http-addr "127.0.0.1:$(($1 + 20000))"
+	[ "${GRPC:-}" = 1 ] && printf '%s\n' --grpc-addr "127.0.0.1:$(($1 + 30000))"
+	return 0
+}
+# doorsNote says where the doors are, for ports $1 to $2.
+doorsNote() {
+	[ "${HTTP:-}" = 1 ] && echo "  HTTP:     127.0.0.1 ports $(($1 + 20000))-$(($2 + 20000)) (POST /json, /metrics, the status page at /)"
+	[ "${GRPC:-}" = 1 ] && echo "  gRPC:     127.0.0.1 ports $(($1 + 30000))-$(($2 + 30000)) (envoy.service.ratelimit.v3)"
+	[ -n "${RULES:-}" ] && echo "  rules:    $RULES"
+	return 0
+}
 cmd=${1:-start}
 if [ "$cmd" = stop ]; then
 	dir=${2:-./data/cluster}
@@ -21,8 +38,8 @@ if [ "$cmd" = stop ]; then
 	exit 0
 fi
 bin=${2:-bin/sluice}
-groups=${GROUPS:-1}
-case $groups in '' | *[!0-9]* | 0) echo "cluster.sh: GROUPS='$groups' is not a positive number" >&2; exit 2 ;; esac
+groups=${SLUICE_GROUPS:-1}
+case $groups in '' | *[!0-9]* | 0) echo "cluster.sh: SLUICE_GROUPS='$groups' is not a positive number" >&2; exit 2 ;; esac
 if [ "$groups" -gt 1 ]; then
 	read -r -a first <<<"${3:-7001}"
 	base=${first[0]%%,*}
@@ -50,7 +67,8 @@ if [ "$groups" -gt 1 ]; then
 				echo "$id is already running (pid $(cat "$dir/$id.pid"))"
 				continue
 			fi
-			"$bin" --node-id "$id" --addr "127.0.0.1:$p" --data-dir "$dir/$id" --cluster-map "$map" >"$dir/$id.log" 2>&1 &
+			mapfile -t more < <(doors "$p")
+			"$bin" --node-id "$id" --addr "127.0.0.1:$p" --data-dir "$dir/$id" --cluster-map "$map" "${more[@]}" >"$dir/$id.log" 2>&1 &
 			echo $! >"$dir/$id.pid"
 		done
 	done
@@ -87,6 +105,7 @@ a sharded sluice cluster of $groups groups of three runs on 127.0.0.1 ports $bas
   logs:     $dir/g*n*.log
   stop it:  make cluster-stop DATA=${dir%/cluster}
 MSG
+	doorsNote "$base" "$last"
 	exit 0
 fi
 read -r -a ports <<<"${3:-7001}"
@@ -115,7 +134,8 @@ for i in 1 2 3; do
 		echo "n$i is already running (pid $(cat "$dir/n$i.pid"))"
 		continue
 	fi
-	"$bin" --node-id "n$i" --addr "127.0.0.1:$p" --data-dir "$dir/n$i" --peers "$peers" >"$dir/n$i.log" 2>&1 &
+	mapfile -t more < <(doors "$p")
+	"$bin" --node-id "n$i" --addr "127.0.0.1:$p" --data-dir "$dir/n$i" --peers "$peers" "${more[@]}" >"$dir/n$i.log" 2>&1 &
 	echo $! >"$dir/n$i.pid"
 done
 # Wait for a leader.
@@ -129,6 +149,7 @@ a three-node sluice cluster runs on 127.0.0.1 ports ${ports[*]}; the leader is n
   logs:     $dir/n1.log … n3.log
   stop it:  make cluster-stop DATA=${dir%/cluster}
 MSG
+			doorsNote "${ports[0]}" "${ports[2]}"
 			exit 0
 		fi
 	done
