@@ -40,6 +40,7 @@ func run(args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logRedisThrough(log)
 	if o.clusterJoin != "" {
 		if err := o.join(log); err != nil {
 			return err
