@@ -155,6 +155,9 @@ type statusJSON struct {
 	Persist   [][2]string    `json:"persistence"`
 	// Groups are a sharded cluster's groups (none otherwise).
 	Groups  []statusGroup   `json:"groups,omitempty"`
+	// Migrations are the groups' running and recently ended slot
+	// migrations.
+	Migrations []statusMigration `json:"migrations,omitempty"`
 	Indexes map[string]uint `json:"raft_indexes,omitempty"`
 	// CountedAt says, on a follower, where decisions are made and counted:
 	// the leader (a follower redirects RESP clients and forwards gRPC and
@@ -197,6 +200,71 @@ type statusRule struct {
 }
 
 // statusGroup is one group of a sharded cluster.
+// statusMigration is a running or recently ended slot migration out of a
+// group: its slots, how many have moved (this group's own: its log's
+// count; another group's: its leader's view, ended or not), its state.
+type statusMigration struct {
+	ID     string `json:"id,omitempty"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Slots  string `json:"slots"`
+	Total  int    `json:"slots_total"`
+	Moved  int    `json:"slots_moved"`
+	State  string `json:"state"`
+	Keys   int64  `json:"keys_moved"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// recentMigrations is how long the status page lists a migration of this
+// group's that ended.
+const recentMigrations = 15 * time.Minute
+
+// groupMigrations are group g's migrations as this member knows them.
+func (s *Server) groupMigrations(g int, id string, now time.Time) []statusMigration {
+	r := s.router
+	count := func(rs [][2]int) (n int) {
+		for _, rg := range rs {
+			n += rg[1] - rg[0] + 1
+		}
+		return n
+	}
+	text := func(rs [][2]int) string {
+		var out []string
+		for _, rg := range rs {
+			out = append(out, shardmap.Range{From: rg[0], To: rg[1]}.String())
+		}
+		return strings.Join(out, ", ")
+	}
+	var out []statusMigration
+	if g == r.Self() {
+		o := s.env.Machine.Owned()
+		if o == nil {
+			return nil
+		}
+		for _, j := range o.Jobs {
+			if j.State != machine.JobRunning && now.UnixNano()-j.Ended > int64(recentMigrations) {
+				continue
+			}
+			total := count(j.Ranges)
+			out = append(out, statusMigration{ID: j.ID, From: id, To: j.TargetGroup, Slots: text(j.Ranges), Total: total,
+				Moved: total - count(j.Remaining()), State: j.State, Keys: int64(j.Keys)})
+		}
+		return out
+	}
+	for _, v := range r.JobViews(g) {
+		if !v.Shown(now) {
+			continue
+		}
+		m := statusMigration{From: id, To: v.Target, Slots: text(v.Ranges), Total: count(v.Ranges), State: "running",
+			Moved: -1, Keys: -1, Detail: "as its group's leader reports it"}
+		if v.Until != 0 {
+			m.State, m.Moved = "ended", m.Total
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
 type statusGroup struct {
 	ID      string   `json:"id"`
 	Slots   string   `json:"slots"`
@@ -303,8 +371,14 @@ func (s *Server) statusData() statusJSON {
 				}
 			} else if addr, ok := r.Leader(g); ok {
 				sg.Leader = addr
+				for _, p := range grp.Members {
+					if p.ClientAddr == addr {
+						sg.Leader = p.ID + " " + addr // by id and address, as this group's
+					}
+				}
 			}
 			out.Groups = append(out.Groups, sg)
+			out.Migrations = append(out.Migrations, s.groupMigrations(g, grp.ID, now.at)...)
 		}
 	}
 	if h := e.Hot; h != nil {
