@@ -154,11 +154,11 @@ type statusJSON struct {
 	Scales    []statusScale  `json:"scales"`
 	Persist   [][2]string    `json:"persistence"`
 	// Groups are a sharded cluster's groups (none otherwise).
-	Groups  []statusGroup   `json:"groups,omitempty"`
+	Groups []statusGroup `json:"groups,omitempty"`
 	// Migrations are the groups' running and recently ended slot
 	// migrations.
 	Migrations []statusMigration `json:"migrations,omitempty"`
-	Indexes map[string]uint `json:"raft_indexes,omitempty"`
+	Indexes    map[string]uint   `json:"raft_indexes,omitempty"`
 	// CountedAt says, on a follower, where decisions are made and counted:
 	// the leader (a follower redirects RESP clients and forwards gRPC and
 	// HTTP calls, so its own figures stay near zero).
