@@ -1,7 +1,6 @@
 package machine
 
 import (
-	"encoding/binary"
 	"errors"
 
 	"github.com/sluice-rl/sluice/keyspace"
@@ -37,19 +36,8 @@ func (m *Machine) ExportConfig() (SlotExport, error) {
 				if !configKind(e.Kind()) {
 					return true
 				}
-				out.Payload = append(out.Payload, byte(e.Kind()))
-				out.Payload = binary.AppendUvarint(out.Payload, uint64(len(key)))
-				out.Payload = append(out.Payload, key...)
-				out.Payload = binary.LittleEndian.AppendUint64(out.Payload, uint64(s.Word(e)))
-				var state []byte
-				if state, err = AppendState(nil, s, e); err != nil {
-					err = errors.Join(ErrExport, err)
-					return false
-				}
-				out.Payload = binary.AppendUvarint(out.Payload, uint64(len(state)))
-				out.Payload = append(out.Payload, state...)
-				out.Keys++
-				return true
+				err = out.add(s, key, e)
+				return err == nil
 			})
 		}
 		s.Unlock()

@@ -76,25 +76,30 @@ func (m *Machine) ExportSlots(ranges [][2]int) (SlotExport, error) {
 				if !movable(e.Kind()) {
 					return true
 				}
-				out.Payload = append(out.Payload, byte(e.Kind()))
-				out.Payload = binary.AppendUvarint(out.Payload, uint64(len(key)))
-				out.Payload = append(out.Payload, key...)
-				out.Payload = binary.LittleEndian.AppendUint64(out.Payload, uint64(s.Word(e)))
-				var state []byte
-				if state, err = AppendState(nil, s, e); err != nil {
-					err = errors.Join(ErrExport, err)
-					return false
-				}
-				out.Payload = binary.AppendUvarint(out.Payload, uint64(len(state)))
-				out.Payload = append(out.Payload, state...)
-				out.Keys++
-				return true
+				err = out.add(s, key, e)
+				return err == nil
 			})
 			s.Unlock()
 		}
 	}
 	out.Digest = payloadDigest(out.Payload)
 	return out, err
+}
+
+// add appends the record e at key of s to the export.
+func (out *SlotExport) add(s *keyspace.Slot, key []byte, e keyspace.Entry) error {
+	out.Payload = append(out.Payload, byte(e.Kind()))
+	out.Payload = binary.AppendUvarint(out.Payload, uint64(len(key)))
+	out.Payload = append(out.Payload, key...)
+	out.Payload = binary.LittleEndian.AppendUint64(out.Payload, uint64(s.Word(e)))
+	state, err := AppendState(nil, s, e)
+	if err != nil {
+		return errors.Join(ErrExport, err)
+	}
+	out.Payload = binary.AppendUvarint(out.Payload, uint64(len(state)))
+	out.Payload = append(out.Payload, state...)
+	out.Keys++
+	return nil
 }
 
 // DigestSlots is the digest of the movable records of slots from to to

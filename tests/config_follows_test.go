@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,14 +73,7 @@ func TestConfigurationReachesAGroupAddedLater(t *testing.T) {
 		}
 		return err == nil
 	})
-	var ms []migration
-	eventuallyExplained(t, "the migration ended", func() bool {
-		ms = slotMigrations(t, sc.Leader(t, 0).Client())
-		return len(ms) > 0 && ms[0]["state"] != "running"
-	}, func() string { return fmt.Sprint(ms) })
-	if ms[0]["state"] != "success" {
-		t.Fatalf("migration %v", ms[0])
-	}
+	migrationEnded(t, func() *redis.Client { return sc.Leader(t, 0).Client() })
 	if v, _ := l3.Do(ctx(t), "RL.RULES", "LIST", "x").Slice(); len(v) != 2 {
 		t.Fatalf("group 3's rules after the migration: %v", v)
 	}

@@ -141,14 +141,7 @@ func TestReservationsAcrossGroups(t *testing.T) {
 	if err := sc.Leader(t, 0).Client().Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", 0, 8191, "NODE", nodeID).Err(); err != nil {
 		t.Fatalf("MIGRATESLOTS: %v", err)
 	}
-	var ms []migration
-	eventuallyExplained(t, "the migration ended", func() bool {
-		ms = slotMigrations(t, sc.Leader(t, 0).Client())
-		return len(ms) > 0 && ms[0]["state"] != "running"
-	}, func() string { return fmt.Sprint(ms) })
-	if ms[0]["state"] != "success" {
-		t.Fatalf("migration %v", ms[0])
-	}
+	migrationEnded(t, func() *redis.Client { return sc.Leader(t, 0).Client() })
 	for i := tenants / 2; i < tenants; i++ {
 		tenant := "t" + strconv.Itoa(i)
 		var rows []settleRow

@@ -72,6 +72,20 @@ func waitMigrated(t *testing.T, sc *movingCluster, g int) []migration {
 	return ms
 }
 
+// migrationEnded waits until the first migration the leader c lists has
+// ended, and fails the test unless it succeeded.
+func migrationEnded(t *testing.T, leader func() *redis.Client) {
+	t.Helper()
+	var ms []migration
+	eventuallyExplained(t, "the migration ended", func() bool {
+		ms = slotMigrations(t, leader())
+		return len(ms) > 0 && ms[0]["state"] != "running"
+	}, func() string { return fmt.Sprint(ms) })
+	if ms[0]["state"] != "success" {
+		t.Fatalf("migration %v", ms[0])
+	}
+}
+
 // digestSlots is DEBUG DIGEST-SLOTS from to on c: the digest and count.
 func digestSlots(t *testing.T, c *redis.Client, from, to int) (string, int64) {
 	t.Helper()

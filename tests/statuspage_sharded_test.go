@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // startShardedWithStatus is a 2×3 sharded cluster whose first member
@@ -25,11 +27,7 @@ func startShardedWithStatus(t *testing.T) (*ShardedCluster, string) {
 	eventually(t, "MIGRATESLOTS", func() bool {
 		return sc.Leader(t, 0).Client().Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", 0, 99, "NODE", node).Err() == nil
 	})
-	var ms []migration
-	eventuallyExplained(t, "the migration ended", func() bool {
-		ms = slotMigrations(t, sc.Leader(t, 0).Client())
-		return len(ms) > 0 && ms[0]["state"] != "running"
-	}, func() string { return fmt.Sprint(ms) })
+	migrationEnded(t, func() *redis.Client { return sc.Leader(t, 0).Client() })
 	return sc, httpAddr
 }
 
