@@ -26,24 +26,7 @@ func configKind(k keyspace.Kind) bool {
 // ExportConfig is this group's configuration as records live at the
 // applied instant.
 func (m *Machine) ExportConfig() (SlotExport, error) {
-	applied := m.applied.Load()
-	var out SlotExport
-	var err error
-	for i := 0; i < slot.Count && err == nil; i++ {
-		s := m.keys.Lock(i)
-		if s.Len() > 0 {
-			s.Keys(applied, func(key []byte, e keyspace.Entry) bool {
-				if !configKind(e.Kind()) {
-					return true
-				}
-				err = out.add(s, key, e)
-				return err == nil
-			})
-		}
-		s.Unlock()
-	}
-	out.Digest = payloadDigest(out.Payload)
-	return out, err
+	return m.export([][2]int{{0, slot.Count - 1}}, configKind)
 }
 
 func configCommands() []*Command {

@@ -65,20 +65,25 @@ type SlotExport struct {
 
 // ExportSlots reads the movable records of ranges live at the applied
 // instant. Read it after the chunk's cut applied: then nothing changes it.
-func (m *Machine) ExportSlots(ranges [][2]int) (SlotExport, error) {
+func (m *Machine) ExportSlots(ranges [][2]int) (SlotExport, error) { return m.export(ranges, movable) }
+
+// export reads the records of ranges whose kind keep reports, live at the
+// applied instant.
+func (m *Machine) export(ranges [][2]int, keep func(keyspace.Kind) bool) (SlotExport, error) {
 	applied := m.applied.Load()
 	var out SlotExport
 	var err error
 	for _, r := range ranges {
 		for i := r[0]; i <= r[1] && err == nil; i++ {
 			s := m.keys.Lock(i)
-			s.Keys(applied, func(key []byte, e keyspace.Entry) bool {
-				if !movable(e.Kind()) {
-					return true
-				}
-				err = out.add(s, key, e)
-				return err == nil
-			})
+			if s.Len() > 0 {
+				s.Keys(applied, func(key []byte, e keyspace.Entry) bool {
+					if keep(e.Kind()) {
+						err = out.add(s, key, e)
+					}
+					return err == nil
+				})
+			}
 			s.Unlock()
 		}
 	}
