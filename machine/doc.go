@@ -49,8 +49,10 @@
 //     rls.go (RL.SHOULDRATELIMIT, Envoy's request), policy_admin.go and
 //     policy_state.go (RL.RULES, RL.OVERRIDE, RL.SCALE and their state),
 //     result.go (the typed results the doors format).
-//   - Reservations: reserve.go (RL.RESERVE, RL.SETTLE, RL.CANCEL and the
-//     never-lax refunds), reservation.go (the held record).
+//   - Reservations: reserve.go (RL.RESERVE and the holder that keeps a
+//     head and, in a sharded group, a part per counter's slot), settle.go
+//     (RL.SETTLE, RL.CANCEL, a part's settle or cancel, and the never-lax
+//     refunds), reservation.go (the records: encoding, keys, reads).
 //   - Placement in a sharded cluster: fence.go (the group's ownership: the
 //     slots its log owns, refused otherwise), slotjobs.go and slotmove.go
 //     (slot migration jobs: cut, import, moved, and the slots' export),
@@ -58,7 +60,9 @@
 //     part of a check across groups: RL.PART, and Split, how a check is
 //     cut by group), partrequest.go (a part typed as members send it, its
 //     typed result, the refusals members act on: ErrFenced,
-//     ErrRulesDiffer).
+//     ErrRulesDiffer, ErrHeldElsewhere, ErrHeldOther), config_copy.go
+//     (SLUICE.CONFIG: a group's configuration given to a migration's
+//     target).
 //   - Memory: stores.go (whether a command would add a record, for
 //     maxmemory).
 //   - Encodings and reading: kinds.go (each kind's TYPE name and snapshot
