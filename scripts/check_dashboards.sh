@@ -12,5 +12,5 @@ cd "$(dirname "$0")/.."
 command -v prometheus >/dev/null && command -v promtool >/dev/null ||
 	{ echo "prometheus and promtool are needed (Debian: prometheus)" >&2; exit 1; }
 command -v chromium >/dev/null || { echo "chromium is needed (Debian: chromium)" >&2; exit 1; }
-SLUICE_CHECK_DASHBOARDS=1 go test -count=1 -run 'TestDashboardsAndAlerts|TestStatusPageInChromium' -v ./tests 2>&1 |
-	grep -v '^time=' | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|dashboards_test|statuspage_test'
+SLUICE_CHECK_DASHBOARDS=1 go test -count=1 -run 'TestDashboardsAndAlerts|TestStatusPageInChromium|TestStatusPageShardedInChromium' -v ./tests 2>&1 |
+	grep -v '^time=' | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|dashboards_test|statuspage_'
