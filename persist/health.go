@@ -72,11 +72,12 @@ func (h *health) Err() error {
 	return h.err
 }
 
-// watch returns the current fault and a channel closed when it changes.
-func (h *health) watch() (error, <-chan struct{}) {
+// watch returns a channel closed when the fault changes, and the current
+// fault.
+func (h *health) watch() (<-chan struct{}, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.err, h.changed
+	return h.changed, h.err
 }
 
 func (h *health) setLocked(err error) {

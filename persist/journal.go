@@ -116,7 +116,7 @@ func newJournal(db *pebble.DB, policy FsyncPolicy, log *slog.Logger, seq uint64,
 	}
 	j.cond.L = &j.mu
 	go j.run()
-	_, changed := h.watch()
+	changed, _ := h.watch()
 	go j.watchHealth(changed)
 	return j
 }
@@ -132,7 +132,7 @@ func (j *journal) watchHealth(changed <-chan struct{}) {
 		case <-j.done:
 			return
 		}
-		_, changed = j.health.watch()
+		changed, _ = j.health.watch()
 		j.mu.Lock()
 		j.cond.Broadcast()
 		j.mu.Unlock()

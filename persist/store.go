@@ -409,7 +409,7 @@ func (s *Store) unlessFault(f func() error) error {
 	done := make(chan error, 1)
 	go func() { done <- f() }()
 	for {
-		fault, changed := s.health.watch()
+		changed, fault := s.health.watch()
 		if fault != nil {
 			s.log.Error("quota store not closed: it cannot write; quota changes not yet on disk are lost", "dir", s.dbPath, "err", fault)
 			return fault
