@@ -36,9 +36,11 @@ func TestConfigurationReachesAGroupAddedLater(t *testing.T) {
 			vip = u
 		}
 	}
-	if err := cc.Do(ctx(t), "RL.OVERRIDE", "SET", "x", 7, "day", "BURST", 6, "DESCRIPTOR", "user", vip).Err(); err != nil {
-		t.Fatal(err)
-	}
+	// Applied everywhere once every group's leader is known (it says to
+	// send it again until then).
+	eventually(t, "the override in every group", func() bool {
+		return cc.Do(ctx(t), "RL.OVERRIDE", "SET", "x", 7, "day", "BURST", 6, "DESCRIPTOR", "user", vip).Err() == nil
+	})
 	if v := checkInts(t, cc, "RL.CHECK", "x", "COST", 0, "DESCRIPTOR", "user", vip); v[1] != 7 {
 		t.Fatalf("the override before the move: %v", v)
 	}
