@@ -69,6 +69,9 @@ type Machine struct {
 	// check's n-th store fail (storeFault), as a full slot or refused
 	// memory would.
 	storeFaults func(n int) error
+	// logMoveFaults, likewise, makes a sliding log's insert fail after it
+	// left its record (storeLog's delete, then insert).
+	logMoveFaults func() error
 }
 
 // New returns an empty machine at instant 0.

@@ -231,7 +231,7 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid b
 	case keyspace.KindSlidingCounter:
 		return storeInline(s, c.key, c.kind, e, found, c.word, &c.counter)
 	case keyspace.KindSlidingLog:
-		return storeLog(s, c.key, e, found, &c.log, c.word, &x.bufs.enc)
+		return storeLogOr(s, c.key, e, found, &c.log, c.word, &x.bufs.enc, x.m.logMoveFaults)
 	case keyspace.KindFixedWindow:
 		return storeInline(s, c.key, c.kind, e, found, c.word, &c.fixed)
 	case keyspace.KindQuota:

@@ -95,3 +95,56 @@ func TestMultiCheckChargesNothingWhenAStoreFails(t *testing.T) {
 		}
 	}
 }
+
+// A sliding log that outgrows its record moves out of it (a delete, then
+// an insert): when that insert fails, the check charges nothing — the log
+// is put back as it was — though the log is the check's only store, which
+// a failed store otherwise needs no note for.
+func TestSlidingLogMovingOutOfItsRecordFailsWhole(t *testing.T) {
+	fresh := func() *Machine {
+		m := New(Options{})
+		do(m, t0, "RL.RULES", "LOAD", "undo.yaml", undoRules)
+		return m
+	}
+	inline := func(m *Machine) bool {
+		key := []byte(counterKey(m, "undo", "x", "edge"))
+		s := m.keys.LockKey(key)
+		defer s.Unlock()
+		e, ok := s.Get(key, m.Applied())
+		return ok && e.Inline()
+	}
+	// The number of charges after which the next one moves the log out.
+	edge := -1
+	for n := 1; n < 400 && edge < 0; n++ {
+		m := fresh()
+		for i := range n {
+			do(m, t0+int64(i)*1e6, "RL.CHECK", "undo", "DESCRIPTOR", "x", "edge")
+		}
+		if !inline(m) {
+			t.Fatalf("the log left its record after %d charges, before the probe", n)
+		}
+		do(m, t0+int64(n)*1e6, "RL.CHECK", "undo", "DESCRIPTOR", "x", "edge")
+		if !inline(m) {
+			edge = n
+		}
+	}
+	if edge < 0 {
+		t.Fatal("the log never left its record")
+	}
+	m := fresh()
+	for i := range edge {
+		do(m, t0+int64(i)*1e6, "RL.CHECK", "undo", "DESCRIPTOR", "x", "edge")
+	}
+	at := t0 + int64(edge)*1e6
+	m.Advance(at)
+	before, _ := m.Digest()
+	m.logMoveFaults = func() error { return fmt.Errorf("injected: %w", keyspace.ErrSlotFull) }
+	r := do(m, at, "RL.CHECK", "undo", "DESCRIPTOR", "x", "edge")
+	m.logMoveFaults = nil
+	if !strings.HasPrefix(r, "-") {
+		t.Fatalf("the move's insert failed, yet the check answered %q", r)
+	}
+	if after, _ := m.Digest(); after != before || !inline(m) {
+		t.Fatalf("a failed move changed the log (inline %v)", inline(m))
+	}
+}

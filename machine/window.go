@@ -214,6 +214,12 @@ func logFitsRecord(st *window.LogState) bool {
 // into its record when it fits one (enc is the encoding's buffer), else as
 // a new object that shares no memory with next.
 func storeLog(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, next *window.LogState, expireAt int64, enc *[]byte) error {
+	return storeLogOr(s, key, e, found, next, expireAt, enc, nil)
+}
+
+// storeLogOr is storeLog; fault, when set (tests), fails the insert of a
+// log that left its record.
+func storeLogOr(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, next *window.LogState, expireAt int64, enc *[]byte, fault func() error) error {
 	if found && !e.Inline() {
 		stored, ok := s.Object(e).(*window.LogState)
 		if !ok || stored == nil {
@@ -239,6 +245,11 @@ func storeLog(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, next *
 	obj := next.Clone()
 	if found {
 		s.Delete(e)
+	}
+	if fault != nil {
+		if err := fault(); err != nil {
+			return err
+		}
 	}
 	_, err := s.Insert(key, keyspace.KindSlidingLog, expireAt, &obj)
 	return err
