@@ -255,8 +255,10 @@ func countersMoved(s int, o *Ownership) string {
 }
 
 // spansGroups is the reply to a held reservation with a counter in slot s,
-// which another group owns: reservations do not move with their counters,
-// so asking again does not help.
+// which another group owns, when the reservation is one record (made
+// before the group fenced by a map): such a record does not move with its
+// counters, so asking again does not help. (A sharded group's
+// reservations are a part per counter's slot, which moves with it.)
 func spansGroups(s int, o *Ownership) string {
 	return "CROSSSLOT the check's counters are not all in this group's slots (slot " + strconv.Itoa(s) +
 		", cluster map epoch " + strconv.FormatUint(o.Epoch, 10) + ")"
