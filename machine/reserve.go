@@ -17,9 +17,10 @@ import (
 // kinds' and quota's Refund: never laxer than the replay without those
 // units, exact when nothing else touched the key) or charges what it used
 // beyond (Force: past the limit if it must, the work is done). The
-// reservation is a record of the domain's slot, so it is replicated and
-// snapshotted like the counters; one never settled keeps its charge and is
-// swept when its ttl ends.
+// reservation is records — a head in the domain's slot and, in a sharded
+// group, a part in each counter's slot (reservation.go) — so it is
+// replicated, snapshotted and moved like the counters; one never settled
+// keeps its charge and is swept when its ttl ends.
 
 func reserveCommands() []*Command {
 	descriptors := Arg{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Multiple: true, Sub: []Arg{
