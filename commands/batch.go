@@ -14,18 +14,19 @@ import (
 // entry, and the connection waits once.
 type Batcher interface {
 	Applier
-	// Redirect is the error reply for a command this node cannot log now
-	// (a follower: MOVED), or "" when it can.
-	Redirect(cmd *machine.Command, args [][]byte) string
+	// Redirect is the refusal of a command this node cannot log now (a
+	// follower: MOVED), or nil when it can.
+	Redirect(cmd *machine.Command, args [][]byte) *machine.Redirect
 	// RedirectKey is Redirect for a command asking about key.
-	RedirectKey(key []byte) string
+	RedirectKey(key []byte) *machine.Redirect
 	// ApplyAll logs cmds as one group and waits. It returns each command's
 	// reply (RESP2) and outcome (whether a limiter refused it, its typed
 	// result), or why the group did not apply (or may not have).
 	ApplyAll(cmds [][][]byte) (reply func(i int) ([]byte, machine.Outcome), err error)
-	// ErrorReply is the reply to a command asking about key (nil: none)
-	// whose group ApplyAll failed with err: a redirect names key's slot.
-	ErrorReply(err error, key []byte) string
+	// ErrorReply is the error reply (its Error text) to a command asking
+	// about key (nil: none) whose group ApplyAll failed with err: a
+	// *machine.Redirect naming key's slot when nothing was applied.
+	ErrorReply(err error, key []byte) error
 }
 
 // deferredBatch is a connection's machine commands waiting for Settle, and
@@ -57,8 +58,9 @@ type deferredBatch struct {
 
 // deferApply queues cmd for the batch, or answers at once with a redirect.
 func (c *Ctx) deferApply(b Batcher, cmd *Command, args [][]byte) {
-	if msg := b.Redirect(cmd.Machine, args); msg != "" {
-		c.W.Error(msg)
+	if to := b.Redirect(cmd.Machine, args); to != nil {
+		c.W.Error(to.Reply)
+		c.settled(machine.Outcome{Err: to.Reply, Refusal: refusalOf(to)})
 		return
 	}
 	if cmd.denyOOM && c.refusedOOM(cmd, args) {
@@ -191,9 +193,9 @@ func (c *Ctx) Settle() {
 		j := k
 		k++
 		if err != nil {
-			msg := d.b.ErrorReply(err, commandKey(d.of[i].Machine, d.cmds[i]))
-			out = appendError(out, c.W.Proto, msg)
-			c.settled(machine.Outcome{Err: msg})
+			e := d.b.ErrorReply(err, commandKey(d.of[i].Machine, d.cmds[i]))
+			out = appendError(out, c.W.Proto, e.Error())
+			c.settled(machine.Outcome{Err: e.Error(), Refusal: refusalOf(e)})
 			continue
 		}
 		r, o := reply(j)
@@ -276,18 +278,23 @@ func (c *Ctx) settleAcross(out []byte, args [][]byte) []byte {
 // failed.
 func (c *Ctx) acrossFailed(out []byte, args [][]byte, err error) []byte {
 	// Nothing admitted: the parts charged elsewhere are being given back.
-	msg := "TRYAGAIN the command spans groups and one of them could not decide: " + err.Error()
+	var refusal error = machine.TryAgain("the command spans groups and one of them could not decide: " + err.Error())
+	msg := refusal.Error()
 	switch {
 	case errors.Is(err, crossgroup.ErrNoLeader):
-		msg = "CLUSTERDOWN a group this command spans has no leader: " + err.Error()
+		refusal = machine.ClusterDown("a group this command spans has no leader: " + err.Error())
+		msg = refusal.Error()
 	case errors.Is(err, crossgroup.ErrOutcomeUnknown):
+		refusal = nil
 		msg = "ERR the outcome is unknown: a group this command was sent to did not answer (it may have applied it): " + err.Error()
 	case errors.Is(err, crossgroup.ErrRulesDiffer):
+		refusal = nil
 		msg = "ERR the groups hold different rules for this domain (load them again): " + err.Error()
 	case errors.Is(err, crossgroup.ErrHeldOther):
+		refusal = nil
 		msg = machine.HeldWithOtherArgs(args[2])
 	}
-	c.settled(machine.Outcome{Err: msg})
+	c.settled(machine.Outcome{Err: msg, Refusal: refusal})
 	return appendError(out, c.W.Proto, msg)
 }
 

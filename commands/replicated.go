@@ -3,7 +3,6 @@ package commands
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/sluice-rl/sluice/cluster"
@@ -31,14 +30,15 @@ type Replicated struct {
 
 // Apply is one command's trip through the log.
 func (r Replicated) Apply(_ int64, cmd *machine.Command, args [][]byte, w *resp.Writer) machine.Outcome {
-	if msg := r.Redirect(cmd, args); msg != "" {
-		w.Error(msg)
-		return machine.Outcome{}
+	if to := r.Redirect(cmd, args); to != nil {
+		w.Error(to.Reply)
+		return machine.Outcome{Err: to.Reply, Refusal: to}
 	}
 	reply, err := r.ApplyAll([][][]byte{args})
 	if err != nil {
-		w.Error(r.ErrorReply(err, commandKey(cmd, args)))
-		return machine.Outcome{}
+		msg := r.ErrorReply(err, commandKey(cmd, args))
+		w.Error(msg.Error())
+		return machine.Outcome{Err: msg.Error(), Refusal: refusalOf(msg)}
 	}
 	b, out := reply(0)
 	w.Buf = appendMachineReply(w.Buf, w.Proto, b)
@@ -48,47 +48,48 @@ func (r Replicated) Apply(_ int64, cmd *machine.Command, args [][]byte, w *resp.
 // Redirect sends the client to the leader unless this node serves; on a
 // sharded member, keys of more than one slot are CROSSSLOT, and a slot
 // another group owns goes to that group.
-func (r Replicated) Redirect(cmd *machine.Command, args [][]byte) string {
+func (r Replicated) Redirect(cmd *machine.Command, args [][]byte) *machine.Redirect {
 	if r.Shards != nil && cmd != nil && cmd.MultiKey() {
-		if msg := crossSlot(cmd.Keys(args), args); msg != "" {
-			return msg
+		if to := crossSlot(cmd.Keys(args), args); to != nil {
+			return to
 		}
 	}
 	return r.RedirectKey(commandKey(cmd, args))
 }
 
-// crossSlot is CROSSSLOT when the keys at keys hash to more than one slot.
-func crossSlot(keys []int, args [][]byte) string {
+// crossSlot is CROSSSLOT when the keys at keys hash to more than one slot
+// (a refusal of no kind: asked again, it is refused again).
+func crossSlot(keys []int, args [][]byte) *machine.Redirect {
 	for i := 1; i < len(keys); i++ {
 		if slot.Of(args[keys[i]]) != slot.Of(args[keys[0]]) {
-			return "CROSSSLOT Keys in request don't hash to the same slot"
+			return &machine.Redirect{Reply: "CROSSSLOT Keys in request don't hash to the same slot"}
 		}
 	}
-	return ""
+	return nil
 }
 
 // RedirectKey sends a client asking about key (nil: a command with no key)
 // to the leader unless this node serves: MOVED names key's slot. On a
 // sharded member a key of another group's slot goes to that group, and
 // keyed commands wait until the group fences by the map.
-func (r Replicated) RedirectKey(key []byte) string {
+func (r Replicated) RedirectKey(key []byte) *machine.Redirect {
 	if r.Shards != nil && key != nil {
 		s := slot.Of(key)
 		switch addr, mine := r.Shards.Route(s); {
 		case mine:
 		case addr == "":
-			return "CLUSTERDOWN The cluster is down" // the owner group has no leader known
+			return machine.ClusterDown("The cluster is down") // the owner group has no leader known
 		default:
-			return "MOVED " + strconv.Itoa(s) + " " + addr
+			return machine.Moved(s, addr)
 		}
 	}
 	if !r.Node.Serving() {
 		return r.redirect(key)
 	}
 	if r.Fenced != nil && key != nil && !r.Fenced() {
-		return "TRYAGAIN the group is taking its slots from the cluster map"
+		return machine.TryAgain("the group is taking its slots from the cluster map")
 	}
-	return ""
+	return nil
 }
 
 // ApplyAll logs cmds as one group of the next entry and waits for it.
@@ -111,36 +112,51 @@ func commandKey(cmd *machine.Command, args [][]byte) []byte {
 
 // redirect is the reply that sends a client asking about key to the
 // leader.
-func (r Replicated) redirect(key []byte) string {
+func (r Replicated) redirect(key []byte) *machine.Redirect {
 	id, addr, ok := r.Node.Leader()
 	switch {
 	case !ok || addr == "":
-		return "CLUSTERDOWN The cluster is down"
+		return machine.ClusterDown("The cluster is down")
 	case id == r.Node.Self():
 		// Elected, not serving yet (its barrier is running): soon.
-		return "TRYAGAIN the leader is starting"
+		return machine.TryAgain("the leader is starting")
 	}
 	s := 0
 	if key != nil {
 		s = slot.Of(key)
 	}
-	return "MOVED " + strconv.Itoa(s) + " " + addr
+	return machine.Moved(s, addr)
 }
 
 // ErrorReply is the reply to a command asking about key whose batch did
 // not apply, or whose outcome this node cannot know: never an admission.
-func (r Replicated) ErrorReply(err error, key []byte) string {
+func (r Replicated) ErrorReply(err error, key []byte) error {
 	switch {
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader):
 		return r.redirect(key)
 	case errors.Is(err, cluster.ErrTransferring):
-		return "TRYAGAIN leadership is moving to another member; nothing was applied"
+		return machine.TryAgain("leadership is moving to another member; nothing was applied")
 	case errors.Is(err, cluster.ErrNotApplied):
-		return "TRYAGAIN the leader changed before this applied; nothing was applied"
+		return machine.TryAgain("the leader changed before this applied; nothing was applied")
 	case errors.Is(err, cluster.ErrUnknownOutcome):
-		return "ERR the outcome is unknown: the change may or may not have applied (" + err.Error() + ")"
+		return replyError("ERR the outcome is unknown: the change may or may not have applied (" + err.Error() + ")")
 	}
-	return errorReply(err)
+	return replyError(errorReply(err))
+}
+
+// replyError is an error reply's text (without the '-') that is no
+// redirect.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+// refusalOf is what an Outcome carries as the refusal for an error reply
+// err: the redirect, or nil for another reply.
+func refusalOf(err error) error {
+	if to, ok := err.(*machine.Redirect); ok && to.Kind != nil {
+		return to
+	}
+	return nil
 }
 
 // ApplyHere logs one command when this node leads and returns its reply

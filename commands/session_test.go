@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/sluice-rl/sluice/machine"
@@ -17,9 +18,9 @@ type groupApplier struct {
 func (groupApplier) Apply(int64, *machine.Command, [][]byte, *resp.Writer) machine.Outcome {
 	panic("groupApplier: Apply")
 }
-func (groupApplier) Redirect(*machine.Command, [][]byte) string { return "" }
-func (groupApplier) RedirectKey([]byte) string                  { return "" }
-func (groupApplier) ErrorReply(err error, _ []byte) string      { return "ERR " + err.Error() }
+func (groupApplier) Redirect(*machine.Command, [][]byte) *machine.Redirect { return nil }
+func (groupApplier) RedirectKey([]byte) *machine.Redirect                  { return nil }
+func (groupApplier) ErrorReply(err error, _ []byte) error                  { return errors.New("ERR " + err.Error()) }
 func (g groupApplier) ApplyAll(cmds [][][]byte) (func(int) ([]byte, machine.Outcome), error) {
 	*g.groups++
 	replies := make([][]byte, len(cmds))

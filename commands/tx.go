@@ -85,9 +85,9 @@ func (c *Ctx) queue(cmd *Command, args [][]byte) {
 	tx := &c.Conn.tx
 	if cmd.Machine != nil {
 		if b, ok := c.Env.Applier.(Batcher); ok {
-			if msg := b.Redirect(cmd.Machine, args); msg != "" {
+			if to := b.Redirect(cmd.Machine, args); to != nil {
 				tx.dirty = true
-				c.W.Error(msg)
+				c.W.Error(to.Reply)
 				return
 			}
 		}
@@ -165,8 +165,8 @@ func runWatch(c *Ctx, args [][]byte) {
 		return
 	}
 	if b, ok := c.Env.Applier.(Batcher); ok {
-		if msg := b.RedirectKey(args[1]); msg != "" {
-			c.W.Error(msg)
+		if to := b.RedirectKey(args[1]); to != nil {
+			c.W.Error(to.Reply)
 			return
 		}
 	}
@@ -282,12 +282,12 @@ func runExec(c *Ctx, _ [][]byte) {
 func (c *Ctx) applyTx(group [][]byte, key []byte) ([]byte, machine.Outcome, string) {
 	execCmd := c.Env.Table.txExec.Machine
 	if b, ok := c.Env.Applier.(Batcher); ok {
-		if msg := b.RedirectKey(key); msg != "" {
-			return nil, machine.Outcome{}, msg
+		if to := b.RedirectKey(key); to != nil {
+			return nil, machine.Outcome{}, to.Reply
 		}
 		reply, err := b.ApplyAll([][][]byte{group})
 		if err != nil {
-			return nil, machine.Outcome{}, b.ErrorReply(err, key)
+			return nil, machine.Outcome{}, b.ErrorReply(err, key).Error()
 		}
 		r, out := reply(0)
 		return r, out, ""

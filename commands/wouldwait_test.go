@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/sluice-rl/sluice/machine"
@@ -14,9 +15,9 @@ type queueOnly struct{}
 func (queueOnly) Apply(int64, *machine.Command, [][]byte, *resp.Writer) machine.Outcome {
 	panic("queueOnly: Apply")
 }
-func (queueOnly) Redirect(*machine.Command, [][]byte) string { return "" }
-func (queueOnly) RedirectKey([]byte) string                  { return "" }
-func (queueOnly) ErrorReply(error, []byte) string            { return "" }
+func (queueOnly) Redirect(*machine.Command, [][]byte) *machine.Redirect { return nil }
+func (queueOnly) RedirectKey([]byte) *machine.Redirect                  { return nil }
+func (queueOnly) ErrorReply(error, []byte) error                        { return errors.New("") }
 func (queueOnly) ApplyAll([][][]byte) (func(int) ([]byte, machine.Outcome), error) {
 	panic("queueOnly: ApplyAll")
 }

@@ -327,7 +327,7 @@ func (m *Machine) applyScratch(sc *Scratch, now int64, cmd *Command, args [][]by
 	if bad := m.fence(cmd, args); bad != "" {
 		w.Error(bad)
 		sc.x = exec{}
-		return Outcome{Err: bad}
+		return Outcome{Err: bad, Refusal: ErrFenced}
 	}
 	cmd.run(&sc.x, args)
 	out = sc.x.out

@@ -155,7 +155,8 @@ func decideResultOf(r *memberpb.DecideReply) decideResult {
 	case errOf(code) != nil:
 		return decideResult{err: fmt.Errorf("%w (%s)", errOf(code), r.GetDetail())}
 	}
-	return decideResult{out: machine.Outcome{Err: r.GetError(), Limited: r.GetLimited(), Statuses: statusesOf(r.GetStatuses())}}
+	return decideResult{out: machine.Outcome{Err: r.GetError(), Refusal: redirectOf(r), Limited: r.GetLimited(),
+		Statuses: statusesOf(r.GetStatuses())}}
 }
 
 // close stops the loop, waits for the batches in flight, and answers the

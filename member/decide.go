@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sluice-rl/sluice/machine"
@@ -40,6 +41,47 @@ func (v service) DecideBatch(ctx context.Context, in *memberpb.DecideBatchReques
 	for i := range outs {
 		o := &outs[i]
 		replies[i] = &memberpb.DecideReply{Code: memberpb.Code_APPLIED, Error: o.Err, Limited: o.Limited, Statuses: statusMessages(o.Statuses)}
+		setRedirect(replies[i], o.Refusal)
 	}
 	return &memberpb.DecideBatchReply{Code: memberpb.Code_APPLIED, Replies: replies}, nil
+}
+
+// redirectKinds are the redirects' codes on the wire.
+var redirectKinds = []struct {
+	code memberpb.Refusal
+	kind error
+}{{memberpb.Refusal_MOVED, machine.ErrMoved}, {memberpb.Refusal_TRY_AGAIN, machine.ErrTryAgain},
+	{memberpb.Refusal_CLUSTER_DOWN, machine.ErrClusterDown}, {memberpb.Refusal_FENCED, machine.ErrFenced}}
+
+// setRedirect puts a call's refusal (a *machine.Redirect, ErrFenced) on
+// the wire.
+func setRedirect(m *memberpb.DecideReply, refusal error) {
+	if refusal == nil {
+		return
+	}
+	for _, k := range redirectKinds {
+		if errors.Is(refusal, k.kind) {
+			m.Refusal = k.code
+			break
+		}
+	}
+	var to *machine.Redirect
+	if errors.As(refusal, &to) && to.Kind == machine.ErrMoved {
+		m.MovedSlot, m.MovedTo = int32(to.Slot), to.Addr
+	}
+}
+
+// redirectOf reads a call's refusal off the wire (nil: none): a
+// *machine.Redirect whose Reply is the error reply, or ErrFenced's.
+func redirectOf(m *memberpb.DecideReply) error {
+	for _, k := range redirectKinds {
+		if m.GetRefusal() != k.code {
+			continue
+		}
+		if k.kind == machine.ErrFenced {
+			return &machine.PartError{Kind: machine.ErrFenced, Reply: m.GetError()}
+		}
+		return &machine.Redirect{Kind: k.kind, Slot: int(m.GetMovedSlot()), Addr: m.GetMovedTo(), Reply: m.GetError()}
+	}
+	return nil
 }

@@ -301,7 +301,18 @@ func TestDecideOverThePort(t *testing.T) {
 		case "follower":
 			return machine.Outcome{}, "127.0.0.1:9", ErrNotLeader
 		case "moved":
-			return machine.Outcome{Err: "MOVED 12 127.0.0.1:7002"}, "", nil
+			to := machine.Moved(12, "127.0.0.1:7002")
+			return machine.Outcome{Err: to.Reply, Refusal: to}, "", nil
+		case "again":
+			to := machine.TryAgain("a slot is moving")
+			return machine.Outcome{Err: to.Reply, Refusal: to}, "", nil
+		case "down":
+			to := machine.ClusterDown("The cluster is down")
+			return machine.Outcome{Err: to.Reply, Refusal: to}, "", nil
+		case "fenced":
+			return machine.Outcome{Err: "TRYAGAIN slot 3 is not this group's", Refusal: machine.ErrFenced}, "", nil
+		case "wrong":
+			return machine.Outcome{Err: "ERR MOVED is a word, not a redirect"}, "", nil
 		}
 		return machine.Outcome{Limited: true, Statuses: []machine.RLSStatus{{Code: 2, RequestsPerUnit: 5, Unit: 1, Remaining: 0, ResetSeconds: 3}}}, "", nil
 	})})
@@ -318,8 +329,23 @@ func TestDecideOverThePort(t *testing.T) {
 	if err != nil || !out.Limited || len(out.Statuses) != 1 || out.Statuses[0].RequestsPerUnit != 5 || out.Statuses[0].ResetSeconds != 3 {
 		t.Fatalf("decided: %+v %v", out, err)
 	}
-	if out, err := call("moved"); err != nil || out.Err != "MOVED 12 127.0.0.1:7002" {
-		t.Fatalf("an error reply: %+v %v", out, err)
+	// Redirects cross typed: what members act on is the kind and the
+	// address, never the reply's text.
+	if out, err := call("moved"); err != nil || out.Err != "MOVED 12 127.0.0.1:7002" ||
+		!errors.Is(out.Refusal, machine.ErrMoved) || machine.MovedTo(out.Refusal) != "127.0.0.1:7002" {
+		t.Fatalf("a MOVED: %+v %v", out, err)
+	}
+	for domain, kind := range map[string]error{"again": machine.ErrTryAgain, "down": machine.ErrClusterDown, "fenced": machine.ErrFenced} {
+		out, err := call(domain)
+		if err != nil || !errors.Is(out.Refusal, kind) || machine.MovedTo(out.Refusal) != "" || out.Err == "" || out.Refusal.Error() != out.Err {
+			t.Fatalf("%s: %+v %v", domain, out, err)
+		}
+	}
+	if !machine.Retryable(func() error { o, _ := call("fenced"); return o.Refusal }()) {
+		t.Fatal("a fenced call is not retryable")
+	}
+	if out, err := call("wrong"); err != nil || out.Refusal != nil || out.Err == "" {
+		t.Fatalf("an error reply that is no redirect: %+v %v", out, err)
 	}
 	_, err = call("follower")
 	if leader, ok := LeaderOf(err); !ok || leader != "127.0.0.1:9" || !NothingApplied(err) {

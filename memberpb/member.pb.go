@@ -176,6 +176,13 @@ const (
 	Refusal_RULES_DIFFER Refusal = 2
 	// Another refusal; detail says it.
 	Refusal_OTHER Refusal = 3
+	// Not applied: another member answers for the slot (moved_slot,
+	// moved_to: its client address).
+	Refusal_MOVED Refusal = 4
+	// Not applied: the same call a moment later may be.
+	Refusal_TRY_AGAIN Refusal = 5
+	// Not applied: no leader is known for the slot.
+	Refusal_CLUSTER_DOWN Refusal = 6
 )
 
 // Enum value maps for Refusal.
@@ -185,12 +192,18 @@ var (
 		1: "FENCED",
 		2: "RULES_DIFFER",
 		3: "OTHER",
+		4: "MOVED",
+		5: "TRY_AGAIN",
+		6: "CLUSTER_DOWN",
 	}
 	Refusal_value = map[string]int32{
 		"REFUSAL_UNSPECIFIED": 0,
 		"FENCED":              1,
 		"RULES_DIFFER":        2,
 		"OTHER":               3,
+		"MOVED":               4,
+		"TRY_AGAIN":           5,
+		"CLUSTER_DOWN":        6,
 	}
 )
 
@@ -1360,11 +1373,16 @@ type DecideReply struct {
 	Code   Code   `protobuf:"varint,1,opt,name=code,proto3,enum=sluice.member.v1.Code" json:"code,omitempty"`
 	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
 	Leader string `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
-	// error is the answer's error reply ("" for a decision): a MOVED to the
-	// domain's group, TRYAGAIN, or a refusal to pass on.
-	Error         string       `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
-	Limited       bool         `protobuf:"varint,5,opt,name=limited,proto3" json:"limited,omitempty"`
-	Statuses      []*RLSStatus `protobuf:"bytes,6,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	// error is the answer's error reply ("" for a decision), for people:
+	// refusal says what members act on.
+	Error    string       `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Limited  bool         `protobuf:"varint,5,opt,name=limited,proto3" json:"limited,omitempty"`
+	Statuses []*RLSStatus `protobuf:"bytes,6,rep,name=statuses,proto3" json:"statuses,omitempty"`
+	// refusal: MOVED (moved_slot, moved_to: the domain's group's leader),
+	// TRY_AGAIN or CLUSTER_DOWN when nothing was applied; unset otherwise.
+	Refusal       Refusal `protobuf:"varint,7,opt,name=refusal,proto3,enum=sluice.member.v1.Refusal" json:"refusal,omitempty"`
+	MovedSlot     int32   `protobuf:"varint,8,opt,name=moved_slot,json=movedSlot,proto3" json:"moved_slot,omitempty"`
+	MovedTo       string  `protobuf:"bytes,9,opt,name=moved_to,json=movedTo,proto3" json:"moved_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1439,6 +1457,27 @@ func (x *DecideReply) GetStatuses() []*RLSStatus {
 		return x.Statuses
 	}
 	return nil
+}
+
+func (x *DecideReply) GetRefusal() Refusal {
+	if x != nil {
+		return x.Refusal
+	}
+	return Refusal_REFUSAL_UNSPECIFIED
+}
+
+func (x *DecideReply) GetMovedSlot() int32 {
+	if x != nil {
+		return x.MovedSlot
+	}
+	return 0
+}
+
+func (x *DecideReply) GetMovedTo() string {
+	if x != nil {
+		return x.MovedTo
+	}
+	return ""
 }
 
 var File_member_proto protoreflect.FileDescriptor
@@ -1537,14 +1576,18 @@ const file_member_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\tR\x06leader\x127\n" +
-	"\areplies\x18\x04 \x03(\v2\x1d.sluice.member.v1.DecideReplyR\areplies\"\xd2\x01\n" +
+	"\areplies\x18\x04 \x03(\v2\x1d.sluice.member.v1.DecideReplyR\areplies\"\xc1\x02\n" +
 	"\vDecideReply\x12*\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\tR\x06leader\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x18\n" +
 	"\alimited\x18\x05 \x01(\bR\alimited\x127\n" +
-	"\bstatuses\x18\x06 \x03(\v2\x1b.sluice.member.v1.RLSStatusR\bstatuses*}\n" +
+	"\bstatuses\x18\x06 \x03(\v2\x1b.sluice.member.v1.RLSStatusR\bstatuses\x123\n" +
+	"\arefusal\x18\a \x01(\x0e2\x19.sluice.member.v1.RefusalR\arefusal\x12\x1d\n" +
+	"\n" +
+	"moved_slot\x18\b \x01(\x05R\tmovedSlot\x12\x19\n" +
+	"\bmoved_to\x18\t \x01(\tR\amovedTo*}\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aAPPLIED\x10\x01\x12\x0e\n" +
@@ -1563,13 +1606,16 @@ const file_member_proto_rawDesc = "" +
 	"\x06CANCEL\x10\x03\x12\n" +
 	"\n" +
 	"\x06SETTLE\x10\x04\x12\b\n" +
-	"\x04HOLD\x10\x05*K\n" +
+	"\x04HOLD\x10\x05*w\n" +
 	"\aRefusal\x12\x17\n" +
 	"\x13REFUSAL_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
 	"\x06FENCED\x10\x01\x12\x10\n" +
 	"\fRULES_DIFFER\x10\x02\x12\t\n" +
-	"\x05OTHER\x10\x032\xb7\x02\n" +
+	"\x05OTHER\x10\x03\x12\t\n" +
+	"\x05MOVED\x10\x04\x12\r\n" +
+	"\tTRY_AGAIN\x10\x05\x12\x10\n" +
+	"\fCLUSTER_DOWN\x10\x062\xb7\x02\n" +
 	"\x06Member\x12E\n" +
 	"\x05Apply\x12\x1e.sluice.member.v1.ApplyRequest\x1a\x1c.sluice.member.v1.ApplyReply\x12I\n" +
 	"\x06Report\x12\x1f.sluice.member.v1.ReportRequest\x1a\x1e.sluice.member.v1.MemberReport\x12B\n" +
@@ -1629,19 +1675,20 @@ var file_member_proto_depIdxs = []int32{
 	17, // 15: sluice.member.v1.DecideBatchReply.replies:type_name -> sluice.member.v1.DecideReply
 	0,  // 16: sluice.member.v1.DecideReply.code:type_name -> sluice.member.v1.Code
 	13, // 17: sluice.member.v1.DecideReply.statuses:type_name -> sluice.member.v1.RLSStatus
-	3,  // 18: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
-	5,  // 19: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
-	10, // 20: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
-	15, // 21: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
-	4,  // 22: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
-	8,  // 23: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
-	14, // 24: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
-	16, // 25: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
-	22, // [22:26] is the sub-list for method output_type
-	18, // [18:22] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	2,  // 18: sluice.member.v1.DecideReply.refusal:type_name -> sluice.member.v1.Refusal
+	3,  // 19: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
+	5,  // 20: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
+	10, // 21: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
+	15, // 22: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
+	4,  // 23: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
+	8,  // 24: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
+	14, // 25: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
+	16, // 26: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
+	23, // [23:27] is the sub-list for method output_type
+	19, // [19:23] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_member_proto_init() }

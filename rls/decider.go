@@ -128,14 +128,14 @@ func (d *NodeDecider) decideOnce(ctx context.Context, args [][]byte) (machine.Ou
 	if err != nil {
 		return machine.Outcome{}, err
 	}
-	if strings.HasPrefix(out.Err, "TRYAGAIN") && d.node != nil && d.node.Serving() {
+	if machine.Retryable(out.Refusal) && d.node != nil && d.node.Serving() {
 		return machine.Outcome{}, errTryAgain
 	}
-	if redirected(out.Err) {
+	if redirected(out.Refusal) {
 		// Nothing was logged here: the domain is another group's (MOVED
 		// to its leader), or leadership moved between the check and the
 		// apply.
-		return d.forward(ctx, args, movedTo(out.Err))
+		return d.forward(ctx, args, machine.MovedTo(out.Refusal))
 	}
 	// The statuses are the session's until its next call, and it goes
 	// back to the pool on return.
@@ -143,19 +143,10 @@ func (d *NodeDecider) decideOnce(ctx context.Context, args [][]byte) (machine.Ou
 	return out, nil
 }
 
-// redirected reports an error reply that says nothing was logged on this
-// node because another leads (or none does).
-func redirected(msg string) bool {
-	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "TRYAGAIN") || strings.HasPrefix(msg, "CLUSTERDOWN")
-}
-
-// movedTo is the address a MOVED reply names ("" for another reply).
-func movedTo(msg string) string {
-	f := strings.Fields(msg)
-	if len(f) == 3 && f[0] == "MOVED" {
-		return f[2]
-	}
-	return ""
+// redirected reports a refusal that says nothing was logged on this node
+// because another leads (or none does), or not yet.
+func redirected(refusal error) bool {
+	return errors.Is(refusal, machine.ErrMoved) || machine.Retryable(refusal) || errors.Is(refusal, machine.ErrClusterDown)
 }
 
 // maxHops bounds the MOVED replies a forwarded call follows: this group's
@@ -213,18 +204,16 @@ func (d *NodeDecider) forward(ctx context.Context, args [][]byte, addr string) (
 			return machine.Outcome{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 		}
 		d.metrics.forwarded.WithLabelValues("answered").Inc()
-		if msg := out.Err; msg != "" {
-			if to := movedTo(msg); to != "" && hops < maxHops {
-				hops++
-				addr = to
-				continue
-			}
-			if strings.HasPrefix(msg, "TRYAGAIN") {
-				return machine.Outcome{}, errTryAgain
-			}
-			if redirected(msg) {
-				return machine.Outcome{}, ErrUnavailable
-			}
+		if to := machine.MovedTo(out.Refusal); to != "" && hops < maxHops {
+			hops++
+			addr = to
+			continue
+		}
+		if machine.Retryable(out.Refusal) {
+			return machine.Outcome{}, errTryAgain
+		}
+		if redirected(out.Refusal) {
+			return machine.Outcome{}, ErrUnavailable
 		}
 		return out, nil
 	}
