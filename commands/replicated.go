@@ -198,10 +198,15 @@ func (r Replicated) ApplyOne(args [][]byte) ([]byte, error) {
 // for every group, a slot's import; package member) through this group's
 // log and returns its reply: only the commands members send each other,
 // checked as a client's are before they enter the log. Its errors wrap
-// member's sentinels; a not-leader one comes with the leader's client
-// address this node knows.
+// member's sentinels (a not-leader one comes with the leader's client
+// address this node knows), or are the applied command's typed refusal
+// (an import's *machine.StaleEpochError) — a member.Applier.
 func (r Replicated) ApplyForMember(args [][]byte) (reply []byte, leader string, err error) {
-	reply, _, leader, err = r.applyForMember(args)
+	reply, out, leader, err := r.applyForMember(args)
+	var stale *machine.StaleEpochError
+	if err == nil && errors.As(out.Refusal, &stale) {
+		return nil, "", stale
+	}
 	return reply, leader, err
 }
 

@@ -218,9 +218,20 @@ func (m *Machine) parseImport(args [][]byte) (importArgs, string) {
 	return a, ""
 }
 
-// StaleEpochPrefix starts the refusal of an import at an epoch the target
-// has passed; the group's epoch follows it.
-const StaleEpochPrefix = "STALEEPOCH "
+// ErrStaleEpoch: an import at an epoch the target group has passed; the
+// source cuts the chunk again above the target's epoch. Nothing was
+// imported.
+var ErrStaleEpoch = errors.New("machine: the group is past the import's epoch")
+
+// StaleEpochError is an import refused at an epoch the group has passed:
+// Epoch is the group's; Reply the error reply, for people.
+type StaleEpochError struct {
+	Epoch uint64
+	Reply string
+}
+
+func (e *StaleEpochError) Error() string { return e.Reply }
+func (e *StaleEpochError) Unwrap() error { return ErrStaleEpoch }
 
 // runImport is SLUICE.IMPORT.
 func runImport(x *exec, args [][]byte) {
@@ -239,7 +250,10 @@ func runImport(x *exec, args [][]byte) {
 			x.w.OK() // applied before: a repeat
 			return
 		}
-		x.fail(StaleEpochPrefix + strconv.FormatUint(cur.Epoch, 10) + " this group is past the import's epoch " + strconv.FormatUint(a.epoch, 10))
+		stale := &StaleEpochError{Epoch: cur.Epoch, Reply: "STALEEPOCH " + strconv.FormatUint(cur.Epoch, 10) +
+			" this group is past the import's epoch " + strconv.FormatUint(a.epoch, 10)}
+		x.out.Refusal = stale
+		x.fail(stale.Reply)
 		return
 	}
 	if cur.bits.hasAny(a.ranges) {

@@ -2,9 +2,12 @@ package machine
 
 import (
 	"encoding/binary"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/resp"
 )
 
 // moveOnce drives one chunk of job id from src to dst as package slotmove
@@ -111,8 +114,18 @@ func TestMoveSlotsBetweenGroups(t *testing.T) {
 	// bring the chunk back to dst.
 	do(dst, t0+3, "SLUICE.JOB", "ADD", "j3", "g1", "b", "a", "0-49")
 	moveOnce(t, dst, src, t0+3, "j3", 4, "0-49")
-	if got := do(dst, t0+3, imp...); !strings.HasPrefix(got, "-"+StaleEpochPrefix+"4") {
-		t.Fatalf("a stale import after the chunk moved on: %q", got)
+	// The refusal is typed: the source reads the target's epoch from it,
+	// never from the text.
+	var w resp.Writer
+	args := make([][]byte, len(imp))
+	for i, a := range imp {
+		args[i] = []byte(a)
+	}
+	out := dst.ApplyArgs(t0+3, args, &w)
+	var stale *StaleEpochError
+	if !errors.As(out.Refusal, &stale) || stale.Epoch != 4 || !errors.Is(out.Refusal, ErrStaleEpoch) ||
+		!strings.HasPrefix(string(w.Buf), "-STALEEPOCH 4 ") || out.Err != stale.Reply {
+		t.Fatalf("a stale import after the chunk moved on: %q %+v", w.Buf, out)
 	}
 	if d, _, _ := src.DigestSlots(0, 49); d == before {
 		t.Fatal("the source's digest should include the target's later decision")
@@ -264,7 +277,7 @@ func TestImportReplacesLeftoversAndRepeatsOnlyWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := do(dst, t0+2, "SLUICE.IMPORT", "2", wide.Digest, string(wide.Payload), "0-99"); !strings.HasPrefix(got, "-"+StaleEpochPrefix) {
+	if got := do(dst, t0+2, "SLUICE.IMPORT", "2", wide.Digest, string(wide.Payload), "0-99"); !strings.HasPrefix(got, "-STALEEPOCH ") {
 		t.Fatalf("an import of slots the target owns only some of, at an epoch it passed: %q", got)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/memberpb"
 	"github.com/sluice-rl/sluice/raftmux"
 )
@@ -96,6 +97,9 @@ func (c *Client) Apply(ctx context.Context, to Addr, command [][]byte) ([]byte, 
 			return nil, &NotLeaderError{Leader: out.GetLeader(), Detail: out.GetDetail()}
 		}
 		return nil, fmt.Errorf("%w (%s)", err, out.GetDetail())
+	}
+	if out.GetRefusal() == memberpb.Refusal_STALE_EPOCH {
+		return nil, &machine.StaleEpochError{Epoch: out.GetEpoch(), Reply: out.GetDetail()}
 	}
 	return out.GetReply(), nil
 }

@@ -96,6 +96,8 @@ func TestCallsAndWhatBecameOfThem(t *testing.T) {
 			return nil, "", fmt.Errorf("%w: the leader changed", ErrNotApplied)
 		case "LOST":
 			return nil, "", errors.New("raft: timed out enqueuing")
+		case "STALE":
+			return nil, "", &machine.StaleEpochError{Epoch: 7, Reply: "STALEEPOCH 7 this group is past the import's epoch 5"}
 		}
 		return nil, "", fmt.Errorf("%w: not a member command", ErrRefused)
 	})
@@ -123,6 +125,11 @@ func TestCallsAndWhatBecameOfThem(t *testing.T) {
 	}
 	if _, err := call(to, "LOST"); !errors.Is(err, ErrUnknownOutcome) || NothingApplied(err) {
 		t.Fatalf("an error of no known kind must be an unknown outcome: %v", err)
+	}
+	// An import refused at a passed epoch crosses typed, with the epoch.
+	var stale *machine.StaleEpochError
+	if _, err := call(to, "STALE"); !errors.As(err, &stale) || stale.Epoch != 7 || !errors.Is(err, machine.ErrStaleEpoch) {
+		t.Fatalf("a stale import: %v", err)
 	}
 	if _, err := call(to, "FLUSHALL"); !errors.Is(err, ErrRefused) {
 		t.Fatalf("refused: %v", err)

@@ -2,12 +2,14 @@ package member
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 
 	"google.golang.org/grpc"
 
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/memberpb"
 )
 
@@ -18,7 +20,8 @@ const MaxMessage = 64 << 20
 // Applier applies an internal command for a member that asked, through
 // the group's log. It returns the applied command's reply, or an error
 // wrapping one of the package's sentinels (ErrNotLeader with the leader's
-// client address in leader, ErrRefused, ErrNotApplied, ErrUnknownOutcome).
+// client address in leader, ErrRefused, ErrNotApplied, ErrUnknownOutcome),
+// or the applied command's typed refusal (*machine.StaleEpochError).
 type Applier func(ctx context.Context, command [][]byte) (reply []byte, leader string, err error)
 
 // ServerConfig is what a member's server needs.
@@ -71,6 +74,11 @@ func (v service) Apply(ctx context.Context, in *memberpb.ApplyRequest) (*memberp
 		return &memberpb.ApplyReply{Code: memberpb.Code_REFUSED, Detail: "no command"}, nil
 	}
 	reply, leader, err := cfg.Apply(ctx, in.GetCommand())
+	var stale *machine.StaleEpochError
+	if errors.As(err, &stale) {
+		return &memberpb.ApplyReply{Code: memberpb.Code_APPLIED, Refusal: memberpb.Refusal_STALE_EPOCH, Epoch: stale.Epoch,
+			Detail: stale.Reply}, nil
+	}
 	if err != nil {
 		code := codeOf(err)
 		if code == memberpb.Code_REFUSED {

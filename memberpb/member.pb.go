@@ -183,6 +183,9 @@ const (
 	Refusal_TRY_AGAIN Refusal = 5
 	// Not applied: no leader is known for the slot.
 	Refusal_CLUSTER_DOWN Refusal = 6
+	// Logged, nothing imported: the group is past the import's epoch
+	// (ApplyReply.epoch is the group's).
+	Refusal_STALE_EPOCH Refusal = 7
 )
 
 // Enum value maps for Refusal.
@@ -195,6 +198,7 @@ var (
 		4: "MOVED",
 		5: "TRY_AGAIN",
 		6: "CLUSTER_DOWN",
+		7: "STALE_EPOCH",
 	}
 	Refusal_value = map[string]int32{
 		"REFUSAL_UNSPECIFIED": 0,
@@ -204,6 +208,7 @@ var (
 		"MOVED":               4,
 		"TRY_AGAIN":           5,
 		"CLUSTER_DOWN":        6,
+		"STALE_EPOCH":         7,
 	}
 )
 
@@ -300,7 +305,12 @@ type ApplyReply struct {
 	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
 	// leader is the client address of the group's leader the receiver knows
 	// (NOT_LEADER).
-	Leader        string `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	Leader string `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	// refusal: STALE_EPOCH when an import was refused at an epoch the group
+	// has passed (epoch: the group's); unset otherwise. Members act on it,
+	// never on reply's text.
+	Refusal       Refusal `protobuf:"varint,5,opt,name=refusal,proto3,enum=sluice.member.v1.Refusal" json:"refusal,omitempty"`
+	Epoch         uint64  `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -361,6 +371,20 @@ func (x *ApplyReply) GetLeader() string {
 		return x.Leader
 	}
 	return ""
+}
+
+func (x *ApplyReply) GetRefusal() Refusal {
+	if x != nil {
+		return x.Refusal
+	}
+	return Refusal_REFUSAL_UNSPECIFIED
+}
+
+func (x *ApplyReply) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type ReportRequest struct {
@@ -1487,13 +1511,15 @@ const file_member_proto_rawDesc = "" +
 	"\fmember.proto\x12\x10sluice.member.v1\">\n" +
 	"\fApplyRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
-	"\acommand\x18\x02 \x03(\fR\acommand\"~\n" +
+	"\acommand\x18\x02 \x03(\fR\acommand\"\xc9\x01\n" +
 	"\n" +
 	"ApplyReply\x12*\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x14\n" +
 	"\x05reply\x18\x02 \x01(\fR\x05reply\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x16\n" +
-	"\x06leader\x18\x04 \x01(\tR\x06leader\"%\n" +
+	"\x06leader\x18\x04 \x01(\tR\x06leader\x123\n" +
+	"\arefusal\x18\x05 \x01(\x0e2\x19.sluice.member.v1.RefusalR\arefusal\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x04R\x05epoch\"%\n" +
 	"\rReportRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"/\n" +
 	"\tSlotRange\x12\x12\n" +
@@ -1606,7 +1632,7 @@ const file_member_proto_rawDesc = "" +
 	"\x06CANCEL\x10\x03\x12\n" +
 	"\n" +
 	"\x06SETTLE\x10\x04\x12\b\n" +
-	"\x04HOLD\x10\x05*w\n" +
+	"\x04HOLD\x10\x05*\x88\x01\n" +
 	"\aRefusal\x12\x17\n" +
 	"\x13REFUSAL_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
@@ -1615,7 +1641,8 @@ const file_member_proto_rawDesc = "" +
 	"\x05OTHER\x10\x03\x12\t\n" +
 	"\x05MOVED\x10\x04\x12\r\n" +
 	"\tTRY_AGAIN\x10\x05\x12\x10\n" +
-	"\fCLUSTER_DOWN\x10\x062\xb7\x02\n" +
+	"\fCLUSTER_DOWN\x10\x06\x12\x0f\n" +
+	"\vSTALE_EPOCH\x10\a2\xb7\x02\n" +
 	"\x06Member\x12E\n" +
 	"\x05Apply\x12\x1e.sluice.member.v1.ApplyRequest\x1a\x1c.sluice.member.v1.ApplyReply\x12I\n" +
 	"\x06Report\x12\x1f.sluice.member.v1.ReportRequest\x1a\x1e.sluice.member.v1.MemberReport\x12B\n" +
@@ -1658,37 +1685,38 @@ var file_member_proto_goTypes = []any{
 }
 var file_member_proto_depIdxs = []int32{
 	0,  // 0: sluice.member.v1.ApplyReply.code:type_name -> sluice.member.v1.Code
-	6,  // 1: sluice.member.v1.JobView.ranges:type_name -> sluice.member.v1.SlotRange
-	0,  // 2: sluice.member.v1.MemberReport.code:type_name -> sluice.member.v1.Code
-	6,  // 3: sluice.member.v1.MemberReport.ranges:type_name -> sluice.member.v1.SlotRange
-	7,  // 4: sluice.member.v1.MemberReport.jobs:type_name -> sluice.member.v1.JobView
-	1,  // 5: sluice.member.v1.PartRequest.kind:type_name -> sluice.member.v1.PartKind
-	9,  // 6: sluice.member.v1.PartRequest.descriptors:type_name -> sluice.member.v1.Words
-	12, // 7: sluice.member.v1.PartRequest.reply:type_name -> sluice.member.v1.CheckResult
-	0,  // 8: sluice.member.v1.PartReply.code:type_name -> sluice.member.v1.Code
-	2,  // 9: sluice.member.v1.PartReply.refusal:type_name -> sluice.member.v1.Refusal
-	12, // 10: sluice.member.v1.PartReply.check:type_name -> sluice.member.v1.CheckResult
-	13, // 11: sluice.member.v1.PartReply.statuses:type_name -> sluice.member.v1.RLSStatus
-	11, // 12: sluice.member.v1.PartReply.settled:type_name -> sluice.member.v1.SettleRow
-	9,  // 13: sluice.member.v1.DecideBatchRequest.calls:type_name -> sluice.member.v1.Words
-	0,  // 14: sluice.member.v1.DecideBatchReply.code:type_name -> sluice.member.v1.Code
-	17, // 15: sluice.member.v1.DecideBatchReply.replies:type_name -> sluice.member.v1.DecideReply
-	0,  // 16: sluice.member.v1.DecideReply.code:type_name -> sluice.member.v1.Code
-	13, // 17: sluice.member.v1.DecideReply.statuses:type_name -> sluice.member.v1.RLSStatus
-	2,  // 18: sluice.member.v1.DecideReply.refusal:type_name -> sluice.member.v1.Refusal
-	3,  // 19: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
-	5,  // 20: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
-	10, // 21: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
-	15, // 22: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
-	4,  // 23: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
-	8,  // 24: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
-	14, // 25: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
-	16, // 26: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
-	23, // [23:27] is the sub-list for method output_type
-	19, // [19:23] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	2,  // 1: sluice.member.v1.ApplyReply.refusal:type_name -> sluice.member.v1.Refusal
+	6,  // 2: sluice.member.v1.JobView.ranges:type_name -> sluice.member.v1.SlotRange
+	0,  // 3: sluice.member.v1.MemberReport.code:type_name -> sluice.member.v1.Code
+	6,  // 4: sluice.member.v1.MemberReport.ranges:type_name -> sluice.member.v1.SlotRange
+	7,  // 5: sluice.member.v1.MemberReport.jobs:type_name -> sluice.member.v1.JobView
+	1,  // 6: sluice.member.v1.PartRequest.kind:type_name -> sluice.member.v1.PartKind
+	9,  // 7: sluice.member.v1.PartRequest.descriptors:type_name -> sluice.member.v1.Words
+	12, // 8: sluice.member.v1.PartRequest.reply:type_name -> sluice.member.v1.CheckResult
+	0,  // 9: sluice.member.v1.PartReply.code:type_name -> sluice.member.v1.Code
+	2,  // 10: sluice.member.v1.PartReply.refusal:type_name -> sluice.member.v1.Refusal
+	12, // 11: sluice.member.v1.PartReply.check:type_name -> sluice.member.v1.CheckResult
+	13, // 12: sluice.member.v1.PartReply.statuses:type_name -> sluice.member.v1.RLSStatus
+	11, // 13: sluice.member.v1.PartReply.settled:type_name -> sluice.member.v1.SettleRow
+	9,  // 14: sluice.member.v1.DecideBatchRequest.calls:type_name -> sluice.member.v1.Words
+	0,  // 15: sluice.member.v1.DecideBatchReply.code:type_name -> sluice.member.v1.Code
+	17, // 16: sluice.member.v1.DecideBatchReply.replies:type_name -> sluice.member.v1.DecideReply
+	0,  // 17: sluice.member.v1.DecideReply.code:type_name -> sluice.member.v1.Code
+	13, // 18: sluice.member.v1.DecideReply.statuses:type_name -> sluice.member.v1.RLSStatus
+	2,  // 19: sluice.member.v1.DecideReply.refusal:type_name -> sluice.member.v1.Refusal
+	3,  // 20: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
+	5,  // 21: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
+	10, // 22: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
+	15, // 23: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
+	4,  // 24: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
+	8,  // 25: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
+	14, // 26: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
+	16, // 27: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
+	24, // [24:28] is the sub-list for method output_type
+	20, // [20:24] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_member_proto_init() }

@@ -402,18 +402,13 @@ func (d *Driver) finish(j *machine.Job) error {
 			_, err = d.cfg.CallMember(ctx, addr, args...)
 		}
 	}
+	var stale *machine.StaleEpochError
+	if errors.As(err, &stale) {
+		// The target is past this epoch: cut the chunk again above it.
+		o := d.cfg.Machine.Owned()
+		return d.apply("SLUICE.CUT", j.ID, strconv.FormatUint(max(stale.Epoch, o.Epoch)+1, 10), j.Pending)
+	}
 	if err != nil {
-		msg := err.Error()
-		if rest, ok := strings.CutPrefix(msg, machine.StaleEpochPrefix); ok {
-			// The target is past this epoch: cut the chunk again above it.
-			f, _, _ := strings.Cut(rest, " ")
-			e, perr := strconv.ParseUint(f, 10, 64)
-			if perr != nil {
-				return err
-			}
-			o := d.cfg.Machine.Owned()
-			return d.apply("SLUICE.CUT", j.ID, strconv.FormatUint(max(e, o.Epoch)+1, 10), j.Pending)
-		}
 		return err
 	}
 	if d.held("import") {

@@ -142,3 +142,42 @@ func TestAddGroupRefusesABadID(t *testing.T) {
 		}
 	}
 }
+
+// A target past the chunk's epoch refuses the import typed, with its
+// epoch; the source cuts the chunk again above it — the text of the
+// refusal is never read.
+func TestStaleImportIsCutAgainAboveTheTargetsEpoch(t *testing.T) {
+	m := machine.New(machine.Options{})
+	for _, c := range [][]string{{"SLUICE.OWN", "1", "0-8191"}, {"SLUICE.JOB", "ADD", "j1", "g2", "a1", "b1", "0-9"},
+		{"SLUICE.CUT", "j1", "2", "0-9"}} {
+		var b [][]byte
+		for _, a := range c {
+			b = append(b, []byte(a))
+		}
+		m.ApplyArgs(1_800_000_000_000_000_000, b, &resp.Writer{})
+	}
+	var applied [][]string
+	d := newDriver(t, m, Config{})
+	d.cfg.Apply = func(args [][]byte) ([]byte, error) {
+		var words []string
+		for _, a := range args {
+			words = append(words, string(a))
+		}
+		applied = append(applied, words)
+		return []byte("+OK\r\n"), nil
+	}
+	d.cfg.CallGroup = func(context.Context, int, ...any) (any, error) {
+		return nil, &machine.StaleEpochError{Epoch: 9, Reply: "a refusal whose words say nothing"}
+	}
+	j := m.Owned().Jobs[0]
+	if len(j.Pending) == 0 {
+		t.Fatalf("no chunk pending: %+v", j)
+	}
+	if err := d.finish(&j); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"SLUICE.CUT", "j1", "10", "0-9"}
+	if len(applied) != 1 || !reflect.DeepEqual(applied[0], want) {
+		t.Fatalf("after a stale import: %v, want %v", applied, want)
+	}
+}
