@@ -16,9 +16,12 @@ import (
 // maxBatch), a few batches in flight to one member; the leader runs a
 // batch as a RESP connection's pipeline, one group in the log. One gRPC
 // call then carries many decisions, and the leader waits once for them.
+// Sixteen batches in flight rather than four: with few callers a batch
+// waited for a free slot for most of a commit (bench_rls.sh, 10 callers
+// through a follower: 1.08× the calls/s, p50 1.89 ms against 2.03).
 const (
 	maxBatch        = 256
-	batchesInFlight = 4
+	batchesInFlight = 16
 	// batchTimeout bounds a batch whose calls set no deadline.
 	batchTimeout = 5 * time.Second
 )
