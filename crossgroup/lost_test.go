@@ -46,6 +46,15 @@ type fakeMembers struct {
 	held [][]byte
 	// cancelFails: cancels that cannot be delivered before one is.
 	cancelFails int
+	// afterLose runs once the lost part applied (a slot moving then).
+	afterLose func()
+	// cancels are the cancels delivered: to which group, for which slots.
+	cancels []sentCancel
+}
+
+type sentCancel struct {
+	group string
+	slots []int
 }
 
 func (f *fakeMembers) Apply(context.Context, member.Addr, [][]byte) ([]byte, error) {
@@ -68,9 +77,15 @@ func (f *fakeMembers) Part(_ context.Context, to member.Addr, req *machine.PartR
 		f.cancelFails--
 		return machine.PartResult{}, fmt.Errorf("%w: a partition", member.ErrUnreachable)
 	}
+	if req.Kind == machine.PartCancel {
+		f.cancels = append(f.cancels, sentCancel{group: to.Group, slots: req.Slots})
+	}
 	var w resp.Writer
 	out := m.ApplyArgs(f.now, cmd, &w)
 	if req.Kind == machine.PartReserve && to.Group == f.lose {
+		if f.afterLose != nil {
+			f.afterLose()
+		}
 		return machine.PartResult{}, fmt.Errorf("%w: the answer was lost", member.ErrUnknownOutcome)
 	}
 	return machine.PartOf(req.Kind, w.Buf, out)
