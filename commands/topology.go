@@ -112,10 +112,15 @@ func (c *Ctx) topology() (nodes []topoNode, ok bool) {
 		}
 	}
 	if !ok && len(nodes) > 0 {
-		// No leader: the first member stands for the group, so the
-		// topology replies still place its slots (its commands answer
-		// CLUSTERDOWN until a leader is elected).
-		nodes[0].master = true
+		// No leader: this member stands for the group, so the topology
+		// replies still place its slots (its commands answer CLUSTERDOWN
+		// until a leader is elected) on a member that is up — the one
+		// answering. The first member of the list may be dead: a client
+		// whose ready check went there (ioredis' connect) never became
+		// ready.
+		i := max(slices.IndexFunc(nodes, func(t topoNode) bool { return t.self }), 0)
+		nodes[i].master = true
+		nodes[0], nodes[i] = nodes[i], nodes[0]
 	}
 	return nodes, ok
 }

@@ -35,6 +35,23 @@ func TestAGroupDownLeavesTheOthersWhole(t *testing.T) {
 	if placed != 16384 {
 		t.Fatalf("CLUSTER SLOTS places %d slots: %v", placed, slots)
 	}
+	// The leaderless group's survivor places its slots on itself — a
+	// member that is up — not on the first member of its list, which may
+	// be dead (ioredis' first ready check went there, and its connect
+	// never returned).
+	survivor := sc.Groups[0][2]
+	eventually(t, "g1's survivor standing for its group", func() bool {
+		slots, err := survivor.Client().ClusterSlots(ctx(t)).Result()
+		if err != nil {
+			return false
+		}
+		for _, s := range slots {
+			if s.Start == 0 && len(s.Nodes) > 0 && s.Nodes[0].Addr == survivor.Addr {
+				return true
+			}
+		}
+		return false
+	})
 	if v, err := g2.ConfigGet(ctx(t), "cluster-require-full-coverage").Result(); err != nil || v["cluster-require-full-coverage"] != "no" {
 		t.Fatalf("CONFIG GET cluster-require-full-coverage: %v %v", v, err)
 	}
