@@ -278,23 +278,24 @@ func (c *Ctx) settleAcross(out []byte, args [][]byte) []byte {
 // failed.
 func (c *Ctx) acrossFailed(out []byte, args [][]byte, err error) []byte {
 	// Nothing admitted: the parts charged elsewhere are being given back.
-	var refusal error = machine.TryAgain("the command spans groups and one of them could not decide: " + err.Error())
-	msg := refusal.Error()
+	var msg string
+	var refusal *machine.Redirect // TRYAGAIN or CLUSTERDOWN: nothing was applied
 	switch {
 	case errors.Is(err, crossgroup.ErrNoLeader):
 		refusal = machine.ClusterDown("a group this command spans has no leader: " + err.Error())
-		msg = refusal.Error()
 	case errors.Is(err, crossgroup.ErrOutcomeUnknown):
-		refusal = nil
 		msg = "ERR the outcome is unknown: a group this command was sent to did not answer (it may have applied it): " + err.Error()
 	case errors.Is(err, crossgroup.ErrRulesDiffer):
-		refusal = nil
 		msg = "ERR the groups hold different rules for this domain (load them again): " + err.Error()
 	case errors.Is(err, crossgroup.ErrHeldOther):
-		refusal = nil
 		msg = machine.HeldWithOtherArgs(args[2])
+	default:
+		refusal = machine.TryAgain("the command spans groups and one of them could not decide: " + err.Error())
 	}
-	c.settled(machine.Outcome{Err: msg, Refusal: refusal})
+	if refusal != nil {
+		msg = refusal.Reply
+	}
+	c.settled(machine.Outcome{Err: msg, Refusal: refusalOf(refusal)})
 	return appendError(out, c.W.Proto, msg)
 }
 

@@ -32,7 +32,7 @@ type Replicated struct {
 func (r Replicated) Apply(_ int64, cmd *machine.Command, args [][]byte, w *resp.Writer) machine.Outcome {
 	if to := r.Redirect(cmd, args); to != nil {
 		w.Error(to.Reply)
-		return machine.Outcome{Err: to.Reply, Refusal: to}
+		return machine.Outcome{Err: to.Reply, Refusal: refusalOf(to)}
 	}
 	reply, err := r.ApplyAll([][][]byte{args})
 	if err != nil {
@@ -151,9 +151,10 @@ type replyError string
 func (e replyError) Error() string { return string(e) }
 
 // refusalOf is what an Outcome carries as the refusal for an error reply
-// err: the redirect, or nil for another reply.
+// err: the redirect, or nil for another reply (a CROSSSLOT, an ERR) —
+// never a typed nil.
 func refusalOf(err error) error {
-	if to, ok := err.(*machine.Redirect); ok && to.Kind != nil {
+	if to, ok := err.(*machine.Redirect); ok && to != nil && to.Kind != nil {
 		return to
 	}
 	return nil
