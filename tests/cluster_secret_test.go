@@ -74,7 +74,13 @@ func TestClusterSecretGuardsRaft(t *testing.T) {
 	cl.Nodes[2].Stop()
 	cl.Nodes[2].Args = replaceArg(cl.Nodes[2].Args, "--cluster-secret-file", secret)
 	cl.Nodes[2].Start()
-	eventually(t, "the member, given the secret, catches up", func() bool { return digestOf(t, cl.Nodes[2]) == want })
+	// The leader backs off from a follower it could not reach, up to
+	// 10.24 s between tries (hashicorp/raft's failureWait × 2^10), and it
+	// could not reach this one for a while: one full back-off, a restart
+	// and the catch-up on a loaded 2-core box do not always fit in 20 s.
+	eventuallyWithin(t, 45*time.Second, "the member, given the secret, catches up",
+		func() bool { return digestOf(t, cl.Nodes[2]) == want },
+		func() string { return "digest " + digestOf(t, cl.Nodes[2]) + ", want " + want })
 	leader.Kill()
 	next := cl.Leader()
 	if next == leader {

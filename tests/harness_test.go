@@ -331,13 +331,20 @@ func dialRaw(t testing.TB, addr string) net.Conn {
 // returns (the last answer seen, the servers' logs).
 func eventuallyExplained(t testing.TB, what string, cond func() bool, explain func() string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	eventuallyWithin(t, 20*time.Second, what, cond, explain)
+}
+
+// eventuallyWithin is eventuallyExplained for progress whose bound is
+// longer than 20 s (say why where it is used).
+func eventuallyWithin(t testing.TB, limit time.Duration, what string, cond func() bool, explain func() string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			if explain != nil {
-				t.Fatalf("%s: not reached in 20s; %s", what, explain())
+				t.Fatalf("%s: not reached in %v; %s", what, limit, explain())
 			}
-			t.Fatalf("%s: not reached in 20s", what)
+			t.Fatalf("%s: not reached in %v", what, limit)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
