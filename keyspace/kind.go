@@ -42,6 +42,9 @@ const (
 	// reservation itself (KindReservation, in its domain's slot) lists the
 	// slots of its parts.
 	KindReservationPart
+	// KindLeaseDemand is what the holders of one RL.LEASE bucket last
+	// asked for, by which the bucket's limit is shared among them.
+	KindLeaseDemand
 	kindCount
 )
 

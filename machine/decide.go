@@ -218,6 +218,14 @@ type holder interface {
 
 // decideLocked is decide for a plan lockPlan holds.
 func (x *exec) decideLocked(p *plan, now int64, domain *keyspace.Slot, hold holder) (verdict, error) {
+	x.adjustLimits(p, now, domain)
+	binding, refused, err := multiCheck(x, now, p.cost, p.checks, hold)
+	return verdict{now: now, binding: binding, refused: refused}, err
+}
+
+// adjustLimits applies the domain's overrides and scale (its records, in
+// domain, held) to the plan's limits, once per decision.
+func (x *exec) adjustLimits(p *plan, now int64, domain *keyspace.Slot) {
 	checks := p.checks
 	if p.records {
 		s := domain
@@ -233,6 +241,4 @@ func (x *exec) decideLocked(p *plan, now int64, domain *keyspace.Slot, hold hold
 			checks[i].scale(factor)
 		}
 	}
-	binding, refused, err := multiCheck(x, now, p.cost, checks, hold)
-	return verdict{now: now, binding: binding, refused: refused}, err
 }

@@ -44,7 +44,7 @@ func keyCommands() []*Command {
 func Internal(k keyspace.Kind) bool {
 	switch k {
 	case keyspace.KindRules, keyspace.KindOverride, keyspace.KindScale, keyspace.KindOwnership, keyspace.KindGroups,
-		keyspace.KindReservation, keyspace.KindReservationPart:
+		keyspace.KindReservation, keyspace.KindReservationPart, keyspace.KindLeaseDemand:
 		return true
 	}
 	return false

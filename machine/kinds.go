@@ -35,6 +35,7 @@ var kindNames = [...]string{
 	keyspace.KindOwnership:       "slot-ownership",
 	keyspace.KindGroups:          "cluster-groups",
 	keyspace.KindReservationPart: "ratelimit-reservation-part",
+	keyspace.KindLeaseDemand:     "ratelimit-lease-demand",
 }
 
 // KindName is the name TYPE answers for a key of kind k.
@@ -107,6 +108,10 @@ func EncodeState(dst []byte, kind keyspace.Kind, obj any) ([]byte, error) {
 		if kind == keyspace.KindGroups {
 			return st.AppendBinary(dst), nil
 		}
+	case *LeaseDemand:
+		if kind == keyspace.KindLeaseDemand {
+			return st.AppendBinary(dst), nil
+		}
 	}
 	return dst, fmt.Errorf("%w: kind %s, state %T", ErrUnencodable, KindName(kind), obj)
 }
@@ -154,6 +159,8 @@ func DecodeState(kind keyspace.Kind, b []byte, zone func(string) (*time.Location
 		return decodeOwnership(b)
 	case keyspace.KindGroups:
 		return decodeGroupList(b)
+	case keyspace.KindLeaseDemand:
+		return decodeLeaseDemand(b)
 	}
 	return nil, fmt.Errorf("unknown kind %d", kind)
 }

@@ -81,7 +81,7 @@ func New(opts Options) *Machine {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Machine{keys: keyspace.New(), durable: opts.Durable, log: log, byName: map[string]*Command{}}
-	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), reserveCommands(), partCommands(), fenceCommands(), slotMoveCommands(), configCommands(), groupCommands(), keyCommands(), serverKeyCommands(), debugCommands(), txCommands()} {
+	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), reserveCommands(), leaseCommands(), partCommands(), fenceCommands(), slotMoveCommands(), configCommands(), groupCommands(), keyCommands(), serverKeyCommands(), debugCommands(), txCommands()} {
 		for _, c := range group {
 			if _, dup := m.byName[c.Name]; dup {
 				panic("machine: duplicate command " + c.Name)
@@ -230,6 +230,9 @@ type Outcome struct {
 	// the command answered one (Checked).
 	Check   CheckResult
 	Checked bool
+	// Lease is RL.LEASE's typed result when it answered one (Leased).
+	Lease  LeaseResult
+	Leased bool
 }
 
 // Commands lists the machine's commands in table order, the internal

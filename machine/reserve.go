@@ -56,10 +56,22 @@ func reserveCommands() []*Command {
 // maxReserveTTL bounds a reservation's ttl (a day).
 const maxReserveTTL = 86400
 
+// checkReservationID refuses an id a client may not name: empty, over
+// 256 bytes, or beginning with a NUL byte (the leases' ids, RL.LEASE).
+func checkReservationID(id []byte) string {
+	switch {
+	case len(id) == 0 || len(id) > maxReservationID:
+		return "ERR a reservation id must be 1 to 256 bytes"
+	case id[0] == 0:
+		return "ERR a reservation id must not begin with a NUL byte (those are the leases')"
+	}
+	return ""
+}
+
 // parseReserveHead reads RL.RESERVE's id and ttl (seconds, in ns).
 func parseReserveHead(args [][]byte) (ttl int64, bad string) {
-	if len(args[2]) == 0 || len(args[2]) > maxReservationID {
-		return 0, "ERR a reservation id must be 1 to 256 bytes"
+	if bad := checkReservationID(args[2]); bad != "" {
+		return 0, bad
 	}
 	n, ok := resp.ParseInt(args[3])
 	if !ok || n < 1 || n > maxReserveTTL {

@@ -20,8 +20,8 @@ func checkSettle(_ *Machine, args [][]byte) string {
 
 // parseSettle reads RL.SETTLE's actual cost (RL.CANCEL's is 0).
 func parseSettle(args [][]byte) (int64, string) {
-	if len(args[2]) == 0 || len(args[2]) > maxReservationID {
-		return 0, "ERR a reservation id must be 1 to 256 bytes"
+	if bad := checkReservationID(args[2]); bad != "" {
+		return 0, bad
 	}
 	if len(args) < 4 {
 		return 0, ""
@@ -40,6 +40,9 @@ type settleMode int
 const (
 	settleActual settleMode = iota
 	settleCancel
+	// settleReturn: a lease's holder gives back what it did not use
+	// (RL.LEASE RETURN): each limit is settled at its units less unused.
+	settleReturn
 )
 
 // runSettle is RL.SETTLE <domain> <id> <actual> and RL.CANCEL <domain> <id>.
@@ -60,7 +63,9 @@ func runSettle(x *exec, args [][]byte) {
 type settling struct {
 	domain, id []byte
 	actual     int64
-	mode       settleMode
+	// unused is what a lease's return gives back (settleReturn).
+	unused int64
+	mode   settleMode
 	// head: the head is settled, and with slots nil the parts it lists
 	// (RL.SETTLE, RL.CANCEL: nothing is settled when no head is held).
 	head bool
@@ -238,6 +243,14 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 			}
 		}
 	}
+	if st.mode == settleReturn {
+		for i := range recs {
+			if r := &recs[i]; r.live() && r.kind == keyspace.KindReservation && st.unused > r.state.Reply.Limit {
+				x.fail(fmt.Sprintf("ERR UNUSED %d is more than the lease granted (%d)", st.unused, r.state.Reply.Limit))
+				return true
+			}
+		}
+	}
 	rows := x.bufs.settled[:0]
 	held := false
 	var failed error
@@ -251,25 +264,30 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 		if e, ok := s.Get(r.key, now); ok {
 			s.Delete(e)
 		}
-		if r.kind == keyspace.KindReservation {
-			if st.mode == settleCancel {
-				x.m.reservations.cancelled.Add(1)
-			} else {
-				x.m.reservations.settled.Add(1)
-			}
+		switch {
+		case r.kind != keyspace.KindReservation || st.mode == settleReturn:
+			// Parts, and leases, are not reservations of their own.
+		case st.mode == settleCancel:
+			x.m.reservations.cancelled.Add(1)
+		default:
+			x.m.reservations.settled.Add(1)
 		}
 		for j := range r.state.Limits {
 			l := &r.state.Limits[j]
-			row := SettleRow{Order: l.Order, Name: l.Name, Reserved: l.Units, Actual: st.actual}
+			actual := st.actual
+			if st.mode == settleReturn {
+				actual = max(l.Units-st.unused, 0)
+			}
+			row := SettleRow{Order: l.Order, Name: l.Name, Reserved: l.Units, Actual: actual}
 			var err error
 			switch {
-			case st.actual < l.Units:
-				row.Refunded, err = x.refund(l, l.Units-st.actual, now)
-			case st.actual > l.Units:
-				row.Charged, err = x.force(l, st.actual-l.Units, now)
+			case actual < l.Units:
+				row.Refunded, err = x.refund(l, l.Units-actual, now)
+			case actual > l.Units:
+				row.Charged, err = x.force(l, actual-l.Units, now)
 			}
 			switch {
-			case err != nil && row.Refunded == 0 && st.actual > l.Units:
+			case err != nil && row.Refunded == 0 && actual > l.Units:
 				// The charge beyond could not be stored (checked
 				// chargeable above: the store itself failed): said, not
 				// swallowed.

@@ -44,7 +44,7 @@ func movable(k keyspace.Kind) bool {
 	switch k {
 	case keyspace.KindGCRA, keyspace.KindSlidingCounter, keyspace.KindSlidingLog,
 		keyspace.KindFixedWindow, keyspace.KindLeases, keyspace.KindQuota,
-		keyspace.KindReservation, keyspace.KindReservationPart:
+		keyspace.KindReservation, keyspace.KindReservationPart, keyspace.KindLeaseDemand:
 		return true
 	}
 	return false

@@ -1,0 +1,367 @@
+package machine
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/policy"
+	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/slot"
+)
+
+// RL.LEASE: capacity handed to an edge to decide with locally (hybrid
+// local + global). A lease is a reservation held by a named holder for a
+// bucket — a domain and one descriptor — so granting charges the bucket's
+// limits through the log like any check (a new leader knows every grant
+// outstanding), a lease that expires keeps its charge, and what a holder
+// returns unused is given back with the reservations' exact, never-lax
+// refunds (RL.SETTLE). The holders asking for a bucket share its limit by
+// what they ask (LeaseDemand): proportionally once they ask for more than
+// it holds, never more than a holder asked, never more than the limit
+// admits at the grant.
+//
+// A lease's records are kept in the domain's slot, beside its
+// reservations: the grant under a reservation id no client can name (it
+// begins with a NUL byte, which RL.RESERVE refuses), the demand under the
+// bucket's key.
+
+func leaseCommands() []*Command {
+	return []*Command{{
+		Name: "rl.lease", Decides: true, slots: allSlots, Arity: -9, Flags: []string{"write", "denyoom"},
+		FirstKey: 1, LastKey: 1, Step: 1, keys: leaseKeys,
+		Group: "sluice", Since: "1.4.0", Complexity: "O(D + H) where D is the number of descriptor entries and H the holders of the bucket",
+		Summary: "Leases units of a bucket's limit to a holder for ttl seconds, to decide with locally: replies [granted, ttl_ms, refresh_ms], charged now and shared among the bucket's holders by what they ask; the same holder and bucket again while held replies the current grant. RL.LEASE RETURN <domain> <holder> UNUSED <n> DESCRIPTOR … gives back what was not used (RL.SETTLE's reply, nil when nothing is held).",
+		Args: []Arg{
+			{Name: "domain", Type: "key"}, {Name: "holder", Type: "string"}, {Name: "ttl-seconds", Type: "integer"},
+			{Name: "want", Type: "integer", Token: "WANT"},
+			{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Sub: []Arg{
+				{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{{Name: "key", Type: "string"}, {Name: "value", Type: "string"}}},
+			}},
+		},
+		run: runLease, check: checkLease,
+	}}
+}
+
+// leaseKeys is the domain's place: after RETURN in a return.
+func leaseKeys(args [][]byte) []int {
+	if isLeaseReturn(args) {
+		return []int{2}
+	}
+	return []int{1}
+}
+
+// isLeaseReturn reports RL.LEASE RETURN <domain> <holder> UNUSED …
+func isLeaseReturn(args [][]byte) bool {
+	return len(args) > 4 && resp.EqualFold(args[1], "return") && resp.EqualFold(args[4], "unused")
+}
+
+// maxHolder bounds a holder's name, in bytes.
+const maxHolder = 128
+
+// leaseRequest is an RL.LEASE as parsed.
+type leaseRequest struct {
+	ret            bool
+	domain, holder []byte
+	// ttl is the lease's, in ns (a return has none); n is WANT, or
+	// RETURN's UNUSED.
+	ttl, n int64
+	// desc is the descriptor, from DESCRIPTOR on.
+	desc [][]byte
+}
+
+func parseLease(args [][]byte) (leaseRequest, string) {
+	var r leaseRequest
+	if len(args) < 9 {
+		return r, "ERR wrong number of arguments for 'rl.lease' command"
+	}
+	r.ret = isLeaseReturn(args)
+	word := "WANT"
+	if r.ret {
+		r.domain, r.holder, word = args[2], args[3], "UNUSED"
+	} else {
+		r.domain, r.holder = args[1], args[2]
+		n, ok := resp.ParseInt(args[3])
+		if !ok || n < 1 || n > maxReserveTTL {
+			return r, "ERR ttl-seconds must be an integer in [1, 86400]"
+		}
+		r.ttl = n * 1_000_000_000
+		if !resp.EqualFold(args[4], "want") {
+			return r, "ERR syntax error: RL.LEASE <domain> <holder> <ttl-seconds> WANT <n> DESCRIPTOR <key> <value> … or RL.LEASE RETURN <domain> <holder> UNUSED <n> DESCRIPTOR …"
+		}
+	}
+	if len(r.holder) == 0 || len(r.holder) > maxHolder {
+		return r, "ERR a holder must be 1 to 128 bytes"
+	}
+	n, ok := resp.ParseInt(args[5])
+	least := int64(1)
+	if r.ret {
+		least = 0
+	}
+	if !ok || n < least || n > maxRLSValue {
+		if r.ret {
+			return r, "ERR UNUSED must be an integer in [0, 4294967295]"
+		}
+		return r, "ERR WANT must be an integer in [1, 4294967295]"
+	}
+	r.n, r.desc = n, args[6:]
+	if !resp.EqualFold(r.desc[0], "descriptor") {
+		return r, "ERR syntax error: expected " + word + " <n> DESCRIPTOR <key> <value> [<key> <value> ...]"
+	}
+	return r, ""
+}
+
+// parseLeaseDescriptor reads the lease's one descriptor into p.
+func parseLeaseDescriptor(r *leaseRequest, p *plan) string {
+	if bad := parseDescriptors(r.desc, p); bad != "" {
+		return bad
+	}
+	if len(p.bounds) != 1 {
+		return "ERR a lease is for one bucket: give one DESCRIPTOR"
+	}
+	return ""
+}
+
+func checkLease(m *Machine, args [][]byte) string {
+	r, bad := parseLease(args)
+	if bad != "" {
+		return bad
+	}
+	p := m.plan()
+	defer m.release(p)
+	return parseLeaseDescriptor(&r, p)
+}
+
+func runLease(x *exec, args [][]byte) {
+	r, bad := parseLease(args)
+	if bad != "" {
+		x.fail(bad)
+		return
+	}
+	if r.ret {
+		returnLease(x, &r)
+		return
+	}
+	lease(x, &r)
+}
+
+// LeaseResult is an RL.LEASE's typed answer.
+type LeaseResult struct {
+	// Granted is what the holder may admit until TTL (ns) from the
+	// grant's instant; it should ask again after Refresh (ns).
+	Granted, TTL, Refresh int64
+	// Unlimited: no rule limits the bucket (Granted is what was asked,
+	// nothing is charged or held). Denied: a rule refuses every unit.
+	Unlimited, Denied bool
+}
+
+// leaseBucket is the bucket's name: a hash of its descriptor's entries,
+// length-prefixed so no two descriptors run together alike.
+func leaseBucket(desc [][]byte) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, b := range desc[1:] {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(b)))])
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// appendLeaseID appends the reservation id holder's lease of bucket is
+// held under: it begins with a NUL byte, which no RL.RESERVE id may.
+func appendLeaseID(dst, holder []byte, bucket string) []byte {
+	dst = append(dst, "\x00lease:"...)
+	dst = append(dst, bucket...)
+	dst = append(dst, ':')
+	return append(dst, holder...)
+}
+
+// appendDemandKey appends where a bucket's demand is kept: in its
+// domain's slot.
+func appendDemandKey(dst []byte, domain, bucket string) []byte {
+	dst = policy.AppendDescriptorKey(dst, domain, nil)
+	dst = append(dst, "#lease-demand:"...)
+	return append(dst, bucket...)
+}
+
+// refreshOf is when a holder of a lease that ends in ttl should ask
+// again: at four fifths of it, so the next grant comes before this one
+// ends.
+func refreshOf(ttl int64) int64 { return ttl / 5 * 4 }
+
+// lease decides an RL.LEASE: records the holder's ask, and grants what
+// its share, the ask and the limits now allow — charged as a reservation
+// under the holder's lease id — unless it holds a lease of the bucket
+// already (then that).
+func lease(x *exec, r *leaseRequest) {
+	p := x.m.plan()
+	defer x.m.release(p)
+	if bad := parseLeaseDescriptor(r, p); bad != "" {
+		x.fail(bad)
+		return
+	}
+	domain := view(r.domain)
+	p.forDomain(domain, x.m.policyRecords.Load())
+	if d := x.m.rules().Domain(domain); d != nil {
+		p.addMatched(d)
+	}
+	p.seal()
+	bucket := leaseBucket(r.desc)
+	// The records' keys go after the plan's (see reserve).
+	start := len(p.keys)
+	p.keys = appendLeaseID(p.keys, r.holder, bucket)
+	id := p.keys[start:len(p.keys):len(p.keys)]
+	start = len(p.keys)
+	p.keys = appendReservationKey(p.keys, domain, id)
+	headKey := p.keys[start:len(p.keys):len(p.keys)]
+	start = len(p.keys)
+	p.keys = appendDemandKey(p.keys, domain, bucket)
+	demandKey := p.keys[start:len(p.keys):len(p.keys)]
+	p.anchor = headKey
+	if err := x.m.fenceSlot(slot.Of(headKey)); err != nil {
+		x.error(err)
+		return
+	}
+	now, ds, took, err := x.lockPlan(p)
+	if err != nil {
+		x.error(err)
+		return
+	}
+	defer x.releaseGroup(&p.locks, took)
+	res := LeaseResult{TTL: r.ttl, Refresh: refreshOf(r.ttl)}
+	if len(p.checks) == 0 {
+		res.Granted, res.Unlimited = r.n, true
+		x.answerLease(res)
+		return
+	}
+	for i := range p.checks {
+		if c := &p.checks[i]; c.deny && !c.shadow {
+			res.Denied = true
+			x.answerLease(res)
+			return
+		}
+	}
+	demand, err := demandAt(ds, demandKey, now)
+	if err != nil {
+		x.error(err)
+		return
+	}
+	if err := demand.ask(r.holder, r.n, now+2*r.ttl, now); err != nil {
+		x.error(err)
+		return
+	}
+	if e, ok := ds.Get(headKey, now); ok {
+		held, err := reservationAt(ds, headKey, keyspace.KindReservation, now)
+		if err != nil {
+			x.error(err)
+			return
+		}
+		left := ds.ExpireAt(e) - now // before the store, which may move e
+		if err := storeDemand(ds, demandKey, demand); err != nil {
+			x.error(err)
+			return
+		}
+		x.answerLease(LeaseResult{Granted: held.Reply.Limit, TTL: left, Refresh: refreshOf(left)})
+		return
+	}
+	x.adjustLimits(p, now, ds)
+	capacity, room, err := peekLimits(x, now, p.checks)
+	if err != nil {
+		x.error(err)
+		return
+	}
+	grant := min(r.n, demand.share(view(r.holder), capacity), room)
+	if grant > 0 {
+		h := &p.reserving
+		h.start(domain, id, now, r.ttl, grant, nil)
+		h.headKey, h.headSlot = headKey, ds
+		h.split = x.m.owned.Load() != nil
+		_, refused, err := multiCheck(x, now, grant, p.checks, h)
+		if err != nil {
+			x.error(err)
+			return
+		}
+		if refused {
+			grant = 0 // a quota-mode pair that refuses together: nothing held
+		} else if err := h.keep(CheckResult{Limit: grant, Remaining: -1, RetryAfter: -1}); err != nil {
+			x.error(err)
+			return
+		}
+	}
+	if err := storeDemand(ds, demandKey, demand); err != nil {
+		x.error(err)
+		return
+	}
+	res.Granted = grant
+	x.answerLease(res)
+}
+
+// peekLimits evaluates every limit at a cost of nothing: the least any
+// limit that can refuse holds in all (its capacity), and the least it
+// would admit now.
+func peekLimits(x *exec, now int64, checks []limitCheck) (capacity, room int64, err error) {
+	capacity, room = -1, -1
+	for i := range checks {
+		c := &checks[i]
+		if err := c.evaluate(x.m, c.slot, now, 0, lastStoring(checks, i), x.bufs.logScratch(i)); err != nil {
+			return 0, 0, err
+		}
+		if c.shadow || c.res.Limit < 0 {
+			continue
+		}
+		if capacity < 0 || c.res.Limit < capacity {
+			capacity = c.res.Limit
+		}
+		if room < 0 || c.res.Remaining < room {
+			room = c.res.Remaining
+		}
+	}
+	if capacity < 0 { // only shadow limits: nothing refuses
+		capacity, room = maxRLSValue, maxRLSValue
+	}
+	return capacity, max(room, 0), nil
+}
+
+// demandAt is a copy of the bucket's demand at key (empty when none).
+func demandAt(s *keyspace.Slot, key []byte, now int64) (*LeaseDemand, error) {
+	e, found, err := s.GetKind(key, keyspace.KindLeaseDemand, now)
+	if err != nil || !found {
+		return &LeaseDemand{}, err
+	}
+	d, ok := s.Object(e).(*LeaseDemand)
+	if !ok || d == nil {
+		return nil, errCorruptDemand
+	}
+	return d.clone(), nil
+}
+
+// storeDemand keeps d at key until its last ask stops counting.
+func storeDemand(s *keyspace.Slot, key []byte, d *LeaseDemand) error {
+	_, err := s.Insert(key, keyspace.KindLeaseDemand, d.until(), d)
+	return err
+}
+
+// answerLease answers r: [granted, ttl_ms, refresh_ms].
+func (x *exec) answerLease(r LeaseResult) {
+	x.out.Lease, x.out.Leased = r, true
+	x.out.Limited = r.Granted == 0 && !r.Unlimited
+	x.w.Array(3)
+	x.w.Int(r.Granted)
+	x.w.Int(r.TTL / 1_000_000)
+	x.w.Int(r.Refresh / 1_000_000)
+}
+
+// returnLease is RL.LEASE RETURN: the holder's lease of the bucket is
+// settled at what it used (granted − unused), each limit given back
+// exactly what was not used.
+func returnLease(x *exec, r *leaseRequest) {
+	p := x.m.plan()
+	defer x.m.release(p)
+	if bad := parseLeaseDescriptor(r, p); bad != "" {
+		x.fail(bad)
+		return
+	}
+	id := appendLeaseID(nil, r.holder, leaseBucket(r.desc))
+	settle(x, settling{domain: r.domain, id: id, unused: r.n, mode: settleReturn, head: true})
+}

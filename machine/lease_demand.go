@@ -1,0 +1,141 @@
+package machine
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/bits"
+	"slices"
+	"strings"
+)
+
+// LeaseDemand is what the holders of one lease bucket (RL.LEASE's domain
+// and descriptor) last asked for: the bucket's limit is shared among them
+// by it. A holder counts until two of its ttls after it last asked (a
+// holder that stopped asking stops taking a share), so the record is as
+// small as the set of holders still asking.
+type LeaseDemand struct {
+	// Holders, by holder name ascending (the order a share never depends
+	// on, but an encoding does).
+	Holders []HolderDemand
+}
+
+// HolderDemand is one holder's last ask.
+type HolderDemand struct {
+	Holder string
+	// Want is the units it asked for; Until the instant (ns) its ask
+	// stops counting.
+	Want, Until int64
+}
+
+// maxLeaseHolders bounds the holders of one bucket: a share among more is
+// a share of nothing.
+const maxLeaseHolders = 1024
+
+// errTooManyHolders: a new holder of a bucket that has maxLeaseHolders.
+var errTooManyHolders = errors.New("the lease bucket has 1024 holders asking already")
+
+// errCorruptDemand: a demand record does not decode.
+var errCorruptDemand = errors.New("machine: corrupt lease demand record")
+
+// ask records holder's want, counting until until, and forgets the asks
+// that stopped counting at now. holder is copied (it is a view of a
+// command's arguments, which the next command overwrites).
+func (d *LeaseDemand) ask(holder []byte, want, until, now int64) error {
+	d.Holders = slices.DeleteFunc(d.Holders, func(h HolderDemand) bool { return h.Until <= now })
+	i, found := slices.BinarySearchFunc(d.Holders, holder, func(h HolderDemand, name []byte) int {
+		return strings.Compare(h.Holder, string(name)) // no copy: the compiler sees through it
+	})
+	if found {
+		d.Holders[i].Want, d.Holders[i].Until = want, until
+		return nil
+	}
+	if len(d.Holders) >= maxLeaseHolders {
+		return errTooManyHolders
+	}
+	d.Holders = slices.Insert(d.Holders, i, HolderDemand{Holder: string(holder), Want: want, Until: until})
+	return nil
+}
+
+// until is when the last ask stops counting (the record's expiry).
+func (d *LeaseDemand) until() int64 {
+	var u int64
+	for _, h := range d.Holders {
+		u = max(u, h.Until)
+	}
+	return u
+}
+
+// share is holder's part of capacity: its want when the holders together
+// want no more than capacity, else capacity × want / the wants' sum,
+// rounded down (proportional share: no holder gets more than it asked,
+// and the parts never add up to more than capacity). A holder not asking
+// gets 0.
+func (d *LeaseDemand) share(holder string, capacity int64) int64 {
+	var want, sum uint64
+	for _, h := range d.Holders {
+		sum += uint64(h.Want)
+		if h.Holder == holder {
+			want = uint64(h.Want)
+		}
+	}
+	if capacity <= 0 || want == 0 {
+		return 0
+	}
+	if sum <= uint64(capacity) {
+		return int64(want)
+	}
+	hi, lo := bits.Mul64(uint64(capacity), want)
+	q, _ := bits.Div64(hi, lo, sum) // capacity < sum: no overflow
+	return int64(q)
+}
+
+// AppendBinary appends the record's encoding (snapshots, digests, moves).
+func (d *LeaseDemand) AppendBinary(dst []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(d.Holders)))
+	for _, h := range d.Holders {
+		dst = appendBytes(dst, h.Holder)
+		dst = binary.AppendVarint(dst, h.Want)
+		dst = binary.AppendVarint(dst, h.Until)
+	}
+	return dst
+}
+
+func decodeLeaseDemand(b []byte) (*LeaseDemand, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > maxLeaseHolders {
+		return nil, errCorruptDemand
+	}
+	b = b[k:]
+	d := &LeaseDemand{Holders: make([]HolderDemand, 0, n)}
+	for range n {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return nil, errCorruptDemand
+		}
+		h := HolderDemand{Holder: string(b[k : k+int(l)])}
+		b = b[k+int(l):]
+		var k1, k2 int
+		h.Want, k1 = binary.Varint(b)
+		if k1 <= 0 {
+			return nil, errCorruptDemand
+		}
+		h.Until, k2 = binary.Varint(b[k1:])
+		if k2 <= 0 || h.Want < 0 {
+			return nil, errCorruptDemand
+		}
+		b = b[k1+k2:]
+		if m := len(d.Holders); m > 0 && d.Holders[m-1].Holder >= h.Holder {
+			return nil, errCorruptDemand // out of order: not one AppendBinary wrote
+		}
+		d.Holders = append(d.Holders, h)
+	}
+	if len(b) != 0 {
+		return nil, errCorruptDemand
+	}
+	return d, nil
+}
+
+// clone is a copy that shares nothing with d.
+func (d *LeaseDemand) clone() *LeaseDemand {
+	return &LeaseDemand{Holders: slices.Clone(d.Holders)}
+}

@@ -1,0 +1,237 @@
+package machine
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/resp"
+)
+
+const leaseRules = `domain: edge
+descriptors:
+  - key: gcra
+    rate_limit: {name: gcra, unit: second, requests_per_unit: 10, sluice: {algorithm: gcra, burst: 9}}
+  - key: fixed
+    rate_limit: {name: fixed, unit: minute, requests_per_unit: 100}
+  - key: sliding
+    rate_limit: {name: sliding, unit: minute, requests_per_unit: 100, sluice: {algorithm: sliding}}
+  - key: quota
+    rate_limit: {name: quota, unit: day, requests_per_unit: 100, sluice: {algorithm: quota}}
+  - key: closed
+    rate_limit: {name: closed, unit: second, requests_per_unit: 0}
+`
+
+// leaseReply is RL.LEASE's reply as "granted ttl_ms refresh_ms".
+func leaseReply(t *testing.T, got string) string {
+	t.Helper()
+	var g, ttl, refresh int64
+	if _, err := fmt.Sscanf(got, "*3\r\n:%d\r\n:%d\r\n:%d\r\n", &g, &ttl, &refresh); err != nil {
+		t.Fatalf("not a lease reply: %q", got)
+	}
+	return fmt.Sprint(g, " ", ttl, " ", refresh)
+}
+
+func leased(t *testing.T, m *Machine, now int64, holder string, want int, alg string) string {
+	t.Helper()
+	return leaseReply(t, do(m, now, "RL.LEASE", "edge", holder, "10", "WANT", fmt.Sprint(want), "DESCRIPTOR", alg, "a"))
+}
+
+func remainingOf(t *testing.T, m *Machine, now int64, alg string) string {
+	t.Helper()
+	return strings.Fields(five(t, do(m, now, "RL.CHECK", "edge", "COST", "0", "DESCRIPTOR", alg, "a")))[2]
+}
+
+// Every algorithm: a grant charges the bucket, a repeat while held grants
+// nothing more, holders share the limit by what they ask, and a return
+// gives back exactly what was not used.
+func TestLeaseGrantsSharesAndReturns(t *testing.T) {
+	for _, alg := range []string{"gcra", "fixed", "sliding", "quota"} {
+		t.Run(alg, func(t *testing.T) {
+			m := New(Options{})
+			if got := do(m, t0, "RL.RULES", "LOAD", "edge.yaml", leaseRules); got != "+OK\r\n" {
+				t.Fatal(got)
+			}
+			capacity := 100
+			if alg == "gcra" {
+				capacity = 10
+			}
+			if got := leased(t, m, t0, "h1", 4, alg); got != "4 10000 8000" {
+				t.Fatalf("a first grant under capacity: %s", got)
+			}
+			if got := remainingOf(t, m, t0, alg); got != fmt.Sprint(capacity-4) {
+				t.Fatalf("after a grant of 4, remaining %s", got)
+			}
+			// The same holder again while held: the grant it holds,
+			// nothing charged.
+			if got := leased(t, m, t0, "h1", 50, alg); got != "4 10000 8000" {
+				t.Fatalf("a repeat: %s", got)
+			}
+			if got := remainingOf(t, m, t0, alg); got != fmt.Sprint(capacity-4) {
+				t.Fatalf("a repeat charged: remaining %s", got)
+			}
+			// h1 asks for 50 now, h2 for 150: 200 asked of the capacity,
+			// so h2's share is capacity × 150 / 200.
+			want := min(capacity*150/200, capacity-4)
+			if got := leased(t, m, t0, "h2", 150, alg); got != fmt.Sprint(want, " 10000 8000") {
+				t.Fatalf("h2's share: %s, want %d", got, want)
+			}
+			// h2 used 5 of it: the rest comes back, exactly.
+			got := do(m, t0, "RL.LEASE", "RETURN", "edge", "h2", "UNUSED", fmt.Sprint(want-5), "DESCRIPTOR", alg, "a")
+			if wantRow := fmt.Sprintf(":%d\r\n:5\r\n:%d\r\n:0\r\n", want, want-5); !strings.HasSuffix(got, wantRow) {
+				t.Fatalf("return: %q, want a row ending %q", got, wantRow)
+			}
+			if got := remainingOf(t, m, t0, alg); got != fmt.Sprint(capacity-4-5) {
+				t.Fatalf("after the return, remaining %s, want %d", got, capacity-9)
+			}
+			if got := do(m, t0, "RL.LEASE", "RETURN", "edge", "h2", "UNUSED", "0", "DESCRIPTOR", alg, "a"); got != "$-1\r\n" {
+				t.Fatalf("a second return: %q", got)
+			}
+			// More unused than granted is refused, and changes nothing.
+			if got := do(m, t0, "RL.LEASE", "RETURN", "edge", "h1", "UNUSED", "5", "DESCRIPTOR", alg, "a"); !strings.HasPrefix(got, "-ERR UNUSED 5 is more than the lease granted (4)") {
+				t.Fatalf("returning more than granted: %q", got)
+			}
+			if got := remainingOf(t, m, t0, alg); got != fmt.Sprint(capacity-9) {
+				t.Fatalf("a refused return changed the counter: %s", got)
+			}
+		})
+	}
+}
+
+// A grant never takes more than the limits admit now; an expired lease
+// keeps its charge; an unlimited bucket is granted what was asked and a
+// closed one nothing.
+func TestLeaseBoundsAndExpiry(t *testing.T) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "edge.yaml", leaseRules)
+	do(m, t0, "RL.CHECK", "edge", "COST", "97", "DESCRIPTOR", "fixed", "a")
+	if got := leased(t, m, t0, "h1", 50, "fixed"); got != "3 10000 8000" {
+		t.Fatalf("with 3 left: %s", got)
+	}
+	if got := leased(t, m, t0, "h2", 50, "fixed"); got != "0 10000 8000" {
+		t.Fatalf("with nothing left: %s", got)
+	}
+	// A repeat later: the same grant, its ttl counting down.
+	if got := leased(t, m, t0+2_000_000_000, "h1", 50, "fixed"); got != "3 8000 6400" {
+		t.Fatalf("a repeat 2 s later: %s", got)
+	}
+	// The lease expires: its charge stays.
+	later := t0 + 11_000_000_000
+	if got := remainingOf(t, m, later, "fixed"); got != "0" {
+		t.Fatalf("an expired lease gave its charge back: remaining %s", got)
+	}
+	if got := do(m, later, "RL.LEASE", "RETURN", "edge", "h1", "UNUSED", "3", "DESCRIPTOR", "fixed", "a"); got != "$-1\r\n" {
+		t.Fatalf("returning an expired lease: %q", got)
+	}
+	if got := leased(t, m, t0, "h1", 7, "unknown"); got != "7 10000 8000" {
+		t.Fatalf("a bucket no rule limits: %s", got)
+	}
+	if got := leased(t, m, t0, "h1", 7, "closed"); got != "0 10000 8000" {
+		t.Fatalf("a bucket whose rule allows nothing: %s", got)
+	}
+}
+
+// Bad input gets a clear error and charges nothing; clients cannot name a
+// lease's reservation.
+func TestLeaseRefusesBadInput(t *testing.T) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "edge.yaml", leaseRules)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"edge", "h", "0", "WANT", "1", "DESCRIPTOR", "fixed", "a"}, "ERR ttl-seconds"},
+		{[]string{"edge", "h", "10", "WANT", "0", "DESCRIPTOR", "fixed", "a"}, "ERR WANT must be"},
+		{[]string{"edge", "h", "10", "NEED", "1", "DESCRIPTOR", "fixed", "a"}, "ERR syntax error"},
+		{[]string{"edge", "", "10", "WANT", "1", "DESCRIPTOR", "fixed", "a"}, "ERR a holder must be"},
+		{[]string{"edge", strings.Repeat("h", 129), "10", "WANT", "1", "DESCRIPTOR", "fixed", "a"}, "ERR a holder must be"},
+		{[]string{"edge", "h", "10", "WANT", "1", "DESCRIPTOR", "fixed", "a", "DESCRIPTOR", "sliding", "a"}, "ERR a lease is for one bucket"},
+		{[]string{"edge", "h", "10", "WANT", "1", "COST", "3", "DESCRIPTOR", "fixed"}, "ERR syntax error"},
+		{[]string{"RETURN", "edge", "h", "UNUSED", "-1", "DESCRIPTOR", "fixed", "a"}, "ERR UNUSED must be"},
+	} {
+		got := do(m, t0, append([]string{"RL.LEASE"}, c.args...)...)
+		if !strings.HasPrefix(got, "-"+c.want) {
+			t.Errorf("RL.LEASE %v: %q, want %q", c.args, got, c.want)
+		}
+	}
+	if got := remainingOf(t, m, t0, "fixed"); got != "100" {
+		t.Fatalf("bad input charged: %s", got)
+	}
+	if got := do(m, t0, "RL.RESERVE", "edge", "\x00lease:x", "10", "DESCRIPTOR", "fixed", "a"); !strings.HasPrefix(got, "-ERR a reservation id must not begin with a NUL") {
+		t.Fatalf("a reserve under a lease's id: %q", got)
+	}
+	if got := do(m, t0, "RL.CANCEL", "edge", "\x00lease:x"); !strings.HasPrefix(got, "-ERR a reservation id must not begin with a NUL") {
+		t.Fatalf("a cancel of a lease's id: %q", got)
+	}
+}
+
+// The demand record: a holder that stops asking stops counting; the
+// record is snapshotted, digested and moved like other state.
+func TestLeaseDemandShareAndEncoding(t *testing.T) {
+	d := &LeaseDemand{}
+	for i, w := range []int64{50, 150, 300} {
+		if err := d.ask([]byte(fmt.Sprint("h", i)), w, 100+int64(i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := []int64{d.share("h0", 100), d.share("h1", 100), d.share("h2", 100), d.share("nobody", 100)}; fmt.Sprint(got) != "[10 30 60 0]" {
+		t.Fatalf("shares of 100 among 50, 150, 300: %v", got)
+	}
+	if got := d.share("h1", 1000); got != 150 {
+		t.Fatalf("under capacity, a holder gets what it asked: %d", got)
+	}
+	// h0 asks again at 101: h0's ask (until 100) had stopped counting.
+	if err := d.ask([]byte("h1"), 150, 300, 101); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Holders) != 2 || d.Holders[0].Holder != "h1" || d.share("h0", 100) != 0 {
+		t.Fatalf("after h0's ask lapsed: %+v", d.Holders)
+	}
+	enc := d.AppendBinary(nil)
+	back, err := DecodeState(keyspace.KindLeaseDemand, enc, nil)
+	if err != nil || fmt.Sprint(back) != fmt.Sprint(d) {
+		t.Fatalf("round trip: %v %v, want %v", back, err, d)
+	}
+	for i := range enc {
+		if _, err := decodeLeaseDemand(enc[:i]); err == nil {
+			t.Fatalf("a demand record cut at %d of %d decoded", i, len(enc))
+		}
+	}
+	// Huge asks: the share is exact, with no overflow.
+	big := &LeaseDemand{}
+	big.ask([]byte("a"), 4294967295, 10, 0)
+	big.ask([]byte("b"), 4294967295, 10, 0)
+	if got := big.share("a", 4294967295); got != 2147483647 {
+		t.Fatalf("half of 2^32-1: %d", got)
+	}
+}
+
+// The demand record keeps its own copy of a holder's name: a server reads
+// each command into a buffer the next one overwrites.
+func TestLeaseDemandOutlivesTheArguments(t *testing.T) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "edge.yaml", leaseRules)
+	buf := make([]byte, 0, 256)
+	apply := func(args ...string) string {
+		buf = buf[:0]
+		b := make([][]byte, len(args))
+		for i, a := range args {
+			start := len(buf)
+			buf = append(buf, a...)
+			b[i] = buf[start:len(buf):len(buf)]
+		}
+		var w resp.Writer
+		m.ApplyArgs(t0, b, &w)
+		for i := range buf {
+			buf[i] = 'x' // the next command's bytes
+		}
+		return string(w.Buf)
+	}
+	apply("RL.LEASE", "edge", "gw-1", "10", "WANT", "40", "DESCRIPTOR", "fixed", "a")
+	apply("RL.LEASE", "edge", "gw-1", "10", "WANT", "90", "DESCRIPTOR", "fixed", "a")
+	// 150 asked of 100: gw-2's share is 40, if gw-1 is still gw-1.
+	if got := leaseReply(t, apply("RL.LEASE", "edge", "gw-2", "10", "WANT", "60", "DESCRIPTOR", "fixed", "a")); got != "40 10000 8000" {
+		t.Fatalf("gw-2: %s", got)
+	}
+}

@@ -1,0 +1,113 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const leaseRules = `domain: edge
+descriptors:
+  - key: route
+    rate_limit: {name: per-route, unit: minute, requests_per_unit: 100}
+  - key: closed
+    rate_limit: {name: closed, unit: second, requests_per_unit: 0}
+`
+
+// leaseOf is RL.LEASE's [granted, ttl_ms, refresh_ms].
+func leaseOf(t *testing.T, c redis.UniversalClient, args ...any) [3]int64 {
+	t.Helper()
+	v, err := c.Do(ctx(t), append([]any{"RL.LEASE"}, args...)...).Slice()
+	if err != nil || len(v) != 3 {
+		t.Fatalf("RL.LEASE %v: %v %v", args, v, err)
+	}
+	return [3]int64{v[0].(int64), v[1].(int64), v[2].(int64)}
+}
+
+// Issue #45 (RL.LEASE over RESP) through go-redis on one node: holders
+// share a bucket by what they ask, a repeat returns the grant held, a
+// return gives back exactly what was unused, a bucket no rule limits is
+// granted what was asked and a closed one nothing, bad input charges
+// nothing; leases are internal keys.
+func TestLeaseThroughGoRedis(t *testing.T) {
+	s := StartServer(t, "--rules", writeRules(t, "edge.yaml", leaseRules))
+	c := s.Client()
+	remaining := func() int64 {
+		return checkInts(t, c, "RL.CHECK", "edge", "COST", 0, "DESCRIPTOR", "route", "/api")[2]
+	}
+	if g := leaseOf(t, c, "edge", "gw-1", 30, "WANT", 40, "DESCRIPTOR", "route", "/api"); g != [3]int64{40, 30000, 24000} {
+		t.Fatalf("a first grant: %v", g)
+	}
+	if g := leaseOf(t, c, "edge", "gw-1", 30, "WANT", 90, "DESCRIPTOR", "route", "/api"); g[0] != 40 || g[1] > 30000 || g[1] < 25000 {
+		t.Fatalf("a repeat while held: %v", g)
+	}
+	// gw-2 asks 60 while gw-1 asks 90: 150 asked of 100, gw-2's share is 40.
+	if g := leaseOf(t, c, "edge", "gw-2", 30, "WANT", 60, "DESCRIPTOR", "route", "/api"); g[0] != 40 {
+		t.Fatalf("gw-2's share: %v", g)
+	}
+	if r := remaining(); r != 20 {
+		t.Fatalf("after grants of 40 and 40, remaining %d", r)
+	}
+	rows := settle(t, c, "RL.LEASE", "RETURN", "edge", "gw-1", "UNUSED", 25, "DESCRIPTOR", "route", "/api")
+	if len(rows) != 1 || rows[0] != (settleRow{"per-route", 40, 15, 25, 0}) {
+		t.Fatalf("return: %+v", rows)
+	}
+	if r := remaining(); r != 45 {
+		t.Fatalf("after returning 25, remaining %d", r)
+	}
+	if rows := settle(t, c, "RL.LEASE", "RETURN", "edge", "gw-1", "UNUSED", 0, "DESCRIPTOR", "route", "/api"); rows != nil {
+		t.Fatalf("a second return: %+v", rows)
+	}
+	if g := leaseOf(t, c, "edge", "gw-1", 5, "WANT", 7, "DESCRIPTOR", "other", "x"); g != [3]int64{7, 5000, 4000} {
+		t.Fatalf("a bucket no rule limits: %v", g)
+	}
+	if g := leaseOf(t, c, "edge", "gw-1", 5, "WANT", 7, "DESCRIPTOR", "closed", "x"); g[0] != 0 {
+		t.Fatalf("a closed bucket: %v", g)
+	}
+	for _, bad := range [][]any{
+		{"RL.LEASE", "edge", "gw-1", 0, "WANT", 5, "DESCRIPTOR", "route", "/api"},
+		{"RL.LEASE", "edge", "gw-1", 30, "WANT", -5, "DESCRIPTOR", "route", "/api"},
+		{"RL.LEASE", "edge", "gw-1", 30, "WANT", 5, "DESCRIPTOR", "route", "/api", "DESCRIPTOR", "route", "/b"},
+		{"RL.LEASE", "RETURN", "edge", "gw-2", "UNUSED", 41, "DESCRIPTOR", "route", "/api"},
+		{"RL.RESERVE", "edge", "\x00lease:x", 30, "DESCRIPTOR", "route", "/api"},
+	} {
+		if err := c.Do(ctx(t), bad...).Err(); err == nil || !strings.HasPrefix(err.Error(), "ERR ") {
+			t.Errorf("%q: %v, want an ERR", bad, err)
+		}
+	}
+	if r := remaining(); r != 45 {
+		t.Fatalf("bad input charged: remaining %d", r)
+	}
+	if n, err := c.DBSize(ctx(t)).Result(); err != nil || n != 1 {
+		t.Fatalf("DBSIZE %d %v: only the counter is a user's key", n, err)
+	}
+}
+
+// On a 3-node group, a grant is in the log: the leader is killed, and the
+// new one answers the holder's repeat with the grant it holds (nothing
+// charged again) and takes its return exactly.
+func TestLeaseSurvivesFailover(t *testing.T) {
+	cl := StartCluster(t, 3, nil, "--rules", writeRules(t, "edge.yaml", leaseRules))
+	leader := cl.Leader()
+	c := leader.Client()
+	eventually(t, "the leader applied its rules", func() bool {
+		v, err := c.Do(ctx(t), "RL.RULES", "LIST", "edge").Slice()
+		return err == nil && len(v) == 2
+	})
+	if g := leaseOf(t, c, "edge", "gw-1", 600, "WANT", 30, "DESCRIPTOR", "route", "/api"); g[0] != 30 {
+		t.Fatalf("grant: %v", g)
+	}
+	leader.Kill()
+	next := cl.Leader().Client()
+	if g := leaseOf(t, next, "edge", "gw-1", 600, "WANT", 30, "DESCRIPTOR", "route", "/api"); g[0] != 30 {
+		t.Fatalf("the repeat on the new leader: %v", g)
+	}
+	if r := checkInts(t, next, "RL.CHECK", "edge", "COST", 0, "DESCRIPTOR", "route", "/api")[2]; r != 70 {
+		t.Fatalf("after failover, remaining %d, want 70", r)
+	}
+	rows := settle(t, next, "RL.LEASE", "RETURN", "edge", "gw-1", "UNUSED", 10, "DESCRIPTOR", "route", "/api")
+	if len(rows) != 1 || rows[0] != (settleRow{"per-route", 30, 20, 10, 0}) {
+		t.Fatalf("return on the new leader: %+v", rows)
+	}
+}
