@@ -66,26 +66,43 @@ func (d *LeaseDemand) until() int64 {
 }
 
 // share is holder's part of capacity: its want when the holders together
-// want no more than capacity, else capacity × want / the wants' sum,
-// rounded down (proportional share: no holder gets more than it asked,
-// and the parts never add up to more than capacity). A holder not asking
-// gets 0.
+// want no more than capacity, else capacity × want / the wants' sum
+// (proportional share: no holder gets more than it asked), in whole units
+// by the largest remainders — the units rounding leaves go one each to
+// the holders whose exact parts lost most (ties by name), so the parts
+// add up to capacity exactly, never more. A holder not asking gets 0.
 func (d *LeaseDemand) share(holder string, capacity int64) int64 {
-	var want, sum uint64
-	for _, h := range d.Holders {
+	var sum uint64
+	at := -1
+	for i, h := range d.Holders {
 		sum += uint64(h.Want)
 		if h.Holder == holder {
-			want = uint64(h.Want)
+			at = i
 		}
 	}
-	if capacity <= 0 || want == 0 {
+	if capacity <= 0 || at < 0 || d.Holders[at].Want == 0 {
 		return 0
 	}
 	if sum <= uint64(capacity) {
-		return int64(want)
+		return d.Holders[at].Want
 	}
-	hi, lo := bits.Mul64(uint64(capacity), want)
-	q, _ := bits.Div64(hi, lo, sum) // capacity < sum: no overflow
+	part := func(want int64) (q, rem uint64) {
+		hi, lo := bits.Mul64(uint64(capacity), uint64(want))
+		return bits.Div64(hi, lo, sum) // capacity < sum: no overflow
+	}
+	q, rem := part(d.Holders[at].Want)
+	left := uint64(capacity) // what the rounded-down parts leave
+	ahead := 0               // holders before this one for a unit left
+	for i, h := range d.Holders {
+		qi, ri := part(h.Want)
+		left -= qi
+		if ri > rem || (ri == rem && i < at) {
+			ahead++
+		}
+	}
+	if uint64(ahead) < left {
+		q++
+	}
 	return int64(q)
 }
 

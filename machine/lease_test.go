@@ -2,6 +2,7 @@ package machine
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -178,6 +179,18 @@ func TestLeaseDemandShareAndEncoding(t *testing.T) {
 	if got := []int64{d.share("h0", 100), d.share("h1", 100), d.share("h2", 100), d.share("nobody", 100)}; fmt.Sprint(got) != "[10 30 60 0]" {
 		t.Fatalf("shares of 100 among 50, 150, 300: %v", got)
 	}
+	// 11 among them: 1.1, 3.3, 6.6; the unit rounding leaves goes to the
+	// part that lost most; the parts add up to 11.
+	if got := []int64{d.share("h0", 11), d.share("h1", 11), d.share("h2", 11)}; fmt.Sprint(got) != "[1 3 7]" {
+		t.Fatalf("shares of 11 among 50, 150, 300: %v", got)
+	}
+	eq := &LeaseDemand{}
+	for _, h := range []string{"c", "a", "b"} {
+		eq.ask([]byte(h), 200, 10, 0)
+	}
+	if got := []int64{eq.share("a", 11), eq.share("b", 11), eq.share("c", 11)}; fmt.Sprint(got) != "[4 4 3]" {
+		t.Fatalf("shares of 11 among three asks of 200 (ties by name): %v", got)
+	}
 	if got := d.share("h1", 1000); got != 150 {
 		t.Fatalf("under capacity, a holder gets what it asked: %d", got)
 	}
@@ -202,8 +215,8 @@ func TestLeaseDemandShareAndEncoding(t *testing.T) {
 	big := &LeaseDemand{}
 	big.ask([]byte("a"), 4294967295, 10, 0)
 	big.ask([]byte("b"), 4294967295, 10, 0)
-	if got := big.share("a", 4294967295); got != 2147483647 {
-		t.Fatalf("half of 2^32-1: %d", got)
+	if a, b := big.share("a", 4294967295), big.share("b", 4294967295); a != 2147483648 || b != 2147483647 {
+		t.Fatalf("halves of 2^32-1: %d %d", a, b)
 	}
 }
 
@@ -233,5 +246,32 @@ func TestLeaseDemandOutlivesTheArguments(t *testing.T) {
 	// 150 asked of 100: gw-2's share is 40, if gw-1 is still gw-1.
 	if got := leaseReply(t, apply("RL.LEASE", "edge", "gw-2", "10", "WANT", "60", "DESCRIPTOR", "fixed", "a")); got != "40 10000 8000" {
 		t.Fatalf("gw-2: %s", got)
+	}
+}
+
+// On random asks the shares never exceed what each asked, and add up to
+// the capacity exactly when the asks exceed it (else to the asks).
+func TestLeaseSharesAddUp(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		d := &LeaseDemand{}
+		var sum int64
+		for i := range 1 + r.IntN(20) {
+			w := 1 + r.Int64N(1000)
+			d.ask([]byte(fmt.Sprint("h", i)), w, 10, 0)
+			sum += w
+		}
+		capacity := r.Int64N(3000)
+		var total int64
+		for _, h := range d.Holders {
+			s := d.share(h.Holder, capacity)
+			if s < 0 || s > h.Want {
+				t.Fatalf("capacity %d, %+v: %s's share %d", capacity, d.Holders, h.Holder, s)
+			}
+			total += s
+		}
+		if want := min(capacity, sum); total != want {
+			t.Fatalf("capacity %d, asks %d: shares add up to %d, want %d", capacity, sum, total, want)
+		}
 	}
 }

@@ -158,8 +158,12 @@ func decideResultOf(r *memberpb.DecideReply) decideResult {
 	case errOf(code) != nil:
 		return decideResult{err: fmt.Errorf("%w (%s)", errOf(code), r.GetDetail())}
 	}
-	return decideResult{out: machine.Outcome{Err: r.GetError(), Refusal: redirectOf(r), Limited: r.GetLimited(),
-		Statuses: statusesOf(r.GetStatuses())}}
+	out := machine.Outcome{Err: r.GetError(), Refusal: redirectOf(r), Limited: r.GetLimited(), Statuses: statusesOf(r.GetStatuses())}
+	if l := r.GetLease(); l != nil {
+		out.Lease = machine.LeaseResult{Granted: l.GetGranted(), TTL: l.GetTtlNs(), Refresh: l.GetRefreshNs(), Unlimited: l.GetUnlimited(), Denied: l.GetDenied()}
+		out.Leased = true
+	}
+	return decideResult{out: out}
 }
 
 // close stops the loop, waits for the batches in flight, and answers the

@@ -41,6 +41,10 @@ func (v service) DecideBatch(ctx context.Context, in *memberpb.DecideBatchReques
 	for i := range outs {
 		o := &outs[i]
 		replies[i] = &memberpb.DecideReply{Code: memberpb.Code_APPLIED, Error: o.Err, Limited: o.Limited, Statuses: statusMessages(o.Statuses)}
+		if o.Leased {
+			l := &o.Lease
+			replies[i].Lease = &memberpb.LeaseResult{Granted: l.Granted, TtlNs: l.TTL, RefreshNs: l.Refresh, Unlimited: l.Unlimited, Denied: l.Denied}
+		}
 		setRedirect(replies[i], o.Refusal)
 	}
 	return &memberpb.DecideBatchReply{Code: memberpb.Code_APPLIED, Replies: replies}, nil

@@ -320,6 +320,8 @@ func TestDecideOverThePort(t *testing.T) {
 			return machine.Outcome{Err: "TRYAGAIN slot 3 is not this group's", Refusal: machine.ErrFenced}, "", nil
 		case "wrong":
 			return machine.Outcome{Err: "ERR MOVED is a word, not a redirect"}, "", nil
+		case "lease":
+			return machine.Outcome{Leased: true, Lease: machine.LeaseResult{Granted: 7, TTL: 3e9, Refresh: 2e9, Denied: true, Unlimited: true}}, "", nil
 		}
 		return machine.Outcome{Limited: true, Statuses: []machine.RLSStatus{{Code: 2, RequestsPerUnit: 5, Unit: 1, Remaining: 0, ResetSeconds: 3}}}, "", nil
 	})})
@@ -350,6 +352,13 @@ func TestDecideOverThePort(t *testing.T) {
 	}
 	if !machine.Retryable(func() error { o, _ := call("fenced"); return o.Refusal }()) {
 		t.Fatal("a fenced call is not retryable")
+	}
+	// A lease's answer crosses whole (a follower's RLQS door forwards it).
+	if out, err := call("lease"); err != nil || !out.Leased || out.Lease != (machine.LeaseResult{Granted: 7, TTL: 3e9, Refresh: 2e9, Denied: true, Unlimited: true}) {
+		t.Fatalf("a lease: %+v %v", out, err)
+	}
+	if out, err := call("d"); err != nil || out.Leased {
+		t.Fatalf("a decision is no lease: %+v %v", out, err)
 	}
 	if out, err := call("wrong"); err != nil || out.Refusal != nil || out.Err == "" {
 		t.Fatalf("an error reply that is no redirect: %+v %v", out, err)

@@ -1404,9 +1404,11 @@ type DecideReply struct {
 	Statuses []*RLSStatus `protobuf:"bytes,6,rep,name=statuses,proto3" json:"statuses,omitempty"`
 	// refusal: MOVED (moved_slot, moved_to: the domain's group's leader),
 	// TRY_AGAIN or CLUSTER_DOWN when nothing was applied; unset otherwise.
-	Refusal       Refusal `protobuf:"varint,7,opt,name=refusal,proto3,enum=sluice.member.v1.Refusal" json:"refusal,omitempty"`
-	MovedSlot     int32   `protobuf:"varint,8,opt,name=moved_slot,json=movedSlot,proto3" json:"moved_slot,omitempty"`
-	MovedTo       string  `protobuf:"bytes,9,opt,name=moved_to,json=movedTo,proto3" json:"moved_to,omitempty"`
+	Refusal   Refusal `protobuf:"varint,7,opt,name=refusal,proto3,enum=sluice.member.v1.Refusal" json:"refusal,omitempty"`
+	MovedSlot int32   `protobuf:"varint,8,opt,name=moved_slot,json=movedSlot,proto3" json:"moved_slot,omitempty"`
+	MovedTo   string  `protobuf:"bytes,9,opt,name=moved_to,json=movedTo,proto3" json:"moved_to,omitempty"`
+	// lease: RL.LEASE's answer, when it gave one (machine.LeaseResult).
+	Lease         *LeaseResult `protobuf:"bytes,10,opt,name=lease,proto3" json:"lease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1502,6 +1504,90 @@ func (x *DecideReply) GetMovedTo() string {
 		return x.MovedTo
 	}
 	return ""
+}
+
+func (x *DecideReply) GetLease() *LeaseResult {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+// LeaseResult is an RL.LEASE's answer (machine.LeaseResult).
+type LeaseResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Granted       int64                  `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
+	TtlNs         int64                  `protobuf:"varint,2,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
+	RefreshNs     int64                  `protobuf:"varint,3,opt,name=refresh_ns,json=refreshNs,proto3" json:"refresh_ns,omitempty"`
+	Unlimited     bool                   `protobuf:"varint,4,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
+	Denied        bool                   `protobuf:"varint,5,opt,name=denied,proto3" json:"denied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseResult) Reset() {
+	*x = LeaseResult{}
+	mi := &file_member_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseResult) ProtoMessage() {}
+
+func (x *LeaseResult) ProtoReflect() protoreflect.Message {
+	mi := &file_member_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
+func (*LeaseResult) Descriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *LeaseResult) GetGranted() int64 {
+	if x != nil {
+		return x.Granted
+	}
+	return 0
+}
+
+func (x *LeaseResult) GetTtlNs() int64 {
+	if x != nil {
+		return x.TtlNs
+	}
+	return 0
+}
+
+func (x *LeaseResult) GetRefreshNs() int64 {
+	if x != nil {
+		return x.RefreshNs
+	}
+	return 0
+}
+
+func (x *LeaseResult) GetUnlimited() bool {
+	if x != nil {
+		return x.Unlimited
+	}
+	return false
+}
+
+func (x *LeaseResult) GetDenied() bool {
+	if x != nil {
+		return x.Denied
+	}
+	return false
 }
 
 var File_member_proto protoreflect.FileDescriptor
@@ -1602,7 +1688,7 @@ const file_member_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\tR\x06leader\x127\n" +
-	"\areplies\x18\x04 \x03(\v2\x1d.sluice.member.v1.DecideReplyR\areplies\"\xc1\x02\n" +
+	"\areplies\x18\x04 \x03(\v2\x1d.sluice.member.v1.DecideReplyR\areplies\"\xf6\x02\n" +
 	"\vDecideReply\x12*\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +
@@ -1613,7 +1699,16 @@ const file_member_proto_rawDesc = "" +
 	"\arefusal\x18\a \x01(\x0e2\x19.sluice.member.v1.RefusalR\arefusal\x12\x1d\n" +
 	"\n" +
 	"moved_slot\x18\b \x01(\x05R\tmovedSlot\x12\x19\n" +
-	"\bmoved_to\x18\t \x01(\tR\amovedTo*}\n" +
+	"\bmoved_to\x18\t \x01(\tR\amovedTo\x123\n" +
+	"\x05lease\x18\n" +
+	" \x01(\v2\x1d.sluice.member.v1.LeaseResultR\x05lease\"\x93\x01\n" +
+	"\vLeaseResult\x12\x18\n" +
+	"\agranted\x18\x01 \x01(\x03R\agranted\x12\x15\n" +
+	"\x06ttl_ns\x18\x02 \x01(\x03R\x05ttlNs\x12\x1d\n" +
+	"\n" +
+	"refresh_ns\x18\x03 \x01(\x03R\trefreshNs\x12\x1c\n" +
+	"\tunlimited\x18\x04 \x01(\bR\tunlimited\x12\x16\n" +
+	"\x06denied\x18\x05 \x01(\bR\x06denied*}\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aAPPLIED\x10\x01\x12\x0e\n" +
@@ -1662,7 +1757,7 @@ func file_member_proto_rawDescGZIP() []byte {
 }
 
 var file_member_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_member_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_member_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_member_proto_goTypes = []any{
 	(Code)(0),                  // 0: sluice.member.v1.Code
 	(PartKind)(0),              // 1: sluice.member.v1.PartKind
@@ -1682,6 +1777,7 @@ var file_member_proto_goTypes = []any{
 	(*DecideBatchRequest)(nil), // 15: sluice.member.v1.DecideBatchRequest
 	(*DecideBatchReply)(nil),   // 16: sluice.member.v1.DecideBatchReply
 	(*DecideReply)(nil),        // 17: sluice.member.v1.DecideReply
+	(*LeaseResult)(nil),        // 18: sluice.member.v1.LeaseResult
 }
 var file_member_proto_depIdxs = []int32{
 	0,  // 0: sluice.member.v1.ApplyReply.code:type_name -> sluice.member.v1.Code
@@ -1704,19 +1800,20 @@ var file_member_proto_depIdxs = []int32{
 	0,  // 17: sluice.member.v1.DecideReply.code:type_name -> sluice.member.v1.Code
 	13, // 18: sluice.member.v1.DecideReply.statuses:type_name -> sluice.member.v1.RLSStatus
 	2,  // 19: sluice.member.v1.DecideReply.refusal:type_name -> sluice.member.v1.Refusal
-	3,  // 20: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
-	5,  // 21: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
-	10, // 22: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
-	15, // 23: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
-	4,  // 24: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
-	8,  // 25: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
-	14, // 26: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
-	16, // 27: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
-	24, // [24:28] is the sub-list for method output_type
-	20, // [20:24] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	18, // 20: sluice.member.v1.DecideReply.lease:type_name -> sluice.member.v1.LeaseResult
+	3,  // 21: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
+	5,  // 22: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
+	10, // 23: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
+	15, // 24: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
+	4,  // 25: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
+	8,  // 26: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
+	14, // 27: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
+	16, // 28: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
+	25, // [25:29] is the sub-list for method output_type
+	21, // [21:25] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_member_proto_init() }
@@ -1730,7 +1827,7 @@ func file_member_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_member_proto_rawDesc), len(file_member_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

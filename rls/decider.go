@@ -219,14 +219,20 @@ func (d *NodeDecider) forward(ctx context.Context, args [][]byte, addr string) (
 	}
 }
 
-// DecideAllHere runs RL.SHOULDRATELIMIT calls a follower forwarded, on
+// forwardable reports the commands a follower's gRPC door forwards: Envoy's
+// decisions and the RLQS leases.
+func forwardable(name string) bool {
+	return strings.EqualFold(name, "rl.shouldratelimit") || strings.EqualFold(name, "rl.lease")
+}
+
+// DecideAllHere runs the RL.SHOULDRATELIMIT and RL.LEASE calls a follower forwarded, on
 // this node as its group's leader (member.DecideFunc), as one batch (one
 // log group): never forwarded again from here — a node that does not
 // lead says who does (member.ErrNotLeader) and logs nothing.
 func (d *NodeDecider) DecideAllHere(_ context.Context, cmds [][][]byte) ([]machine.Outcome, string, error) {
 	for _, args := range cmds {
-		if len(args) == 0 || !strings.EqualFold(string(args[0]), "rl.shouldratelimit") {
-			return nil, "", fmt.Errorf("%w: only RL.SHOULDRATELIMIT is forwarded", member.ErrRefused)
+		if len(args) == 0 || !forwardable(string(args[0])) {
+			return nil, "", fmt.Errorf("%w: only RL.SHOULDRATELIMIT and RL.LEASE are forwarded", member.ErrRefused)
 		}
 	}
 	if d.node != nil && !d.node.Serving() {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -66,10 +67,11 @@ func KnownDomains(env *commands.Env) func(string) bool {
 	}
 }
 
-// Register adds the rate limit service, the health service and server
-// reflection to g.
+// Register adds the rate limit service, the rate limit quota service
+// (RLQS, rlqs.go), the health service and server reflection to g.
 func (s *Service) Register(g *grpc.Server) {
 	pb.RegisterRateLimitServiceServer(g, s)
+	rlqspb.RegisterRateLimitQuotaServiceServer(g, quotaServer{s: s})
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 }
@@ -99,6 +101,7 @@ func (s *Service) setHealth() {
 	}
 	s.health.SetServingStatus("", st)
 	s.health.SetServingStatus(ServiceName, st)
+	s.health.SetServingStatus(QuotaServiceName, st)
 }
 
 // Ready reports what the health service says: this node can decide.
@@ -200,6 +203,8 @@ func (s *Service) decide(ctx context.Context, transport string, req *pb.RateLimi
 func errorStatus(err error) *status.Status {
 	var e errReply
 	switch {
+	case errors.Is(err, errTooManyBuckets):
+		return status.New(codes.ResourceExhausted, "sluice: "+strings.TrimPrefix(err.Error(), "rls: "))
 	case errors.Is(err, ErrUnavailable):
 		return status.New(codes.Unavailable, "sluice: no leader can decide now")
 	case errors.Is(err, ErrOutcomeUnknown):

@@ -1,0 +1,238 @@
+package rls
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// QuotaServiceName is Envoy's Rate Limit Quota Service (RLQS), which the
+// rate_limit_quota HTTP filter streams its usage reports to.
+const QuotaServiceName = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService"
+
+// quotaServer answers RLQS streams with leases (RL.LEASE): each stream is
+// a holder, each bucket a lease it holds. On every report of a bucket the
+// holder gives back what it did not use of its last grant (RL.LEASE
+// RETURN, from the report's allowed count: never more than it left) and
+// asks for what it was asked for in the report's interval (allowed +
+// denied); the grant comes back as a token bucket of that many tokens,
+// filled once per ttl, the ttl two report intervals in whole seconds (at
+// least 2 s) — renewed by the next report long before it ends. A bucket
+// no rule limits is ALLOW_ALL; one whose rule admits nothing, or whose
+// share is nothing now, is DENY_ALL until the next report.
+//
+// A bucket id's entries are the descriptor matched against the report's
+// domain's rules, in key order (a map has no other). The decisions go
+// through the same decider as ShouldRateLimit: this node's log on a
+// leader, the leader's on a follower (the member channel), the domain's
+// group in a sharded cluster.
+type quotaServer struct {
+	rlqspb.UnimplementedRateLimitQuotaServiceServer
+	s *Service
+}
+
+// heldBucket is what a stream holds of one bucket.
+type heldBucket struct {
+	domain  string
+	desc    []string
+	granted int64
+}
+
+// maxStreamBuckets bounds the buckets one stream holds leases of: a
+// stream's memory is bounded, as every other caller's.
+const maxStreamBuckets = 4096
+
+// errTooManyBuckets: a stream reported more buckets than it may hold.
+var errTooManyBuckets = errors.New("rls: a quota stream reported more than 4096 buckets")
+
+// minLeaseTTL is the least ttl an assignment is given, in seconds: one
+// report late is no lapse.
+const minLeaseTTL = 2
+
+// StreamRateLimitQuotas implements RLQS.
+func (q quotaServer) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
+	s := q.s
+	ctx := stream.Context()
+	if s.cfg.Password != "" && !s.authorized(bearer(ctx)) {
+		s.metrics.observe("rlqs", "unauthenticated", 0)
+		return status.Error(codes.Unauthenticated, "sluice: this rate limit quota service needs authorization: Bearer <password>")
+	}
+	var id [8]byte
+	rand.Read(id[:])
+	holder := "rlqs-" + hex.EncodeToString(id[:])
+	held := map[string]*heldBucket{}
+	defer q.giveBack(holder, held)
+	domain := ""
+	for {
+		reports, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		if d := reports.GetDomain(); d != "" {
+			domain = d
+		}
+		if domain == "" {
+			s.metrics.observe("rlqs", "invalid", time.Since(start))
+			return status.Error(codes.InvalidArgument, "sluice: a usage report needs a domain")
+		}
+		resp := &rlqspb.RateLimitQuotaResponse{}
+		for _, u := range reports.GetBucketQuotaUsages() {
+			action, err := q.assign(ctx, domain, holder, u, held)
+			if err != nil {
+				st := errorStatus(err)
+				if st.Code() == codes.Unavailable {
+					// No leader now (a failover): nothing was charged. The
+					// bucket keeps the assignment it has until its ttl, and
+					// the next report asks again — the stream goes on.
+					s.metrics.observe("rlqs", "unavailable", time.Since(start))
+					continue
+				}
+				s.metrics.observe("rlqs", strings.ToLower(st.Code().String()), time.Since(start))
+				return st.Err()
+			}
+			resp.BucketAction = append(resp.BucketAction, action)
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+		s.metrics.observe("rlqs", "ok", time.Since(start))
+	}
+}
+
+// bucketDescriptor is a bucket id's entries as a lease's descriptor
+// words, in key order.
+func bucketDescriptor(id *rlqspb.BucketId) ([]string, error) {
+	m := id.GetBucket()
+	if len(m) == 0 {
+		return nil, errReply("ERR a bucket id needs at least one entry")
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	desc := make([]string, 0, 1+2*len(keys))
+	desc = append(desc, "DESCRIPTOR")
+	for _, k := range keys {
+		desc = append(desc, k, m[k])
+	}
+	return desc, nil
+}
+
+// assign renews holder's lease of the bucket a usage report names and
+// says what the data plane may admit until the next.
+func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage,
+	held map[string]*heldBucket) (*rlqspb.RateLimitQuotaResponse_BucketAction, error) {
+	desc, err := bucketDescriptor(u.GetBucketId())
+	if err != nil {
+		return nil, err
+	}
+	interval := u.GetTimeElapsed().AsDuration()
+	ttl := max(minLeaseTTL, 2*int64(math.Ceil(interval.Seconds())))
+	asked := u.GetNumRequestsAllowed() + u.GetNumRequestsDenied()
+	want := max(1, min(asked, math.MaxUint32))
+	key := domain + "\x00" + strings.Join(desc, "\x00")
+	if held[key] == nil && len(held) >= maxStreamBuckets {
+		return nil, errTooManyBuckets
+	}
+	if h := held[key]; h != nil && h.granted > 0 {
+		// What the last grant left, by the data plane's count: it may have
+		// admitted under an older assignment too, so this is never more
+		// than it left.
+		unused := max(h.granted-int64(min(u.GetNumRequestsAllowed(), math.MaxInt64)), 0)
+		ret := append([]string{"RL.LEASE", "RETURN", domain, holder, "UNUSED", strconv.FormatInt(unused, 10)}, desc...)
+		out, err := q.s.dec.Decide(ctx, words(ret))
+		if err != nil {
+			// Not asked (no leader now), or not known: the next report
+			// gives it back again; a lease asked for now would only be
+			// the one held.
+			return nil, err
+		}
+		if out.Err != "" {
+			q.s.cfg.Log.Warn("rlqs: a lease was not given back", "domain", domain, "reply", out.Err)
+		}
+		h.granted = 0
+	}
+	args := append([]string{"RL.LEASE", domain, holder, strconv.FormatInt(ttl, 10), "WANT", strconv.FormatUint(want, 10)}, desc...)
+	out, err := q.s.dec.Decide(ctx, words(args))
+	if err != nil {
+		return nil, err
+	}
+	if out.Err != "" {
+		return nil, errReply(out.Err)
+	}
+	if !out.Leased {
+		return nil, errBadReply
+	}
+	l := out.Lease
+	held[key] = &heldBucket{domain: domain, desc: desc, granted: l.Granted}
+	if l.Unlimited {
+		held[key].granted = 0 // nothing charged, nothing to give back
+	}
+	life := time.Duration(l.TTL).Round(time.Second)
+	if life < time.Second {
+		life = time.Second
+	}
+	strategy := &typepb.RateLimitStrategy{}
+	switch {
+	case l.Unlimited:
+		strategy.Strategy = &typepb.RateLimitStrategy_BlanketRule_{BlanketRule: typepb.RateLimitStrategy_ALLOW_ALL}
+	case l.Denied || l.Granted <= 0:
+		strategy.Strategy = &typepb.RateLimitStrategy_BlanketRule_{BlanketRule: typepb.RateLimitStrategy_DENY_ALL}
+	default:
+		tokens := uint32(min(l.Granted, math.MaxUint32))
+		strategy.Strategy = &typepb.RateLimitStrategy_TokenBucket{TokenBucket: &typepb.TokenBucket{
+			MaxTokens: tokens, TokensPerFill: wrapperspb.UInt32(tokens), FillInterval: durationpb.New(life)}}
+	}
+	return &rlqspb.RateLimitQuotaResponse_BucketAction{
+		BucketId: u.GetBucketId(),
+		BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{
+			QuotaAssignmentAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
+				AssignmentTimeToLive: durationpb.New(life), RateLimitStrategy: strategy}},
+	}, nil
+}
+
+// giveBack ends a stream's leases: what they left is not known (the data
+// plane's last report came before its last requests), so each is given
+// back at nothing unused — its charge stays, as if it had run out — and
+// its record goes now instead of at its ttl.
+func (q quotaServer) giveBack(holder string, held map[string]*heldBucket) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, h := range held {
+		if h.granted <= 0 {
+			continue
+		}
+		args := append([]string{"RL.LEASE", "RETURN", h.domain, holder, "UNUSED", "0"}, h.desc...)
+		if _, err := q.s.dec.Decide(ctx, words(args)); err != nil {
+			return // it expires with its ttl
+		}
+	}
+}
+
+// words is args as a command's words.
+func words(args []string) [][]byte {
+	out := make([][]byte, len(args))
+	for i, a := range args {
+		out[i] = []byte(a)
+	}
+	return out
+}

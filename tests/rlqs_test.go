@@ -1,0 +1,299 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// rlqsHolder is a data plane as Envoy's rate_limit_quota filter is, for
+// one bucket: it decides each request from its assignment (a blanket rule,
+// or a token bucket that a new assignment replaces full and that refills
+// every fill interval), denies when it has none or it expired
+// (no_assignment_behavior and expired_assignment_behavior set to deny),
+// counts what it allowed and denied, and reports it on its stream. Time
+// is given: the tests run on the server's debug clock, or real time.
+type rlqsHolder struct {
+	t      *testing.T
+	stream rlqspb.RateLimitQuotaService_StreamRateLimitQuotasClient
+	domain string
+	bucket map[string]string
+	// The assignment: its rule, when it ends, and a token bucket's state.
+	rule                 string // "", "allow", "deny", "tokens"
+	expires              time.Duration
+	max, perFill, tokens int64
+	fill, lastFill       time.Duration
+	// Since the last report, and in all.
+	allowed, denied uint64
+	admitted        int64
+	last            *rlqspb.RateLimitQuotaResponse_BucketAction
+}
+
+func newRLQSHolder(t *testing.T, conn *grpc.ClientConn, parent context.Context, domain string, bucket map[string]string) *rlqsHolder {
+	t.Helper()
+	ctx, cancel := context.WithCancel(parent)
+	t.Cleanup(cancel)
+	st, err := rlqspb.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rlqsHolder{t: t, stream: st, domain: domain, bucket: bucket}
+}
+
+// request decides one request at now.
+func (h *rlqsHolder) request(now time.Duration) bool {
+	ok := false
+	if h.rule != "" && now < h.expires {
+		switch h.rule {
+		case "allow":
+			ok = true
+		case "tokens":
+			if h.fill > 0 && now-h.lastFill >= h.fill {
+				n := int64((now - h.lastFill) / h.fill)
+				h.tokens = min(h.max, h.tokens+n*h.perFill)
+				h.lastFill += time.Duration(n) * h.fill
+			}
+			if h.tokens > 0 {
+				h.tokens--
+				ok = true
+			}
+		}
+	}
+	if ok {
+		h.allowed++
+		h.admitted++
+	} else {
+		h.denied++
+	}
+	return ok
+}
+
+// report sends the usage since the last report (elapsed long) and takes
+// the answer's assignment at now.
+func (h *rlqsHolder) report(now, elapsed time.Duration) error {
+	err := h.stream.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: h.domain,
+		BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{{
+			BucketId: &rlqspb.BucketId{Bucket: h.bucket}, TimeElapsed: durationpb.New(elapsed),
+			NumRequestsAllowed: h.allowed, NumRequestsDenied: h.denied}}})
+	if err != nil {
+		return err
+	}
+	h.allowed, h.denied = 0, 0
+	resp, err := h.stream.Recv()
+	if err != nil {
+		return err
+	}
+	for _, a := range resp.GetBucketAction() {
+		if fmt.Sprint(a.GetBucketId().GetBucket()) != fmt.Sprint(h.bucket) {
+			h.t.Errorf("an action for bucket %v on the stream of %v", a.GetBucketId().GetBucket(), h.bucket)
+			continue
+		}
+		h.last = a
+		qa := a.GetQuotaAssignmentAction()
+		if qa == nil {
+			h.t.Errorf("not an assignment: %v", a)
+			continue
+		}
+		h.expires = now + qa.GetAssignmentTimeToLive().AsDuration()
+		switch s := qa.GetRateLimitStrategy(); {
+		case s.GetTokenBucket() != nil:
+			tb := s.GetTokenBucket()
+			h.rule, h.max, h.perFill, h.fill = "tokens", int64(tb.GetMaxTokens()), int64(tb.GetTokensPerFill().GetValue()), tb.GetFillInterval().AsDuration()
+			h.tokens, h.lastFill = h.max, now
+		case s.GetBlanketRule() == typev3.RateLimitStrategy_ALLOW_ALL:
+			h.rule = "allow"
+		default:
+			h.rule = "deny"
+		}
+	}
+	return nil
+}
+
+// assignment describes the last assignment: its rule and ttl.
+func (h *rlqsHolder) assignment() string {
+	qa := h.last.GetQuotaAssignmentAction()
+	s := qa.GetRateLimitStrategy()
+	rule := s.GetBlanketRule().String()
+	if tb := s.GetTokenBucket(); tb != nil {
+		rule = fmt.Sprintf("token_bucket(%d)", tb.GetMaxTokens())
+	}
+	return fmt.Sprintf("%s ttl %v", rule, qa.GetAssignmentTimeToLive().AsDuration())
+}
+
+func rlqsConn(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+const rlqsRules = `domain: edge
+descriptors:
+  - key: route
+    rate_limit: {name: per-route, unit: second, requests_per_unit: 10, sluice: {algorithm: gcra, burst: 10}}
+  - key: closed
+    rate_limit: {name: closed, unit: second, requests_per_unit: 0}
+`
+
+// Bar R1 of issue #45: three RLQS streams on one bucket whose rule is 10
+// per second (GCRA, burst 10) consume their assignments greedily for 20 s,
+// reporting every second, on the server's debug clock: each holds a
+// token_bucket assignment with a ttl of at least 1 s 2 s after its first
+// report (the share follows what each reported in the interval before,
+// so a holder that reported first takes more in the first second), and
+// the three together admit between 160 and 240, none starved. A bucket no rule
+// limits is ALLOW_ALL, a closed one DENY_ALL.
+func TestRLQSLeasesBoundTheHolders(t *testing.T) {
+	grpcAddr := freeAddr(t)
+	s := StartServer(t, "--grpc-addr", grpcAddr, "--rules", writeRules(t, "edge.yaml", rlqsRules), "--requirepass", "pw")
+	c := s.Client(func(o *redis.Options) { o.Password = "pw" })
+	bearer := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer pw")
+	if err := c.Do(ctx(t), "DEBUG", "CLOCK", "SET", time.Now().Add(time.Minute).UnixNano()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	conn := rlqsConn(t, grpcAddr)
+	bucket := map[string]string{"route": "/api"}
+	var holders []*rlqsHolder
+	for range 3 {
+		holders = append(holders, newRLQSHolder(t, conn, bearer, "edge", bucket))
+	}
+	// The first request of each finds no assignment (denied), and its
+	// report goes out at once, as Envoy's does for a new bucket.
+	for _, h := range holders {
+		h.request(0)
+		if err := h.report(0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const seconds, perSecond = 20, 200
+	for sec := range seconds {
+		for k := range perSecond {
+			now := time.Duration(sec)*time.Second + time.Duration(k)*time.Second/perSecond
+			for _, h := range holders {
+				h.request(now)
+			}
+		}
+		if err := c.Do(ctx(t), "DEBUG", "CLOCK", "ADVANCE", int64(time.Second)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		end := time.Duration(sec+1) * time.Second
+		for i, h := range holders {
+			if err := h.report(end, time.Second); err != nil {
+				t.Fatalf("holder %d's report at %v: %v", i, end, err)
+			}
+			if sec == 1 {
+				qa := h.last.GetQuotaAssignmentAction()
+				if qa.GetRateLimitStrategy().GetTokenBucket() == nil || qa.GetAssignmentTimeToLive().AsDuration() < time.Second {
+					t.Fatalf("holder %d at 2 s: %s, want a token bucket with a ttl of 1 s or more", i, h.assignment())
+				}
+			}
+		}
+	}
+	var total int64
+	for _, h := range holders {
+		total += h.admitted
+	}
+	t.Logf("admitted %d in %d s (per holder %d %d %d)", total, seconds, holders[0].admitted, holders[1].admitted, holders[2].admitted)
+	if total < 160 || total > 240 {
+		t.Fatalf("three holders admitted %d in 20 s of a 10/s limit, want 160 to 240", total)
+	}
+	for i, h := range holders {
+		if h.admitted < 40 {
+			t.Errorf("holder %d admitted %d: starved", i, h.admitted)
+		}
+	}
+	free := newRLQSHolder(t, conn, bearer, "edge", map[string]string{"other": "x"})
+	if err := free.report(0, 0); err != nil || free.assignment() != "ALLOW_ALL ttl 2s" {
+		t.Fatalf("a bucket no rule limits: %s %v", free.assignment(), err)
+	}
+	closed := newRLQSHolder(t, conn, bearer, "edge", map[string]string{"closed": "x"})
+	if err := closed.report(0, 0); err != nil || closed.assignment() != "DENY_ALL ttl 2s" {
+		t.Fatalf("a closed bucket: %s %v", closed.assignment(), err)
+	}
+	unauth, err := rlqspb.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(context.Background())
+	if err == nil {
+		_, err = unauth.Recv()
+	}
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("a stream without the password: %v", err)
+	}
+	nodomain, err := rlqspb.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(bearer)
+	if err == nil {
+		nodomain.Send(&rlqspb.RateLimitQuotaUsageReports{BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{{
+			BucketId: &rlqspb.BucketId{Bucket: map[string]string{"route": "/api"}}}}})
+		_, err = nodomain.Recv()
+	}
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a report without a domain: %v", err)
+	}
+}
+
+// RLQS through a follower of a 3-node group: the grant is charged in the
+// leader's log (RL.CHECK there sees it), and a report after the leader is
+// killed gives back what the last grant left and renews it on the new
+// leader.
+func TestRLQSThroughAFollower(t *testing.T) {
+	grpcAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	cl := StartCluster(t, 3, func(i int, _ []string) []string {
+		return []string{"--grpc-addr", grpcAddrs[i]}
+	}, "--rules", writeRules(t, "edge.yaml", `domain: edge
+descriptors:
+  - key: route
+    rate_limit: {name: per-route, unit: minute, requests_per_unit: 100}
+`))
+	leader := cl.Leader()
+	eventually(t, "the leader applied its rules", func() bool {
+		v, err := leader.Client().Do(ctx(t), "RL.RULES", "LIST", "edge").Slice()
+		return err == nil && len(v) == 1
+	})
+	var follower *Server
+	for _, f := range cl.Followers(leader) {
+		follower = f
+		break
+	}
+	conn := rlqsConn(t, grpcAddrs[indexOf(cl, follower)])
+	h := newRLQSHolder(t, conn, context.Background(), "edge", map[string]string{"route": "/api"})
+	for range 30 {
+		h.request(0)
+	}
+	if err := h.report(0, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.assignment(); got != "token_bucket(30) ttl 2s" {
+		t.Fatalf("through a follower: %s", got)
+	}
+	remaining := func(s *Server) int64 {
+		return checkInts(t, s.Client(), "RL.CHECK", "edge", "COST", 0, "DESCRIPTOR", "route", "/api")[2]
+	}
+	if r := remaining(leader); r != 70 {
+		t.Fatalf("the leader's counter after a grant of 30: remaining %d", r)
+	}
+	// 12 of the 30 used, 28 more denied: 40 asked for next.
+	leader.Kill()
+	next := cl.Leader()
+	eventually(t, "a report after the failover renews the lease on the new leader", func() bool {
+		h.allowed, h.denied = 12, 28
+		if err := h.report(2*time.Second, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return h.assignment() == "token_bucket(40) ttl 2s"
+	})
+	// 18 came back; 40 were granted: 100 - 12 - 40.
+	if r := remaining(next); r != 48 {
+		t.Fatalf("the new leader's counter: remaining %d, want 48", r)
+	}
+}
