@@ -1,0 +1,320 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Leases decides Rules' requests in process, from capacity sluice leases
+// this process (RL.LEASE, the hybrid local + global mode): per descriptor
+// it holds a lease of some units for a ttl, admits requests from it
+// without a call, and in the background, at the lease's refresh time (or
+// as soon as it runs out), gives back what it did not use (RL.LEASE
+// RETURN) and asks for as much as the last period's requests took. Each
+// lease is a charge in the cluster's log, shared among the holders of
+// its bucket by what they ask, so the processes together never admit
+// more than the rule allows, give or take what one lease holds.
+//
+// A request with no lease to decide from — the first of its descriptor,
+// one after its lease ran out, before the next arrives — is checked per
+// request (RL.CHECK, Rules.Check), as without leases, and so are requests
+// with more than one descriptor (a lease is for one bucket). The headers
+// are the same as Rules' (the policy is the one the rules' reply named).
+//
+// Close gives back what every lease left: call it when the server stops.
+type Leases struct {
+	rules  Rules
+	holder string
+	ttl    int64 // seconds
+	now    func() time.Time
+
+	mu     sync.Mutex
+	client Doer
+	held   map[string]*heldLease
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// LeaseOptions configure Leases. Zero fields take their defaults.
+type LeaseOptions struct {
+	// Holder names this process to sluice; each process must have its own.
+	// Default: the host name, the process id and a random suffix.
+	Holder string
+	// TTL is how long a lease is asked for, in whole seconds. Default 10 s.
+	TTL time.Duration
+	// Now is the clock leases run on. Default time.Now.
+	Now func() time.Time
+}
+
+// heldLease is a lease of one descriptor and what happened under it.
+type heldLease struct {
+	desc []any // DESCRIPTOR k v …
+	// granted, left: the lease's units and what is unused; until: its end;
+	// refresh: when to renew it. renewing: a renewal is on its way.
+	granted, left  int64
+	until, refresh time.Time
+	renewing       bool
+	// asked: units requested since the lease was granted (the next ask);
+	// since: when that count began.
+	asked int64
+	since time.Time
+	// policy, limit: what the rules' reply said of the descriptor.
+	policy Policy
+	limit  int64
+	known  bool
+}
+
+// ErrLeasesClosed: a Leases after Close decides per request only.
+var ErrLeasesClosed = errors.New("httplimit: leases closed")
+
+// WithLeases makes rules decide from leases (see Leases).
+func WithLeases(rules Rules, opts LeaseOptions) (*Leases, error) {
+	if err := rules.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.TTL == 0 {
+		opts.TTL = 10 * time.Second
+	}
+	ttl, err := wholeSeconds("lease ttl", opts.TTL)
+	if err != nil {
+		return nil, err
+	}
+	if ttl < 1 || ttl > 86400 {
+		return nil, fmt.Errorf("%w: lease ttl must be 1 s to a day", ErrInvalidLimit)
+	}
+	if opts.Holder == "" {
+		host, _ := os.Hostname()
+		opts.Holder = host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(rand.Uint64()%1e6, 10)
+	}
+	if len(opts.Holder) > 128 {
+		return nil, fmt.Errorf("%w: a holder is at most 128 bytes", ErrInvalidLimit)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Leases{rules: rules, holder: opts.Holder, ttl: ttl, now: opts.Now, held: map[string]*heldLease{}}, nil
+}
+
+// Validate checks the rules.
+func (l *Leases) Validate() error { return l.rules.Validate() }
+
+// Check decides from the descriptor's lease when it holds units, else
+// per request; a lease missing or spent is asked for in the background.
+func (l *Leases) Check(ctx context.Context, c Doer, r *http.Request, key string) (Decision, error) {
+	descs := l.rules.Descriptors(r, key)
+	if len(descs) != 1 || len(descs[0]) == 0 {
+		return l.rules.Check(ctx, c, r, key)
+	}
+	args, _ := appendDescriptors(nil, descs)
+	name := descriptorName(args)
+	units := cost(l.rules.Cost)
+	now := l.now()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return l.rules.Check(ctx, c, r, key)
+	}
+	l.client = c
+	h := l.held[name]
+	if h == nil {
+		if len(l.held) >= maxLeases && !l.forgetIdle(now) {
+			l.mu.Unlock()
+			return l.rules.Check(ctx, c, r, key)
+		}
+		h = &heldLease{desc: args, since: now}
+		l.held[name] = h
+	}
+	h.asked += units
+	if now.Before(h.until) && h.left >= units && h.known {
+		h.left -= units
+		d := Decision{Limit: h.limit, Remaining: h.left, RetryAfter: -1, ResetAfter: ceilSeconds(h.until.Sub(now)), Policy: h.policy}
+		renew := !h.renewing && (h.left < units || !now.Before(h.refresh))
+		h.renewing = h.renewing || renew
+		l.mu.Unlock()
+		if renew {
+			l.renewLater(h)
+		}
+		return d, nil
+	}
+	// None held: asked for again once the last answer's refresh time has
+	// come (a bucket that granted nothing is not asked on every request).
+	renew := !h.renewing && h.known && !now.Before(h.refresh)
+	h.renewing = h.renewing || renew
+	l.mu.Unlock()
+	if renew {
+		l.renewLater(h)
+	}
+	d, err := l.rules.Check(ctx, c, r, key)
+	if err == nil && d.Policy.Quota > 0 {
+		l.mu.Lock()
+		if !h.known {
+			// The rules' reply says what the headers advertise; the lease
+			// is asked for once that is known.
+			h.policy, h.limit, h.known = d.Policy, d.Limit, true
+			if !h.renewing {
+				h.renewing = true
+				l.mu.Unlock()
+				l.renewLater(h)
+				return d, nil
+			}
+		}
+		l.mu.Unlock()
+	}
+	return d, err
+}
+
+// maxLeases bounds the descriptors a Leases keeps: its memory is bounded
+// whatever the requests; past it, a new descriptor is checked per request.
+const maxLeases = 10000
+
+// forgetIdle drops the descriptors whose leases ended and that are not
+// being renewed (their charge stays in sluice: nothing to give back), and
+// reports whether room was made. l.mu is held.
+func (l *Leases) forgetIdle(now time.Time) bool {
+	for name, h := range l.held {
+		if !h.renewing && !now.Before(h.until) {
+			delete(l.held, name)
+		}
+	}
+	return len(l.held) < maxLeases
+}
+
+// descriptorName is a descriptor's words as one string.
+func descriptorName(args []any) string {
+	var b strings.Builder
+	for _, a := range args {
+		s, _ := a.(string)
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+func ceilSeconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
+
+// renewLater renews h off the request path.
+func (l *Leases) renewLater(h *heldLease) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		l.renew(h)
+	}()
+}
+
+// renewTimeout bounds one renewal's calls.
+const renewTimeout = 2 * time.Second
+
+// renew gives back what h's lease left and asks for a new one, sized by
+// the units asked for since the last; a descriptor not asked for since
+// is let go. It reschedules itself at the new lease's refresh time.
+func (l *Leases) renew(h *heldLease) {
+	ctx, cancel := context.WithTimeout(context.Background(), renewTimeout)
+	defer cancel()
+	l.mu.Lock()
+	c, now := l.client, l.now()
+	unused, held := h.left, now.Before(h.until) && h.granted > 0
+	want := wantFor(h.asked, now.Sub(h.since), l.ttl)
+	h.left = 0 // what is given back is no longer this process's to use
+	l.mu.Unlock()
+	if held {
+		args := append([]any{"RL.LEASE", "RETURN", l.rules.Domain, l.holder, "UNUSED", unused}, h.desc...)
+		if err := c.Do(ctx, args...).Err(); err != nil && !isNil(err) {
+			l.doneRenewing(h)
+			return
+		}
+	}
+	if want <= 0 {
+		l.mu.Lock()
+		delete(l.held, descriptorName(h.desc))
+		l.mu.Unlock()
+		return
+	}
+	args := append([]any{"RL.LEASE", l.rules.Domain, l.holder, l.ttl, "WANT", want}, h.desc...)
+	v, err := c.Do(ctx, args...).Slice()
+	if err != nil || len(v) != 3 {
+		l.doneRenewing(h)
+		return
+	}
+	granted, _ := v[0].(int64)
+	ttl, _ := v[1].(int64)
+	refresh, _ := v[2].(int64)
+	l.mu.Lock()
+	now = l.now()
+	h.granted, h.left = granted, granted
+	h.until = now.Add(time.Duration(ttl) * time.Millisecond)
+	h.refresh = now.Add(time.Duration(refresh) * time.Millisecond)
+	h.asked, h.since = 0, now
+	h.renewing = false
+	l.mu.Unlock()
+}
+
+// wantFor is what to ask for a lease of ttl seconds: the units asked for
+// over the period elapsed, at that rate for the ttl (at least the units
+// asked), at most what RL.LEASE takes.
+func wantFor(asked int64, elapsed time.Duration, ttl int64) int64 {
+	if asked <= 0 {
+		return 0
+	}
+	const most = 4294967295
+	asked = min(asked, most)
+	elapsed = max(elapsed, time.Millisecond)
+	hi, lo := bits.Mul64(uint64(asked)*uint64(ttl), uint64(time.Second)) // asked × ttl < 2^49
+	if hi >= uint64(elapsed) {
+		return most // the quotient would not fit: far more than RL.LEASE takes
+	}
+	q, _ := bits.Div64(hi, lo, uint64(elapsed))
+	return int64(min(max(q, uint64(asked)), most))
+}
+
+func (l *Leases) doneRenewing(h *heldLease) {
+	l.mu.Lock()
+	h.renewing = false
+	l.mu.Unlock()
+}
+
+// isNil reports go-redis' nil reply (a return that found nothing held).
+func isNil(err error) bool { return err != nil && err.Error() == "redis: nil" }
+
+// Close waits for the renewals on their way and gives back what every
+// lease left; afterwards every request is checked per request.
+func (l *Leases) Close(ctx context.Context) error {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.wg.Wait()
+	l.mu.Lock()
+	c := l.client
+	var back []struct {
+		desc   []any
+		unused int64
+	}
+	now := l.now()
+	for _, h := range l.held {
+		if h.granted > 0 && now.Before(h.until) {
+			back = append(back, struct {
+				desc   []any
+				unused int64
+			}{h.desc, h.left})
+			h.left = 0
+		}
+	}
+	l.mu.Unlock()
+	var errs []error
+	for _, b := range back {
+		args := append([]any{"RL.LEASE", "RETURN", l.rules.Domain, l.holder, "UNUSED", b.unused}, b.desc...)
+		if err := c.Do(ctx, args...).Err(); err != nil && !isNil(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,74 @@
+package httplimit
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The size a lease asks for: the rate asked at, for the ttl.
+func TestWantFor(t *testing.T) {
+	for _, c := range []struct {
+		asked   int64
+		elapsed time.Duration
+		ttl     int64
+		want    int64
+	}{
+		{0, time.Second, 10, 0},
+		{5, time.Second, 10, 50},
+		{5, 10 * time.Second, 10, 5},
+		{5, time.Minute, 10, 5}, // at least what was asked
+		{1, 0, 10, 10000},       // no time elapsed: a millisecond
+		{1 << 40, time.Nanosecond, 86400, 4294967295},
+		{3, 2 * time.Second, 5, 7},
+	} {
+		if got := wantFor(c.asked, c.elapsed, c.ttl); got != c.want {
+			t.Errorf("wantFor(%d, %v, %d) = %d, want %d", c.asked, c.elapsed, c.ttl, got, c.want)
+		}
+	}
+}
+
+// leaseDoer answers RL.CHECK as a rule of 1e9 a minute would, and
+// RL.LEASE with what was asked, for a minute.
+type leaseDoer struct{}
+
+func (leaseDoer) Do(ctx context.Context, args ...any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	switch {
+	case args[0] == "RL.CHECK":
+		cmd.SetVal([]any{int64(0), int64(1e9), int64(1e9 - 1), int64(-1), int64(60), "big", int64(60)})
+	case args[1] == "RETURN":
+		cmd.SetVal([]any{})
+	default:
+		cmd.SetVal([]any{args[5], int64(60000), int64(48000)})
+	}
+	return cmd
+}
+
+// A request decided from a lease: the Limit's own cost, in process.
+func BenchmarkLeasesLocalDecision(b *testing.B) {
+	l, err := WithLeases(Rules{Domain: "d", Descriptors: func(_ *http.Request, key string) [][]Entry {
+		return [][]Entry{{{Key: "route", Value: key}}}
+	}}, LeaseOptions{Holder: "bench", TTL: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	ctx := context.Background()
+	if _, err := l.Check(ctx, leaseDoer{}, req, "/api"); err != nil {
+		b.Fatal(err)
+	}
+	l.wg.Wait() // the first lease
+	b.ReportAllocs()
+	for b.Loop() {
+		d, err := l.Check(ctx, leaseDoer{}, req, "/api")
+		if err != nil || d.Limited || d.Policy.Name != "big" {
+			b.Fatal(d, err)
+		}
+	}
+}
