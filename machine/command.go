@@ -45,6 +45,10 @@ type Command struct {
 	// malformed command gets, or "": what can be known without the state.
 	// nil: nothing to check beyond the arity.
 	check func(m *Machine, args [][]byte) string
+	// route, when set, is the key a call is routed by when it is not its
+	// first (RL.LEASE's counter, which the machine's rules name): nil
+	// from it falls back to the first.
+	route func(args [][]byte) []byte
 	// keys, for a command whose keys are not at fixed positions
 	// (movablekeys), finds their indexes in args (COMMAND GETKEYS).
 	keys func(args [][]byte) []int
@@ -180,6 +184,11 @@ func (c *Command) Keys(args [][]byte) []int {
 // RouteKey is the key a call is routed by, its first (nil when it has
 // none): a redirect names its slot.
 func (c *Command) RouteKey(args [][]byte) []byte {
+	if c.route != nil {
+		if k := c.route(args); k != nil {
+			return k
+		}
+	}
 	if c.keys == nil {
 		if c.FirstKey > 0 && c.FirstKey < len(args) {
 			return args[c.FirstKey]

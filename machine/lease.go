@@ -1,12 +1,13 @@
 package machine
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"strconv"
 
 	"github.com/sluice-rl/sluice/keyspace"
-	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -22,10 +23,13 @@ import (
 // it holds, never more than a holder asked, never more than the limit
 // admits at the grant.
 //
-// A lease's records are kept in the domain's slot, beside its
-// reservations: the grant under a reservation id no client can name (it
-// begins with a NUL byte, which RL.RESERVE refuses), the demand under the
-// bucket's key.
+// A lease's records are kept in its counter's slot (the first limit's),
+// so the group that owns the counter decides the lease, and the records
+// move with the counter when its slot migrates: the grant, a reservation
+// under an id no client can name (it begins with a NUL byte, which
+// RL.RESERVE refuses), and the bucket's demand. A cluster client routes
+// RL.LEASE by its domain; a member of another group answers MOVED to the
+// counter's slot (Command.RouteKey), which the counter's owner takes.
 
 func leaseCommands() []*Command {
 	return []*Command{{
@@ -177,12 +181,51 @@ func appendLeaseID(dst, holder []byte, bucket string) []byte {
 	return append(dst, holder...)
 }
 
-// appendDemandKey appends where a bucket's demand is kept: in its
-// domain's slot.
-func appendDemandKey(dst []byte, domain, bucket string) []byte {
-	dst = policy.AppendDescriptorKey(dst, domain, nil)
-	dst = append(dst, "#lease-demand:"...)
-	return append(dst, bucket...)
+// appendLeaseKey appends the key of a lease record of kind ("grant",
+// "demand") for domain and name in slot s: "rl-lease:{<tag of s>}", the
+// kind, the domain length-prefixed (no two domains' keys alike), name.
+func appendLeaseKey(dst []byte, s int, kind, domain string, name []byte) []byte {
+	tag := slot.Tag(s)
+	dst = append(dst, "rl-lease:{"...)
+	dst = append(dst, tag[:]...)
+	dst = append(dst, '}')
+	dst = append(dst, kind...)
+	dst = append(dst, ':')
+	dst = strconv.AppendInt(dst, int64(len(domain)), 10)
+	dst = append(dst, ':')
+	dst = append(dst, domain...)
+	dst = append(dst, '/')
+	return append(dst, name...)
+}
+
+// planLease plans a lease's one descriptor with the domain's rules.
+func (m *Machine) planLease(p *plan, r *leaseRequest) string {
+	if bad := parseLeaseDescriptor(r, p); bad != "" {
+		return bad
+	}
+	domain := view(r.domain)
+	p.forDomain(domain, m.policyRecords.Load())
+	if d := m.rules().Domain(domain); d != nil {
+		p.addMatched(d)
+	}
+	p.seal()
+	return ""
+}
+
+// leaseRouteKey is the key an RL.LEASE is routed by: its counter's (the
+// group that owns it decides), or its domain when nothing limits it or it
+// does not parse (the apply then says why).
+func (m *Machine) leaseRouteKey(args [][]byte) []byte {
+	r, bad := parseLease(args)
+	if bad != "" {
+		return nil
+	}
+	p := m.plan()
+	defer m.release(p)
+	if m.planLease(p, &r) != "" || len(p.checks) == 0 {
+		return nil
+	}
+	return bytes.Clone(p.checks[0].key)
 }
 
 // refreshOf is when a holder of a lease that ends in ttl should ask
@@ -197,38 +240,10 @@ func refreshOf(ttl int64) int64 { return ttl / 5 * 4 }
 func lease(x *exec, r *leaseRequest) {
 	p := x.m.plan()
 	defer x.m.release(p)
-	if bad := parseLeaseDescriptor(r, p); bad != "" {
+	if bad := x.m.planLease(p, r); bad != "" {
 		x.fail(bad)
 		return
 	}
-	domain := view(r.domain)
-	p.forDomain(domain, x.m.policyRecords.Load())
-	if d := x.m.rules().Domain(domain); d != nil {
-		p.addMatched(d)
-	}
-	p.seal()
-	bucket := leaseBucket(r.desc)
-	// The records' keys go after the plan's (see reserve).
-	start := len(p.keys)
-	p.keys = appendLeaseID(p.keys, r.holder, bucket)
-	id := p.keys[start:len(p.keys):len(p.keys)]
-	start = len(p.keys)
-	p.keys = appendReservationKey(p.keys, domain, id)
-	headKey := p.keys[start:len(p.keys):len(p.keys)]
-	start = len(p.keys)
-	p.keys = appendDemandKey(p.keys, domain, bucket)
-	demandKey := p.keys[start:len(p.keys):len(p.keys)]
-	p.anchor = headKey
-	if err := x.m.fenceSlot(slot.Of(headKey)); err != nil {
-		x.error(err)
-		return
-	}
-	now, ds, took, err := x.lockPlan(p)
-	if err != nil {
-		x.error(err)
-		return
-	}
-	defer x.releaseGroup(&p.locks, took)
 	res := LeaseResult{TTL: r.ttl, Refresh: refreshOf(r.ttl)}
 	if len(p.checks) == 0 {
 		res.Granted, res.Unlimited = r.n, true
@@ -242,6 +257,31 @@ func lease(x *exec, r *leaseRequest) {
 			return
 		}
 	}
+	domain := view(r.domain)
+	bucket := leaseBucket(r.desc)
+	at := slot.Of(p.checks[0].key)
+	// The records' keys go after the plan's (see reserve).
+	start := len(p.keys)
+	p.keys = appendLeaseID(p.keys, r.holder, bucket)
+	id := p.keys[start:len(p.keys):len(p.keys)]
+	start = len(p.keys)
+	p.keys = appendLeaseKey(p.keys, at, "grant", domain, id)
+	headKey := p.keys[start:len(p.keys):len(p.keys)]
+	start = len(p.keys)
+	p.keys = appendLeaseKey(p.keys, at, "demand", domain, []byte(bucket))
+	demandKey := p.keys[start:len(p.keys):len(p.keys)]
+	if err := x.m.fenceSlot(at); err != nil {
+		x.error(err)
+		return
+	}
+	now, _, took, err := x.lockPlan(p)
+	if err != nil {
+		x.error(err)
+		return
+	}
+	defer x.releaseGroup(&p.locks, took)
+	// The counter's slot, which lockPlan holds: the records are there.
+	ds, _ := x.lockSlot(at)
 	demand, err := demandAt(ds, demandKey, now)
 	if err != nil {
 		x.error(err)
@@ -358,10 +398,15 @@ func (x *exec) answerLease(r LeaseResult) {
 func returnLease(x *exec, r *leaseRequest) {
 	p := x.m.plan()
 	defer x.m.release(p)
-	if bad := parseLeaseDescriptor(r, p); bad != "" {
+	if bad := x.m.planLease(p, r); bad != "" {
 		x.fail(bad)
 		return
 	}
+	if len(p.checks) == 0 {
+		x.w.Null() // nothing limits the bucket: no lease is held
+		return
+	}
 	id := appendLeaseID(nil, r.holder, leaseBucket(r.desc))
-	settle(x, settling{domain: r.domain, id: id, unused: r.n, mode: settleReturn, head: true})
+	head := appendLeaseKey(nil, slot.Of(p.checks[0].key), "grant", view(r.domain), id)
+	settle(x, settling{domain: r.domain, id: id, headKey: head, unused: r.n, mode: settleReturn, head: true})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 const leaseRules = `domain: edge
@@ -273,5 +274,47 @@ func TestLeaseSharesAddUp(t *testing.T) {
 		if want := min(capacity, sum); total != want {
 			t.Fatalf("capacity %d, asks %d: shares add up to %d, want %d", capacity, sum, total, want)
 		}
+	}
+}
+
+// A lease's records sit in its counter's slot, which RL.LEASE (and its
+// return) is routed by: the counter's group decides, and the records move
+// with the counter.
+func TestLeaseLivesWithItsCounter(t *testing.T) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "edge.yaml", leaseRules)
+	args := words("RL.LEASE", "edge", "h1", "10", "WANT", "5", "DESCRIPTOR", "fixed", "a")
+	if got := leaseReply(t, do(m, t0, "RL.LEASE", "edge", "h1", "10", "WANT", "5", "DESCRIPTOR", "fixed", "a")); got != "5 10000 8000" {
+		t.Fatal(got)
+	}
+	var counter string
+	for i := range slot.Count {
+		sl := m.keys.Lock(i)
+		sl.Keys(m.Applied(), func(key []byte, e keyspace.Entry) bool {
+			if e.Kind() == keyspace.KindFixedWindow {
+				counter = string(key)
+			}
+			return true
+		})
+		sl.Unlock()
+	}
+	route := m.Lookup([]byte("rl.lease")).RouteKey(args)
+	if string(route) != counter {
+		t.Fatalf("RL.LEASE is routed by %q, its counter is %q", route, counter)
+	}
+	ret := words("RL.LEASE", "RETURN", "edge", "h1", "UNUSED", "5", "DESCRIPTOR", "fixed", "a")
+	if got := m.Lookup([]byte("rl.lease")).RouteKey(ret); string(got) != counter {
+		t.Fatalf("RL.LEASE RETURN is routed by %q, its counter is %q", got, counter)
+	}
+	s := slot.Of([]byte(counter))
+	sl := m.keys.Lock(s)
+	n := sl.Len()
+	sl.Unlock()
+	if n != 3 {
+		t.Fatalf("the counter's slot holds %d records, want the counter, the grant and the demand", n)
+	}
+	// Nothing limits a bucket: routed by the domain.
+	if got := m.Lookup([]byte("rl.lease")).RouteKey(words("RL.LEASE", "edge", "h1", "10", "WANT", "5", "DESCRIPTOR", "nothing", "a")); string(got) != "edge" {
+		t.Fatalf("an unlimited bucket is routed by %q", got)
 	}
 }

@@ -92,6 +92,7 @@ func New(opts Options) *Machine {
 			m.sorted = append(m.sorted, c)
 		}
 	}
+	m.byName["rl.lease"].route = m.leaseRouteKey
 	return m
 }
 

@@ -63,8 +63,10 @@ func runSettle(x *exec, args [][]byte) {
 type settling struct {
 	domain, id []byte
 	actual     int64
-	// unused is what a lease's return gives back (settleReturn).
-	unused int64
+	// unused is what a lease's return gives back (settleReturn); headKey,
+	// when set, is where its head is (a lease's, in its counter's slot).
+	unused  int64
+	headKey []byte
 	mode   settleMode
 	// head: the head is settled, and with slots nil the parts it lists
 	// (RL.SETTLE, RL.CANCEL: nothing is settled when no head is held).
@@ -139,7 +141,11 @@ func settle(x *exec, st settling) {
 		recs := recBuf[:0]
 		p.keys = p.keys[:0]
 		if st.head {
-			p.keys = appendReservationKey(p.keys, domain, st.id)
+			if st.headKey != nil {
+				p.keys = append(p.keys, st.headKey...)
+			} else {
+				p.keys = appendReservationKey(p.keys, domain, st.id)
+			}
 			key := p.keys[:len(p.keys):len(p.keys)]
 			recs = append(recs, heldRecord{key: key, at: slot.Of(key), kind: keyspace.KindReservation})
 			if err := x.readPart(&recs[0], 0); err != nil {
