@@ -67,7 +67,7 @@ type settling struct {
 	// when set, is where its head is (a lease's, in its counter's slot).
 	unused  int64
 	headKey []byte
-	mode   settleMode
+	mode    settleMode
 	// head: the head is settled, and with slots nil the parts it lists
 	// (RL.SETTLE, RL.CANCEL: nothing is settled when no head is held).
 	head bool
