@@ -1,0 +1,300 @@
+package rls
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluice-rl/sluice/machine"
+	"github.com/sluice-rl/sluice/resp"
+)
+
+// simLog is a replicated group reduced to what leases need: a log of
+// (instant, command) that a leader applies, and that a new leader replays
+// from the start after the old one is killed — the state it starts from
+// is exactly what the log says, as Raft's is. While no leader is elected,
+// calls are unavailable (nothing applied).
+type simLog struct {
+	m       *machine.Machine
+	now     int64
+	entries []simEntry
+	down    bool
+	applied int
+}
+
+type simEntry struct {
+	at   int64
+	args [][]byte
+}
+
+func (l *simLog) Ready() bool { return !l.down }
+
+func (l *simLog) Decide(_ context.Context, args [][]byte) (machine.Outcome, error) {
+	if l.down {
+		return machine.Outcome{}, ErrUnavailable
+	}
+	cp := make([][]byte, len(args))
+	for i, a := range args {
+		cp[i] = slices.Clone(a)
+	}
+	l.entries = append(l.entries, simEntry{l.now, cp})
+	var w resp.Writer
+	l.applied++
+	return l.m.ApplyArgs(l.now, cp, &w), nil
+}
+
+// failover kills the leader: a new machine replays the log.
+func (l *simLog) failover() {
+	l.m = machine.New(machine.Options{})
+	for _, e := range l.entries {
+		var w resp.Writer
+		l.m.ApplyArgs(e.at, e.args, &w)
+	}
+}
+
+// remaining is what the bucket's counter has left now (a peek, not in
+// the log: it changes nothing a reply depends on but the instant).
+func (l *simLog) remaining(t *testing.T, route string) int64 {
+	var w resp.Writer
+	l.m.ApplyArgs(l.now, [][]byte{[]byte("RL.CHECK"), []byte("edge"), []byte("COST"), []byte("0"), []byte("DESCRIPTOR"), []byte("route"), []byte(route)}, &w)
+	v, err := resp.DecodeReply(w.Buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.([]any)[2].(int64)
+}
+
+// simHolder is a data plane as Envoy's rate_limit_quota filter is (see
+// tests/rlqs_test.go's rlqsHolder): its stream's state is the holder name
+// and what it holds; its assignment a blanket rule or a token bucket.
+type simHolder struct {
+	name       string
+	held       map[string]*heldBucket
+	rule       string
+	until      time.Duration
+	tokens     int64
+	max, fill  int64
+	fillEvery  time.Duration
+	lastFill   time.Duration
+	allowed    uint64
+	denied     uint64
+	lastReport time.Duration
+	gone       bool
+	// joined, goneAt (-1: never): when it came and went; byWindow what it
+	// admitted in each window.
+	joined, goneAt time.Duration
+	byWindow       map[int64]int64
+	granted    int64 // the last grant, and when it came
+	grantedAt  time.Duration
+}
+
+func (h *simHolder) request(now time.Duration) bool {
+	ok := false
+	if h.rule != "" && now < h.until {
+		switch h.rule {
+		case "allow":
+			ok = true
+		case "tokens":
+			if h.fillEvery > 0 && now-h.lastFill >= h.fillEvery {
+				n := int64((now - h.lastFill) / h.fillEvery)
+				h.tokens = min(h.max, h.tokens+n*h.fill)
+				h.lastFill += time.Duration(n) * h.fillEvery
+			}
+			if h.tokens > 0 {
+				h.tokens--
+				ok = true
+			}
+		}
+	}
+	if ok {
+		h.allowed++
+	} else {
+		h.denied++
+	}
+	return ok
+}
+
+// Issue #45's simulation: holders that behave as Envoy's filter does
+// (report every second, whole-second ttls, token buckets, denying when
+// their assignment is gone) share a limit of 100 a minute (a fixed window)
+// through leader kills (the new leader knows every grant from the log),
+// elections without a leader, streams that come back as new holders, and
+// holders that vanish and join. In every window the holders admit no more
+// than the limit plus the bound — the tokens they held across the
+// window's start, charged in the window before — and a holder whose
+// report finds room for every holder is granted something, and one there
+// for three whole windows admits some of them.
+func TestRLQSSimulationKeepsTheBound(t *testing.T) {
+	for _, seed := range []uint64{45, 2, 3} {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { simulateRLQS(t, seed) })
+	}
+}
+
+func simulateRLQS(t *testing.T, seed uint64) {
+	const (
+		limit   = 100
+		window  = time.Minute
+		seconds = 600
+	)
+	log := &simLog{m: machine.New(machine.Options{}), now: 1_800_000_000_000_000_000}
+	start := log.now
+	rules := "domain: edge\ndescriptors:\n  - key: route\n    rate_limit: {name: w, unit: minute, requests_per_unit: 100}\n"
+	if out, _ := log.Decide(context.Background(), [][]byte{[]byte("RL.RULES"), []byte("LOAD"), []byte("edge.yaml"), []byte(rules)}); out.Err != "" {
+		t.Fatal(out.Err)
+	}
+	svc, err := NewService(Config{}, log, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	q := quotaServer{s: svc}
+	r := rand.New(rand.NewPCG(seed, 1))
+	var holders []*simHolder
+	join := func(now time.Duration) {
+		holders = append(holders, &simHolder{name: fmt.Sprintf("h%d", len(holders)), held: map[string]*heldBucket{}, lastReport: now,
+			joined: now, goneAt: -1, byWindow: map[int64]int64{}})
+	}
+	for range 4 {
+		join(0)
+	}
+	bucket := &rlqspb.BucketId{Bucket: map[string]string{"route": "/api"}}
+	admitted := map[int64]int64{} // per window
+	carried := map[int64]int64{}  // per window: tokens held at its start
+	maxGrant := map[string]int64{}
+	downUntil := time.Duration(-1)
+	for sec := range seconds {
+		now := time.Duration(sec) * time.Second
+		log.now = start + int64(now)
+		// Faults: a leader kill now and then, with an election of 1-2 s.
+		if !log.down && r.IntN(40) == 0 {
+			log.down = true
+			downUntil = now + time.Duration(1+r.IntN(2))*time.Second
+		}
+		if log.down && now >= downUntil {
+			log.failover()
+			log.down = false
+			// A third of the streams were on the killed member: they come
+			// back as new holders (new streams); what the old ones held
+			// keeps its charge until its ttl.
+			for _, h := range holders {
+				if r.IntN(3) == 0 {
+					h.name, h.held = h.name+"'", map[string]*heldBucket{}
+				}
+			}
+		}
+		if now%window == 0 {
+			// What the holders carry into this window: granted (charged)
+			// before it, usable in it — the bound.
+			for _, h := range holders {
+				if !h.gone && h.rule == "tokens" && now < h.until && h.grantedAt < now {
+					carried[int64((start+int64(now))/int64(window))] += h.tokens
+				}
+			}
+		}
+		switch {
+		case r.IntN(30) == 0:
+			join(now)
+		case r.IntN(30) == 0:
+			live := slices.IndexFunc(holders, func(h *simHolder) bool { return !h.gone })
+			if live >= 0 && len(holders) > 2 {
+				holders[live].gone, holders[live].goneAt = true, now // stops reporting; its lease ends
+			}
+		}
+		for _, h := range holders {
+			if h.gone {
+				continue
+			}
+			// Greedy: 50 requests in the second.
+			for k := range 50 {
+				at := now + time.Duration(k)*time.Second/50
+				if h.request(at) {
+					w := int64((start + int64(at)) / int64(window))
+					admitted[w]++
+					h.byWindow[w]++
+				}
+			}
+		}
+		// Every holder reports at the second's end.
+		end := now + time.Second
+		log.now = start + int64(end)
+		for _, h := range holders {
+			if h.gone {
+				continue
+			}
+			room := int64(-1)
+			if !log.down {
+				room = log.remaining(t, "/api")
+			}
+			u := &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{BucketId: bucket, TimeElapsed: durationpb.New(end - h.lastReport),
+				NumRequestsAllowed: h.allowed, NumRequestsDenied: h.denied}
+			h.allowed, h.denied, h.lastReport = 0, 0, end
+			action, err := q.assign(context.Background(), "edge", h.name, u, h.held)
+			if err != nil {
+				if errorStatus(err).Code().String() != "Unavailable" {
+					t.Fatalf("%v: %s's report: %v", end, h.name, err)
+				}
+				continue // keeps its assignment
+			}
+			qa := action.GetQuotaAssignmentAction()
+			h.until = end + qa.GetAssignmentTimeToLive().AsDuration()
+			if tb := qa.GetRateLimitStrategy().GetTokenBucket(); tb != nil {
+				h.rule, h.max, h.fill, h.fillEvery = "tokens", int64(tb.GetMaxTokens()), int64(tb.GetTokensPerFill().GetValue()), tb.GetFillInterval().AsDuration()
+				h.tokens, h.lastFill, h.granted, h.grantedAt = h.max, end, h.max, end
+				maxGrant[h.name] = max(maxGrant[h.name], h.max)
+			} else {
+				h.rule, h.granted = "deny", 0
+				live := 0
+				for _, o := range holders {
+					if !o.gone {
+						live++
+					}
+				}
+				if room >= int64(live) {
+					t.Errorf("%v: %s was given nothing with %d left for %d holders", end, h.name, room, live)
+				}
+			}
+		}
+	}
+	var bound int64
+	for _, g := range maxGrant {
+		bound = max(bound, g)
+	}
+	worst := int64(0)
+	for w, n := range admitted {
+		worst = max(worst, n)
+		if n > limit+carried[w] {
+			t.Errorf("window %d admitted %d, over the limit %d + what the holders carried into it %d", w, n, limit, carried[w])
+		}
+	}
+	// Shared: a holder there for three whole windows admitted some of
+	// them (a window's limit may be spent by the holders that asked before
+	// one came; not three in a row).
+	for _, h := range holders {
+		whole, got := 0, int64(0)
+		for w := range admitted {
+			from := time.Duration(w*int64(window) - start)
+			if h.joined < from && (h.goneAt < 0 || h.goneAt > from+window) {
+				whole++
+				got += h.byWindow[w]
+			}
+		}
+		if whole >= 3 && got == 0 {
+			t.Errorf("%s was there for %d whole windows and admitted nothing", h.name, whole)
+		}
+	}
+	var total int64
+	for _, n := range admitted {
+		total += n
+	}
+	t.Logf("%d holders, %d windows: admitted %d (%.2f of the limit's %d), worst window %d, largest grant %d, %d entries",
+		len(holders), len(admitted), total, float64(total)/float64(limit*int64(len(admitted))), limit*int64(len(admitted)), worst, bound, log.applied)
+	if total < int64(len(admitted)-2)*limit*9/10 {
+		t.Errorf("admitted %d in %d windows: under 0.9 of the limit while demand exceeds it", total, len(admitted))
+	}
+}
