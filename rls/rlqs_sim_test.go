@@ -90,8 +90,8 @@ type simHolder struct {
 	// admitted in each window.
 	joined, goneAt time.Duration
 	byWindow       map[int64]int64
-	granted    int64 // the last grant, and when it came
-	grantedAt  time.Duration
+	granted        int64 // the last grant, and when it came
+	grantedAt      time.Duration
 }
 
 func (h *simHolder) request(now time.Duration) bool {
