@@ -2,11 +2,16 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
+	rlqfpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rate_limit_quota/v3"
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3" // the header match input's type
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
@@ -14,6 +19,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -295,5 +303,59 @@ descriptors:
 	// 18 came back; 40 were granted: 100 - 12 - 40.
 	if r := remaining(next); r != 48 {
 		t.Fatalf("the new leader's counter: remaining %d, want 48", r)
+	}
+}
+
+// The README's rate_limit_quota filter configuration is Envoy's: it parses
+// into the filter's own types (go-control-plane), passes their validation,
+// and points at domain edge with a bucket of route /api reported every
+// second.
+func TestREADMERLQSFilterParses(t *testing.T) {
+	src, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(src), "<!-- envoy-rlqs-filter -->\n```yaml\n")
+	if !ok {
+		t.Fatal("no envoy-rlqs-filter block in the README")
+	}
+	block, _, _ := strings.Cut(rest, "```")
+	var doc struct {
+		Filters []map[string]any `yaml:"http_filters"`
+	}
+	if err := yaml.Unmarshal([]byte(block), &doc); err != nil || len(doc.Filters) != 1 {
+		t.Fatalf("the block: %v %v", doc, err)
+	}
+	js, err := json.Marshal(doc.Filters[0]["typed_config"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var typed anypb.Any
+	if err := protojson.Unmarshal(js, &typed); err != nil {
+		t.Fatalf("typed_config: %v", err)
+	}
+	var cfg rlqfpb.RateLimitQuotaFilterConfig
+	if err := typed.UnmarshalTo(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.ValidateAll(); err != nil {
+		t.Fatalf("Envoy's validation: %v", err)
+	}
+	if cfg.GetDomain() != "edge" || cfg.GetRlqsServer().GetEnvoyGrpc().GetClusterName() != "sluice" {
+		t.Fatalf("domain %q, server %v", cfg.GetDomain(), cfg.GetRlqsServer())
+	}
+	m := cfg.GetBucketMatchers().GetMatcherList().GetMatchers()
+	if len(m) != 1 {
+		t.Fatalf("matchers: %v", m)
+	}
+	var settings rlqfpb.RateLimitQuotaBucketSettings
+	if err := m[0].GetOnMatch().GetAction().GetTypedConfig().UnmarshalTo(&settings); err != nil {
+		t.Fatal(err)
+	}
+	if err := settings.ValidateAll(); err != nil {
+		t.Fatalf("the bucket settings: %v", err)
+	}
+	if v := settings.GetBucketIdBuilder().GetBucketIdBuilder()["route"].GetStringValue(); v != "/api" || settings.GetReportingInterval().AsDuration() != time.Second {
+		t.Fatalf("bucket route %q, reporting every %v", v, settings.GetReportingInterval().AsDuration())
 	}
 }
