@@ -24,9 +24,13 @@ import (
 // its bucket by what they ask, so the processes together never admit
 // more than the rule allows, give or take what one lease holds.
 //
-// A request with no lease to decide from — the first of its descriptor,
-// one after its lease ran out, before the next arrives — is checked per
-// request (RL.CHECK, Rules.Check), as without leases, and so are requests
+// While a lease period lasts, every request of its descriptor is decided
+// here: admitted from what the lease holds, refused once it is spent
+// (Retry-After: until the next grant is asked for), so the calls to sluice
+// do not grow with the requests. A request with no lease to decide from —
+// the first of its descriptor, or one after sluice did not answer a
+// renewal and the lease ended — is checked per request (RL.CHECK,
+// Rules.Check) or takes the middleware's failure mode, and so are requests
 // with more than one descriptor (a lease is for one bucket). The headers
 // are the same as Rules' (the policy is the one the rules' reply named).
 //
@@ -134,10 +138,19 @@ func (l *Leases) Check(ctx context.Context, c Doer, r *http.Request, key string)
 		l.held[name] = h
 	}
 	h.asked += units
-	if now.Before(h.until) && h.left >= units && h.known {
-		h.left -= units
-		d := Decision{Limit: h.limit, Remaining: h.left, RetryAfter: -1, ResetAfter: ceilSeconds(h.until.Sub(now)), Policy: h.policy}
-		renew := !h.renewing && (h.left < units || !now.Before(h.refresh))
+	if h.known && now.Before(h.until) {
+		// A lease period: decided here. What the lease holds is admitted;
+		// once it is spent the request is refused until a new grant comes
+		// — asked for at once when the last one granted something, else at
+		// its refresh time (a bucket that has nothing to share now is not
+		// asked on every request).
+		d := Decision{Limit: h.limit, Remaining: h.left - units, RetryAfter: -1, ResetAfter: ceilSeconds(h.until.Sub(now)), Policy: h.policy}
+		if h.left >= units {
+			h.left -= units
+		} else {
+			d.Limited, d.Remaining, d.RetryAfter = true, 0, max(1, ceilSeconds(h.refresh.Sub(now)))
+		}
+		renew := !h.renewing && ((h.left < units && h.granted > 0) || !now.Before(h.refresh))
 		h.renewing = h.renewing || renew
 		l.mu.Unlock()
 		if renew {
@@ -145,8 +158,8 @@ func (l *Leases) Check(ctx context.Context, c Doer, r *http.Request, key string)
 		}
 		return d, nil
 	}
-	// None held: asked for again once the last answer's refresh time has
-	// come (a bucket that granted nothing is not asked on every request).
+	// None held (the first request of a descriptor, or sluice did not
+	// answer a renewal): checked per request, and a lease asked for.
 	renew := !h.renewing && h.known && !now.Before(h.refresh)
 	h.renewing = h.renewing || renew
 	l.mu.Unlock()
