@@ -311,7 +311,9 @@ func lease(x *exec, r *leaseRequest) {
 		x.error(err)
 		return
 	}
-	grant := min(r.n, demand.share(view(r.holder), capacity), room)
+	// The round: the lease's ttl periods since the epoch — equal asks take
+	// the unit rounding leaves in turn, from one period to the next.
+	grant := min(r.n, demand.share(view(r.holder), capacity, uint64(now/r.ttl)), room)
 	if grant > 0 {
 		h := &p.reserving
 		h.start(domain, id, now, r.ttl, grant, nil)

@@ -69,9 +69,11 @@ func (d *LeaseDemand) until() int64 {
 // want no more than capacity, else capacity × want / the wants' sum
 // (proportional share: no holder gets more than it asked), in whole units
 // by the largest remainders — the units rounding leaves go one each to
-// the holders whose exact parts lost most (ties by name), so the parts
-// add up to capacity exactly, never more. A holder not asking gets 0.
-func (d *LeaseDemand) share(holder string, capacity int64) int64 {
+// the holders whose exact parts lost most, so the parts add up to
+// capacity exactly, never more. Ties go by an order of the holders that
+// round (an instant's count, the same on every replica) shuffles, so equal
+// asks take the unit in turn. A holder not asking gets 0.
+func (d *LeaseDemand) share(holder string, capacity int64, round uint64) int64 {
 	var sum uint64
 	at := -1
 	for i, h := range d.Holders {
@@ -93,10 +95,11 @@ func (d *LeaseDemand) share(holder string, capacity int64) int64 {
 	q, rem := part(d.Holders[at].Want)
 	left := uint64(capacity) // what the rounded-down parts leave
 	ahead := 0               // holders before this one for a unit left
+	mine := tieOrder(holder, round)
 	for i, h := range d.Holders {
 		qi, ri := part(h.Want)
 		left -= qi
-		if ri > rem || (ri == rem && i < at) {
+		if ri > rem || (ri == rem && i != at && tieBefore(tieOrder(h.Holder, round), i, mine, at)) {
 			ahead++
 		}
 	}
@@ -105,6 +108,24 @@ func (d *LeaseDemand) share(holder string, capacity int64) int64 {
 	}
 	return int64(q)
 }
+
+// tieOrder is holder's place among equal remainders in round: FNV-1a of
+// its name mixed with the round (splitmix64's finalizer). No seed: every
+// replica computes the same.
+func tieOrder(holder string, round uint64) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(holder); i++ {
+		h = (h ^ uint64(holder[i])) * 1099511628211
+	}
+	h ^= round * 0x9E3779B97F4A7C15
+	h = (h ^ h>>30) * 0xBF58476D1CE4E5B9
+	h = (h ^ h>>27) * 0x94D049BB133111EB
+	return h ^ h>>31
+}
+
+// tieBefore reports whether the holder at i (order a) goes before the one
+// at j (order b): by order, then by place.
+func tieBefore(a uint64, i int, b uint64, j int) bool { return a < b || (a == b && i < j) }
 
 // AppendBinary appends the record's encoding (snapshots, digests, moves).
 func (d *LeaseDemand) AppendBinary(dst []byte) []byte {

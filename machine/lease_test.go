@@ -177,29 +177,47 @@ func TestLeaseDemandShareAndEncoding(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := []int64{d.share("h0", 100), d.share("h1", 100), d.share("h2", 100), d.share("nobody", 100)}; fmt.Sprint(got) != "[10 30 60 0]" {
+	if got := []int64{d.share("h0", 100, 0), d.share("h1", 100, 0), d.share("h2", 100, 0), d.share("nobody", 100, 0)}; fmt.Sprint(got) != "[10 30 60 0]" {
 		t.Fatalf("shares of 100 among 50, 150, 300: %v", got)
 	}
 	// 11 among them: 1.1, 3.3, 6.6; the unit rounding leaves goes to the
 	// part that lost most; the parts add up to 11.
-	if got := []int64{d.share("h0", 11), d.share("h1", 11), d.share("h2", 11)}; fmt.Sprint(got) != "[1 3 7]" {
+	if got := []int64{d.share("h0", 11, 0), d.share("h1", 11, 0), d.share("h2", 11, 0)}; fmt.Sprint(got) != "[1 3 7]" {
 		t.Fatalf("shares of 11 among 50, 150, 300: %v", got)
 	}
 	eq := &LeaseDemand{}
 	for _, h := range []string{"c", "a", "b"} {
 		eq.ask([]byte(h), 200, 10, 0)
 	}
-	if got := []int64{eq.share("a", 11), eq.share("b", 11), eq.share("c", 11)}; fmt.Sprint(got) != "[4 4 3]" {
-		t.Fatalf("shares of 11 among three asks of 200 (ties by name): %v", got)
+	// Equal asks: 3.67 each; the two units rounding leaves go to two of
+	// the three, in turn from one round to the next.
+	fours := map[string]int{}
+	for round := range uint64(300) {
+		sum := int64(0)
+		for _, h := range []string{"a", "b", "c"} {
+			s := eq.share(h, 11, round)
+			sum += s
+			if s == 4 {
+				fours[h]++
+			}
+		}
+		if sum != 11 {
+			t.Fatalf("round %d: shares add up to %d", round, sum)
+		}
 	}
-	if got := d.share("h1", 1000); got != 150 {
+	for h, n := range fours {
+		if n < 150 || n > 250 {
+			t.Fatalf("%s took the unit rounding leaves %d times of 300 (%v): not in turn", h, n, fours)
+		}
+	}
+	if got := d.share("h1", 1000, 0); got != 150 {
 		t.Fatalf("under capacity, a holder gets what it asked: %d", got)
 	}
 	// h0 asks again at 101: h0's ask (until 100) had stopped counting.
 	if err := d.ask([]byte("h1"), 150, 300, 101); err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Holders) != 2 || d.Holders[0].Holder != "h1" || d.share("h0", 100) != 0 {
+	if len(d.Holders) != 2 || d.Holders[0].Holder != "h1" || d.share("h0", 100, 0) != 0 {
 		t.Fatalf("after h0's ask lapsed: %+v", d.Holders)
 	}
 	enc := d.AppendBinary(nil)
@@ -216,7 +234,7 @@ func TestLeaseDemandShareAndEncoding(t *testing.T) {
 	big := &LeaseDemand{}
 	big.ask([]byte("a"), 4294967295, 10, 0)
 	big.ask([]byte("b"), 4294967295, 10, 0)
-	if a, b := big.share("a", 4294967295), big.share("b", 4294967295); a != 2147483648 || b != 2147483647 {
+	if a, b := big.share("a", 4294967295, 0), big.share("b", 4294967295, 0); a != 2147483648 || b != 2147483647 {
 		t.Fatalf("halves of 2^32-1: %d %d", a, b)
 	}
 }
@@ -265,7 +283,7 @@ func TestLeaseSharesAddUp(t *testing.T) {
 		capacity := r.Int64N(3000)
 		var total int64
 		for _, h := range d.Holders {
-			s := d.share(h.Holder, capacity)
+			s := d.share(h.Holder, capacity, 0)
 			if s < 0 || s > h.Want {
 				t.Fatalf("capacity %d, %+v: %s's share %d", capacity, d.Holders, h.Holder, s)
 			}

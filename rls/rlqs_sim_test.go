@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ type simLog struct {
 	m       *machine.Machine
 	now     int64
 	entries []simEntry
-	down    bool
+	down    atomic.Bool // read by the service's health watch too
 	applied int
 }
 
@@ -33,10 +34,10 @@ type simEntry struct {
 	args [][]byte
 }
 
-func (l *simLog) Ready() bool { return !l.down }
+func (l *simLog) Ready() bool { return !l.down.Load() }
 
 func (l *simLog) Decide(_ context.Context, args [][]byte) (machine.Outcome, error) {
-	if l.down {
+	if l.down.Load() {
 		return machine.Outcome{}, ErrUnavailable
 	}
 	cp := make([][]byte, len(args))
@@ -172,13 +173,13 @@ func simulateRLQS(t *testing.T, seed uint64) {
 		now := time.Duration(sec) * time.Second
 		log.now = start + int64(now)
 		// Faults: a leader kill now and then, with an election of 1-2 s.
-		if !log.down && r.IntN(40) == 0 {
-			log.down = true
+		if !log.down.Load() && r.IntN(40) == 0 {
+			log.down.Store(true)
 			downUntil = now + time.Duration(1+r.IntN(2))*time.Second
 		}
-		if log.down && now >= downUntil {
+		if log.down.Load() && now >= downUntil {
 			log.failover()
-			log.down = false
+			log.down.Store(false)
 			// A third of the streams were on the killed member: they come
 			// back as new holders (new streams); what the old ones held
 			// keeps its charge until its ttl.
@@ -228,7 +229,7 @@ func simulateRLQS(t *testing.T, seed uint64) {
 				continue
 			}
 			room := int64(-1)
-			if !log.down {
+			if !log.down.Load() {
 				room = log.remaining(t, "/api")
 			}
 			u := &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{BucketId: bucket, TimeElapsed: durationpb.New(end - h.lastReport),

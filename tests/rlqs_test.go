@@ -219,9 +219,11 @@ func TestRLQSLeasesBoundTheHolders(t *testing.T) {
 	if total < 160 || total > 240 {
 		t.Fatalf("three holders admitted %d in 20 s of a 10/s limit, want 160 to 240", total)
 	}
+	// Not starved: none under half of an even third. (Not even either: a
+	// holder that reports first in each second finds the most room.)
 	for i, h := range holders {
-		if h.admitted < 40 {
-			t.Errorf("holder %d admitted %d: starved", i, h.admitted)
+		if h.admitted < total/6 {
+			t.Errorf("holder %d admitted %d of %d: starved", i, h.admitted, total)
 		}
 	}
 	free := newRLQSHolder(t, conn, bearer, "edge", map[string]string{"other": "x"})
