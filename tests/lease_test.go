@@ -82,6 +82,22 @@ func TestLeaseThroughGoRedis(t *testing.T) {
 	if n, err := c.DBSize(ctx(t)).Result(); err != nil || n != 1 {
 		t.Fatalf("DBSIZE %d %v: only the counter is a user's key", n, err)
 	}
+	// A restart keeps the leases and the asks (snapshot): gw-2's repeat
+	// answers its grant, and a new holder's share counts gw-2's ask.
+	s.Stop()
+	s.Start()
+	c = s.Client()
+	if g := leaseOf(t, c, "edge", "gw-2", 30, "WANT", 60, "DESCRIPTOR", "route", "/api"); g[0] != 40 {
+		t.Fatalf("gw-2's repeat after a restart: %v", g)
+	}
+	if r := remaining(); r != 45 {
+		t.Fatalf("after a restart, remaining %d", r)
+	}
+	// gw-3 asks 100 beside gw-2's 60 (gw-1's 90 too, for two ttls): its
+	// share of 100 is 100 × 100 / 250 = 40, all of which is left.
+	if g := leaseOf(t, c, "edge", "gw-3", 30, "WANT", 100, "DESCRIPTOR", "route", "/api"); g[0] != 40 {
+		t.Fatalf("gw-3 after a restart: %v", g)
+	}
 }
 
 // On a 3-node group, a grant is in the log: the leader is killed, and the
