@@ -10,8 +10,8 @@ import (
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
-	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluice-rl/sluice/internal/quotaplane"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/resp"
 )
@@ -71,54 +71,20 @@ func (l *simLog) remaining(t *testing.T, route string) int64 {
 	return v.([]any)[2].(int64)
 }
 
-// simHolder is a data plane as Envoy's rate_limit_quota filter is (see
-// tests/rlqs_test.go's rlqsHolder): its stream's state is the holder name
-// and what it holds; its assignment a blanket rule or a token bucket.
+// simHolder is a data plane as Envoy's rate_limit_quota filter is
+// (internal/quotaplane), for one bucket: its stream's state is the holder
+// name and what it holds.
 type simHolder struct {
+	quotaplane.Bucket
 	name       string
 	held       map[string]*heldBucket
-	rule       string
-	until      time.Duration
-	tokens     int64
-	max, fill  int64
-	fillEvery  time.Duration
-	lastFill   time.Duration
-	allowed    uint64
-	denied     uint64
 	lastReport time.Duration
 	gone       bool
 	// joined, goneAt (-1: never): when it came and went; byWindow what it
-	// admitted in each window.
+	// admitted in each window; grantedAt when its last grant came.
 	joined, goneAt time.Duration
 	byWindow       map[int64]int64
-	granted        int64 // the last grant, and when it came
 	grantedAt      time.Duration
-}
-
-func (h *simHolder) request(now time.Duration) bool {
-	ok := false
-	if h.rule != "" && now < h.until {
-		switch h.rule {
-		case "allow":
-			ok = true
-		case "tokens":
-			if h.fillEvery > 0 && now-h.lastFill >= h.fillEvery {
-				n := int64((now - h.lastFill) / h.fillEvery)
-				h.tokens = min(h.max, h.tokens+n*h.fill)
-				h.lastFill += time.Duration(n) * h.fillEvery
-			}
-			if h.tokens > 0 {
-				h.tokens--
-				ok = true
-			}
-		}
-	}
-	if ok {
-		h.allowed++
-	} else {
-		h.denied++
-	}
-	return ok
 }
 
 // Issue #45's simulation: holders that behave as Envoy's filter does
@@ -193,8 +159,8 @@ func simulateRLQS(t *testing.T, seed uint64) {
 			// What the holders carry into this window: granted (charged)
 			// before it, usable in it — the bound.
 			for _, h := range holders {
-				if !h.gone && h.rule == "tokens" && now < h.until && h.grantedAt < now {
-					carried[int64((start+int64(now))/int64(window))] += h.tokens
+				if !h.gone && h.grantedAt < now {
+					carried[int64((start+int64(now))/int64(window))] += h.Tokens(now)
 				}
 			}
 		}
@@ -214,7 +180,7 @@ func simulateRLQS(t *testing.T, seed uint64) {
 			// Greedy: 50 requests in the second.
 			for k := range 50 {
 				at := now + time.Duration(k)*time.Second/50
-				if h.request(at) {
+				if h.Request(at) {
 					w := int64((start + int64(at)) / int64(window))
 					admitted[w]++
 					h.byWindow[w]++
@@ -232,9 +198,8 @@ func simulateRLQS(t *testing.T, seed uint64) {
 			if !log.down.Load() {
 				room = log.remaining(t, "/api")
 			}
-			u := &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{BucketId: bucket, TimeElapsed: durationpb.New(end - h.lastReport),
-				NumRequestsAllowed: h.allowed, NumRequestsDenied: h.denied}
-			h.allowed, h.denied, h.lastReport = 0, 0, end
+			u := h.Usage(bucket, end-h.lastReport)
+			h.lastReport = end
 			action, err := q.assign(context.Background(), "edge", h.name, u, h.held)
 			if err != nil {
 				if errorStatus(err).Code().String() != "Unavailable" {
@@ -242,14 +207,13 @@ func simulateRLQS(t *testing.T, seed uint64) {
 				}
 				continue // keeps its assignment
 			}
-			qa := action.GetQuotaAssignmentAction()
-			h.until = end + qa.GetAssignmentTimeToLive().AsDuration()
-			if tb := qa.GetRateLimitStrategy().GetTokenBucket(); tb != nil {
-				h.rule, h.max, h.fill, h.fillEvery = "tokens", int64(tb.GetMaxTokens()), int64(tb.GetTokensPerFill().GetValue()), tb.GetFillInterval().AsDuration()
-				h.tokens, h.lastFill, h.granted, h.grantedAt = h.max, end, h.max, end
-				maxGrant[h.name] = max(maxGrant[h.name], h.max)
+			if err := h.Assign(action, end); err != nil {
+				t.Fatal(err)
+			}
+			if tb := action.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket(); tb != nil {
+				h.grantedAt = end
+				maxGrant[h.name] = max(maxGrant[h.name], int64(tb.GetMaxTokens()))
 			} else {
-				h.rule, h.granted = "deny", 0
 				live := 0
 				for _, o := range holders {
 					if !o.gone {

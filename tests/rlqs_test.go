@@ -12,8 +12,8 @@ import (
 	rlqfpb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rate_limit_quota/v3"
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3" // the header match input's type
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/redis/go-redis/v9"
+	"github.com/sluice-rl/sluice/internal/quotaplane"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,30 +22,17 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// rlqsHolder is a data plane as Envoy's rate_limit_quota filter is, for
-// one bucket: it decides each request from its assignment (a blanket rule,
-// or a token bucket that a new assignment replaces full and that refills
-// every fill interval), denies when it has none or it expired
-// (no_assignment_behavior and expired_assignment_behavior set to deny),
-// counts what it allowed and denied, and reports it on its stream. Time
-// is given: the tests run on the server's debug clock, or real time.
+// rlqsHolder is one bucket of a data plane as Envoy's rate_limit_quota
+// filter is (internal/quotaplane) on its own stream: it reports the
+// bucket's usage and takes the answer's assignment.
 type rlqsHolder struct {
 	t      *testing.T
 	stream rlqspb.RateLimitQuotaService_StreamRateLimitQuotasClient
 	domain string
 	bucket map[string]string
-	// The assignment: its rule, when it ends, and a token bucket's state.
-	rule                 string // "", "allow", "deny", "tokens"
-	expires              time.Duration
-	max, perFill, tokens int64
-	fill, lastFill       time.Duration
-	// Since the last report, and in all.
-	allowed, denied uint64
-	admitted        int64
-	last            *rlqspb.RateLimitQuotaResponse_BucketAction
+	quotaplane.Bucket
 }
 
 func newRLQSHolder(t *testing.T, conn *grpc.ClientConn, parent context.Context, domain string, bucket map[string]string) *rlqsHolder {
@@ -59,45 +46,14 @@ func newRLQSHolder(t *testing.T, conn *grpc.ClientConn, parent context.Context, 
 	return &rlqsHolder{t: t, stream: st, domain: domain, bucket: bucket}
 }
 
-// request decides one request at now.
-func (h *rlqsHolder) request(now time.Duration) bool {
-	ok := false
-	if h.rule != "" && now < h.expires {
-		switch h.rule {
-		case "allow":
-			ok = true
-		case "tokens":
-			if h.fill > 0 && now-h.lastFill >= h.fill {
-				n := int64((now - h.lastFill) / h.fill)
-				h.tokens = min(h.max, h.tokens+n*h.perFill)
-				h.lastFill += time.Duration(n) * h.fill
-			}
-			if h.tokens > 0 {
-				h.tokens--
-				ok = true
-			}
-		}
-	}
-	if ok {
-		h.allowed++
-		h.admitted++
-	} else {
-		h.denied++
-	}
-	return ok
-}
-
 // report sends the usage since the last report (elapsed long) and takes
 // the answer's assignment at now.
 func (h *rlqsHolder) report(now, elapsed time.Duration) error {
 	err := h.stream.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: h.domain,
-		BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{{
-			BucketId: &rlqspb.BucketId{Bucket: h.bucket}, TimeElapsed: durationpb.New(elapsed),
-			NumRequestsAllowed: h.allowed, NumRequestsDenied: h.denied}}})
+		BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{h.Usage(&rlqspb.BucketId{Bucket: h.bucket}, elapsed)}})
 	if err != nil {
 		return err
 	}
-	h.allowed, h.denied = 0, 0
 	resp, err := h.stream.Recv()
 	if err != nil {
 		return err
@@ -107,36 +63,11 @@ func (h *rlqsHolder) report(now, elapsed time.Duration) error {
 			h.t.Errorf("an action for bucket %v on the stream of %v", a.GetBucketId().GetBucket(), h.bucket)
 			continue
 		}
-		h.last = a
-		qa := a.GetQuotaAssignmentAction()
-		if qa == nil {
-			h.t.Errorf("not an assignment: %v", a)
-			continue
-		}
-		h.expires = now + qa.GetAssignmentTimeToLive().AsDuration()
-		switch s := qa.GetRateLimitStrategy(); {
-		case s.GetTokenBucket() != nil:
-			tb := s.GetTokenBucket()
-			h.rule, h.max, h.perFill, h.fill = "tokens", int64(tb.GetMaxTokens()), int64(tb.GetTokensPerFill().GetValue()), tb.GetFillInterval().AsDuration()
-			h.tokens, h.lastFill = h.max, now
-		case s.GetBlanketRule() == typev3.RateLimitStrategy_ALLOW_ALL:
-			h.rule = "allow"
-		default:
-			h.rule = "deny"
+		if err := h.Assign(a, now); err != nil {
+			h.t.Error(err)
 		}
 	}
 	return nil
-}
-
-// assignment describes the last assignment: its rule and ttl.
-func (h *rlqsHolder) assignment() string {
-	qa := h.last.GetQuotaAssignmentAction()
-	s := qa.GetRateLimitStrategy()
-	rule := s.GetBlanketRule().String()
-	if tb := s.GetTokenBucket(); tb != nil {
-		rule = fmt.Sprintf("token_bucket(%d)", tb.GetMaxTokens())
-	}
-	return fmt.Sprintf("%s ttl %v", rule, qa.GetAssignmentTimeToLive().AsDuration())
 }
 
 func rlqsConn(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
@@ -182,7 +113,7 @@ func TestRLQSLeasesBoundTheHolders(t *testing.T) {
 	// The first request of each finds no assignment (denied), and its
 	// report goes out at once, as Envoy's does for a new bucket.
 	for _, h := range holders {
-		h.request(0)
+		h.Request(0)
 		if err := h.report(0, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +123,7 @@ func TestRLQSLeasesBoundTheHolders(t *testing.T) {
 		for k := range perSecond {
 			now := time.Duration(sec)*time.Second + time.Duration(k)*time.Second/perSecond
 			for _, h := range holders {
-				h.request(now)
+				h.Request(now)
 			}
 		}
 		if err := c.Do(ctx(t), "DEBUG", "CLOCK", "ADVANCE", int64(time.Second)).Err(); err != nil {
@@ -204,35 +135,35 @@ func TestRLQSLeasesBoundTheHolders(t *testing.T) {
 				t.Fatalf("holder %d's report at %v: %v", i, end, err)
 			}
 			if sec == 1 {
-				qa := h.last.GetQuotaAssignmentAction()
+				qa := h.Last.GetQuotaAssignmentAction()
 				if qa.GetRateLimitStrategy().GetTokenBucket() == nil || qa.GetAssignmentTimeToLive().AsDuration() < time.Second {
-					t.Fatalf("holder %d at 2 s: %s, want a token bucket with a ttl of 1 s or more", i, h.assignment())
+					t.Fatalf("holder %d at 2 s: %s, want a token bucket with a ttl of 1 s or more", i, h.Describe())
 				}
 			}
 		}
 	}
 	var total int64
 	for _, h := range holders {
-		total += h.admitted
+		total += h.Admitted
 	}
-	t.Logf("admitted %d in %d s (per holder %d %d %d)", total, seconds, holders[0].admitted, holders[1].admitted, holders[2].admitted)
+	t.Logf("admitted %d in %d s (per holder %d %d %d)", total, seconds, holders[0].Admitted, holders[1].Admitted, holders[2].Admitted)
 	if total < 160 || total > 240 {
 		t.Fatalf("three holders admitted %d in 20 s of a 10/s limit, want 160 to 240", total)
 	}
 	// Not starved: none under half of an even third. (Not even either: a
 	// holder that reports first in each second finds the most room.)
 	for i, h := range holders {
-		if h.admitted < total/6 {
-			t.Errorf("holder %d admitted %d of %d: starved", i, h.admitted, total)
+		if h.Admitted < total/6 {
+			t.Errorf("holder %d admitted %d of %d: starved", i, h.Admitted, total)
 		}
 	}
 	free := newRLQSHolder(t, conn, bearer, "edge", map[string]string{"other": "x"})
-	if err := free.report(0, 0); err != nil || free.assignment() != "ALLOW_ALL ttl 2s" {
-		t.Fatalf("a bucket no rule limits: %s %v", free.assignment(), err)
+	if err := free.report(0, 0); err != nil || free.Describe() != "ALLOW_ALL ttl 2s" {
+		t.Fatalf("a bucket no rule limits: %s %v", free.Describe(), err)
 	}
 	closed := newRLQSHolder(t, conn, bearer, "edge", map[string]string{"closed": "x"})
-	if err := closed.report(0, 0); err != nil || closed.assignment() != "DENY_ALL ttl 2s" {
-		t.Fatalf("a closed bucket: %s %v", closed.assignment(), err)
+	if err := closed.report(0, 0); err != nil || closed.Describe() != "DENY_ALL ttl 2s" {
+		t.Fatalf("a closed bucket: %s %v", closed.Describe(), err)
 	}
 	unauth, err := rlqspb.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(context.Background())
 	if err == nil {
@@ -278,12 +209,12 @@ descriptors:
 	conn := rlqsConn(t, grpcAddrs[indexOf(cl, follower)])
 	h := newRLQSHolder(t, conn, context.Background(), "edge", map[string]string{"route": "/api"})
 	for range 30 {
-		h.request(0)
+		h.Request(0)
 	}
 	if err := h.report(0, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.assignment(); got != "token_bucket(30) ttl 2s" {
+	if got := h.Describe(); got != "token_bucket(30) ttl 2s" {
 		t.Fatalf("through a follower: %s", got)
 	}
 	remaining := func(s *Server) int64 {
@@ -296,11 +227,11 @@ descriptors:
 	leader.Kill()
 	next := cl.Leader()
 	eventually(t, "a report after the failover renews the lease on the new leader", func() bool {
-		h.allowed, h.denied = 12, 28
+		h.Allowed, h.Denied = 12, 28
 		if err := h.report(2*time.Second, time.Second); err != nil {
 			t.Fatal(err)
 		}
-		return h.assignment() == "token_bucket(40) ttl 2s"
+		return h.Describe() == "token_bucket(40) ttl 2s"
 	})
 	// 18 came back; 40 were granted: 100 - 12 - 40.
 	if r := remaining(next); r != 48 {

@@ -61,15 +61,15 @@ descriptors:
 			route := "/q" + strconv.Itoa(g) + strconv.Itoa(j)
 			h := newRLQSHolder(t, conn, context.Background(), "edge", map[string]string{"route": route})
 			for range 25 {
-				h.request(0)
+				h.Request(0)
 			}
 			eventually(t, "an assignment through member "+strconv.Itoa(g)+"/"+strconv.Itoa(j), func() bool {
 				if err := h.report(0, time.Second); err != nil {
 					t.Fatal(err)
 				}
-				return h.last != nil
+				return h.Last != nil
 			})
-			if got := h.assignment(); got != "token_bucket(25) ttl 2s" {
+			if got := h.Describe(); got != "token_bucket(25) ttl 2s" {
 				t.Fatalf("%s: %s", route, got)
 			}
 			if l := left(route); l != 75 {
