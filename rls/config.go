@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // ErrConfig: a Config that does not validate.
@@ -56,6 +57,10 @@ type Config struct {
 	Password string
 	// Log receives the service's events; nil discards.
 	Log *slog.Logger
+	// Now is the clock a quota stream's buckets age by (Unix ns): a bucket
+	// not reported for two of its ttls is abandoned. Default the wall
+	// clock; the server passes its own, which DEBUG CLOCK moves in tests.
+	Now func() int64
 }
 
 func (c Config) withDefaults() Config {
@@ -64,6 +69,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = func() int64 { return time.Now().UnixNano() }
 	}
 	return c
 }

@@ -33,7 +33,8 @@ const QuotaServiceName = "envoy.service.rate_limit_quota.v3.RateLimitQuotaServic
 // filled once per ttl, the ttl two report intervals in whole seconds (at
 // least 2 s) — renewed by the next report long before it ends. A bucket
 // no rule limits is ALLOW_ALL; one whose rule admits nothing, or whose
-// share is nothing now, is DENY_ALL until the next report.
+// share is nothing now, is DENY_ALL until the next report. A bucket the
+// stream stops reporting for two ttls is abandoned (abandon_action).
 //
 // A bucket id's entries are the descriptor matched against the report's
 // domain's rules, in key order (a map has no other). The decisions go
@@ -45,11 +46,16 @@ type quotaServer struct {
 	s *Service
 }
 
-// heldBucket is what a stream holds of one bucket.
+// heldBucket is what a stream holds of one bucket: its id and
+// descriptor, the last grant, and when it was last reported and for how
+// long its assignment lives (ns).
 type heldBucket struct {
-	domain  string
-	desc    []string
-	granted int64
+	id       *rlqspb.BucketId
+	domain   string
+	desc     []string
+	granted  int64
+	seen     int64
+	lifetime int64
 }
 
 // maxStreamBuckets bounds the buckets one stream holds leases of: a
@@ -110,6 +116,7 @@ func (q quotaServer) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_S
 			}
 			resp.BucketAction = append(resp.BucketAction, action)
 		}
+		resp.BucketAction = append(resp.BucketAction, q.abandon(holder, held)...)
 		if err := stream.Send(resp); err != nil {
 			return err
 		}
@@ -183,14 +190,15 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 		return nil, errBadReply
 	}
 	l := out.Lease
-	held[key] = &heldBucket{domain: domain, desc: desc, granted: l.Granted}
-	if l.Unlimited {
-		held[key].granted = 0 // nothing charged, nothing to give back
-	}
 	life := time.Duration(l.TTL).Round(time.Second)
 	if life < time.Second {
 		life = time.Second
 	}
+	h := &heldBucket{id: u.GetBucketId(), domain: domain, desc: desc, granted: l.Granted, seen: q.s.cfg.Now(), lifetime: int64(life)}
+	if l.Unlimited {
+		h.granted = 0 // nothing charged, nothing to give back
+	}
+	held[key] = h
 	strategy := &typepb.RateLimitStrategy{}
 	switch {
 	case l.Unlimited:
@@ -208,6 +216,35 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 			QuotaAssignmentAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
 				AssignmentTimeToLive: durationpb.New(life), RateLimitStrategy: strategy}},
 	}, nil
+}
+
+// abandon ends the leases of the buckets the stream has not reported for
+// two of their ttls — the data plane no longer sees requests for them —
+// giving back nothing unused (what they left is not known: their charge
+// stays), and answers abandon_action for each, so the data plane drops
+// their assignments too.
+func (q quotaServer) abandon(holder string, held map[string]*heldBucket) []*rlqspb.RateLimitQuotaResponse_BucketAction {
+	now := q.s.cfg.Now()
+	var out []*rlqspb.RateLimitQuotaResponse_BucketAction
+	for key, h := range held {
+		if now-h.seen < 2*h.lifetime {
+			continue
+		}
+		if h.granted > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			args := append([]string{"RL.LEASE", "RETURN", h.domain, holder, "UNUSED", "0"}, h.desc...)
+			_, err := q.s.dec.Decide(ctx, words(args))
+			cancel()
+			if err != nil {
+				continue // asked again at the next report
+			}
+		}
+		delete(held, key)
+		out = append(out, &rlqspb.RateLimitQuotaResponse_BucketAction{BucketId: h.id,
+			BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction_{
+				AbandonAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction{}}})
+	}
+	return out
 }
 
 // giveBack ends a stream's leases: what they left is not known (the data

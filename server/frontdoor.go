@@ -46,7 +46,7 @@ func (s *Server) listenFrontDoors() error {
 		fwd.Members = s.memberClient
 	}
 	s.decider = rls.NewNodeDecider(s.env, s.node, fwd, rm)
-	s.rls, err = rls.NewService(rls.Config{ResponseHeaders: s.cfg.RLSResponseHeaders, Password: s.cfg.RequirePass, Log: s.log},
+	s.rls, err = rls.NewService(rls.Config{ResponseHeaders: s.cfg.RLSResponseHeaders, Password: s.cfg.RequirePass, Log: s.log, Now: s.env.Clock.Now},
 		s.decider, rm, rls.KnownDomains(s.env))
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // rlqsHolder is one bucket of a data plane as Envoy's rate_limit_quota
@@ -290,5 +291,68 @@ func TestREADMERLQSFilterParses(t *testing.T) {
 	}
 	if v := settings.GetBucketIdBuilder().GetBucketIdBuilder()["route"].GetStringValue(); v != "/api" || settings.GetReportingInterval().AsDuration() != time.Second {
 		t.Fatalf("bucket route %q, reporting every %v", v, settings.GetReportingInterval().AsDuration())
+	}
+}
+
+// A bucket a stream stops reporting for two of its ttls is abandoned: the
+// answer to the next report carries abandon_action for it (and its lease
+// is given back at nothing unused: its charge kept).
+func TestRLQSAbandonsABucketNoLongerReported(t *testing.T) {
+	grpcAddr := freeAddr(t)
+	s := StartServer(t, "--grpc-addr", grpcAddr, "--rules", writeRules(t, "edge.yaml", rlqsRules))
+	c := s.Client()
+	if err := c.Do(ctx(t), "DEBUG", "CLOCK", "SET", time.Now().Add(time.Minute).UnixNano()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := rlqspb.NewRateLimitQuotaServiceClient(rlqsConn(t, grpcAddr)).StreamRateLimitQuotas(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := func(route string) *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage {
+		return &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{BucketId: &rlqspb.BucketId{Bucket: map[string]string{"route": route}},
+			TimeElapsed: durationpb.New(time.Second), NumRequestsDenied: 4}
+	}
+	report := func(routes ...string) map[string]string {
+		t.Helper()
+		r := &rlqspb.RateLimitQuotaUsageReports{Domain: "edge"}
+		for _, route := range routes {
+			r.BucketQuotaUsages = append(r.BucketQuotaUsages, usage(route))
+		}
+		if err := st.Send(r); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, a := range resp.GetBucketAction() {
+			kind := "assignment"
+			if a.GetAbandonAction() != nil {
+				kind = "abandon"
+			}
+			got[a.GetBucketId().GetBucket()["route"]] = kind
+		}
+		return got
+	}
+	if got := report("/a", "/b"); fmt.Sprint(got) != "map[/a:assignment /b:assignment]" {
+		t.Fatalf("first report: %v", got)
+	}
+	if r := checkInts(t, c, "RL.CHECK", "edge", "COST", 0, "DESCRIPTOR", "route", "/a")[2]; r != 7 {
+		t.Fatalf("/a after a grant of 4: remaining %d", r)
+	}
+	for range 3 { // 3 s: less than two ttls of 2 s
+		if err := c.Do(ctx(t), "DEBUG", "CLOCK", "ADVANCE", int64(time.Second)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := report("/b"); got["/a"] != "" {
+			t.Fatalf("/a abandoned after less than two ttls: %v", got)
+		}
+	}
+	if err := c.Do(ctx(t), "DEBUG", "CLOCK", "ADVANCE", int64(time.Second)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := report("/b"); got["/a"] != "abandon" || got["/b"] != "assignment" {
+		t.Fatalf("after two ttls without /a: %v", got)
 	}
 }
