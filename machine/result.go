@@ -63,7 +63,10 @@ type RLSStatus struct {
 	// applies. Name is its rule's name.
 	RequestsPerUnit int64
 	Unit            policy.Unit
-	Name            string
+	// Multiplier is how many units the window is (a rule's
+	// unit_multiplier; 1 otherwise, 0 with no limit).
+	Multiplier int64
+	Name       string
 	// Remaining is what is left of the limit (4294967295 for an unlimited
 	// rule, 0 with no rule).
 	Remaining int64
@@ -153,7 +156,7 @@ func rlsStatus(c *limitCheck, desc rlsDescriptor, unlimited, refused bool, now i
 	if c.res.Limited && !shadowRule {
 		s.Code = RLSCodeOverLimit
 	}
-	s.RequestsPerUnit, s.Unit, s.Name = rlsLimit(c, desc)
+	s.RequestsPerUnit, s.Unit, s.Multiplier, s.Name = rlsLimit(c, desc)
 	if !c.res.Limited {
 		s.Remaining = c.res.Remaining
 		if refused {
@@ -161,24 +164,25 @@ func rlsStatus(c *limitCheck, desc rlsDescriptor, unlimited, refused bool, now i
 			s.Remaining = min(s.Remaining+max(c.cost, 0), s.RequestsPerUnit)
 		}
 	}
-	s.ResetSeconds = rlsReset(c, s.Unit, now)
+	s.ResetSeconds = rlsReset(c, s.Unit.Nanoseconds()*s.Multiplier, now)
 	// The quota policy the status's remaining is counted against: requests
 	// per unit over the unit, but for GCRA its burst + 1 over the time that
 	// takes to refill.
 	if c.kind == keyspace.KindGCRA && !c.deny {
 		s.PolicyQuota, s.PolicyWindow = c.gcra.MaxBurst+1, c.gcra.PolicyWindow()
 	} else {
-		s.PolicyQuota, s.PolicyWindow = s.RequestsPerUnit, s.Unit.Nanoseconds()/1e9
+		s.PolicyQuota, s.PolicyWindow = s.RequestsPerUnit, s.Unit.Nanoseconds()*s.Multiplier/1e9
 	}
 	return s
 }
 
 // rlsLimit is the limit a status reports: requests per unit as the check
 // counts them (an RL.OVERRIDE or RL.SCALE applied), the unit whose length
-// is its window (the rule's unit when none is), and the rule's name.
-func rlsLimit(c *limitCheck, desc rlsDescriptor) (int64, policy.Unit, string) {
+// is its window (the rule's unit when none is) and how many of it
+// (unit_multiplier), and the rule's name.
+func rlsLimit(c *limitCheck, desc rlsDescriptor) (int64, policy.Unit, int64, string) {
 	if desc.unit != policy.NoUnit {
-		return desc.limit, desc.unit, ""
+		return desc.limit, desc.unit, 1, ""
 	}
 	r := c.rule
 	limit, window := r.Limit, r.Window
@@ -190,28 +194,35 @@ func rlsLimit(c *limitCheck, desc rlsDescriptor) (int64, policy.Unit, string) {
 	case keyspace.KindQuota:
 		limit = c.quotaLimit
 	}
-	unit := r.Unit
-	if unit.Nanoseconds() != window {
+	// The rule's unit when it is the window; else a unit that is (an
+	// override's window); else the rule's unit times how many of it make
+	// the window (unit_multiplier).
+	unit, mult := r.Unit, int64(1)
+	if n := unit.Nanoseconds(); n != window {
+		found := false
 		for _, u := range rlsUnits {
 			if u.Nanoseconds() == window {
-				unit = u
+				unit, found = u, true
 			}
 		}
+		if !found && n > 0 && window > n && window%n == 0 {
+			mult = window / n
+		}
 	}
-	return limit, unit, r.Name
+	return limit, unit, mult, r.Name
 }
 
 // rlsReset is duration_until_reset in seconds. A fixed window (and a limit
 // of 0, which Envoy counts in one) resets when its window ends, counted as
 // envoyproxy/ratelimit counts it: the window's length less the Unix second
 // modulo that length. The other algorithms report their own reset_after.
-func rlsReset(c *limitCheck, unit policy.Unit, now int64) int64 {
+func rlsReset(c *limitCheck, window, now int64) int64 {
 	var windowSeconds int64
 	switch {
 	case c.kind == keyspace.KindFixedWindow:
 		windowSeconds = c.win.Window / 1e9
 	case c.deny:
-		windowSeconds = unit.Nanoseconds() / 1e9
+		windowSeconds = window / 1e9
 	default:
 		return limiter.Seconds(c.res.ResetAfter)
 	}

@@ -112,7 +112,7 @@ func statusMessages(statuses []machine.RLSStatus) []*memberpb.RLSStatus {
 	for i := range statuses {
 		s := &statuses[i]
 		out[i] = &memberpb.RLSStatus{Code: int32(s.Code), RequestsPerUnit: s.RequestsPerUnit, Unit: int32(s.Unit),
-			Name: s.Name, Remaining: s.Remaining, ResetSeconds: s.ResetSeconds, Shadow: s.Shadow, PolicyQuota: s.PolicyQuota, PolicyWindow: s.PolicyWindow}
+			Name: s.Name, Remaining: s.Remaining, ResetSeconds: s.ResetSeconds, Shadow: s.Shadow, PolicyQuota: s.PolicyQuota, PolicyWindow: s.PolicyWindow, UnitMultiplier: s.Multiplier}
 	}
 	return out
 }
@@ -126,7 +126,7 @@ func statusesOf(m []*memberpb.RLSStatus) []machine.RLSStatus {
 	for i, s := range m {
 		out[i] = machine.RLSStatus{Code: int(s.GetCode()), RequestsPerUnit: s.GetRequestsPerUnit(), Unit: policy.Unit(s.GetUnit()),
 			Name: s.GetName(), Remaining: s.GetRemaining(), ResetSeconds: s.GetResetSeconds(), Shadow: s.GetShadow(),
-			PolicyQuota: s.GetPolicyQuota(), PolicyWindow: s.GetPolicyWindow()}
+			PolicyQuota: s.GetPolicyQuota(), PolicyWindow: s.GetPolicyWindow(), Multiplier: s.GetUnitMultiplier()}
 	}
 	return out
 }

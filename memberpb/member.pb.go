@@ -1055,8 +1055,10 @@ type RLSStatus struct {
 	Shadow          bool                   `protobuf:"varint,7,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	PolicyQuota     int64                  `protobuf:"varint,8,opt,name=policy_quota,json=policyQuota,proto3" json:"policy_quota,omitempty"`
 	PolicyWindow    int64                  `protobuf:"varint,9,opt,name=policy_window,json=policyWindow,proto3" json:"policy_window,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// unit_multiplier: the window is this many units (machine.RLSStatus).
+	UnitMultiplier int64 `protobuf:"varint,10,opt,name=unit_multiplier,json=unitMultiplier,proto3" json:"unit_multiplier,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RLSStatus) Reset() {
@@ -1148,6 +1150,13 @@ func (x *RLSStatus) GetPolicyQuota() int64 {
 func (x *RLSStatus) GetPolicyWindow() int64 {
 	if x != nil {
 		return x.PolicyWindow
+	}
+	return 0
+}
+
+func (x *RLSStatus) GetUnitMultiplier() int64 {
+	if x != nil {
+		return x.UnitMultiplier
 	}
 	return 0
 }
@@ -1660,7 +1669,7 @@ const file_member_proto_rawDesc = "" +
 	"\vreset_after\x18\x05 \x01(\x03R\n" +
 	"resetAfter\x12\x12\n" +
 	"\x04name\x18\x06 \x01(\tR\x04name\x12\x16\n" +
-	"\x06window\x18\a \x01(\x03R\x06window\"\x96\x02\n" +
+	"\x06window\x18\a \x01(\x03R\x06window\"\xbf\x02\n" +
 	"\tRLSStatus\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12*\n" +
 	"\x11requests_per_unit\x18\x02 \x01(\x03R\x0frequestsPerUnit\x12\x12\n" +
@@ -1670,7 +1679,9 @@ const file_member_proto_rawDesc = "" +
 	"\rreset_seconds\x18\x06 \x01(\x03R\fresetSeconds\x12\x16\n" +
 	"\x06shadow\x18\a \x01(\bR\x06shadow\x12!\n" +
 	"\fpolicy_quota\x18\b \x01(\x03R\vpolicyQuota\x12#\n" +
-	"\rpolicy_window\x18\t \x01(\x03R\fpolicyWindow\"\xef\x02\n" +
+	"\rpolicy_window\x18\t \x01(\x03R\fpolicyWindow\x12'\n" +
+	"\x0funit_multiplier\x18\n" +
+	" \x01(\x03R\x0eunitMultiplier\"\xef\x02\n" +
 	"\tPartReply\x12*\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +

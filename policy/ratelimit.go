@@ -16,7 +16,7 @@ import (
 const maxRequestsPerUnit = math.MaxUint32
 
 var (
-	rateLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "sluice"}
+	rateLimitFields = []string{"unit", "unit_multiplier", "requests_per_unit", "unlimited", "name", "replaces", "sluice"}
 	extensionFields = []string{"algorithm", "burst", "period", "lease", "anchor", "zone"}
 )
 
@@ -56,6 +56,17 @@ func (p *parser) rateLimit(n *yaml.Node, path []level, line int) (*Rule, error) 
 		}
 	}
 
+	r.Multiplier = 1
+	if f, ok := fs["unit_multiplier"]; ok {
+		if r.Unit == NoUnit {
+			return nil, p.fail(f.key.Line, ErrInvalid, "unit_multiplier needs a unit")
+		}
+		// envoy's is a uint32; the window must fit in int64 nanoseconds.
+		most := min(math.MaxUint32, math.MaxInt64/r.Unit.Nanoseconds())
+		if r.Multiplier, err = p.integer(f, "unit_multiplier", 1, most); err != nil {
+			return nil, err
+		}
+	}
 	unlimited, err := p.boolean(fs["unlimited"], "unlimited")
 	if err != nil {
 		return nil, err
@@ -243,6 +254,9 @@ func (p *parser) parameters(r *Rule, ext extension, fs map[string]field, line in
 		}
 		return p.valid(ext.line, r.GCRALimit().Validate())
 	case Quota:
+		if f, ok := fs["unit_multiplier"]; ok && r.Multiplier != 1 {
+			return p.fail(f.key.Line, ErrInvalid, "algorithm quota renews per calendar %s: unit_multiplier must be 1", r.Unit)
+		}
 		return p.quota(r, ext, fs, line)
 	case Concurrency:
 		if f, ok := fs["unit"]; ok {
@@ -274,7 +288,7 @@ func (p *parser) window(r *Rule, ext extension, fs map[string]field, line int) e
 		}
 		r.Window = d
 	case r.Unit != NoUnit:
-		r.Window = r.Unit.Nanoseconds()
+		r.Window = r.Unit.Nanoseconds() * r.Multiplier
 	default:
 		return p.fail(line, ErrInvalid, "rate_limit needs a unit")
 	}

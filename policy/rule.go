@@ -121,10 +121,13 @@ type Rule struct {
 	Burst     int64
 	Lease     int64
 	Unit      Unit
-	Period    quota.Period
-	Anchor    int64
-	HasAnchor bool
-	Zone      string
+	// Multiplier is rate_limit.unit_multiplier (1 when not given): the
+	// window is Multiplier units long.
+	Multiplier int64
+	Period     quota.Period
+	Anchor     int64
+	HasAnchor  bool
+	Zone       string
 
 	// Envoy's flags. ShadowMode: count, never refuse. QuotaMode: a refusal
 	// counts only when every quota-mode descriptor of the request is
@@ -184,7 +187,7 @@ func (r *Rule) QuotaSchedule() quota.Schedule { return r.schedule }
 func (r *Rule) Equal(o *Rule) bool {
 	if r.Domain != o.Domain || r.Path != o.Path || r.Name != o.Name ||
 		r.Algorithm != o.Algorithm || r.Limit != o.Limit || r.Window != o.Window ||
-		r.Burst != o.Burst || r.Lease != o.Lease || r.Unit != o.Unit ||
+		r.Burst != o.Burst || r.Lease != o.Lease || r.Unit != o.Unit || r.Multiplier != o.Multiplier ||
 		r.Period != o.Period || r.Anchor != o.Anchor || r.HasAnchor != o.HasAnchor ||
 		r.Zone != o.Zone || r.ShadowMode != o.ShadowMode || r.QuotaMode != o.QuotaMode ||
 		r.DetailedMetric != o.DetailedMetric || r.ValueToMetric != o.ValueToMetric ||

@@ -6,6 +6,7 @@ import (
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/policy"
@@ -77,6 +78,11 @@ func toDecision(out machine.Outcome, n int) (decision, error) {
 			l := &lims[0]
 			lims = lims[1:]
 			l.Name, l.RequestsPerUnit, l.Unit = s.Name, uint32(min(s.RequestsPerUnit, maxUint32)), responseUnits[s.Unit]
+			if s.Multiplier > 1 {
+				// A window of several units (unit_multiplier): Envoy's
+				// field for it, left out for one unit as envoyproxy/ratelimit does.
+				l.UnitMultiplier = wrapperspb.UInt32(uint32(min(s.Multiplier, maxUint32)))
+			}
 			st.CurrentLimit = l
 			d.quotas[i], d.windows[i] = s.PolicyQuota, s.PolicyWindow
 		}
