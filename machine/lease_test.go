@@ -3,6 +3,7 @@ package machine
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -334,5 +335,44 @@ func TestLeaseLivesWithItsCounter(t *testing.T) {
 	// Nothing limits a bucket: routed by the domain.
 	if got := m.Lookup([]byte("rl.lease")).RouteKey(words("RL.LEASE", "edge", "h1", "10", "WANT", "5", "DESCRIPTOR", "nothing", "a")); string(got) != "edge" {
 		t.Fatalf("an unlimited bucket is routed by %q", got)
+	}
+}
+
+// A lease moves with its counter's slot: after the slot migrated to
+// another group, the holder's return there is exact and the asks still
+// count toward the shares; the old group holds nothing of it.
+func TestLeaseMovesWithItsCounter(t *testing.T) {
+	lease := []string{"RL.LEASE", "edge", "h1", "60", "WANT", "30", "DESCRIPTOR", "fixed", "a"}
+	src, dst := New(Options{}), New(Options{})
+	for _, m := range []*Machine{src, dst} {
+		do(m, t0, "RL.RULES", "LOAD", "edge.yaml", leaseRules)
+	}
+	s := slot.Of([]byte(counterKey(src, "edge", "fixed", "a")))
+	spare := (s + 1) % slot.Count
+	do(src, t0, "SLUICE.OWN", "1", "0-16383")
+	do(dst, t0, "SLUICE.OWN", "1", strconv.Itoa(spare)+"-"+strconv.Itoa(spare))
+	if got := leaseReply(t, do(src, t0, lease...)); got != "30 60000 48000" {
+		t.Fatalf("the grant: %s", got)
+	}
+	if got := do(src, t0+1, "SLUICE.JOB", "ADD", "j1", "g2", "a", "b", strconv.Itoa(s)+"-"+strconv.Itoa(s)); got != "+OK\r\n" {
+		t.Fatalf("job: %q", got)
+	}
+	moveOnce(t, src, dst, t0+1, "j1", 2, strconv.Itoa(s)+"-"+strconv.Itoa(s))
+	// The grant moved: its return there is exact (no repeat first: a
+	// repeat would ask again, and the ask below must be the one that moved).
+	got := do(dst, t0+3, "RL.LEASE", "RETURN", "edge", "h1", "UNUSED", "30", "DESCRIPTOR", "fixed", "a")
+	if !strings.HasSuffix(got, ":30\r\n:0\r\n:30\r\n:0\r\n") {
+		t.Fatalf("the return where the lease moved: %q", got)
+	}
+	// h1's ask moved too, and still counts: h2's share of 90 beside h1's
+	// 30 is 100 × 90 / 120 = 75 (90 if the ask had stayed behind).
+	if got := leaseReply(t, do(dst, t0+3, "RL.LEASE", "edge", "h2", "60", "WANT", "90", "DESCRIPTOR", "fixed", "a")); got != "75 60000 48000" {
+		t.Fatalf("h2 where the lease moved: %s", got)
+	}
+	if got := remainingOf(t, dst, t0+4, "fixed"); got != "25" {
+		t.Fatalf("remaining %s after 30 back and a grant of 75", got)
+	}
+	if got := do(src, t0+4, "RL.LEASE", "RETURN", "edge", "h2", "UNUSED", "0", "DESCRIPTOR", "fixed", "a"); !strings.HasPrefix(got, "-") && got != "$-1\r\n" {
+		t.Fatalf("the old group still holds a lease: %q", got)
 	}
 }
