@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rl/sluice/crossgroup"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/persist"
+	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/slotmove"
 )
 
@@ -36,6 +37,8 @@ var metricDescs = []struct {
 	{"sluice_command_errors_total", "Commands that answered an error, by command.", []string{"command"}},
 	{"sluice_rule_decisions_total", "RL.CHECK decisions by the rule the reply names, and outcome (on the node that applied them: a single node, or a replicated leader).", []string{"domain", "rule", "outcome"}},
 	{"sluice_rule_shadow_refusals_total", "Requests a shadow-mode rule would have refused.", []string{"domain", "rule"}},
+	{"sluice_rule_limit", "Each loaded rule's limit in force: requests_per_unit after the domain's RL.SCALE (an RL.OVERRIDE is per descriptor value, and not here).", []string{"domain", "rule"}},
+	{"sluice_rule_window_seconds", "Each loaded rule's window (or GCRA period), seconds.", []string{"domain", "rule"}},
 	{"sluice_apply_panics_total", "Applies that panicked and answered an internal error instead (a bug: the log line has its stack), by command.", []string{"command"}},
 	{"sluice_throttled_top_refusals", "Refusals of the most-refused keys (THROTTLED.TOP) in the recent window, by rank 1-10 — the keys themselves are on the status page and THROTTLED.TOP, never labels.", []string{"rank"}},
 	{"sluice_connected_clients", "Open client connections.", nil},
@@ -112,6 +115,31 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// ruleLimits reports each loaded rule's limit in force and window: one
+// series per rule (a name two rules of a domain share is reported once,
+// the first's), never per descriptor value.
+func (m *Metrics) ruleLimits(gauge func(name string, v float64, labels ...string)) {
+	st := m.env.Machine.Rules()
+	if st == nil || st.Set == nil {
+		return
+	}
+	now := m.env.Clock.Now()
+	for _, domain := range st.Set.Domains() {
+		factor, _ := m.env.Machine.DomainScale(domain, now)
+		seen := map[string]bool{}
+		for _, r := range st.Set.Domain(domain).Rules {
+			if r.Algorithm == policy.Unlimited || seen[r.ID()] {
+				continue
+			}
+			seen[r.ID()] = true
+			gauge("sluice_rule_limit", float64(machine.Scale(r.Limit, factor)), domain, r.ID())
+			if r.Window > 0 {
+				gauge("sluice_rule_window_seconds", float64(r.Window)/1e9, domain, r.ID())
+			}
+		}
+	}
+}
+
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	counter := func(name string, v float64, labels ...string) {
@@ -152,6 +180,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			counter("sluice_rule_shadow_refusals_total", float64(r.ShadowRefused), r.Domain, r.Rule)
 		}
 	}
+	m.ruleLimits(gauge)
 	if h := m.env.Hot; h != nil {
 		top := h.Sketch.Top(10, h.Now())
 		for rank := 1; rank <= 10; rank++ {

@@ -9,10 +9,11 @@ import (
 
 // Issue #47's unit_multiplier: a rule of 5 per 30 seconds (unit: second,
 // unit_multiplier: 30) limits per 30 s window through RL.CHECK and Envoy's
-// ShouldRateLimit, whose current_limit says so.
+// ShouldRateLimit, whose current_limit says so; /metrics shows the rule's
+// limit in force and its window.
 func TestUnitMultiplierLimitsPerWindowOfUnits(t *testing.T) {
-	grpcAddr := freeAddr(t)
-	s := StartServer(t, "--grpc-addr", grpcAddr, "--rules", writeRules(t, "m.yaml", `domain: m
+	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+	s := StartServer(t, "--grpc-addr", grpcAddr, "--http-addr", httpAddr, "--rules", writeRules(t, "m.yaml", `domain: m
 descriptors:
   - key: k
     rate_limit: {name: per-30s, unit: second, unit_multiplier: 30, requests_per_unit: 5}
@@ -63,5 +64,19 @@ descriptors:
 	}
 	if d := st.GetDurationUntilReset().AsDuration(); d != 30*time.Second {
 		t.Fatalf("duration_until_reset %v at a window's start, want 30s", d)
+	}
+	// The rule's limit in force and its window, per rule (#47): halved by
+	// RL.SCALE, the window its 30 s.
+	if v := metricValue(t, httpAddr, `sluice_rule_limit{domain="m",rule="per-30s"}`); v != 5 {
+		t.Fatalf("sluice_rule_limit %v, want 5", v)
+	}
+	if v := metricValue(t, httpAddr, `sluice_rule_window_seconds{domain="m",rule="per-30s"}`); v != 30 {
+		t.Fatalf("sluice_rule_window_seconds %v, want 30", v)
+	}
+	if err := c.Do(ctx(t), "RL.SCALE", "SET", "m", "0.5").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v := metricValue(t, httpAddr, `sluice_rule_limit{domain="m",rule="per-30s"}`); v != 2 {
+		t.Fatalf("sluice_rule_limit under RL.SCALE 0.5: %v, want 2", v)
 	}
 }
