@@ -214,7 +214,7 @@ func DefaultConfig() Config {
 		SweepBudget:   2000,
 		SweepGrace:    time.Second,
 		LoopSpin:      defaultLoopSpin,
-		Version:       "0.3.0",
+		Version:       "0.4.0",
 		Protocol:      guard.DefaultLimits(),
 		ProtectedMode: true,
 		// Redis leaves normal clients unlimited; a bound keeps one client
