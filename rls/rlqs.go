@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,11 +127,24 @@ func (q quotaServer) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_S
 }
 
 // bucketDescriptor is a bucket id's entries as a lease's descriptor
-// words, in key order.
-func bucketDescriptor(id *rlqspb.BucketId) ([]string, error) {
+// words, in key order, bounded as ShouldRateLimit's descriptors are.
+func bucketDescriptor(id *rlqspb.BucketId, l Limits) ([]string, error) {
 	m := id.GetBucket()
-	if len(m) == 0 {
+	switch {
+	case len(m) == 0:
 		return nil, errReply("ERR a bucket id needs at least one entry")
+	case len(m) > l.Entries:
+		return nil, errReply(fmt.Sprintf("ERR a bucket id has %d entries, more than %d", len(m), l.Entries))
+	}
+	for k, v := range m {
+		switch {
+		case k == "":
+			return nil, errReply("ERR a bucket id's key must not be empty")
+		case len(k) > l.KeyBytes:
+			return nil, errReply(fmt.Sprintf("ERR a bucket id's key is %d bytes, more than %d", len(k), l.KeyBytes))
+		case len(v) > l.ValueBytes:
+			return nil, errReply(fmt.Sprintf("ERR a bucket id's value is %d bytes, more than %d", len(v), l.ValueBytes))
+		}
 	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -148,13 +163,19 @@ func bucketDescriptor(id *rlqspb.BucketId) ([]string, error) {
 // says what the data plane may admit until the next.
 func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage,
 	held map[string]*heldBucket) (*rlqspb.RateLimitQuotaResponse_BucketAction, error) {
-	desc, err := bucketDescriptor(u.GetBucketId())
+	if len(domain) > q.s.cfg.Limits.DomainBytes {
+		return nil, errReply(fmt.Sprintf("ERR the domain is %d bytes, more than %d", len(domain), q.s.cfg.Limits.DomainBytes))
+	}
+	desc, err := bucketDescriptor(u.GetBucketId(), q.s.cfg.Limits)
 	if err != nil {
 		return nil, err
 	}
 	interval := u.GetTimeElapsed().AsDuration()
 	ttl := max(minLeaseTTL, 2*int64(math.Ceil(interval.Seconds())))
-	asked := u.GetNumRequestsAllowed() + u.GetNumRequestsDenied()
+	asked, carry := bits.Add64(u.GetNumRequestsAllowed(), u.GetNumRequestsDenied(), 0)
+	if carry != 0 {
+		asked = math.MaxUint64 // counts that overflow: as many as can be
+	}
 	want := max(1, min(asked, math.MaxUint32))
 	key := domain + "\x00" + strings.Join(desc, "\x00")
 	if held[key] == nil && len(held) >= maxStreamBuckets {

@@ -3,8 +3,10 @@ package rls
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -261,5 +263,47 @@ func simulateRLQS(t *testing.T, seed uint64) {
 		len(holders), len(admitted), total, float64(total)/float64(limit*int64(len(admitted))), limit*int64(len(admitted)), worst, bound, log.applied)
 	if total < int64(len(admitted)-2)*limit*9/10 {
 		t.Errorf("admitted %d in %d windows: under 0.9 of the limit while demand exceeds it", total, len(admitted))
+	}
+}
+
+// Bad reports get a clear error and charge nothing; counts that overflow
+// ask for as much as a lease takes.
+func TestRLQSBadReports(t *testing.T) {
+	log := &simLog{m: machine.New(machine.Options{}), now: 1_800_000_000_000_000_000}
+	rules := "domain: edge\ndescriptors:\n  - key: route\n    rate_limit: {name: w, unit: minute, requests_per_unit: 100}\n"
+	log.Decide(context.Background(), [][]byte{[]byte("RL.RULES"), []byte("LOAD"), []byte("edge.yaml"), []byte(rules)})
+	svc, err := NewService(Config{}, log, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	q := quotaServer{s: svc}
+	held := map[string]*heldBucket{}
+	report := func(domain string, bucket map[string]string, allowed, denied uint64) (*rlqspb.RateLimitQuotaResponse_BucketAction, error) {
+		return q.assign(context.Background(), domain, "h", &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+			BucketId: &rlqspb.BucketId{Bucket: bucket}, NumRequestsAllowed: allowed, NumRequestsDenied: denied}, held)
+	}
+	long := strings.Repeat("x", 5000)
+	for _, c := range []struct {
+		domain string
+		bucket map[string]string
+		want   string
+	}{
+		{"edge", nil, "at least one entry"},
+		{"edge", map[string]string{"": "x"}, "must not be empty"},
+		{"edge", map[string]string{long: "x"}, "key is 5000 bytes"},
+		{"edge", map[string]string{"route": long}, "value is 5000 bytes"},
+		{strings.Repeat("d", 300), map[string]string{"route": "/a"}, "domain is 300 bytes"},
+	} {
+		if _, err := report(c.domain, c.bucket, 1, 0); err == nil || errorStatus(err).Code().String() != "InvalidArgument" || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want INVALID_ARGUMENT about %q", c.bucket, err, c.want)
+		}
+	}
+	if r := log.remaining(t, "/a"); r != 100 {
+		t.Fatalf("bad reports charged: %d left", r)
+	}
+	a, err := report("edge", map[string]string{"route": "/a"}, math.MaxUint64, 2)
+	if err != nil || a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket().GetMaxTokens() != 100 {
+		t.Fatalf("counts that overflow: %v %v, want the whole 100", a, err)
 	}
 }
