@@ -274,7 +274,9 @@ func lease(x *exec, r *leaseRequest) {
 		x.error(err)
 		return
 	}
-	now, _, took, err := x.lockPlan(p)
+	// dom is the domain's slot when the domain keeps overrides or a
+	// scale there (nil otherwise): the limits in force are read from it.
+	now, dom, took, err := x.lockPlan(p)
 	if err != nil {
 		x.error(err)
 		return
@@ -305,7 +307,7 @@ func lease(x *exec, r *leaseRequest) {
 		x.answerLease(LeaseResult{Granted: held.Reply.Limit, TTL: left, Refresh: refreshOf(left)})
 		return
 	}
-	x.adjustLimits(p, now, ds)
+	x.adjustLimits(p, now, dom)
 	capacity, room, err := peekLimits(x, now, p.checks)
 	if err != nil {
 		x.error(err)

@@ -376,3 +376,23 @@ func TestLeaseMovesWithItsCounter(t *testing.T) {
 		t.Fatalf("the old group still holds a lease: %q", got)
 	}
 }
+
+// A lease obeys the domain's RL.SCALE and RL.OVERRIDE as a check does:
+// the limits in force are read where the domain keeps them (its own slot),
+// not in the counter's.
+func TestLeaseFollowsScaleAndOverride(t *testing.T) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "edge.yaml", leaseRules)
+	if got := do(m, t0, "RL.SCALE", "SET", "edge", "0.5"); !strings.HasPrefix(got, "+OK") {
+		t.Fatalf("RL.SCALE: %q", got)
+	}
+	if got := leased(t, m, t0, "h1", 80, "fixed"); got != "50 10000 8000" {
+		t.Fatalf("a lease of 80 under a scale of 0.5 of 100: %s", got)
+	}
+	if got := do(m, t0, "RL.OVERRIDE", "SET", "edge", "20", "minute", "DESCRIPTOR", "sliding", "a"); !strings.HasPrefix(got, "+OK") {
+		t.Fatalf("RL.OVERRIDE: %q", got)
+	}
+	if got := leased(t, m, t0, "h1", 80, "sliding"); got != "10 10000 8000" {
+		t.Fatalf("a lease of 80 under an override of 20, scaled by 0.5: %s", got)
+	}
+}
