@@ -9,9 +9,10 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Leases decides Rules' requests in process, from capacity sluice leases
@@ -118,8 +119,7 @@ func (l *Leases) Check(ctx context.Context, c Doer, r *http.Request, key string)
 	if len(descs) != 1 || len(descs[0]) == 0 {
 		return l.rules.Check(ctx, c, r, key)
 	}
-	args, _ := appendDescriptors(nil, descs)
-	name := descriptorName(args)
+	name := descriptorName(descs[0])
 	units := cost(l.rules.Cost)
 	now := l.now()
 	l.mu.Lock()
@@ -134,6 +134,7 @@ func (l *Leases) Check(ctx context.Context, c Doer, r *http.Request, key string)
 			l.mu.Unlock()
 			return l.rules.Check(ctx, c, r, key)
 		}
+		args, _ := appendDescriptors(nil, descs)
 		h = &heldLease{desc: args, since: now}
 		l.held[name] = h
 	}
@@ -201,16 +202,23 @@ func (l *Leases) forgetIdle(now time.Time) bool {
 	return len(l.held) < maxLeases
 }
 
-// descriptorName is a descriptor's words as one string.
-func descriptorName(args []any) string {
-	var b strings.Builder
-	for _, a := range args {
-		s, _ := a.(string)
-		b.WriteString(strconv.Itoa(len(s)))
-		b.WriteByte(':')
-		b.WriteString(s)
+// descriptorName is a descriptor's entries as one string, each part
+// length-prefixed (no two descriptors alike).
+func descriptorName(d []Entry) string {
+	n := 0
+	for _, e := range d {
+		n += len(e.Key) + len(e.Value) + 8
 	}
-	return b.String()
+	b := make([]byte, 0, n)
+	for _, e := range d {
+		b = strconv.AppendInt(b, int64(len(e.Key)), 10)
+		b = append(b, ':')
+		b = append(b, e.Key...)
+		b = strconv.AppendInt(b, int64(len(e.Value)), 10)
+		b = append(b, ':')
+		b = append(b, e.Value...)
+	}
+	return string(b)
 }
 
 func ceilSeconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
@@ -228,8 +236,8 @@ func (l *Leases) renewLater(h *heldLease) {
 const renewTimeout = 2 * time.Second
 
 // renew gives back what h's lease left and asks for a new one, sized by
-// the units asked for since the last; a descriptor not asked for since
-// is let go. It reschedules itself at the new lease's refresh time.
+// the rate its units were asked for since the last. Requests start it
+// (Check): at the lease's refresh time, or once a grant is spent.
 func (l *Leases) renew(h *heldLease) {
 	ctx, cancel := context.WithTimeout(context.Background(), renewTimeout)
 	defer cancel()
@@ -241,16 +249,14 @@ func (l *Leases) renew(h *heldLease) {
 	l.mu.Unlock()
 	if held {
 		args := append([]any{"RL.LEASE", "RETURN", l.rules.Domain, l.holder, "UNUSED", unused}, h.desc...)
-		if err := c.Do(ctx, args...).Err(); err != nil && !isNil(err) {
-			l.doneRenewing(h)
+		if err := c.Do(ctx, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			// Not given back: what the lease left is still this process's.
+			l.mu.Lock()
+			h.left += unused
+			h.renewing = false
+			l.mu.Unlock()
 			return
 		}
-	}
-	if want <= 0 {
-		l.mu.Lock()
-		delete(l.held, descriptorName(h.desc))
-		l.mu.Unlock()
-		return
 	}
 	args := append([]any{"RL.LEASE", l.rules.Domain, l.holder, l.ttl, "WANT", want}, h.desc...)
 	v, err := c.Do(ctx, args...).Slice()
@@ -295,9 +301,6 @@ func (l *Leases) doneRenewing(h *heldLease) {
 	l.mu.Unlock()
 }
 
-// isNil reports go-redis' nil reply (a return that found nothing held).
-func isNil(err error) bool { return err != nil && err.Error() == "redis: nil" }
-
 // Close waits for the renewals on their way and gives back what every
 // lease left; afterwards every request is checked per request.
 func (l *Leases) Close(ctx context.Context) error {
@@ -307,25 +310,20 @@ func (l *Leases) Close(ctx context.Context) error {
 	l.wg.Wait()
 	l.mu.Lock()
 	c := l.client
-	var back []struct {
-		desc   []any
-		unused int64
-	}
+	var back []*heldLease
+	unused := map[*heldLease]int64{}
 	now := l.now()
 	for _, h := range l.held {
 		if h.granted > 0 && now.Before(h.until) {
-			back = append(back, struct {
-				desc   []any
-				unused int64
-			}{h.desc, h.left})
-			h.left = 0
+			back = append(back, h)
+			unused[h], h.left = h.left, 0
 		}
 	}
 	l.mu.Unlock()
 	var errs []error
-	for _, b := range back {
-		args := append([]any{"RL.LEASE", "RETURN", l.rules.Domain, l.holder, "UNUSED", b.unused}, b.desc...)
-		if err := c.Do(ctx, args...).Err(); err != nil && !isNil(err) {
+	for _, h := range back {
+		args := append([]any{"RL.LEASE", "RETURN", l.rules.Domain, l.holder, "UNUSED", unused[h]}, h.desc...)
+		if err := c.Do(ctx, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
 			errs = append(errs, err)
 		}
 	}

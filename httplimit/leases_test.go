@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -33,7 +34,8 @@ func TestWantFor(t *testing.T) {
 }
 
 // leaseDoer answers RL.CHECK as a rule of 1e9 a minute would, and
-// RL.LEASE with what was asked, for a minute.
+// RL.LEASE with 1e9 units for a minute: the lease never runs out in a
+// benchmark.
 type leaseDoer struct{}
 
 func (leaseDoer) Do(ctx context.Context, args ...any) *redis.Cmd {
@@ -44,7 +46,7 @@ func (leaseDoer) Do(ctx context.Context, args ...any) *redis.Cmd {
 	case args[1] == "RETURN":
 		cmd.SetVal([]any{})
 	default:
-		cmd.SetVal([]any{args[5], int64(60000), int64(48000)})
+		cmd.SetVal([]any{int64(1e9), int64(60000), int64(48000)})
 	}
 	return cmd
 }
@@ -70,5 +72,64 @@ func BenchmarkLeasesLocalDecision(b *testing.B) {
 		if err != nil || d.Limited || d.Policy.Name != "big" {
 			b.Fatal(d, err)
 		}
+	}
+}
+
+// returnFails is leaseDoer whose RL.LEASE RETURN cannot reach sluice, and
+// whose leases are of 5 units for 10 s.
+type returnFails struct{}
+
+func (returnFails) Do(ctx context.Context, args ...any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	switch {
+	case args[0] == "RL.CHECK":
+		cmd.SetVal([]any{int64(0), int64(100), int64(99), int64(-1), int64(60), "r", int64(60)})
+	case args[1] == "RETURN":
+		cmd.SetErr(errors.New("dial tcp: connection refused"))
+	default:
+		cmd.SetVal([]any{int64(5), int64(10000), int64(8000)})
+	}
+	return cmd
+}
+
+// A renewal whose return does not reach sluice leaves what the lease held
+// this process's: the lease is still held there, so its units are still
+// used here.
+func TestLeaseKeptWhenItsReturnFails(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	l, err := WithLeases(Rules{Domain: "d", Descriptors: func(*http.Request, string) [][]Entry {
+		return [][]Entry{{{Key: "k", Value: "v"}}}
+	}}, LeaseOptions{Holder: "h", TTL: 10 * time.Second, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	ctx := context.Background()
+	check := func() bool {
+		d, err := l.Check(ctx, returnFails{}, req, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return !d.Limited
+	}
+	check() // per request; the lease is asked for
+	l.wg.Wait()
+	now = now.Add(time.Second)
+	if !check() || !check() { // 3 left
+		t.Fatal("the lease of 5 refused")
+	}
+	now = now.Add(8 * time.Second) // past its refresh: a renewal starts
+	if !check() {                  // 2 left, and the renewal's return fails
+		t.Fatal("refused with 3 left")
+	}
+	l.wg.Wait()
+	admitted := 0
+	for range 4 {
+		if check() {
+			admitted++
+		}
+	}
+	if admitted != 2 {
+		t.Fatalf("after a failed return, %d of the 2 units left were admitted", admitted)
 	}
 }
