@@ -106,14 +106,13 @@ func (q quotaServer) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_S
 			action, err := q.assign(ctx, domain, holder, u, held)
 			if err != nil {
 				st := errorStatus(err)
+				s.metrics.observe("rlqs", failedResult(st.Code()), time.Since(start))
 				if st.Code() == codes.Unavailable {
 					// No leader now (a failover): nothing was charged. The
 					// bucket keeps the assignment it has until its ttl, and
 					// the next report asks again — the stream goes on.
-					s.metrics.observe("rlqs", "unavailable", time.Since(start))
 					continue
 				}
-				s.metrics.observe("rlqs", strings.ToLower(st.Code().String()), time.Since(start))
 				return st.Err()
 			}
 			resp.BucketAction = append(resp.BucketAction, action)

@@ -164,14 +164,7 @@ func (s *Service) decide(ctx context.Context, transport string, req *pb.RateLimi
 	}
 	if err != nil {
 		st := errorStatus(err)
-		result := "error"
-		switch st.Code() {
-		case codes.Unavailable:
-			result = "unavailable"
-		case codes.InvalidArgument:
-			result = "invalid"
-		}
-		s.metrics.observe(transport, result, time.Since(start))
+		s.metrics.observe(transport, failedResult(st.Code()), time.Since(start))
 		if st.Code() != codes.Unavailable && st.Code() != codes.InvalidArgument {
 			s.cfg.Log.Warn("rate limit call failed", "domain", req.Domain, "err", err)
 		}
@@ -194,6 +187,17 @@ func (s *Service) decide(ctx context.Context, transport string, req *pb.RateLimi
 	}
 	s.metrics.observe(transport, result, time.Since(start))
 	return d.resp, nil
+}
+
+// failedResult is the metrics' result of a call that got no decision.
+func failedResult(c codes.Code) string {
+	switch c {
+	case codes.Unavailable:
+		return "unavailable"
+	case codes.InvalidArgument:
+		return "invalid"
+	}
+	return "error"
 }
 
 // errorStatus maps why a call got no decision to a gRPC status: nothing
