@@ -45,6 +45,9 @@ const (
 	// KindLeaseDemand is what the holders of one RL.LEASE bucket last
 	// asked for, by which the bucket's limit is shared among them.
 	KindLeaseDemand
+	// KindLease is an RL.LEASE's grant: a reservation held by a holder for
+	// a bucket (the same record as KindReservation's, counted apart).
+	KindLease
 	kindCount
 )
 

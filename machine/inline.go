@@ -25,7 +25,7 @@ const maxInlineWindow = 4 * 10
 func inlineKind(kind keyspace.Kind) bool {
 	return kind == keyspace.KindSlidingCounter || kind == keyspace.KindFixedWindow || kind == keyspace.KindQuota ||
 		kind == keyspace.KindLeases || kind == keyspace.KindSlidingLog ||
-		kind == keyspace.KindReservation || kind == keyspace.KindReservationPart
+		kind == keyspace.KindReservation || kind == keyspace.KindReservationPart || kind == keyspace.KindLease
 }
 
 // AppendState appends the encoding of e's state, as EncodeState writes

@@ -44,7 +44,7 @@ func keyCommands() []*Command {
 func Internal(k keyspace.Kind) bool {
 	switch k {
 	case keyspace.KindRules, keyspace.KindOverride, keyspace.KindScale, keyspace.KindOwnership, keyspace.KindGroups,
-		keyspace.KindReservation, keyspace.KindReservationPart, keyspace.KindLeaseDemand:
+		keyspace.KindReservation, keyspace.KindReservationPart, keyspace.KindLeaseDemand, keyspace.KindLease:
 		return true
 	}
 	return false

@@ -36,6 +36,7 @@ var kindNames = [...]string{
 	keyspace.KindGroups:          "cluster-groups",
 	keyspace.KindReservationPart: "ratelimit-reservation-part",
 	keyspace.KindLeaseDemand:     "ratelimit-lease-demand",
+	keyspace.KindLease:           "ratelimit-lease",
 }
 
 // KindName is the name TYPE answers for a key of kind k.
@@ -97,7 +98,7 @@ func EncodeState(dst []byte, kind keyspace.Kind, obj any) ([]byte, error) {
 			return st.AppendBinary(dst), nil
 		}
 	case *ReservationState:
-		if kind == keyspace.KindReservation || kind == keyspace.KindReservationPart {
+		if kind == keyspace.KindReservation || kind == keyspace.KindReservationPart || kind == keyspace.KindLease {
 			return st.AppendBinary(dst), nil
 		}
 	case *Ownership:
@@ -153,7 +154,7 @@ func DecodeState(kind keyspace.Kind, b []byte, zone func(string) (*time.Location
 		return decodeOverride(b)
 	case keyspace.KindScale:
 		return decodeScale(b)
-	case keyspace.KindReservation, keyspace.KindReservationPart:
+	case keyspace.KindReservation, keyspace.KindReservationPart, keyspace.KindLease:
 		return decodeReservation(b)
 	case keyspace.KindOwnership:
 		return decodeOwnership(b)

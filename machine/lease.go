@@ -294,7 +294,7 @@ func lease(x *exec, r *leaseRequest) {
 		return
 	}
 	if e, ok := ds.Get(headKey, now); ok {
-		held, err := reservationAt(ds, headKey, keyspace.KindReservation, now)
+		held, err := reservationAt(ds, headKey, keyspace.KindLease, now)
 		if err != nil {
 			x.error(err)
 			return
@@ -319,7 +319,7 @@ func lease(x *exec, r *leaseRequest) {
 	if grant > 0 {
 		h := &p.reserving
 		h.start(domain, id, now, r.ttl, grant, nil)
-		h.headKey, h.headSlot = headKey, ds
+		h.headKey, h.headSlot, h.headKind = headKey, ds, keyspace.KindLease
 		h.split = x.m.owned.Load() != nil
 		_, refused, err := multiCheck(x, now, grant, p.checks, h)
 		if err != nil {

@@ -332,6 +332,14 @@ func TestLeaseLivesWithItsCounter(t *testing.T) {
 	if n != 3 {
 		t.Fatalf("the counter's slot holds %d records, want the counter, the grant and the demand", n)
 	}
+	// A lease is no reservation in the counts (INFO, metrics): its grant
+	// has a kind of its own.
+	if rc := m.Reservations(); rc.Held != 0 || rc.Reserved != 0 {
+		t.Fatalf("a lease counted as a reservation: %+v", rc)
+	}
+	if st := m.Keys().Stats(); st.Kinds[keyspace.KindLease] != 1 {
+		t.Fatalf("grants held: %d, want 1", st.Kinds[keyspace.KindLease])
+	}
 	// Nothing limits a bucket: routed by the domain.
 	if got := m.Lookup([]byte("rl.lease")).RouteKey(words("RL.LEASE", "edge", "h1", "10", "WANT", "5", "DESCRIPTOR", "nothing", "a")); string(got) != "edge" {
 		t.Fatalf("an unlimited bucket is routed by %q", got)

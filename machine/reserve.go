@@ -255,9 +255,11 @@ type reserving struct {
 	expireAt int64
 	cost     int64
 	// headKey, when set, is where the head is kept, in headSlot (the
-	// domain's, which the plan holds).
+	// domain's, which the plan holds), as a record of headKind
+	// (KindReservation; a lease's grant is KindLease).
 	headKey  []byte
 	headSlot *keyspace.Slot
+	headKind keyspace.Kind
 	// orders are the limits' places in a reserve across groups (nil: the
 	// checks').
 	orders []int
@@ -291,7 +293,7 @@ type keptRecord struct {
 
 // start readies h for a reservation (keeping its scratch).
 func (h *reserving) start(domain string, id []byte, now, ttl, cost int64, orders []int) {
-	*h = reserving{domain: domain, id: id, at: now, expireAt: now + ttl, cost: cost, orders: orders, split: true,
+	*h = reserving{domain: domain, id: id, at: now, expireAt: now + ttl, cost: cost, orders: orders, split: true, headKind: keyspace.KindReservation,
 		kept: h.kept[:0], held: h.held[:0], limits: h.limits[:0], slots: h.slots[:0], keys: h.keys[:0], enc: h.enc[:0]}
 }
 
@@ -301,7 +303,7 @@ func (h *reserving) start(domain string, id []byte, now, ttl, cost int64, orders
 // are held.
 func (h *reserving) existing(checks []limitCheck, now int64) (*ReservationState, error) {
 	if h.headKey != nil {
-		if r, err := reservationAt(h.headSlot, h.headKey, keyspace.KindReservation, now); err != nil || r != nil {
+		if r, err := reservationAt(h.headSlot, h.headKey, h.headKind, now); err != nil || r != nil {
 			return r, err
 		}
 	}
@@ -375,7 +377,7 @@ func (h *reserving) hold(checks []limitCheck) error {
 		k = end
 	}
 	if h.headKey != nil {
-		return h.insert(checks, h.headSlot, domainSlot, h.headKey, keyspace.KindReservation, 0, headEnd)
+		return h.insert(checks, h.headSlot, domainSlot, h.headKey, h.headKind, 0, headEnd)
 	}
 	return nil
 }
@@ -386,7 +388,7 @@ const partKeyBase = len("rl-res:{TTTT}") + 20 + len(":/")
 // record is the reservation record k, its reply as given.
 func (h *reserving) record(k *keptRecord, reply CheckResult) ReservationState {
 	r := ReservationState{Reply: reply, Limits: h.limits[k.from:k.to:k.to]}
-	if k.kind == keyspace.KindReservation {
+	if k.kind == h.headKind {
 		r.Slots, r.Args = h.slots, h.args
 	}
 	return r
@@ -416,7 +418,7 @@ func (h *reserving) insert(checks []limitCheck, s *keyspace.Slot, at int, key []
 func (h *reserving) keep(reply CheckResult) error {
 	for i := range h.kept {
 		k := &h.kept[i]
-		if h.headKey != nil && k.kind != keyspace.KindReservation {
+		if h.headKey != nil && k.kind != h.headKind {
 			continue
 		}
 		if k.obj != nil {

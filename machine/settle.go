@@ -64,7 +64,8 @@ type settling struct {
 	domain, id []byte
 	actual     int64
 	// unused is what a lease's return gives back (settleReturn); headKey,
-	// when set, is where its head is (a lease's, in its counter's slot).
+	// when set, is where its head is (a lease's grant, KindLease, in its
+	// counter's slot; else the reservation's, KindReservation).
 	unused  int64
 	headKey []byte
 	mode    settleMode
@@ -141,13 +142,15 @@ func settle(x *exec, st settling) {
 		recs := recBuf[:0]
 		p.keys = p.keys[:0]
 		if st.head {
+			kind := keyspace.KindReservation
 			if st.headKey != nil {
 				p.keys = append(p.keys, st.headKey...)
+				kind = keyspace.KindLease
 			} else {
 				p.keys = appendReservationKey(p.keys, domain, st.id)
 			}
 			key := p.keys[:len(p.keys):len(p.keys)]
-			recs = append(recs, heldRecord{key: key, at: slot.Of(key), kind: keyspace.KindReservation})
+			recs = append(recs, heldRecord{key: key, at: slot.Of(key), kind: kind})
 			if err := x.readPart(&recs[0], 0); err != nil {
 				x.error(err)
 				return
@@ -185,7 +188,7 @@ func settle(x *exec, st settling) {
 			if !r.live() {
 				continue
 			}
-			if r.kind == keyspace.KindReservation {
+			if r.kind != keyspace.KindReservationPart {
 				// A head written before reservations were split by slot
 				// holds limits anywhere.
 				if err := x.m.fenceHeld(r.state); err != nil {
@@ -251,7 +254,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 	}
 	if st.mode == settleReturn {
 		for i := range recs {
-			if r := &recs[i]; r.live() && r.kind == keyspace.KindReservation && st.unused > r.state.Reply.Limit {
+			if r := &recs[i]; r.live() && r.kind == keyspace.KindLease && st.unused > r.state.Reply.Limit {
 				x.fail(fmt.Sprintf("ERR UNUSED %d is more than the lease granted (%d)", st.unused, r.state.Reply.Limit))
 				return true
 			}
@@ -271,7 +274,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 			s.Delete(e)
 		}
 		switch {
-		case r.kind != keyspace.KindReservation || st.mode == settleReturn:
+		case r.kind != keyspace.KindReservation:
 			// Parts, and leases, are not reservations of their own.
 		case st.mode == settleCancel:
 			x.m.reservations.cancelled.Add(1)

@@ -44,7 +44,7 @@ func movable(k keyspace.Kind) bool {
 	switch k {
 	case keyspace.KindGCRA, keyspace.KindSlidingCounter, keyspace.KindSlidingLog,
 		keyspace.KindFixedWindow, keyspace.KindLeases, keyspace.KindQuota,
-		keyspace.KindReservation, keyspace.KindReservationPart, keyspace.KindLeaseDemand:
+		keyspace.KindReservation, keyspace.KindReservationPart, keyspace.KindLeaseDemand, keyspace.KindLease:
 		return true
 	}
 	return false
