@@ -280,19 +280,21 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 			n.trans = noClose{}
 		}
 	} else {
-		addr, err := net.ResolveTCPAddr("tcp", self.RaftAddr)
-		if err != nil {
-			closer.Close()
-			return nil, fmt.Errorf("cluster: raft address %s: %w", self.RaftAddr, err)
-		}
 		var tcp *raft.NetworkTransport
 		if stream := cfg.StreamLayer; stream != nil {
 			tcp = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream,
 				ServerAddressProvider: dialVia{n}, Logger: hlog, MaxPool: 3, Timeout: 5 * time.Second})
-		} else if tcp, err = raft.NewTCPTransportWithConfig(self.RaftAddr, addr, &raft.NetworkTransportConfig{
-			ServerAddressProvider: dialVia{n}, Logger: hlog, MaxPool: 3, Timeout: 5 * time.Second}); err != nil {
-			closer.Close()
-			return nil, fmt.Errorf("cluster: listen for Raft on %s: %w", self.RaftAddr, err)
+		} else {
+			addr, err := net.ResolveTCPAddr("tcp", self.RaftAddr)
+			if err != nil {
+				closer.Close()
+				return nil, fmt.Errorf("cluster: raft address %s: %w", self.RaftAddr, err)
+			}
+			if tcp, err = raft.NewTCPTransportWithConfig(self.RaftAddr, addr, &raft.NetworkTransportConfig{
+				ServerAddressProvider: dialVia{n}, Logger: hlog, MaxPool: 3, Timeout: 5 * time.Second}); err != nil {
+				closer.Close()
+				return nil, fmt.Errorf("cluster: listen for Raft on %s: %w", self.RaftAddr, err)
+			}
 		}
 		n.trans = tcp
 		trans = &trackingTransport{NetworkTransport: tcp, health: &n.health}

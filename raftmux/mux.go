@@ -89,6 +89,16 @@ func Listen(addr string, secret []byte, log *slog.Logger) (*Mux, error) {
 	return ListenAs(addr, nil, Guard{Secret: secret}, log)
 }
 
+// NamedAddr is a member port's address as a cluster map names it, a
+// host name left unresolved (it may resolve only once the member is up).
+type NamedAddr string
+
+// Network is "tcp".
+func (a NamedAddr) Network() string { return "tcp" }
+
+// String is the address as named.
+func (a NamedAddr) String() string { return string(a) }
+
 // ListenAs is Listen whose layers name advertise as their address (nil:
 // the listener's): the address the group's Raft configuration knows this
 // member by.

@@ -177,6 +177,12 @@ type Replication struct {
 	// DialVia maps member ids to addresses to dial them at instead of
 	// their Raft address.
 	DialVia map[string]string
+	// ListenAddr is the host:port this member's port (Raft and the
+	// members' calls) listens on (empty: its Raft address in Peers). Where
+	// that address is a name only others resolve to this host — a
+	// Kubernetes pod's DNS name — the port listens on 0.0.0.0 and the
+	// name is still what Raft announces, unresolved at start.
+	ListenAddr string
 	// Map, when set, makes the server a member of a sharded cluster: Peers
 	// are its group's members, and the map says which slots each group
 	// owns (--cluster-map).

@@ -48,13 +48,22 @@ func (s *Server) openMemberPort(cc *cluster.Config) error {
 			self = p.RaftAddr
 		}
 	}
-	advertise, err := net.ResolveTCPAddr("tcp", self)
-	if err != nil {
-		return fmt.Errorf("server: raft address %s: %w", self, err)
+	listen := self
+	var advertise net.Addr
+	if r.ListenAddr != "" {
+		// The map's name is announced as written: it may resolve only
+		// once this member is reachable (a pod's DNS record).
+		listen, advertise = r.ListenAddr, raftmux.NamedAddr(self)
+	} else {
+		tcp, err := net.ResolveTCPAddr("tcp", self)
+		if err != nil {
+			return fmt.Errorf("server: raft address %s: %w", self, err)
+		}
+		advertise = tcp
 	}
-	mux, err := raftmux.ListenAs(self, advertise, s.guard, s.log)
+	mux, err := raftmux.ListenAs(listen, advertise, s.guard, s.log)
 	if err != nil {
-		return fmt.Errorf("server: listen on the member port %s: %w", self, err)
+		return fmt.Errorf("server: listen on the member port %s: %w", listen, err)
 	}
 	layer, err := mux.Layer(r.groupID())
 	if err == nil {

@@ -133,6 +133,7 @@ func parseFlags(args []string) (*options, error) {
 		return nil
 	})
 	fs.IntVar(&o.gcPercent, "gc-percent", 400, "Go's GC target (GOGC) unless the GOGC environment variable sets it: the heap may grow this many percent past what is live before a collection (limiter state is off-heap, so the heap is small; -1: Go's default)")
+	fs.StringVar(&rep.ListenAddr, "raft-listen-addr", "", "host:port this member's Raft port (Raft and the members' calls) listens on (empty: its Raft address in --peers or --cluster-map); the map's address stays what others dial, e.g. 0.0.0.0:16379 where the map names a pod's DNS name")
 	fs.StringVar(&o.dialVia, "raft-dial-via", "", "dial these members' Raft at other addresses: id=host:port,… (tunnels, NAT, test proxies)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -145,7 +146,11 @@ func hostedConfigs(base server.Config, ids []string, log *slog.Logger) ([]server
 	if err != nil {
 		return nil, nil, err
 	}
-	mux, err := raftmux.ListenAs(raftAddr, nil, guard, log)
+	listen, advertise := raftAddr, net.Addr(nil)
+	if base.Replication.ListenAddr != "" {
+		listen, advertise = base.Replication.ListenAddr, raftmux.NamedAddr(raftAddr)
+	}
+	mux, err := raftmux.ListenAs(listen, advertise, guard, log)
 	if err != nil {
 		return nil, nil, err
 	}
