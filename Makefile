@@ -14,7 +14,7 @@ HTTP    ?=
 export GOFLAGS := -tags=vtprotobuf $(GOFLAGS)
 
 .DEFAULT_GOAL := help
-.PHONY: help build run cluster cluster-stop provision test test-go test-node check-dashboards check-rls bench fmt lint proto
+.PHONY: help build run cluster cluster-stop provision test test-go test-node check-dashboards check-rls check-deploy image bench fmt lint proto
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -e 's|$$(ADDR)|$(ADDR)|g' -e 's|$$(DATA)|$(DATA)|g' -e 's|$$(PORT)|$(PORT)|g' \
@@ -51,6 +51,12 @@ check-dashboards: ## the Grafana dashboard and alert rules against a real Promet
 
 check-rls: ## the rate limit service against envoyproxy/ratelimit built from its module (needs redis-server)
 	./scripts/check_rls_reference.sh
+
+image: ## build the container image sluice:<version> (Containerfile) with podman, buildah or docker from a static build
+	./scripts/image.sh
+
+check-deploy: ## the image (built, unpacked, run), the Helm chart (lint, template, its pods as processes) and compose.yaml (needs podman; builds helm from its module)
+	./scripts/check_deploy.sh
 
 proto: ## regenerate the member messages' Go code (memberpb/member.pb.go) from member.proto
 	cd scripts/protogen && go run . ../../memberpb/member.proto

@@ -2,7 +2,7 @@
 # Installs what the test suite needs beyond Go: redis-cli (redis-tools),
 # redis-py for Debian's python3 (python3-redis), Node.js with npm (the
 # ioredis tests), and with --extras what the slower checks need besides
-# (redis-server, prometheus, chromium). `make test` and .ci/run both call
+# (redis-server, prometheus, chromium, podman). `make test` and .ci/run both call
 # it, so a fresh Debian machine with Go goes from clone to green with
 # `make test` alone.
 #
@@ -25,6 +25,8 @@ if [ "$extras" = 1 ]; then
 	command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 	command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 	command -v chromium >/dev/null 2>&1 || need+=(chromium)
+	# The deploy check builds the image without a daemon.
+	command -v podman >/dev/null 2>&1 || need+=(podman)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 

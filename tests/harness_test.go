@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,7 +84,13 @@ type Server struct {
 	Args    []string
 	// TLS, when set, is how the harness's clients reach a server started
 	// with --tls-cert-file.
-	TLS    *tls.Config
+	TLS *tls.Config
+	// Argv, when set, is the whole command line run (Args and Addr are
+	// not added: Addr says where its clients connect), Dir its working
+	// directory and Attr its process attributes (a user to run as).
+	Argv   []string
+	Dir    string
+	Attr   *syscall.SysProcAttr
 	cmd    *exec.Cmd
 	logs   *logBuffer
 	exited chan struct{}
@@ -133,6 +140,10 @@ func (s *Server) Start() {
 		bin = s.bin
 	}
 	s.cmd = exec.Command(bin, args...)
+	if s.Argv != nil {
+		s.cmd = exec.Command(s.Argv[0], s.Argv[1:]...)
+	}
+	s.cmd.Dir, s.cmd.SysProcAttr = s.Dir, s.Attr
 	s.logs = &logBuffer{}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
