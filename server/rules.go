@@ -281,14 +281,28 @@ func (s *Server) watchRules() {
 
 // watched reports whether an event on name concerns a rule file.
 func (s *Server) watched(name string) bool {
+	name = filepath.Clean(name)
 	for _, p := range s.rules.paths {
-		if filepath.Clean(name) == filepath.Clean(p) || filepath.Dir(filepath.Clean(name)) == filepath.Clean(p) {
+		p = filepath.Clean(p)
+		switch {
+		case name == p:
+			return true
+		case filepath.Base(name) == configMapData && (filepath.Dir(name) == p || filepath.Dir(name) == filepath.Dir(p)):
+			// A mounted directory, or the one a mounted file is in.
+			return true
+		case filepath.Dir(name) == p:
 			ext := filepath.Ext(name)
-			return filepath.Clean(name) == filepath.Clean(p) || ext == ".yaml" || ext == ".yml"
+			return ext == ".yaml" || ext == ".yml"
 		}
 	}
 	return false
 }
+
+// configMapData is the symlink a Kubernetes ConfigMap (or Secret) volume
+// reaches its files through: the kubelet changes them all at once by
+// renaming a new symlink over it, and no event names the files, which
+// are symlinks through it.
+const configMapData = "..data"
 
 // rulesCollectors are the reload counters, for the metrics registry.
 func (s *Server) rulesCollectors() []prometheus.Collector {

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -419,4 +420,42 @@ func TestPolicyReplicated(t *testing.T) {
 		t.Fatalf("replicated check: %+v", r)
 	}
 	cl.SameDigests()
+}
+
+// A rules directory mounted from a Kubernetes ConfigMap: each file is a
+// symlink through ..data, a symlink the kubelet swaps (a new timestamped
+// directory, ..data_tmp renamed over ..data) when the ConfigMap changes —
+// no event names a .yaml file. The swap reloads the rules.
+func TestPolicyReloadOnAConfigMapSwap(t *testing.T) {
+	dir := t.TempDir()
+	version := func(n int, src string) {
+		ts := filepath.Join(dir, fmt.Sprintf("..2026_11_27_00_00_%02d.000000001", n))
+		if err := os.Mkdir(ts, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ts, "api.yaml"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Base(ts), filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version(1, apiRules)
+	if err := os.Symlink(filepath.Join("..data", "api.yaml"), filepath.Join(dir, "api.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	s := StartServer(t, "--rules", dir)
+	c := s.Client()
+	setClock(t, c, future)
+	user := []any{"RL.CHECK", "api", "DESCRIPTOR", "user", "u1"}
+	if r := rlPeek(t, c, user...); r.five[1] != 10 {
+		t.Fatalf("at start: %+v", r)
+	}
+	version(2, strings.Replace(apiRules, "requests_per_unit: 10", "requests_per_unit: 40", 1))
+	eventually(t, "the swapped ConfigMap's rules in force", func() bool {
+		return rlPeek(t, c, user...).five[1] == 40
+	})
 }
