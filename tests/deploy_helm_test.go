@@ -290,6 +290,15 @@ func TestHelmChartLintsAndRendersEachShape(t *testing.T) {
 		if flagValue(args, "cluster-map") != "" || flagValue(args, "cluster-join") != "r-sluice-g1-0.r-sluice-members.default.svc.cluster.local:6379" {
 			t.Fatalf("g3 args %q", args)
 		}
+		// It serves nothing until CLUSTER ADDGROUP names it: its
+		// startup probe waits a day before liveness may restart it.
+		wait := func(name string) int {
+			n, _ := strconv.Atoi(str(dig(byName(objs, "StatefulSet", name), "spec", "template", "spec", "containers", "0", "startupProbe", "failureThreshold")))
+			return n
+		}
+		if wait("r-sluice-g3")*2 < 86400 || wait("r-sluice-g1")*2 > 600 {
+			t.Fatalf("startup probes: g3 %d, g1 %d tries of 2 s", wait("r-sluice-g3"), wait("r-sluice-g1"))
+		}
 	})
 
 	t.Run("the shipped alert rules", func(t *testing.T) {
