@@ -3,6 +3,7 @@ package machine
 import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/policy"
+	"strconv"
 )
 
 // The decision core. Every limiter command that checks several limits at
@@ -151,6 +152,11 @@ func (p *plan) addOwnLimit(desc rlsDescriptor, entries []policy.Entry) *limitChe
 	p.keys = policy.AppendDescriptorKey(p.keys, p.domain, entries)
 	p.keys = append(p.keys, "#limit-"...)
 	p.keys = append(p.keys, desc.unit.String()...)
+	if desc.mult > 1 {
+		// Another window is another counter.
+		p.keys = append(p.keys, '*')
+		p.keys = strconv.AppendInt(p.keys, desc.mult, 10)
+	}
 	p.spans = append(p.spans, keySpan{counter: [2]int{start, len(p.keys)}})
 	return &p.checks[len(p.checks)-1]
 }

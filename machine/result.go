@@ -182,7 +182,7 @@ func rlsStatus(c *limitCheck, desc rlsDescriptor, unlimited, refused bool, now i
 // (unit_multiplier), and the rule's name.
 func rlsLimit(c *limitCheck, desc rlsDescriptor) (int64, policy.Unit, int64, string) {
 	if desc.unit != policy.NoUnit {
-		return desc.limit, desc.unit, 1, ""
+		return desc.limit, desc.unit, desc.mult, ""
 	}
 	r := c.rule
 	limit, window := r.Limit, r.Window

@@ -1,6 +1,9 @@
 package machine
 
 import (
+	"bytes"
+	"math"
+
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
@@ -17,14 +20,15 @@ import (
 // request order, as envoyproxy/ratelimit reports them.
 //
 //	RL.SHOULDRATELIMIT <domain> <hits_addend> <descriptor> [<descriptor> …]
-//	<descriptor> := <entries> <hits|-> <requests_per_unit|-> <unit|-> <key> <value> …
+//	<descriptor> := <entries> <hits|-> <requests_per_unit|-> <unit[*multiplier]|-> <key> <value> …
 //
 // Every descriptor says how many key/value entries it has, so keys and
 // values can be any bytes. hits_addend is the request's (0 means 1); a
 // descriptor's own hits (0 allowed: check without charging) replaces it,
 // "-" when it has none. A requests_per_unit and unit (second … year) are
 // the descriptor's own limit, which replaces its rule (a fixed window, as
-// in Envoy); "-" "-" when it has none.
+// in Envoy); "-" "-" when it has none. A unit may be followed by
+// "*<n>", Envoy's unit_multiplier: a window of n units (second*30).
 //
 // Reply: [overall, status…], overall 1 (OK) or 2 (OVER_LIMIT), Envoy's
 // codes; each status [code, requests_per_unit, unit, name, remaining,
@@ -77,10 +81,15 @@ type rlsDescriptor struct {
 	// gives back instead (Envoy's is_negative_hits).
 	hits     int64
 	negative bool
-	// limit and unit are the descriptor's own limit (unit NoUnit: none).
+	// limit and unit are the descriptor's own limit (unit NoUnit: none),
+	// over a window of mult units (Envoy's unit_multiplier; 1 otherwise).
 	limit int64
 	unit  policy.Unit
+	mult  int64
 }
+
+// windowNanos is the length of a descriptor's own limit's window.
+func (d rlsDescriptor) windowNanos() int64 { return d.unit.Nanoseconds() * d.mult }
 
 // rlsUnits are the units a descriptor's own limit may name, shortest
 // first.
@@ -112,7 +121,7 @@ func parseShouldRateLimit(args [][]byte, req *plan) string {
 		if !ok || n < 1 || n > maxEntries {
 			return "ERR a descriptor's entry count must be in [1, 256]"
 		}
-		d := rlsDescriptor{hits: hits}
+		d := rlsDescriptor{hits: hits, mult: 1}
 		if string(args[i+1]) != "-" {
 			v, ok := resp.ParseInt(args[i+1])
 			if !ok || v < -maxRLSValue || v > maxRLSValue || (v < 0 && args[i+1][0] != '-') {
@@ -133,8 +142,18 @@ func parseShouldRateLimit(args [][]byte, req *plan) string {
 			if !ok || v < 0 || v > maxRLSValue {
 				return "ERR a descriptor's requests_per_unit must be an integer in [0, 4294967295]"
 			}
-			if d.unit, ok = parseRLSUnit(args[i+3]); !ok {
+			name, mult, many := bytes.Cut(args[i+3], []byte("*"))
+			if d.unit, ok = parseRLSUnit(name); !ok {
 				return "ERR a descriptor's unit must be second, minute, hour, day, week, month or year"
+			}
+			if many {
+				// Envoy's unit_multiplier is a uint32; the window must
+				// fit in int64 nanoseconds.
+				n, ok := resp.ParseInt(mult)
+				if !ok || n < 1 || n > min(maxRLSValue, math.MaxInt64/d.unit.Nanoseconds()) {
+					return "ERR a descriptor's unit multiplier must be an integer in [1, 4294967295] whose window fits in 292 years"
+				}
+				d.mult = n
 			}
 			d.limit = v
 		}
@@ -312,12 +331,12 @@ func (x *exec) negativeHits(p *plan, now int64) error {
 // window of the unit's length, as Envoy counts every limit (0 requests:
 // always refused).
 func descriptorLimitCheck(desc rlsDescriptor) limitCheck {
-	c := limitCheck{window: desc.unit.Nanoseconds() / 1e9}
+	c := limitCheck{window: desc.windowNanos() / 1e9}
 	if desc.limit == 0 {
 		c.deny = true
 		return c
 	}
 	c.kind = keyspace.KindFixedWindow
-	c.win = window.Params{Limit: desc.limit, Window: desc.unit.Nanoseconds()}
+	c.win = window.Params{Limit: desc.limit, Window: desc.windowNanos()}
 	return c
 }

@@ -3,6 +3,7 @@ package rls
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -24,14 +25,21 @@ var overrideUnits = map[typev3.RateLimitUnit]string{
 	typev3.RateLimitUnit_DAY: "day", typev3.RateLimitUnit_MONTH: "month", typev3.RateLimitUnit_YEAR: "year",
 }
 
+// unitSeconds is each unit's length, as the machine counts it (a month
+// 30 days, a year 365).
+var unitSeconds = map[typev3.RateLimitUnit]int64{
+	typev3.RateLimitUnit_SECOND: 1, typev3.RateLimitUnit_MINUTE: 60, typev3.RateLimitUnit_HOUR: 3600,
+	typev3.RateLimitUnit_DAY: 86400, typev3.RateLimitUnit_MONTH: 30 * 86400, typev3.RateLimitUnit_YEAR: 365 * 86400,
+}
+
 // maxUint32 bounds hits and requests_per_unit (the machine's range).
 const maxUint32 = 1<<32 - 1
 
 // check refuses what the service will not decide: an empty domain, no
 // descriptors, a descriptor with no entries, an entry with an empty key,
 // more descriptors or entries than the limits, oversized keys or values,
-// and fields sluice does not implement (a unit
-// multiplier other than 1).
+// a limit's unit sluice does not know and a unit_multiplier of 0 (Envoy's
+// own validation refuses it too).
 func (l Limits) check(req *pb.RateLimitRequest) error {
 	switch {
 	case req.GetDomain() == "":
@@ -69,8 +77,10 @@ func (l Limits) check(req *pb.RateLimitRequest) error {
 			if _, ok := overrideUnits[o.GetUnit()]; !ok {
 				return invalid("descriptor %d: limit unit %s is not one of SECOND, MINUTE, HOUR, DAY, MONTH, YEAR", i, o.GetUnit())
 			}
-			if m := o.GetUnitMultiplier(); m != nil && m.GetValue() != 1 {
-				return invalid("descriptor %d: a unit_multiplier other than 1 is not supported", i)
+			if m := o.GetUnitMultiplier(); m != nil && m.GetValue() == 0 {
+				return invalid("descriptor %d: limit unit_multiplier must be greater than 0", i)
+			} else if m != nil && uint64(m.GetValue()) > math.MaxInt64/uint64(unitSeconds[o.GetUnit()]*1e9) {
+				return invalid("descriptor %d: a window of %d %s is longer than 292 years", i, m.GetValue(), overrideUnits[o.GetUnit()])
 			}
 		}
 	}
@@ -110,7 +120,14 @@ func commandArgs(req *pb.RateLimitRequest, a *argBuf) [][]byte {
 		}
 		if o := d.GetLimit(); o != nil {
 			num(uint64(o.GetRequestsPerUnit()))
-			text(overrideUnits[o.GetUnit()])
+			if m := o.GetUnitMultiplier().GetValue(); m > 1 {
+				// A window of m units: <unit>*<m>.
+				a.buf = append(a.buf, overrideUnits[o.GetUnit()]...)
+				a.buf = append(a.buf, '*')
+				num(uint64(m))
+			} else {
+				text(overrideUnits[o.GetUnit()])
+			}
 		} else {
 			text("-")
 			text("-")

@@ -4,7 +4,12 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // Issue #47's unit_multiplier: a rule of 5 per 30 seconds (unit: second,
@@ -78,5 +83,52 @@ descriptors:
 	}
 	if v := metricValue(t, httpAddr, `sluice_rule_limit{domain="m",rule="per-30s"}`); v != 2 {
 		t.Fatalf("sluice_rule_limit under RL.SCALE 0.5: %v, want 2", v)
+	}
+}
+
+// A request's own limit with unit_multiplier (Envoy's
+// RateLimitOverride.unit_multiplier): 2 per 30 s, a fixed window of 30 s
+// aligned as the rules' are; a multiplier of 0 is refused as Envoy's own
+// validation refuses it.
+func TestUnitMultiplierInARequestsOwnLimit(t *testing.T) {
+	grpcAddr := freeAddr(t)
+	s := StartServer(t, "--grpc-addr", grpcAddr, "--rules", writeRules(t, "m.yaml", "domain: m\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 100}\n"))
+	start := (time.Now().Add(time.Hour).UnixNano() / 30e9) * 30e9
+	if err := s.Client().Do(ctx(t), "DEBUG", "CLOCK", "SET", start).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := rlsClient(t, grpcAddr)
+	ask := func(mult uint32) (*pb.RateLimitResponse, error) {
+		req := rlsRequest("m", 1, "k=own")
+		req.Descriptors[0].Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_SECOND,
+			UnitMultiplier: wrapperspb.UInt32(mult)}
+		return rc.ShouldRateLimit(ctx(t), req)
+	}
+	for i, want := range []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT} {
+		resp, err := ask(30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := resp.GetStatuses()[0]
+		l := st.GetCurrentLimit()
+		if st.GetCode() != want || l.GetRequestsPerUnit() != 2 || l.GetUnit() != pb.RateLimitResponse_RateLimit_SECOND || l.GetUnitMultiplier().GetValue() != 30 ||
+			st.GetDurationUntilReset().AsDuration() != 30*time.Second {
+			t.Fatalf("request %d: %v, want %v of 2 per 30 s resetting in 30 s", i, st, want)
+		}
+	}
+	if err := s.Client().Do(ctx(t), "DEBUG", "CLOCK", "ADVANCE", int64(29*time.Second)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := ask(30); err != nil || resp.GetOverallCode() != pb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("29 s later, in the same window: %v %v", resp, err)
+	}
+	if err := s.Client().Do(ctx(t), "DEBUG", "CLOCK", "ADVANCE", int64(time.Second)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := ask(30); err != nil || resp.GetOverallCode() != pb.RateLimitResponse_OK {
+		t.Fatalf("in the next window: %v %v", resp, err)
+	}
+	if _, err := ask(0); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("unit_multiplier 0: %v, want INVALID_ARGUMENT", err)
 	}
 }
