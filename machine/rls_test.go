@@ -249,3 +249,21 @@ func TestShouldRateLimitBadInput(t *testing.T) {
 		}
 	}
 }
+
+// A descriptor's own limit of n units counts apart from one of the unit:
+// a request with the other window between two of this one's leaves its
+// count as it was (one counter for both would start afresh at each
+// change of window, and let the third request through).
+func TestShouldRateLimitMultiplierHasItsOwnCounter(t *testing.T) {
+	m := loadRLS(t)
+	at := t0 + 5e9
+	if got := rls(t, m, at, "another", 1, "limit:1/second*30:key2=c"); got != `1 | 1 1 second "" 0 25 0` {
+		t.Fatalf("per 30 s: %s", got)
+	}
+	if got := rls(t, m, at, "another", 1, "limit:1/second:key2=c"); got != `1 | 1 1 second "" 0 1 0` {
+		t.Fatalf("per second: %s", got)
+	}
+	if got := rls(t, m, at+1e9, "another", 1, "limit:1/second*30:key2=c"); got != `2 | 2 1 second "" 0 24 0` {
+		t.Fatalf("per 30 s again, in the same window: %s", got)
+	}
+}
