@@ -493,6 +493,22 @@ func shared(t *testing.T, root, name string, fill func(dir string)) string {
 	return dir
 }
 
+// startPods starts each pod's process (sluice built without -race: six
+// and more at once).
+func startPods(t *testing.T, pods []*pod) {
+	t.Helper()
+	bin, err := plainBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		p.argv[0] = bin
+		p.server = &Server{t: t, Addr: p.ip + ":6379", Argv: p.argv}
+		p.server.Start()
+		t.Cleanup(p.server.Kill)
+	}
+}
+
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -530,16 +546,7 @@ rules:
 	if len(pods) != 6 {
 		t.Fatalf("%d pods rendered, want 6", len(pods))
 	}
-	bin, err := plainBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods {
-		p.argv[0] = bin
-		p.server = &Server{t: t, Addr: p.ip + ":6379", Argv: p.argv}
-		p.server.Start()
-		t.Cleanup(p.server.Kill)
-	}
+	startPods(t, pods)
 	for _, p := range pods {
 		eventuallyWithin(t, 30*time.Second, p.name+" ready ("+p.probe+")", func() bool { return ready(p.probe) }, func() string { return p.server.Logs() })
 	}
@@ -705,4 +712,93 @@ func TestComposeRunsTheChartsCommands(t *testing.T) {
 	if !reflect.DeepEqual(composeMap, chartMap) {
 		t.Errorf("compose's cluster map %+v, the chart's %+v", composeMap, chartMap)
 	}
+}
+
+// Adding a group as the README says: helm upgrade to groups=3 with
+// initialGroups=2 changes nothing of the running groups (their
+// StatefulSets and the map render the same) and adds g3, whose pods start
+// with --cluster-join; CLUSTER ADDGROUP names them, and slots moved to
+// them are served there.
+func TestHelmUpgradeAddsAGroup(t *testing.T) {
+	const ns = "limits"
+	installed := render(t, ns, "groups=2")
+	upgraded := render(t, ns, "groups=3", "initialGroups=2")
+	for _, name := range []string{"r-sluice-g1", "r-sluice-g2"} {
+		if d := firstDiff(name, map[string]any(byName(installed, "StatefulSet", name)), map[string]any(byName(upgraded, "StatefulSet", name))); d != "" {
+			t.Fatalf("the upgrade changes a running group's StatefulSet (its pods would restart): %s", d)
+		}
+	}
+	if d := firstDiff("map", map[string]any(byName(installed, "ConfigMap", "r-sluice-map")), map[string]any(byName(upgraded, "ConfigMap", "r-sluice-map"))); d != "" {
+		t.Fatalf("the upgrade changes the cluster map: %s", d)
+	}
+	// helm keeps the Secret it made at install (lookup); helm template
+	// makes a new one each time.
+	for i, o := range upgraded {
+		if o.kind() == "Secret" {
+			upgraded[i] = byName(installed, "Secret", o.name())
+		}
+	}
+	pods := podsOf(t, upgraded, ns)
+	if len(pods) != 9 {
+		t.Fatalf("%d pods, want 9", len(pods))
+	}
+	startPods(t, pods[:6])
+	for _, p := range pods[:6] {
+		eventuallyWithin(t, 30*time.Second, p.name+" ready", func() bool { return ready(p.probe) }, func() string { return p.server.Logs() })
+	}
+	// CLUSTER ADDGROUP with the members' names, as the README writes it
+	// (here their loopback addresses), to g1's leader.
+	g3 := pods[6:]
+	args := []any{"CLUSTER", "ADDGROUP", "g3"}
+	for _, p := range g3 {
+		args = append(args, p.name, p.ip+":6379", p.ip+":16379")
+	}
+	leaderOf := func(group []*pod) *pod {
+		var l *pod
+		eventually(t, "a leader of "+group[0].name+"'s group", func() bool {
+			for _, p := range group {
+				if p.server != nil && role(t, p.server) == "master" {
+					l = p
+					return true
+				}
+			}
+			return false
+		})
+		return l
+	}
+	eventually(t, "ADDGROUP in every group", func() bool {
+		return leaderOf(pods[:3]).server.Client().Do(ctx(t), args...).Err() == nil
+	})
+	startPods(t, g3)
+	for _, p := range g3 {
+		eventuallyWithin(t, 30*time.Second, p.name+" ready", func() bool { return ready(p.probe) }, func() string { return p.server.Logs() })
+	}
+	node3, err := g3[0].server.Client().Do(ctx(t), "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2 := leaderOf(pods[3:6])
+	eventually(t, "MIGRATESLOTS to g3", func() bool {
+		return g2.server.Client().Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", 8192, 8292, "NODE", node3).Err() == nil
+	})
+	migrationEnded(t, func() *redis.Client { return leaderOf(pods[3:6]).server.Client() })
+	key := ""
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if slot, _ := g3[0].server.Client().ClusterKeySlot(ctx(t), k).Result(); slot >= 8192 && slot <= 8292 {
+			key = k
+		}
+	}
+	l3 := leaderOf(g3)
+	if err := l3.server.Client().Do(ctx(t), "CL.THROTTLE", key, "5", "10", "60").Err(); err != nil {
+		t.Fatalf("g3's leader on a key of the slots it took: %v", err)
+	}
+	var check []byte
+	eventuallyWithin(t, 20*time.Second, "redis-cli --cluster check clean with g3", func() bool {
+		out, err := exec.Command("redis-cli", "--cluster", "check", pods[0].server.Addr).CombinedOutput()
+		check = out
+		return err == nil && strings.Contains(string(out), "[OK] All 16384 slots covered") &&
+			strings.Contains(string(out), l3.ip+":6379") &&
+			!strings.Contains(string(out), "[ERR]") && !strings.Contains(string(out), "[WARNING]")
+	}, func() string { return string(check) })
 }
