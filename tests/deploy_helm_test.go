@@ -258,6 +258,16 @@ func TestHelmChartLintsAndRendersEachShape(t *testing.T) {
 			if str(dig(s, "spec", "podManagementPolicy")) != "Parallel" || str(dig(s, "spec", "serviceName")) != "r-sluice-members" {
 				t.Errorf("%s: %v", s.name(), s["spec"])
 			}
+			pod := dig(s, "spec", "template", "spec")
+			// A group's members kept apart by default: losing a node
+			// loses one member of a group at most.
+			apart := dig(pod, "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution", "0", "podAffinityTerm")
+			if str(dig(apart, "topologyKey")) != "kubernetes.io/hostname" || str(dig(apart, "labelSelector", "matchLabels", "sluice.io/group")) != fmt.Sprintf("g%d", gi+1) {
+				t.Errorf("%s: anti-affinity %v", s.name(), dig(pod, "affinity"))
+			}
+			if str(dig(pod, "automountServiceAccountToken")) != "false" || flagValue(args, "maxmemory") != "768mb" {
+				t.Errorf("%s: service account token mounted, or no --maxmemory: %q", s.name(), args)
+			}
 			for i := range 3 {
 				pod := fmt.Sprintf("%s-%d", s.name(), i)
 				if named[pod] != 1 {
@@ -321,7 +331,7 @@ func TestHelmChartLintsAndRendersEachShape(t *testing.T) {
 	})
 
 	t.Run("bad values", func(t *testing.T) {
-		for _, set := range [][]string{{"initialGroups=3"}, {"replicas=0"}, {"groups=0"}} {
+		for _, set := range [][]string{{"initialGroups=3"}, {"replicas=0"}, {"groups=0"}, {"podAntiAffinity=sometimes"}} {
 			args := []string{"template", "r", chartDir}
 			for _, s := range set {
 				args = append(args, "--set", s)
