@@ -201,6 +201,20 @@ func TestHelmChartLintsAndRendersEachShape(t *testing.T) {
 		}
 	}
 
+	t.Run("the version", func(t *testing.T) {
+		// The chart's appVersion is the image's tag by default: the
+		// version make image tags, sluice's own.
+		out, err := exec.Command(binary, "--version").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs := render(t, "default")
+		image := str(dig(ofKind(objs, "StatefulSet")[0], "spec", "template", "spec", "containers", "0", "image"))
+		if want := "sluice:" + strings.TrimPrefix(strings.TrimSpace(string(out)), "sluice "); image != want {
+			t.Fatalf("the chart runs %s, this sluice is %s", image, want)
+		}
+	})
+
 	t.Run("one node", func(t *testing.T) {
 		objs := render(t, "default", "replicas=1")
 		sts := ofKind(objs, "StatefulSet")
