@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Builds the sluice image from Containerfile, tagged $IMAGE:<version>
-# (IMAGE defaults to sluice; the version is the built binary's own
-# --version, so the image's label and `sluice --version` agree).
+# (IMAGE defaults to sluice; the version is sluice's own, server/config.go,
+# which the image's label and `sluice --version` both say).
 #   scripts/image.sh            (make image)
 # ENGINE=podman|buildah|docker picks the builder; by default the first of
 # them found here. podman and buildah build without a daemon.
+# GO_IMAGE is the build stage's Go toolchain image. By default the one
+# made here from the Go installed on this machine (`go env GOROOT`, with
+# the system's CA certificates for the module proxy): no registry is
+# needed. GO_IMAGE=docker.io/library/golang:1.26 uses the official one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ctx=bin/image
-rm -rf "$ctx"
-mkdir -p "$ctx/etc" "$ctx/data"
-CGO_ENABLED=0 go build -tags=vtprotobuf -trimpath -ldflags='-s -w' -o "$ctx/sluice" ./cmd/sluice
-version=$("$ctx/sluice" --version | awk '{print $2}')
-printf 'root:x:0:0:root:/:/sbin/nologin\nsluice:x:65532:65532:sluice:/data:/sbin/nologin\n' >"$ctx/etc/passwd"
-printf 'root:x:0:\nsluice:x:65532:\n' >"$ctx/etc/group"
+version=$(sed -n 's/^[[:space:]]*Version:[[:space:]]*"\([^"]*\)",$/\1/p' server/config.go)
+if [ -z "$version" ]; then
+	echo "image: no Version in server/config.go" >&2
+	exit 1
+fi
 engine=${ENGINE:-}
 if [ -z "$engine" ]; then
 	for e in podman buildah docker; do
@@ -24,12 +26,42 @@ if [ -z "$engine" ]; then
 	echo "image: no podman, buildah or docker here (on Debian: apt-get install podman)" >&2
 	exit 1
 fi
+import=("$engine" import)
 case $engine in
-buildah) build=(buildah bud) ;;
-*) build=("$engine" build) ;;
+buildah)
+	# buildah has no import: podman does, into the same storage.
+	import=(podman import)
+	build=(buildah bud --isolation chroot) ;;
+# chroot isolation runs the build stage's steps without a container
+# runtime, which also works where cgroups are not delegated (sandboxes,
+# CI runners). --no-cache: podman 4.3 reused a cached COPY layer after its
+# --chown changed.
+podman) build=(podman build --isolation chroot --no-cache --layers=false) ;;
+*) build=("$engine" build --no-cache) ;;
 esac
+go_image=${GO_IMAGE:-}
+images=("$engine")
+[ "$engine" = buildah ] && images=(podman)
+if [ -z "$go_image" ]; then
+	goroot=$(go env GOROOT)
+	gover=$(go env GOVERSION)
+	go_image="localhost/sluice-go-builder:$gover"
+fi
+# Made once per Go version, then reused.
+if [ -z "${GO_IMAGE:-}" ] && ! "${images[@]}" image inspect "$go_image" >/dev/null 2>&1; then
+	stage=$(mktemp -d)
+	trap 'rm -rf "$stage"' EXIT
+	mkdir -p "$stage/usr/local" "$stage/etc/ssl/certs" "$stage/tmp" "$stage/root"
+	chmod 1777 "$stage/tmp"
+	ln -s "$goroot" "$stage/usr/local/go"
+	cp /etc/ssl/certs/ca-certificates.crt "$stage/etc/ssl/certs/"
+	if ! out=$(tar -c -h -C "$stage" usr etc tmp root |
+		"${import[@]}" --change 'ENV PATH=/usr/local/go/bin' --change 'ENV HOME=/root' \
+			--change 'ENV GOTOOLCHAIN=local' - "$go_image" 2>&1); then
+		echo "image: making the Go builder image $go_image: $out" >&2
+		exit 1
+	fi
+fi
 tag="${IMAGE:-sluice}:$version"
-# --no-cache: podman 4.3 reused a cached COPY layer after its --chown
-# changed; the build is seconds, the compile before it is the cost.
-"${build[@]}" -q --no-cache -f Containerfile --build-arg VERSION="$version" -t "$tag" "$ctx" >/dev/null
+"${build[@]}" -q -f Containerfile --build-arg GO_IMAGE="$go_image" --build-arg VERSION="$version" -t "$tag" . >/dev/null
 echo "$tag"
