@@ -1,9 +1,10 @@
 package machine
 
 import (
+	"strconv"
+
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/policy"
-	"strconv"
 )
 
 // The decision core. Every limiter command that checks several limits at

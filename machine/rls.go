@@ -2,7 +2,6 @@ package machine
 
 import (
 	"bytes"
-	"math"
 
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/policy"
@@ -147,10 +146,8 @@ func parseShouldRateLimit(args [][]byte, req *plan) string {
 				return "ERR a descriptor's unit must be second, minute, hour, day, week, month or year"
 			}
 			if many {
-				// Envoy's unit_multiplier is a uint32; the window must
-				// fit in int64 nanoseconds.
 				n, ok := resp.ParseInt(mult)
-				if !ok || n < 1 || n > min(maxRLSValue, math.MaxInt64/d.unit.Nanoseconds()) {
+				if !ok || n < 1 || n > d.unit.MaxMultiplier() {
 					return "ERR a descriptor's unit multiplier must be an integer in [1, 4294967295] whose window fits in 292 years"
 				}
 				d.mult = n

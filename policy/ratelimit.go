@@ -61,9 +61,7 @@ func (p *parser) rateLimit(n *yaml.Node, path []level, line int) (*Rule, error) 
 		if r.Unit == NoUnit {
 			return nil, p.fail(f.key.Line, ErrInvalid, "unit_multiplier needs a unit")
 		}
-		// envoy's is a uint32; the window must fit in int64 nanoseconds.
-		most := min(math.MaxUint32, math.MaxInt64/r.Unit.Nanoseconds())
-		if r.Multiplier, err = p.integer(f, "unit_multiplier", 1, most); err != nil {
+		if r.Multiplier, err = p.integer(f, "unit_multiplier", 1, r.Unit.MaxMultiplier()); err != nil {
 			return nil, err
 		}
 	}

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"math"
+
 	"github.com/sluice-rl/sluice/conc"
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/quota"
@@ -81,6 +83,17 @@ func (u Unit) String() string {
 		return unitNames[u]
 	}
 	return "invalid"
+}
+
+// MaxMultiplier is the most units a window of u may span
+// (unit_multiplier): Envoy's field is a uint32, and the window must fit in
+// int64 nanoseconds. 0 for NoUnit.
+func (u Unit) MaxMultiplier() int64 {
+	n := u.Nanoseconds()
+	if n == 0 {
+		return 0
+	}
+	return min(math.MaxUint32, math.MaxInt64/n)
 }
 
 // Nanoseconds is the unit's length as envoy counts it.

@@ -3,11 +3,12 @@ package rls
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	"github.com/sluice-rl/sluice/policy"
 )
 
 // ErrInvalid is a request the service refuses as INVALID_ARGUMENT; it
@@ -18,18 +19,11 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
-// overrideUnits maps Envoy's RateLimitUnit to the unit word
-// RL.SHOULDRATELIMIT takes.
-var overrideUnits = map[typev3.RateLimitUnit]string{
-	typev3.RateLimitUnit_SECOND: "second", typev3.RateLimitUnit_MINUTE: "minute", typev3.RateLimitUnit_HOUR: "hour",
-	typev3.RateLimitUnit_DAY: "day", typev3.RateLimitUnit_MONTH: "month", typev3.RateLimitUnit_YEAR: "year",
-}
-
-// unitSeconds is each unit's length, as the machine counts it (a month
-// 30 days, a year 365).
-var unitSeconds = map[typev3.RateLimitUnit]int64{
-	typev3.RateLimitUnit_SECOND: 1, typev3.RateLimitUnit_MINUTE: 60, typev3.RateLimitUnit_HOUR: 3600,
-	typev3.RateLimitUnit_DAY: 86400, typev3.RateLimitUnit_MONTH: 30 * 86400, typev3.RateLimitUnit_YEAR: 365 * 86400,
+// overrideUnits maps Envoy's RateLimitUnit to the unit
+// RL.SHOULDRATELIMIT takes (by its word).
+var overrideUnits = map[typev3.RateLimitUnit]policy.Unit{
+	typev3.RateLimitUnit_SECOND: policy.Second, typev3.RateLimitUnit_MINUTE: policy.Minute, typev3.RateLimitUnit_HOUR: policy.Hour,
+	typev3.RateLimitUnit_DAY: policy.Day, typev3.RateLimitUnit_MONTH: policy.Month, typev3.RateLimitUnit_YEAR: policy.Year,
 }
 
 // maxUint32 bounds hits and requests_per_unit (the machine's range).
@@ -79,8 +73,8 @@ func (l Limits) check(req *pb.RateLimitRequest) error {
 			}
 			if m := o.GetUnitMultiplier(); m != nil && m.GetValue() == 0 {
 				return invalid("descriptor %d: limit unit_multiplier must be greater than 0", i)
-			} else if m != nil && uint64(m.GetValue()) > math.MaxInt64/uint64(unitSeconds[o.GetUnit()]*1e9) {
-				return invalid("descriptor %d: a window of %d %s is longer than 292 years", i, m.GetValue(), overrideUnits[o.GetUnit()])
+			} else if u := overrideUnits[o.GetUnit()]; m != nil && int64(m.GetValue()) > u.MaxMultiplier() {
+				return invalid("descriptor %d: a window of %d %s is longer than 292 years", i, m.GetValue(), u)
 			}
 		}
 	}
@@ -122,11 +116,11 @@ func commandArgs(req *pb.RateLimitRequest, a *argBuf) [][]byte {
 			num(uint64(o.GetRequestsPerUnit()))
 			if m := o.GetUnitMultiplier().GetValue(); m > 1 {
 				// A window of m units: <unit>*<m>.
-				a.buf = append(a.buf, overrideUnits[o.GetUnit()]...)
+				a.buf = append(a.buf, overrideUnits[o.GetUnit()].String()...)
 				a.buf = append(a.buf, '*')
 				num(uint64(m))
 			} else {
-				text(overrideUnits[o.GetUnit()])
+				text(overrideUnits[o.GetUnit()].String())
 			}
 		} else {
 			text("-")

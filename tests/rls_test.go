@@ -213,6 +213,9 @@ func TestRLSBadRequestsAndLoad(t *testing.T) {
 	}
 	badUnit := rlsRequest("another", 1, "key2=bad")
 	badUnit.Descriptors[0].Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}
+	ages := rlsRequest("another", 1, "key2=bad")
+	ages.Descriptors[0].Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_YEAR,
+		UnitMultiplier: wrapperspb.UInt32(300)}
 	for _, tc := range []struct {
 		req  *pb.RateLimitRequest
 		want string
@@ -224,6 +227,7 @@ func TestRLSBadRequestsAndLoad(t *testing.T) {
 		{many, "more than 64"},
 		{rlsRequest("another", 1, "key2="+strings.Repeat("v", 5000)), "more than 4096"},
 		{badUnit, "limit unit"},
+		{ages, "longer than 292 years"},
 	} {
 		_, err := c.ShouldRateLimit(ctx(t), tc.req)
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
