@@ -248,13 +248,12 @@ func (l *Leases) renew(h *heldLease) {
 	h.left = 0 // what is given back is no longer this process's to use
 	l.mu.Unlock()
 	if held {
-		args := append([]any{"RL.LEASE", "RETURN", l.rules.Domain, l.holder, "UNUSED", unused}, h.desc...)
-		if err := c.Do(ctx, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		if err := l.giveBack(ctx, c, h, unused); err != nil {
 			// Not given back: what the lease left is still this process's.
 			l.mu.Lock()
 			h.left += unused
-			h.renewing = false
 			l.mu.Unlock()
+			l.doneRenewing(h)
 			return
 		}
 	}
@@ -295,6 +294,16 @@ func wantFor(asked int64, elapsed time.Duration, ttl int64) int64 {
 	return int64(min(max(q, uint64(asked)), most))
 }
 
+// giveBack returns what h's lease did not use (RL.LEASE RETURN); a lease
+// sluice no longer holds (nil) is no error.
+func (l *Leases) giveBack(ctx context.Context, c Doer, h *heldLease, unused int64) error {
+	args := append([]any{"RL.LEASE", "RETURN", l.rules.Domain, l.holder, "UNUSED", unused}, h.desc...)
+	if err := c.Do(ctx, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	return nil
+}
+
 func (l *Leases) doneRenewing(h *heldLease) {
 	l.mu.Lock()
 	h.renewing = false
@@ -310,20 +319,22 @@ func (l *Leases) Close(ctx context.Context) error {
 	l.wg.Wait()
 	l.mu.Lock()
 	c := l.client
-	var back []*heldLease
-	unused := map[*heldLease]int64{}
+	type left struct {
+		h      *heldLease
+		unused int64
+	}
+	var back []left
 	now := l.now()
 	for _, h := range l.held {
 		if h.granted > 0 && now.Before(h.until) {
-			back = append(back, h)
-			unused[h], h.left = h.left, 0
+			back = append(back, left{h, h.left})
+			h.left = 0
 		}
 	}
 	l.mu.Unlock()
 	var errs []error
-	for _, h := range back {
-		args := append([]any{"RL.LEASE", "RETURN", l.rules.Domain, l.holder, "UNUSED", unused[h]}, h.desc...)
-		if err := c.Do(ctx, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	for _, b := range back {
+		if err := l.giveBack(ctx, c, b.h, b.unused); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -185,8 +185,7 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 		// admitted under an older assignment too, so this is never more
 		// than it left.
 		unused := max(h.granted-int64(min(u.GetNumRequestsAllowed(), math.MaxInt64)), 0)
-		ret := append([]string{"RL.LEASE", "RETURN", domain, holder, "UNUSED", strconv.FormatInt(unused, 10)}, desc...)
-		out, err := q.s.dec.Decide(ctx, words(ret))
+		out, err := q.s.dec.Decide(ctx, returnArgs(domain, holder, unused, desc))
 		if err != nil {
 			// Not asked (no leader now), or not known: the next report
 			// gives it back again; a lease asked for now would only be
@@ -252,8 +251,7 @@ func (q quotaServer) abandon(holder string, held map[string]*heldBucket) []*rlqs
 		}
 		if h.granted > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			args := append([]string{"RL.LEASE", "RETURN", h.domain, holder, "UNUSED", "0"}, h.desc...)
-			_, err := q.s.dec.Decide(ctx, words(args))
+			_, err := q.s.dec.Decide(ctx, returnArgs(h.domain, holder, 0, h.desc))
 			cancel()
 			if err != nil {
 				continue // asked again at the next report
@@ -278,11 +276,16 @@ func (q quotaServer) giveBack(holder string, held map[string]*heldBucket) {
 		if h.granted <= 0 {
 			continue
 		}
-		args := append([]string{"RL.LEASE", "RETURN", h.domain, holder, "UNUSED", "0"}, h.desc...)
-		if _, err := q.s.dec.Decide(ctx, words(args)); err != nil {
+		if _, err := q.s.dec.Decide(ctx, returnArgs(h.domain, holder, 0, h.desc)); err != nil {
 			return // it expires with its ttl
 		}
 	}
+}
+
+// returnArgs is the RL.LEASE RETURN giving back unused units of holder's
+// lease of the bucket desc names.
+func returnArgs(domain, holder string, unused int64, desc []string) [][]byte {
+	return words(append([]string{"RL.LEASE", "RETURN", domain, holder, "UNUSED", strconv.FormatInt(unused, 10)}, desc...))
 }
 
 // words is args as a command's words.
