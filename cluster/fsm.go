@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -104,8 +103,6 @@ func (f *fsm) Apply(l *raft.Log) any {
 	f.dec.Walk(b, func(args [][]byte) {
 		out := f.m.ApplyArgsScratch(&f.scratch, stamp, args, &w)
 		res.ends = append(res.ends, len(w.Buf))
-		// The typed results are the scratch's until its next apply.
-		out.Statuses, out.Parts = slices.Clone(out.Statuses), slices.Clone(out.Parts)
 		res.outs = append(res.outs, out)
 	})
 	res.replies = w.Buf

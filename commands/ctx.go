@@ -2,7 +2,6 @@ package commands
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -231,7 +230,6 @@ func (c *Ctx) Reset() {
 func (c *Ctx) settled(out machine.Outcome) {
 	c.outcome, c.applied = out, true
 	if c.captured != nil {
-		out.Statuses = slices.Clone(out.Statuses)
 		*c.captured = append(*c.captured, out)
 	}
 }

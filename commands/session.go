@@ -2,7 +2,6 @@ package commands
 
 import (
 	"errors"
-	"slices"
 	"strings"
 	"time"
 
@@ -56,7 +55,7 @@ func (s *Session) Do(args [][]byte) ([]byte, error) {
 }
 
 // Decide runs one machine command, as Do does, and returns its typed
-// outcome (Outcome.Statuses: valid until the next call) instead of its
+// outcome instead of its
 // reply: a door that is not RESP formats its own reply from it. A command
 // refused before it applied (unknown, malformed, redirected) has only
 // Outcome.Err.
@@ -95,7 +94,6 @@ func (s *Session) DecideAll(cmds [][][]byte) ([]machine.Outcome, error) {
 			deferred = append(deferred, i)
 		case s.ctx.applied:
 			outs[i] = s.ctx.outcome
-			outs[i].Statuses = slices.Clone(outs[i].Statuses)
 		case s.w.LastError != "":
 			outs[i] = machine.Outcome{Err: s.w.LastError}
 		default:

@@ -208,21 +208,19 @@ type Outcome struct {
 	// Ticket is the journaled change the reply must wait for.
 	Ticket Ticket
 	// Statuses are RL.SHOULDRATELIMIT's typed result, one per descriptor
-	// (the reply is written from them); valid until the next apply with
-	// the same Scratch.
+	// (the reply is written from them). Like every slice in an Outcome,
+	// they are the caller's: no later apply writes them.
 	Statuses []RLSStatus
 	// Parts, for a transaction that ran (EXEC), are where its reply's
 	// elements are: element i is reply[Parts[i]:Parts[i+1]]; nil when it
 	// did not run (Err says why, or, with no Err, a watched key changed).
-	// Valid as Statuses is.
 	Parts []int
 	// Err is the error reply's text (without the '-') when a limiter
 	// command (Command.Decides) or a transaction answered an error, or any
 	// command panicked; "" otherwise.
 	Err string
 	// Settled are a settle's rows, in the reserve's order (RL.SETTLE,
-	// RL.CANCEL, RL.PART SETTLE and CANCEL that found something held);
-	// valid as Statuses are.
+	// RL.CANCEL, RL.PART SETTLE and CANCEL that found something held).
 	Settled []SettleRow
 	// Refusal says why, when Err is a part's refusal members act on
 	// (ErrFenced, ErrRulesDiffer); nil otherwise.
@@ -288,12 +286,8 @@ type scratchBufs struct {
 	// undo is a multi-limit check's notes for putting back a partial
 	// charge (machine/undo.go).
 	undo undoLog
-	// statuses are a RL.SHOULDRATELIMIT's typed result (Outcome.Statuses),
-	// parts a transaction's reply boundaries (Outcome.Parts).
-	statuses []RLSStatus
-	parts    []int
-	// settled are a settle's rows (Outcome.Settled).
-	settled []SettleRow
+	// Nothing an apply returns in its Outcome is kept here: the next apply
+	// would overwrite what a caller on another goroutine still reads.
 }
 
 // logScratch is the i-th limit's sliding-log scratch.

@@ -273,7 +273,9 @@ func shouldRateLimit(x *exec, args [][]byte, held *heldAs) {
 		}
 		x.out.Limited = v.refused
 	}
-	statuses := x.bufs.statuses[:0]
+	// The statuses leave the apply (Outcome.Statuses): the caller's, never
+	// a buffer the next apply writes.
+	statuses := make([]RLSStatus, 0, len(p.descs))
 	for i, desc := range p.descs {
 		var c *limitCheck
 		unlimited := false
@@ -288,7 +290,6 @@ func shouldRateLimit(x *exec, args [][]byte, held *heldAs) {
 		}
 		statuses = append(statuses, st)
 	}
-	x.bufs.statuses = statuses
 	x.out.Statuses = statuses
 	writeRLS(x.w, v.refused, statuses)
 }

@@ -260,7 +260,9 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 			}
 		}
 	}
-	rows := x.bufs.settled[:0]
+	// The rows leave the apply (Outcome.Settled): they are the caller's,
+	// never a buffer the next apply writes.
+	var rows []SettleRow
 	held := false
 	var failed error
 	for i := range recs {
@@ -309,7 +311,6 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 			rows = append(rows, row)
 		}
 	}
-	x.bufs.settled = rows
 	if failed != nil {
 		x.fail("ERR the reservation was settled, but a charge beyond it failed: " + ErrorReply(failed))
 		return true

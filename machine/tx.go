@@ -156,7 +156,9 @@ func runTx(x *exec, args [][]byte) {
 		}
 	}
 	x.w.Array(len(req.commands))
-	parts := append(x.bufs.parts[:0], len(x.w.Buf)-start)
+	// The boundaries leave the apply (Outcome.Parts): the caller's.
+	parts := make([]int, 1, len(req.commands)+1)
+	parts[0] = len(x.w.Buf) - start
 	var sc Scratch
 	for _, c := range req.commands {
 		out := x.m.applyInTx(&sc, l, x.now, c, x.w)
@@ -166,7 +168,6 @@ func runTx(x *exec, args [][]byte) {
 		x.journaled(out.Ticket)
 		parts = append(parts, len(x.w.Buf)-start)
 	}
-	x.bufs.parts = parts
 	x.out.Parts = parts
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -137,9 +136,6 @@ func (d *NodeDecider) decideOnce(ctx context.Context, args [][]byte) (machine.Ou
 		// apply.
 		return d.forward(ctx, args, machine.MovedTo(out.Refusal))
 	}
-	// The statuses are the session's until its next call, and it goes
-	// back to the pool on return.
-	out.Statuses = slices.Clone(out.Statuses)
 	return out, nil
 }
 
