@@ -280,9 +280,12 @@ func (c *Ctx) acrossFailed(out []byte, args [][]byte, err error) []byte {
 	// Nothing admitted: the parts charged elsewhere are being given back.
 	var msg string
 	var refusal *machine.Redirect // TRYAGAIN or CLUSTERDOWN: nothing was applied
+	var conflict *crossgroup.SlotConflictError
 	switch {
 	case errors.Is(err, crossgroup.ErrNoLeader):
 		refusal = machine.ClusterDown("a group this command spans has no leader: " + err.Error())
+	case errors.As(err, &conflict):
+		refusal = machine.ClusterDown(conflictWhy(conflict.Described))
 	case errors.Is(err, crossgroup.ErrOutcomeUnknown):
 		msg = "ERR the outcome is unknown: a group this command was sent to did not answer (it may have applied it): " + err.Error()
 	case errors.Is(err, crossgroup.ErrRulesDiffer):

@@ -185,6 +185,18 @@ func (c *Ctx) infoFields(name string) [][2]string {
 			// every member (shardmap.JobView).
 			out = append(out, [2]string{"sluice_migrating", shardmap.FormatJobViews(ownJobViews(o, time.Now()))})
 		}
+		if r := e.Shards; r != nil {
+			// Slots two groups claim at one epoch: no group decides for
+			// them (shardmap.Conflict): "<ranges>=<group>,<group>@<epoch>".
+			conflicts := r.Conflicts()
+			said := make([]string, len(conflicts))
+			m := r.Map()
+			for i, c := range conflicts {
+				said[i] = shardmap.Range{From: c.From, To: c.To}.String() + "=" + m.Groups[c.A].ID + "," + m.Groups[c.B].ID +
+					"@" + strconv.FormatUint(c.Epoch, 10)
+			}
+			out = append(out, [2]string{"sluice_slot_conflicts", strings.Join(said, ";")})
+		}
 		return out
 	case "keyspace":
 		n := machine.UserKeys(e.Machine.Keys().Stats())

@@ -56,6 +56,9 @@ func (c *Ctx) shownOwners(now time.Time) *[slot.Count]int {
 	owner := new([slot.Count]int)
 	for s := range owner {
 		owner[s] = r.Owner(s)
+		if _, conflict := r.Conflict(s); conflict {
+			owner[s] = -1 // no group's: shown as no one's, so --cluster check fails
+		}
 	}
 	m := r.Map()
 	for _, running := range []bool{false, true} {

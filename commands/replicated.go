@@ -75,6 +75,9 @@ func crossSlot(keys []int, args [][]byte) *machine.Redirect {
 func (r Replicated) RedirectKey(key []byte) *machine.Redirect {
 	if r.Shards != nil && key != nil {
 		s := slot.Of(key)
+		if c, ok := r.Shards.Conflict(s); ok {
+			return machine.ClusterDown(conflictWhy(r.Shards.Describe(c)))
+		}
 		switch addr, mine := r.Shards.Route(s); {
 		case mine:
 		case addr == "":
@@ -275,4 +278,11 @@ func (r Replicated) LocalPart(req *machine.PartRequest) (machine.PartResult, boo
 		return res, false, nil
 	}
 	return res, true, err
+}
+
+// conflictWhy is the CLUSTERDOWN text for a slot two groups claim at one
+// epoch (what shardmap.Router.Describe says), with what to do.
+func conflictWhy(described string) string {
+	return described + ": no group decides for them until one is given them at a later epoch" +
+		" (a member was started with a map that splits the slots differently at the same epoch; stop it, see CLUSTER INFO)"
 }

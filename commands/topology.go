@@ -250,6 +250,7 @@ func runClusterInfo(c *Ctx, _ [][]byte) {
 	if c.Env.Shards != nil {
 		state = "ok"
 	}
+	conflicted := c.Env.Shards != nil && len(c.Env.Shards.Conflicts()) > 0
 	for _, sh := range shards {
 		known += len(sh.nodes)
 		n := 0
@@ -261,6 +262,9 @@ func runClusterInfo(c *Ctx, _ [][]byte) {
 			okSlots += n
 			state = "ok"
 		}
+	}
+	if conflicted {
+		state = "fail" // two groups claim slots at one epoch: neither decides for them
 	}
 	c.W.Verbatim("cluster_state:" + state + "\r\n" +
 		"cluster_slots_assigned:" + strconv.Itoa(assigned) + "\r\n" +

@@ -35,7 +35,16 @@ import (
 var (
 	ErrPart     = errors.New("crossgroup: a part of the check failed")
 	ErrNoLeader = errors.New("crossgroup: a group has no leader known")
+	// ErrSlotConflict: two groups claim a counter's slot at one epoch
+	// (shardmap.Conflict); no group decides for it, nothing was sent.
+	ErrSlotConflict = errors.New("crossgroup: two groups claim a slot at one epoch")
 )
+
+// SlotConflictError is ErrSlotConflict with the conflict said for people.
+type SlotConflictError struct{ Described string }
+
+func (e *SlotConflictError) Error() string { return ErrSlotConflict.Error() + ": " + e.Described }
+func (e *SlotConflictError) Unwrap() error { return ErrSlotConflict }
 
 // ErrBadResult: a group answered a part with a result that does not fit
 // it (a status per descriptor it was sent).

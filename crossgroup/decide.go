@@ -49,6 +49,9 @@ func (c *Coordinator) Spans(args [][]byte) bool {
 		if _, mine := c.cfg.Router.Route(d.Slot); !mine {
 			return true
 		}
+		if _, ok := c.cfg.Router.Conflict(d.Slot); ok {
+			return true // Decide refuses it
+		}
 	}
 	return false
 }
@@ -104,6 +107,9 @@ func (c *Coordinator) decide(ctx context.Context, args [][]byte, rsv *reservatio
 	for i, d := range descs {
 		if d.Slot < 0 {
 			continue // no limit: nothing to charge
+		}
+		if cf, ok := c.cfg.Router.Conflict(d.Slot); ok {
+			return Result{}, &SlotConflictError{Described: c.cfg.Router.Describe(cf)}
 		}
 		g := c.groupOf(d.Slot)
 		p := byGroup[g]

@@ -46,6 +46,28 @@ if [ "$groups" -gt 1 ]; then
 	dir=${4:-./data/cluster}
 	mkdir -p "$dir"
 	map="$dir/cluster.yaml"
+	if [ -e "$map" ]; then
+		# The map only starts a cluster: rewritten with another split at
+		# the same epoch, two groups would claim the same slots (the
+		# members refuse it). A running cluster grows by joining.
+		had=$(grep -c '^  - id:' "$map" || true)
+		if [ "$had" != "$groups" ]; then
+			next=$((had + 1))
+			p=$((base + had * 3))
+			cat >&2 <<MSG
+cluster.sh: $dir holds a cluster of $had groups; GROUPS=$groups would split its slots again at the same epoch,
+and two groups would claim the same slots. Start it again with GROUPS=$had, then add a group to it:
+  for i in 1 2 3; do p=\$(($p + i - 1)); bin/sluice --node-id g${next}n\$i --addr 127.0.0.1:\$p \\
+      --data-dir $dir/g${next}n\$i --cluster-join 127.0.0.1:$base >$dir/g${next}n\$i.log 2>&1 & done
+  redis-cli -c -p $base CLUSTER ADDGROUP g$next g${next}n1 127.0.0.1:$p 127.0.0.1:$((p + 10000)) \\
+      g${next}n2 127.0.0.1:$((p + 1)) 127.0.0.1:$((p + 10001)) g${next}n3 127.0.0.1:$((p + 2)) 127.0.0.1:$((p + 10002))
+  redis-cli -c -p $base CLUSTER MIGRATESLOTS SLOTSRANGE <start> <end> NODE \$(redis-cli -p $p CLUSTER MYID)
+(sent to a leader of the group that has the slots; the README: Growing and shrinking)
+or start afresh: make cluster-stop DATA=${dir%/cluster}; rm -r $dir
+MSG
+			exit 2
+		fi
+	fi
 	echo "epoch: 1" >"$map"
 	echo "groups:" >>"$map"
 	per=$((16384 / groups))

@@ -347,6 +347,9 @@ func (c Config) Validate() error {
 		if err := cc.Validate(); err != nil {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+		if err := r.checkOwnAddr(c.Addr); err != nil {
+			return err
+		}
 		for _, d := range []time.Duration{r.HeartbeatTimeout, r.ElectionTimeout, r.LeaderLeaseTimeout, r.CommitTimeout, r.ApplyTimeout, r.SnapshotInterval} {
 			if d < 0 {
 				return fmt.Errorf("%w: raft timeouts must not be negative", ErrConfig)
@@ -354,6 +357,40 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// checkOwnAddr refuses an --addr that is not where the other members and
+// the cluster's clients are told this member is (its client address in
+// --peers or the map): it would serve on one address while redirects,
+// CLUSTER NODES and leader probes name another. A wildcard host (all
+// interfaces) on the same port serves it, and a host name is the
+// resolver's to match; two different IP addresses, or another port, are
+// refused.
+func (r Replication) checkOwnAddr(addr string) error {
+	var own string
+	for _, p := range r.Peers {
+		if p.ID == r.NodeID {
+			own = p.ClientAddr
+		}
+	}
+	if own == "" || own == addr {
+		return nil
+	}
+	host, port, err1 := net.SplitHostPort(addr)
+	ownHost, ownPort, err2 := net.SplitHostPort(own)
+	if err1 != nil || err2 != nil {
+		return nil // the form is checked elsewhere
+	}
+	ip, ownIP := net.ParseIP(host), net.ParseIP(ownHost)
+	switch {
+	case port != ownPort:
+	case host == "" || (ip != nil && ip.IsUnspecified()):
+		return nil
+	case ip == nil || ownIP == nil || ip.Equal(ownIP):
+		return nil
+	}
+	return fmt.Errorf("%w: --addr %s is not member %s's client address %s (as its --peers or cluster map gives it, where the other members and clients reach it): "+
+		"start it with --addr %s, or on that port on all interfaces", ErrConfig, addr, r.NodeID, own, own)
 }
 
 // clusterConfig is the cluster node's configuration in dataDir.

@@ -69,6 +69,7 @@ var metricDescs = []struct {
 	{"sluice_raft_term", "Current Raft term.", nil},
 	{"sluice_raft_leader_live", "1 while this node leads and serves, or follows a leader it heard from within the heartbeat timeout.", nil},
 	{"sluice_cluster_map_epoch", "A sharded member's cluster map epoch: the highest any group's log claims its slots at.", nil},
+	{"sluice_cluster_conflicting_slots", "Slots two groups claim at one epoch, as this member has learned: no group decides for them (CLUSTERDOWN) until one is given them at a later epoch. Never above 0 in a healthy cluster.", nil},
 	{"sluice_crossgroup_checks_total", "Checks this member coordinated across groups, by how they ended: admitted, refused, failed.", []string{"outcome"}},
 	{"sluice_crossgroup_parts_total", "The parts those checks were split into (the groups each touched, summed).", nil},
 	{"sluice_crossgroup_part_finishes_total", "How the parts of checks across groups ended: settled (the check admitted: left to expire, keeping the charge), cancelled (refunded), lost (the cancel never arrived: the charge stays).", []string{"outcome"}},
@@ -256,6 +257,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	if r := m.env.Shards; r != nil {
 		mp := r.Map()
 		gauge("sluice_cluster_map_epoch", float64(r.Epoch()))
+		conflicted := 0
+		for _, c := range r.Conflicts() {
+			conflicted += c.To - c.From + 1
+		}
+		gauge("sluice_cluster_conflicting_slots", float64(conflicted))
 		fenced := 0.0
 		if o := m.env.Machine.Owned(); o != nil {
 			fenced = float64(o.Epoch)

@@ -49,6 +49,10 @@ type Server struct {
 	// router is a sharded member's (nil otherwise; shards.go), coord its
 	// coordinator of checks across groups.
 	router *shardmap.Router
+	// claims are what the probes of the other groups have shown
+	// (shards.go): whether each was heard before deciding, the conflicts
+	// last said.
+	claims claimsHeard
 	// moves drives this group's slot migrations while it leads.
 	moves *slotmove.Driver
 	coord *crossgroup.Coordinator
@@ -126,6 +130,10 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: create data dir: %w", err)
+	}
+	// Whose state the directory holds, before anything reads or writes it.
+	if err := checkIdentity(&cfg, log); err != nil {
+		return nil, err
 	}
 	var nodeID string
 	var err error
@@ -264,7 +272,7 @@ func (s *Server) startNode() error {
 	if router != nil {
 		s.router = router
 		s.env.Shards = router
-		s.env.Applier = commands.Replicated{Node: n, Shards: router, Fenced: s.fenced}
+		s.env.Applier = commands.Replicated{Node: n, Shards: router, Fenced: s.servesSlots}
 		// Members call each other on the member port (parts of checks,
 		// configuration, slots' imports, reports; package member).
 		s.coord = crossgroup.New(crossgroup.Config{Router: router, Machine: s.env.Machine, Log: s.log,

@@ -4,7 +4,9 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rl/sluice/commands"
@@ -40,6 +42,65 @@ func (s *Server) shardedRouter() (*shardmap.Router, error) {
 func (s *Server) fenced() bool {
 	o := s.env.Machine.Owned()
 	return o != nil && o.Epoch >= s.cfg.Replication.Map.Epoch
+}
+
+// servesSlots reports whether keyed commands may be decided here: the
+// group fences by the map, and the other groups' claims were heard
+// (claimsHeard), so a slot another group claims at the same epoch is
+// known before this group decides for it.
+func (s *Server) servesSlots() bool { return s.fenced() && s.claims.heard.Load() }
+
+// claimsHeard is what the probes have shown of the other groups' claims.
+type claimsHeard struct {
+	// heard is set once every other group answered a probe, or
+	// heardWithin passed without some of them (a group that does not
+	// answer cannot decide either; its claim is checked when it does).
+	heard  atomic.Bool
+	rounds int
+	// said is the conflicts last logged ("" none).
+	said string
+}
+
+// heardWithin is how many probe rounds a member waits for every other
+// group to answer before it decides without having heard some.
+const heardWithin = 8
+
+// noteProbe records a probe round (answered: the members of each group
+// that answered) and says a new or ended conflict.
+func (s *Server) noteProbe(answered [][]string) {
+	c := &s.claims
+	if !c.heard.Load() {
+		c.rounds++
+		var silent []string
+		m := s.router.Map()
+		for g := range m.Groups {
+			if g != s.router.Self() && !m.Groups[g].Removed && len(answered[g]) == 0 {
+				silent = append(silent, m.Groups[g].ID)
+			}
+		}
+		switch {
+		case len(silent) == 0:
+			c.heard.Store(true)
+		case c.rounds >= heardWithin:
+			s.log.Warn("deciding before every group answered: a claim of this group's slots they make is noticed when they answer",
+				"silent_groups", strings.Join(silent, ","))
+			c.heard.Store(true)
+		}
+	}
+	var said []string
+	for _, cf := range s.router.Conflicts() {
+		said = append(said, s.router.Describe(cf))
+	}
+	now := strings.Join(said, "; ")
+	switch {
+	case now == c.said:
+	case now != "":
+		s.log.Error("two groups claim the same slots at one epoch: no group decides for them (CLUSTERDOWN) until one is given them at a later epoch; "+
+			"a member was started with a map that splits the slots otherwise at the same epoch", "conflicts", now)
+	default:
+		s.log.Info("no slot is claimed by two groups any more", "were", c.said)
+	}
+	c.said = now
 }
 
 // syncOwnership, on a serving leader whose group is not yet fenced by the
@@ -140,6 +201,7 @@ func (s *Server) probeLeaders() {
 		}
 	}
 	wg.Wait()
+	s.noteProbe(answered)
 	for g, addr := range leaders {
 		if g != s.router.Self() {
 			s.router.SetLeader(g, addr)

@@ -1,8 +1,10 @@
 package shardmap
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -97,8 +99,7 @@ func Load(path string) (*Map, error) {
 	return m, nil
 }
 
-// file is the map's YAML; keys it does not name are ignored (a later
-// version may add some).
+// file is the map's YAML; a key it does not name is an error.
 type file struct {
 	Epoch  *int64      `yaml:"epoch"`
 	Groups []fileGroup `yaml:"groups"`
@@ -121,8 +122,13 @@ func Parse(data []byte) (*Map, error) {
 	if len(data) > maxMapBytes {
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrMap, len(data), maxMapBytes)
 	}
+	// A field the map does not know is refused, as the rules parser
+	// refuses one: a misspelled "slot:" read as absent would start a group
+	// that owns nothing.
 	var f file
-	if err := yaml.Unmarshal(data, &f); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: %w", ErrMap, err)
 	}
 	if f.Epoch == nil || *f.Epoch < 1 {

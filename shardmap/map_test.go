@@ -47,17 +47,25 @@ func TestParseTheIssuesMap(t *testing.T) {
 	}
 }
 
-func TestParseLenient(t *testing.T) {
+// Ranges in any of their forms; a field the map does not know is refused
+// by name (a misspelled "slot:" would start a group owning nothing).
+func TestParseForms(t *testing.T) {
 	m, err := Parse([]byte(`epoch: 3
-comment: more keys may come
 groups:
   - id: only
     slots: [0-100, 101, "102-16383"]
-    weight: 2
     members: {n1: "127.0.0.1:7001"}
 `))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, bad := range []struct{ text, field string }{
+		{"epoch: 3\ncomment: x\ngroups:\n  - id: only\n    slots: [0-16383]\n    members: {n1: \"127.0.0.1:7001\"}\n", "comment"},
+		{"epoch: 3\ngroups:\n  - id: only\n    slot: [0-16383]\n    members: {n1: \"127.0.0.1:7001\"}\n", "slot"},
+	} {
+		if _, err := Parse([]byte(bad.text)); !errors.Is(err, ErrMap) || !strings.Contains(err.Error(), "field "+bad.field+" not found") {
+			t.Errorf("a map with an unknown field %q: %v", bad.field, err)
+		}
 	}
 	if m.Owner(101).ID != "only" || m.Groups[0].Members[0].RaftAddr != "127.0.0.1:17001" {
 		t.Fatalf("%+v", m.Groups[0])
@@ -221,5 +229,60 @@ func TestSharedRaftAddresses(t *testing.T) {
 		if _, err := Parse([]byte(bad)); err == nil || !strings.Contains(err.Error(), "is used by members") {
 			t.Errorf("%v\n%s", err, bad)
 		}
+	}
+}
+
+// Two groups claiming a slot at one epoch — a member started with a map
+// that splits the slots otherwise at the same epoch — is a conflict: no
+// group is shown owning those slots (so CLUSTER NODES leaves them out and
+// redis-cli --cluster check fails), until one group claims them at a
+// later epoch. Claims at different epochs, as every migration step makes,
+// are none.
+func TestRouterConflicts(t *testing.T) {
+	m, err := Parse([]byte(twoGroups))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := NewRouter(m, "g1")
+	if len(r.Conflicts()) != 0 {
+		t.Fatalf("a map's own split conflicts: %+v", r.Conflicts())
+	}
+	// A migration: g2 claims 0-99 at epoch 2 after g1 cut them at 2.
+	r.Claim(0, 2, [][2]int{{100, 8191}})
+	r.Claim(1, 2, [][2]int{{0, 99}, {8192, 16383}})
+	if len(r.Conflicts()) != 0 {
+		t.Fatalf("a migration conflicts: %+v", r.Conflicts())
+	}
+	// A stale claim of g1 at epoch 1 still naming 0-99: older, no conflict.
+	r.Claim(0, 1, [][2]int{{0, 8191}})
+	if len(r.Conflicts()) != 0 {
+		t.Fatalf("an older claim conflicts: %+v", r.Conflicts())
+	}
+	// g1 now claims 9000-9999 at g2's epoch 2: both own them at one epoch.
+	r.Claim(0, 2, [][2]int{{100, 8191}, {9000, 9999}})
+	c, ok := r.Conflict(9500)
+	if !ok || c != (Conflict{From: 9000, To: 9999, A: 0, B: 1, Epoch: 2}) || len(r.Conflicts()) != 1 {
+		t.Fatalf("the conflict: %+v %v, all %+v", c, ok, r.Conflicts())
+	}
+	if _, ok := r.Conflict(8999); ok {
+		t.Fatal("slot 8999 is g2's alone")
+	}
+	if got := r.Describe(c); got != "slots 9000-9999 are claimed by groups g1 and g2 at epoch 2" {
+		t.Fatal(got)
+	}
+	for g := range 2 {
+		for _, rg := range r.Ranges(g) {
+			if rg[0] <= 9999 && rg[1] >= 9000 {
+				t.Fatalf("group %d is shown owning %v, which two groups claim", g, rg)
+			}
+		}
+	}
+	// g2 is given them at a later epoch: the conflict ends.
+	r.Claim(1, 3, [][2]int{{0, 99}, {8192, 16383}})
+	if len(r.Conflicts()) != 0 {
+		t.Fatalf("after a later claim: %+v", r.Conflicts())
+	}
+	if r.Owner(9500) != 1 {
+		t.Fatalf("slot 9500 goes to group %d", r.Owner(9500))
 	}
 }

@@ -238,6 +238,9 @@ type ownerTable struct {
 	owner [slot.Count]uint16
 	// epoch is the highest epoch claimed (CLUSTER INFO's current epoch).
 	epoch uint64
+	// conflicts are the slots two groups claim at one epoch, the highest
+	// that claims them (see Conflict); nil when there are none.
+	conflicts []Conflict
 }
 
 // Claim records that group g owns ranges (From-To pairs) at epoch, as its
@@ -286,19 +289,76 @@ func (r *Router) apply(g int, fn func(*claim) bool) bool {
 	for _, c := range r.claims {
 		t.epoch = max(t.epoch, c.epoch)
 	}
+	removed := r.m.Load().Groups
 	for s := range slot.Count {
-		best, bestEpoch := -1, uint64(0)
+		best, bestEpoch, tied := -1, uint64(0), -1
 		for i := range r.claims {
-			if r.claims[i].has(s) && (best < 0 || r.claims[i].epoch > bestEpoch) {
-				best, bestEpoch = i, r.claims[i].epoch
+			if !r.claims[i].has(s) || (i < len(removed) && removed[i].Removed) {
+				continue
+			}
+			switch e := r.claims[i].epoch; {
+			case best < 0 || e > bestEpoch:
+				best, bestEpoch, tied = i, e, -1
+			case e == bestEpoch && tied < 0:
+				tied = i
 			}
 		}
 		if best >= 0 {
 			t.owner[s] = uint16(best)
 		}
+		if tied >= 0 {
+			t.conflicts = noteConflict(t.conflicts, s, best, tied, bestEpoch)
+		}
 	}
 	r.table.Store(t)
 	return true
+}
+
+// Conflict is a run of slots two groups claim at one epoch: a cluster map
+// rewritten with another split at the same epoch (a member started with
+// it), never a migration, whose every step claims at a later epoch. Which
+// of the two owns them is unknowable, so neither may decide for them
+// until one claims them at a later epoch (or the other is removed).
+type Conflict struct {
+	From, To int
+	// A, B are the two groups' indexes (A < B), Epoch what both claim.
+	A, B  int
+	Epoch uint64
+}
+
+// noteConflict adds slot s, claimed by groups a and b at epoch, to the
+// runs in cs.
+func noteConflict(cs []Conflict, s, a, b int, epoch uint64) []Conflict {
+	if n := len(cs); n > 0 {
+		if c := &cs[n-1]; c.To == s-1 && c.A == a && c.B == b && c.Epoch == epoch {
+			c.To = s
+			return cs
+		}
+	}
+	return append(cs, Conflict{From: s, To: s, A: a, B: b, Epoch: epoch})
+}
+
+// Conflict reports whether two groups claim slot s at one epoch, and
+// which.
+func (r *Router) Conflict(s int) (Conflict, bool) {
+	for _, c := range r.table.Load().conflicts {
+		if c.From <= s && s <= c.To {
+			return c, true
+		}
+	}
+	return Conflict{}, false
+}
+
+// Conflicts are every run of slots two groups claim at one epoch (nil:
+// none).
+func (r *Router) Conflicts() []Conflict { return r.table.Load().conflicts }
+
+// Describe says c for people: "slots 10922-16383 are claimed by groups
+// g2 and g3 at epoch 1".
+func (r *Router) Describe(c Conflict) string {
+	m := r.Map()
+	return fmt.Sprintf("slots %s are claimed by groups %s and %s at epoch %d",
+		Range{c.From, c.To}, m.Groups[c.A].ID, m.Groups[c.B].ID, c.Epoch)
 }
 
 // Epoch is the highest epoch any group claims.
@@ -313,15 +373,23 @@ func (r *Router) Owner(s int) int {
 	return r.self
 }
 
-// Ranges are the slots routed to group g, as sorted ranges.
+// Ranges are the slots routed to group g, as sorted ranges; a slot two
+// groups claim at one epoch (Conflict) is no group's.
 func (r *Router) Ranges(g int) [][2]int {
 	var out [][2]int
-	for s := 0; s < slot.Count; s++ {
+	routed := func(s int) bool {
 		if r.Owner(s) != g {
+			return false
+		}
+		_, conflict := r.Conflict(s)
+		return !conflict
+	}
+	for s := 0; s < slot.Count; s++ {
+		if !routed(s) {
 			continue
 		}
 		from := s
-		for s+1 < slot.Count && r.Owner(s+1) == g {
+		for s+1 < slot.Count && routed(s+1) {
 			s++
 		}
 		out = append(out, [2]int{from, s})

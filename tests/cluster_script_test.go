@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -73,6 +74,20 @@ func TestClusterScriptOpensTheDoors(t *testing.T) {
 	defer cc.Close()
 	if v := checkInts(t, cc, "RL.CHECK", "llm", "COST", 0, "DESCRIPTOR", "tenant", "script"); v[2] != 100000-6 {
 		t.Fatalf("the six gRPC calls charged %d", 100000-v[2])
+	}
+	// Run again with more groups on the same data (as a newcomer grows a
+	// cluster): refused before any process starts — a map split three
+	// ways at the same epoch would give two groups the same slots — with
+	// the way to add a group instead.
+	again := exec.Command("../scripts/cluster.sh", "start", binary, strconv.Itoa(base), dir)
+	again.Env = append(again.Environ(), "SLUICE_GROUPS=3")
+	out, err = again.CombinedOutput()
+	if code := again.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "CLUSTER ADDGROUP g3") ||
+		!strings.Contains(string(out), "--cluster-join 127.0.0.1:"+strconv.Itoa(base)) {
+		t.Fatalf("cluster.sh with GROUPS=3 on a cluster of two: exit %d (%v)\n%s", code, err, out)
+	}
+	if _, err := os.Stat(dir + "/g3n1.pid"); err == nil {
+		t.Fatal("cluster.sh started g3 although it refused")
 	}
 	if out, err := exec.Command("../scripts/cluster.sh", "stop", dir).CombinedOutput(); err != nil {
 		t.Fatalf("cluster.sh stop: %v\n%s", err, out)
