@@ -91,11 +91,18 @@ func Dial(c net.Conn, secret []byte, purpose string) error {
 // Accept runs the acceptor's side of the handshake on c (deadline:
 // Timeout). On an error the caller closes c: nothing was served on it.
 func Accept(c net.Conn, secret []byte, purpose string) error {
+	defer c.SetDeadline(time.Time{})
+	return AcceptBy(c, secret, purpose, time.Now().Add(Timeout))
+}
+
+// AcceptBy is Accept that must end by deadline (a member port's one
+// deadline for everything before a connection serves); it leaves c's
+// deadline set to it.
+func AcceptBy(c net.Conn, secret []byte, purpose string, deadline time.Time) error {
 	if err := checkArgs(secret, purpose); err != nil {
 		return err
 	}
-	c.SetDeadline(time.Now().Add(Timeout))
-	defer c.SetDeadline(time.Time{})
+	c.SetDeadline(deadline)
 	var h [helloLen]byte
 	if _, err := io.ReadFull(c, h[:]); err != nil {
 		return fmt.Errorf("%w: %w", ErrRefused, err)

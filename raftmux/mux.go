@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -31,8 +32,8 @@ import (
 	"github.com/sluice-rl/sluice/memberauth"
 )
 
-// HeaderTimeout bounds how long an accepted connection may take to name
-// its group.
+// HeaderTimeout bounds how long a dialed connection may take to send its
+// header when the dialer gave no deadline.
 const HeaderTimeout = 5 * time.Second
 
 // Errors.
@@ -68,6 +69,59 @@ type route struct {
 type Guard struct {
 	Secret               []byte
 	ServerTLS, ClientTLS *tls.Config
+	// Limits bound the connections a mux accepts (zero fields: the
+	// defaults).
+	Limits Limits
+}
+
+// Limits bound a member port's connections, so a stranger — with or
+// without the cluster's secret — cannot take the descriptors the client
+// doors need, nor make Raft allocate a transport buffer for a connection
+// that has not shown it carries anything.
+type Limits struct {
+	// MaxConns is how many connections the port holds at once, pending
+	// or serving (DefaultMaxConns). Past it, an accepted connection is
+	// closed at once, before anything is read or allocated for it.
+	MaxConns int
+	// MaxPending is how many of them may be pending at once: accepted and
+	// not yet through their header, proof, TLS and first byte
+	// (DefaultMaxPending).
+	MaxPending int
+	// Handshake bounds how long a connection may stay pending
+	// (DefaultHandshake).
+	Handshake time.Duration
+}
+
+// The default limits: a member of a thousand-group cluster is called by
+// every other group's members (a connection each for member calls) and
+// its own group's (Raft's pool); the handshake is a few round trips.
+const (
+	DefaultMaxConns   = 4096
+	DefaultMaxPending = 256
+	DefaultHandshake  = 3 * time.Second
+)
+
+// withDefaults fills l's zero fields.
+func (l Limits) withDefaults() Limits {
+	if l.MaxConns <= 0 {
+		l.MaxConns = DefaultMaxConns
+	}
+	if l.MaxPending <= 0 {
+		l.MaxPending = DefaultMaxPending
+	}
+	l.MaxPending = min(l.MaxPending, l.MaxConns)
+	if l.Handshake <= 0 {
+		l.Handshake = DefaultHandshake
+	}
+	return l
+}
+
+// Validate reports limits that cannot be: negative ones.
+func (l Limits) Validate() error {
+	if l.MaxConns < 0 || l.MaxPending < 0 || l.Handshake < 0 {
+		return fmt.Errorf("raftmux: negative connection limits %+v", l)
+	}
+	return nil
 }
 
 // Mux is one member port shared by groups and purposes.
@@ -81,6 +135,12 @@ type Mux struct {
 	layers    map[route]*Layer
 	done      chan struct{}
 	wg        sync.WaitGroup
+	limits    Limits
+	// maxConns is limits.MaxConns, lowered by SetMaxConns.
+	maxConns atomic.Int64
+	// open and pending count the connections held (limits).
+	open, pending atomic.Int64
+	refusals      refusals
 }
 
 // Listen listens for Raft on addr; secret (nil: none) is the cluster's,
@@ -115,7 +175,13 @@ func ListenAs(addr string, advertise net.Addr, guard Guard, log *slog.Logger) (*
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Mux{ln: ln, guard: guard, advertise: advertise, log: log, layers: map[route]*Layer{}, done: make(chan struct{})}
+	if err := guard.Limits.Validate(); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	m := &Mux{ln: ln, guard: guard, advertise: advertise, log: log, layers: map[route]*Layer{}, done: make(chan struct{}),
+		limits: guard.Limits.withDefaults()}
+	m.maxConns.Store(int64(m.limits.MaxConns))
 	m.wg.Add(1)
 	go m.serve()
 	return m, nil
@@ -170,49 +236,89 @@ func (m *Mux) serve() {
 				return
 			default:
 			}
-			m.log.Warn("raftmux: accept", "err", err)
+			m.refusals.note(m.log, refusedAccept, nil)
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		go m.route(c)
+		// Over a limit the connection is closed here, before a goroutine
+		// or a byte is spent on it.
+		switch {
+		case m.open.Load() >= m.maxConns.Load():
+			m.refusals.note(m.log, refusedFull, c.RemoteAddr())
+			c.Close()
+			continue
+		case m.pending.Load() >= int64(m.limits.MaxPending):
+			m.refusals.note(m.log, refusedPending, c.RemoteAddr())
+			c.Close()
+			continue
+		}
+		m.open.Add(1)
+		m.pending.Add(1)
+		go m.route(&heldConn{Conn: c, open: &m.open})
 	}
 }
 
-// route reads c's header and hands c to its group's layer.
+// SetMaxConns changes how many connections the mux holds at once (the
+// server fits it into the open-files limit beside the client doors).
+func (m *Mux) SetMaxConns(n int) { m.maxConns.Store(int64(max(n, 1))) }
+
+// Conns are the connections the mux holds, and of them those pending.
+func (m *Mux) Conns() (open, pending int64) { return m.open.Load(), m.pending.Load() }
+
+// route takes c through its header, proof and TLS, and its first byte,
+// within the handshake deadline, and hands it to its group's layer.
 func (m *Mux) route(c net.Conn) {
-	c.SetReadDeadline(time.Now().Add(HeaderTimeout))
+	pending := true
+	defer func() {
+		if pending {
+			m.pending.Add(-1)
+		}
+	}()
+	deadline := time.Now().Add(m.limits.Handshake)
+	c.SetDeadline(deadline)
 	r, err := readHeader(c)
 	if err != nil {
+		m.refusals.note(m.log, refusedHeader, c.RemoteAddr())
 		c.Close()
 		return
 	}
-	c.SetReadDeadline(time.Time{})
 	m.mu.Lock()
 	l := m.layers[r]
 	m.mu.Unlock()
 	if l == nil {
-		m.log.Warn("raftmux: a connection for a group not hosted here", "group", r.group, "purpose", purpose(r), "from", c.RemoteAddr())
+		m.refusals.note(m.log, refusedGroup, c.RemoteAddr())
 		c.Close()
 		return
 	}
 	if m.guard.Secret != nil {
-		if err := memberauth.Accept(c, m.guard.Secret, purpose(r)); err != nil {
-			m.log.Warn("raftmux: a connection did not prove cluster membership; closed", "group", r.group, "purpose", purpose(r), "from", c.RemoteAddr().String())
+		if err := memberauth.AcceptBy(c, m.guard.Secret, purpose(r), deadline); err != nil {
+			m.refusals.note(m.log, refusedProof, c.RemoteAddr())
 			c.Close()
 			return
 		}
 	}
 	if m.guard.ServerTLS != nil {
 		tc := tls.Server(c, m.guard.ServerTLS)
-		tc.SetDeadline(time.Now().Add(HeaderTimeout))
 		if err := tc.Handshake(); err != nil {
-			m.log.Warn("raftmux: a connection's TLS handshake failed; closed", "group", r.group, "purpose", purpose(r), "from", c.RemoteAddr().String(), "err", err)
+			m.refusals.note(m.log, refusedTLS, c.RemoteAddr())
 			c.Close()
 			return
 		}
-		tc.SetDeadline(time.Time{})
 		c = tc
 	}
+	// A member's connection carries something at once (a Raft RPC, a gRPC
+	// preface): one that does not is closed before Raft or gRPC allocate
+	// their buffers for it.
+	var first [1]byte
+	if _, err := io.ReadFull(c, first[:]); err != nil {
+		m.refusals.note(m.log, refusedSilent, c.RemoteAddr())
+		c.Close()
+		return
+	}
+	c.SetDeadline(time.Time{})
+	c = &replayConn{Conn: c, first: first[0], has: true}
+	pending = false
+	m.pending.Add(-1)
 	select {
 	case l.conns <- c:
 	case <-l.closed:

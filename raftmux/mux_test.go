@@ -325,7 +325,7 @@ func TestTLSGuardsRaftAndMemberCalls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := c.(*tls.Conn); !ok {
+		if _, ok := c.(interface{ NetConn() net.Conn }).NetConn().(*tls.Conn); !ok {
 			t.Fatalf("an accepted %v connection is %T, not TLS", l.route.kind, c)
 		}
 		got, _ := io.ReadAll(c)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net"
 	"time"
+
+	"github.com/sluice-rl/sluice/raftmux"
 )
 
 const (
@@ -106,6 +108,13 @@ func (s *Server) fitMaxClients() {
 	if s.cfg.GRPCAddr != "" {
 		s.cfg.Doors.GRPCMaxConns = int(max(min(int64(s.cfg.Doors.GRPCMaxConns), avail/4), 1))
 	}
+	if s.cfg.Replication.Enabled() {
+		lim := &s.cfg.Replication.MemberLimits
+		lim.MaxConns = int(max(min(int64(s.memberMaxConns()), avail/4), 1))
+		if s.mux != nil {
+			s.mux.SetMaxConns(lim.MaxConns)
+		}
+	}
 	fit := max(min(want, avail-s.doorFDs()), 1)
 	s.env.Tunables.MaxClients.Store(fit)
 	s.env.Options.MaxClients = int(fit)
@@ -115,6 +124,7 @@ func (s *Server) fitMaxClients() {
 	}
 	s.log.Warn(what,
 		"maxclients", fit, "requested", want, "http_max_conns", s.cfg.Doors.HTTPMaxConns, "grpc_max_conns", s.cfg.Doors.GRPCMaxConns,
+		"member_max_conns", s.cfg.Replication.MemberLimits.MaxConns,
 		"open_files_limit", got, "hard_limit", limit, "reserved", reservedFDs)
 }
 
@@ -127,7 +137,18 @@ func (s *Server) doorFDs() int64 {
 	if s.cfg.GRPCAddr != "" {
 		n += int64(s.cfg.Doors.GRPCMaxConns)
 	}
+	if s.cfg.Replication.Enabled() {
+		n += int64(s.memberMaxConns())
+	}
 	return n
+}
+
+// memberMaxConns is the member port's connection cap in force.
+func (s *Server) memberMaxConns() int {
+	if n := s.cfg.Replication.MemberLimits.MaxConns; n > 0 {
+		return n
+	}
+	return raftmux.DefaultMaxConns
 }
 
 // fitClients makes room for want RESP clients beside the doors, raising

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-rl/sluice/persist"
 	"github.com/sluice-rl/sluice/server/guard"
 
+	"github.com/sluice-rl/sluice/raftmux"
 	"github.com/sluice-rl/sluice/shardmap"
 )
 
@@ -183,6 +184,10 @@ type Replication struct {
 	// Kubernetes pod's DNS name — the port listens on 0.0.0.0 and the
 	// name is still what Raft announces, unresolved at start.
 	ListenAddr string
+	// MemberLimits bound the member port's connections (zero fields:
+	// raftmux's defaults): they count in the descriptor budget beside
+	// the client doors'.
+	MemberLimits raftmux.Limits
 	// Map, when set, makes the server a member of a sharded cluster: Peers
 	// are its group's members, and the map says which slots each group
 	// owns (--cluster-map).
@@ -345,6 +350,9 @@ func (c Config) Validate() error {
 		}
 		cc := r.clusterConfig(c.DataDir)
 		if err := cc.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		if err := r.MemberLimits.Validate(); err != nil {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 		if err := r.checkOwnAddr(c.Addr); err != nil {

@@ -177,20 +177,20 @@ func trustingCert(cert *tls.Certificate, file string) (*tls.Config, error) {
 // --tls-cert-file TLS, as each member keeps a port of its own.
 func MemberGuard(c Config) (raftmux.Guard, error) {
 	if c.TLSCertFile == "" {
-		return guardOf(c.Replication.Secret, nil, "")
+		return guardOf(c.Replication, nil, "")
 	}
 	cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
 	if err != nil {
 		return raftmux.Guard{}, fmt.Errorf("server: TLS certificate %s / key %s: %w", c.TLSCertFile, c.TLSKeyFile, err)
 	}
-	return guardOf(c.Replication.Secret, &cert, c.TLSCertFile)
+	return guardOf(c.Replication, &cert, c.TLSCertFile)
 }
 
-// guardOf is a member port's guard: secret, and with cert (read from
+// guardOf is a member port's guard: r's secret and connection limits, and with cert (read from
 // file; nil: plain TCP) TLS — accepted connections with the certificate,
 // dialed ones trusting it and the system's roots.
-func guardOf(secret []byte, cert *tls.Certificate, file string) (raftmux.Guard, error) {
-	g := raftmux.Guard{Secret: secret}
+func guardOf(r Replication, cert *tls.Certificate, file string) (raftmux.Guard, error) {
+	g := raftmux.Guard{Secret: r.Secret, Limits: r.MemberLimits}
 	if cert == nil {
 		return g, nil
 	}

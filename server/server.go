@@ -248,7 +248,7 @@ func (s *Server) startNode() error {
 		return err
 	}
 	var err error
-	if s.guard, err = guardOf(s.cfg.Replication.Secret, s.cert, s.cfg.TLSCertFile); err != nil {
+	if s.guard, err = guardOf(s.cfg.Replication, s.cert, s.cfg.TLSCertFile); err != nil {
 		return err
 	}
 	if err := s.openMemberPort(&cc); err != nil {

@@ -1,0 +1,74 @@
+package tests
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+)
+
+// peersGroupID is the group id a --peers member's port knows its group by.
+const peersGroupID = "sluice"
+
+// A flood of the member port — 10,000 connections that send only the
+// purpose header, without the cluster's secret and with it — holds no
+// more than its cap of descriptors (far fewer than the flood), and leaves
+// the client door serving: a new authenticated client is answered, the
+// group still decides, and the log says so in a line or two, not a line
+// a connection.
+func TestMemberPortFloodLeavesTheDoorsServing(t *testing.T) {
+	for _, withSecret := range []bool{false, true} {
+		t.Run(fmt.Sprintf("secret=%v", withSecret), func(t *testing.T) {
+			extra := []string{"--member-max-conns", "512"}
+			if withSecret {
+				extra = append(extra, "--cluster-secret-file", writeSecret(t, "a cluster secret of some length"))
+			}
+			cl := StartCluster(t, 3, nil, extra...)
+			leader := cl.Leader()
+			target := 0
+			for i, s := range cl.Nodes {
+				if s != leader {
+					target = i
+					break
+				}
+			}
+			follower := cl.Nodes[target]
+			// The member-call header of the group's own id: what a
+			// member sends first.
+			header := append([]byte{0, byte(len(peersGroupID))}, peersGroupID...)
+			var flood []net.Conn
+			defer func() {
+				for _, c := range flood {
+					c.Close()
+				}
+			}()
+			for range 10000 {
+				c, err := net.Dial("tcp", cl.RaftAddrs[target])
+				if err != nil {
+					t.Fatalf("dial %d: %v", len(flood), err)
+				}
+				c.Write(header)
+				flood = append(flood, c)
+			}
+			fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", follower.cmd.Process.Pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(fds) > 2000 {
+				t.Fatalf("the follower holds %d descriptors under a flood of 10,000 header-only connections (cap 512)", len(fds))
+			}
+			c := follower.Client()
+			if err := c.Ping(ctx(t)).Err(); err != nil {
+				t.Fatalf("the follower's RESP door under the flood: %v", err)
+			}
+			lc := leader.Client()
+			if v := ints(t, lc.Do(ctx(t), "CL.THROTTLE", "flood", 5, 5, 60)); v[0] != 0 {
+				t.Fatalf("the group under the flood: %v", v)
+			}
+			if n := strings.Count(follower.Logs(), "member port connections refused"); n > 3 {
+				t.Fatalf("%d log lines for the flood:\n%s", n, follower.Logs())
+			}
+		})
+	}
+}
