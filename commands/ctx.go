@@ -156,6 +156,10 @@ type Env struct {
 	// Memory is the process' sampled memory use, against maxmemory and
 	// maxmemory-clients.
 	Memory Memory
+	// Transport, when set, is how much of the heap the member port's
+	// transports hold in buffers (Raft's, per connection): not state,
+	// left out of used_memory (nil: none).
+	Transport func() int64
 	// PubSub routes published messages and throttle events; never nil in a
 	// server (NewEnv-free callers must set it before pub/sub commands).
 	PubSub *pubsub.Hub

@@ -15,9 +15,29 @@ type heldConn struct {
 	once sync.Once
 }
 
+// NetConn is the connection underneath.
+func (c *heldConn) NetConn() net.Conn { return c.Conn }
+
 func (c *heldConn) Close() error {
 	c.once.Do(func() { c.open.Add(-1) })
 	return c.Conn.Close()
+}
+
+// RaftConnBuffer is what hashicorp/raft's network transport allocates for
+// each connection it reads or writes: a 256 KB buffer one way (the
+// reader on an accepted connection, the writer on a dialed one) and a
+// 4 KB one the other.
+const RaftConnBuffer = 256<<10 + 4<<10
+
+// RaftBufferBytes is what Raft's transport holds in buffers for the
+// connections this mux carries: heap that is not the keyspace's, which
+// used_memory leaves out (most of it never touched, so never resident).
+func (m *Mux) RaftBufferBytes() int64 { return m.raft.Load() * RaftConnBuffer }
+
+// countRaft counts c among the Raft connections until it is closed.
+func (m *Mux) countRaft(c net.Conn) net.Conn {
+	m.raft.Add(1)
+	return &heldConn{Conn: c, open: &m.raft}
 }
 
 // replayConn gives back the first byte the mux read to see that the

@@ -138,8 +138,9 @@ type Mux struct {
 	limits    Limits
 	// maxConns is limits.MaxConns, lowered by SetMaxConns.
 	maxConns atomic.Int64
-	// open and pending count the connections held (limits).
-	open, pending atomic.Int64
+	// open and pending count the connections held (limits); raft those
+	// carrying Raft, either way (RaftBufferBytes).
+	open, pending, raft atomic.Int64
 	refusals      refusals
 }
 
@@ -317,6 +318,9 @@ func (m *Mux) route(c net.Conn) {
 	}
 	c.SetDeadline(time.Time{})
 	c = &replayConn{Conn: c, first: first[0], has: true}
+	if r.kind == Raft {
+		c = m.countRaft(c)
+	}
 	pending = false
 	m.pending.Add(-1)
 	select {
@@ -409,7 +413,11 @@ func (l *Layer) Addr() net.Addr {
 func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return dial(ctx, string(address), l.route, l.mux.guard)
+	c, err := dial(ctx, string(address), l.route, l.mux.guard)
+	if err != nil || l.route.kind != Raft {
+		return c, err
+	}
+	return l.mux.countRaft(c), nil
 }
 
 // DialMember connects to the member port at address for member calls to

@@ -325,7 +325,15 @@ func TestTLSGuardsRaftAndMemberCalls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := c.(interface{ NetConn() net.Conn }).NetConn().(*tls.Conn); !ok {
+		under := c
+		for {
+			w, ok := under.(interface{ NetConn() net.Conn })
+			if _, isTLS := under.(*tls.Conn); isTLS || !ok {
+				break
+			}
+			under = w.NetConn()
+		}
+		if _, ok := under.(*tls.Conn); !ok {
 			t.Fatalf("an accepted %v connection is %T, not TLS", l.route.kind, c)
 		}
 		got, _ := io.ReadAll(c)

@@ -74,6 +74,7 @@ func (s *Server) openMemberPort(cc *cluster.Config) error {
 		return err
 	}
 	s.mux, cc.StreamLayer = mux, layer
+	s.env.Transport = mux.RaftBufferBytes
 	return nil
 }
 

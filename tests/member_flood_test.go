@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // peersGroupID is the group id a --peers member's port knows its group by.
@@ -71,4 +74,58 @@ func TestMemberPortFloodLeavesTheDoorsServing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Connections that reach Raft make its transport allocate a 260 KB buffer
+// each: heap that is the network's, not the keyspace's. 2,000 of them
+// leave used_memory (what maxmemory is compared with) where it was, and
+// a new key is not refused -OOM.
+func TestRaftBuffersAreNotUsedMemory(t *testing.T) {
+	cl := StartCluster(t, 1, nil, "--maxmemory", "100mb")
+	s := cl.Nodes[0]
+	c := s.Client()
+	used := func() int64 {
+		if err := c.Do(ctx(t), "DEBUG", "GC").Err(); err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.ParseInt(infoField(t, c, "memory", "used_memory"), 10, 64)
+		return n
+	}
+	before := used()
+	header := append([]byte{byte(len(peersGroupID))}, peersGroupID...) // Raft's
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range 2000 {
+		nc, err := net.Dial("tcp", cl.RaftAddrs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Write(append(header, 0)) // and an RPC's first byte: Raft reads on
+		conns = append(conns, nc)
+	}
+	// The buffers are there once Raft took the connections: the heap grew
+	// by most of 2,000 × 260 KB.
+	eventually(t, "Raft holding the connections' buffers", func() bool {
+		var m runtimeHeap
+		return m.read(t, c) > before+300<<20
+	})
+	if after := used(); after > before+50<<20 {
+		t.Fatalf("used_memory went from %d to %d with 2,000 Raft connections open", before, after)
+	}
+	if err := c.Do(ctx(t), "CL.THROTTLE", "new-key", 5, 5, 60).Err(); err != nil {
+		t.Fatalf("a new key with 2,000 Raft connections open: %v", err)
+	}
+}
+
+// runtimeHeap reads used_memory_heap_allocated: every allocated heap
+// byte, the transports' buffers included.
+type runtimeHeap struct{}
+
+func (runtimeHeap) read(t *testing.T, c *redis.Client) int64 {
+	n, _ := strconv.ParseInt(infoField(t, c, "memory", "used_memory_heap_allocated"), 10, 64)
+	return n
 }
