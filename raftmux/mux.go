@@ -141,7 +141,7 @@ type Mux struct {
 	// open and pending count the connections held (limits); raft those
 	// carrying Raft, either way (RaftBufferBytes).
 	open, pending, raft atomic.Int64
-	refusals      refusals
+	refusals            refusals
 }
 
 // Listen listens for Raft on addr; secret (nil: none) is the cluster's,
