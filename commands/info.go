@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -143,6 +144,9 @@ func (c *Ctx) infoFields(name string) [][2]string {
 			{"used_memory_keyspace", strconv.Itoa(st.Bytes)},
 			{"used_memory_clients", itoa(e.Memory.Clients.Load())},
 			{"maxmemory", itoa(limit)},
+			// The Go runtime's memory limit in force (the server keeps it
+			// at what maxmemory leaves the heap; max int64: none).
+			{"go_memory_limit", itoa(debug.SetMemoryLimit(-1))},
 			{"maxmemory_human", humanBytes(uint64(limit))},
 			{"maxmemory_policy", "noeviction"},
 			{"maxmemory_clients", itoa(e.MaxMemoryClients())},

@@ -59,6 +59,12 @@ type Config struct {
 	// on. Nothing is ever evicted (the policy is noeviction). CONFIG SET
 	// maxmemory changes it.
 	MaxMemory int64
+	// GoMemoryLimit, when set, makes the server keep the Go runtime's
+	// memory limit (runtime/debug.SetMemoryLimit) at what maxmemory leaves
+	// the heap within MemoryLimitFactor of it (memlimit.go). It is the
+	// process's: set it for one server a process (cmd/sluice does, unless
+	// GOMEMLIMIT is set).
+	GoMemoryLimit bool
 	// MaxMemoryClients bounds the buffers of every client together (0:
 	// a quarter of MaxMemory, at least 32 MiB, or 128 MiB without one):
 	// past it, the client holding the most is closed, as Redis 7's

@@ -38,6 +38,8 @@ type Server struct {
 	// staleMap is set once this member has said its cluster map is older
 	// than its group's.
 	staleMap bool
+	// goMemoryLimit is the Go memory limit last set (memlimit.go).
+	goMemoryLimit int64
 	cfg      Config
 	log      *slog.Logger
 	env      *commands.Env
@@ -367,6 +369,7 @@ func (s *Server) Serve() error {
 	go s.clients.tick(s.stop, s.bg.Done, func() {
 		s.closeIdle()
 		s.env.SampleMemory()
+		s.fitGoMemoryLimit()
 		s.sampleClientMemory()
 	})
 	s.bg.Add(1)

@@ -282,3 +282,65 @@ func TestALargeRequestCountsInTheClientBudget(t *testing.T) {
 		eventually(t, "used_memory_clients back near zero", func() bool { return infoInt(t, c, "memory", "used_memory_clients") <= 1<<20 })
 	}
 }
+
+// Over maxmemory, a command that would grow a record that exists answers
+// -OOM as one that would add a key does: an exact sliding log's next
+// entry, a CONC key's next lease, a lease holder's grant, an RL.CHECK of
+// an exact sliding rule. What changes state in place goes on (a GCRA or
+// fixed-window key, a release, a lease's return). The Go memory limit
+// follows maxmemory (INFO memory go_memory_limit).
+func TestMaxMemoryRefusesGrowthOfWhatExists(t *testing.T) {
+	rules := writeRules(t, "g.yaml", `domain: g
+descriptors:
+  - key: exact
+    rate_limit: {unit: hour, requests_per_unit: 1000, sluice: {algorithm: sliding-exact}}
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+`)
+	s := StartServer(t, "--rules", rules)
+	c := s.Client()
+	if got := infoField(t, c, "memory", "go_memory_limit"); got != "9223372036854775807" {
+		t.Fatalf("go_memory_limit without maxmemory: %s", got)
+	}
+	must := func(args ...any) {
+		t.Helper()
+		if err := c.Do(ctx(t), args...).Err(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	must("SW.CHECK", "log", 1000, 3600, "EXACT")
+	must("CONC.ACQUIRE", "conc", 100, 3600, "r1")
+	must("CL.THROTTLE", "gcra", 100, 1, 3600)
+	must("FW.CHECK", "fixed", 1000, 3600)
+	must("RL.CHECK", "g", "DESCRIPTOR", "exact", "a")
+	must("RL.CHECK", "g", "DESCRIPTOR", "user", "a")
+	must("RL.LEASE", "g", "holder-1", 60, "WANT", 5, "DESCRIPTOR", "user", "a")
+	// Over maxmemory from here on.
+	if err := c.ConfigSet(ctx(t), "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Go memory limit following maxmemory", func() bool {
+		return infoField(t, c, "memory", "go_memory_limit") != "9223372036854775807"
+	})
+	for _, grows := range [][]any{
+		{"SW.CHECK", "log", 1000, 3600, "EXACT"},
+		{"CONC.ACQUIRE", "conc", 100, 3600, "r2"},
+		{"RL.CHECK", "g", "DESCRIPTOR", "exact", "a"},
+		{"RL.LEASE", "g", "holder-2", 60, "WANT", 5, "DESCRIPTOR", "user", "a"},
+	} {
+		if err := c.Do(ctx(t), grows...).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+			t.Errorf("%v over maxmemory: %v, want -OOM", grows, err)
+		}
+	}
+	for _, inPlace := range [][]any{
+		{"CL.THROTTLE", "gcra", 100, 1, 3600},
+		{"FW.CHECK", "fixed", 1000, 3600},
+		{"RL.CHECK", "g", "DESCRIPTOR", "user", "a"},
+		{"CONC.RELEASE", "conc", "r1"},
+		{"RL.LEASE", "RETURN", "g", "holder-1", "UNUSED", 5, "DESCRIPTOR", "user", "a"},
+	} {
+		if err := c.Do(ctx(t), inPlace...).Err(); err != nil {
+			t.Errorf("%v over maxmemory: %v", inPlace, err)
+		}
+	}
+}

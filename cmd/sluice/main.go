@@ -47,6 +47,9 @@ func run(args []string) error {
 		}
 	}
 	if hosted == nil {
+		// The Go memory limit follows maxmemory unless GOMEMLIMIT says.
+		_, fixed := os.LookupEnv("GOMEMLIMIT")
+		o.cfg.GoMemoryLimit = !fixed
 		return listenAndServe([]server.Config{o.cfg}, []*slog.Logger{log}, log)
 	}
 	cfgs, mux, err := hostedConfigs(o.cfg, hosted, log)
