@@ -40,9 +40,9 @@ type Server struct {
 	staleMap bool
 	// goMemoryLimit is the Go memory limit last set (memlimit.go).
 	goMemoryLimit int64
-	cfg      Config
-	log      *slog.Logger
-	env      *commands.Env
+	cfg           Config
+	log           *slog.Logger
+	env           *commands.Env
 	// born is when the server was made: latencies are measured from it on
 	// the monotonic clock.
 	born time.Time
