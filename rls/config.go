@@ -45,6 +45,8 @@ func (l Limits) Validate() error {
 type Config struct {
 	// Limits bound requests (zero: DefaultLimits).
 	Limits Limits
+	// Quota bounds the RLQS streams (zero fields: their defaults).
+	Quota QuotaLimits
 	// ResponseHeaders fills response_headers_to_add as envoyproxy/ratelimit
 	// does with LIMIT_RESPONSE_HEADERS_ENABLED (RateLimit-Limit,
 	// RateLimit-Remaining, RateLimit-Reset), plus the draft-10 RateLimit
@@ -63,10 +65,34 @@ type Config struct {
 	Now func() int64
 }
 
+// QuotaLimits bound what RLQS streams hold: how many are open at once,
+// and the bytes of bucket ids one stream holds leases of (its domain,
+// keys and values), so a stream's memory is bounded by bytes, not only
+// by its 4096 buckets.
+type QuotaLimits struct {
+	// Streams is the most streams open at once, on all connections
+	// (default 1024); past it a stream is refused RESOURCE_EXHAUSTED.
+	Streams int
+	// StreamBytes is the most bytes of bucket ids one stream holds (default
+	// 1 MiB); a report past it is refused RESOURCE_EXHAUSTED.
+	StreamBytes int
+}
+
+func (q QuotaLimits) withDefaults() QuotaLimits {
+	if q.Streams <= 0 {
+		q.Streams = 1024
+	}
+	if q.StreamBytes <= 0 {
+		q.StreamBytes = 1 << 20
+	}
+	return q
+}
+
 func (c Config) withDefaults() Config {
 	if c.Limits == (Limits{}) {
 		c.Limits = DefaultLimits()
 	}
+	c.Quota = c.Quota.withDefaults()
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}

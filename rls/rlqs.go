@@ -3,6 +3,8 @@ package rls
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,7 +13,6 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -48,11 +49,11 @@ type quotaServer struct {
 	s *Service
 }
 
-// heldBucket is what a stream holds of one bucket: its id and
-// descriptor, the last grant, and when it was last reported and for how
-// long its assignment lives (ns).
+// heldBucket is what a stream holds of one bucket: its descriptor (the
+// only copy of its id's entries: the id is rebuilt from it), the last
+// grant, and when it was last reported and for how long its assignment
+// lives (ns).
 type heldBucket struct {
-	id       *rlqspb.BucketId
 	domain   string
 	desc     []string
 	granted  int64
@@ -60,12 +61,61 @@ type heldBucket struct {
 	lifetime int64
 }
 
-// maxStreamBuckets bounds the buckets one stream holds leases of: a
-// stream's memory is bounded, as every other caller's.
+// bytes is what the bucket's id takes (QuotaLimits.StreamBytes).
+func (h *heldBucket) bytes() int {
+	n := len(h.domain)
+	for _, w := range h.desc {
+		n += len(w)
+	}
+	return n
+}
+
+// bucketID is the bucket id a held bucket's descriptor came from.
+func (h *heldBucket) bucketID() *rlqspb.BucketId {
+	m := make(map[string]string, len(h.desc)/2)
+	for i := 1; i+1 < len(h.desc); i += 2 {
+		m[h.desc[i]] = h.desc[i+1]
+	}
+	return &rlqspb.BucketId{Bucket: m}
+}
+
+// streamHoldings are the buckets a stream holds leases of, by a digest of
+// their domain and descriptor (the descriptor kept once, in the bucket),
+// and the bytes their ids take.
+type streamHoldings struct {
+	buckets map[[sha256.Size]byte]*heldBucket
+	bytes   int
+}
+
+func newHoldings() *streamHoldings {
+	return &streamHoldings{buckets: map[[sha256.Size]byte]*heldBucket{}}
+}
+
+// bucketKey is the digest a stream holds a bucket under.
+func bucketKey(domain string, desc []string) [sha256.Size]byte {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, w := range append([]string{domain}, desc...) {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(w)))])
+		h.Write([]byte(w))
+	}
+	var k [sha256.Size]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// maxStreamBuckets bounds the buckets one stream holds leases of; with
+// QuotaLimits.StreamBytes, a stream's memory is bounded, as every other
+// caller's.
 const maxStreamBuckets = 4096
 
-// errTooManyBuckets: a stream reported more buckets than it may hold.
-var errTooManyBuckets = errors.New("rls: a quota stream reported more than 4096 buckets")
+// errTooManyBuckets: a stream reported more buckets, or bucket ids of
+// more bytes, than it may hold; errTooManyStreams: more streams are open
+// than the server takes.
+var (
+	errTooManyBuckets = errors.New("rls: a quota stream reported more buckets than it may hold")
+	errTooManyStreams = errors.New("rls: more quota streams are open than this server takes")
+)
 
 // minLeaseTTL is the least ttl an assignment is given, in seconds: one
 // report late is no lapse.
@@ -79,10 +129,16 @@ func (q quotaServer) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_S
 		s.metrics.observe("rlqs", "unauthenticated", 0)
 		return status.Error(codes.Unauthenticated, "sluice: this rate limit quota service needs authorization: Bearer <password>")
 	}
+	if s.quotaStreams.Add(1) > int64(s.cfg.Quota.Streams) {
+		s.quotaStreams.Add(-1)
+		s.metrics.observe("rlqs", "exhausted", 0)
+		return errorStatus(fmt.Errorf("%w (%d)", errTooManyStreams, s.cfg.Quota.Streams)).Err()
+	}
+	defer s.quotaStreams.Add(-1)
 	var id [8]byte
 	rand.Read(id[:])
 	holder := "rlqs-" + hex.EncodeToString(id[:])
-	held := map[string]*heldBucket{}
+	held := newHoldings()
 	defer q.giveBack(holder, held)
 	domain := ""
 	for {
@@ -107,10 +163,14 @@ func (q quotaServer) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_S
 			if err != nil {
 				st := errorStatus(err)
 				s.metrics.observe("rlqs", failedResult(st.Code()), time.Since(start))
-				if st.Code() == codes.Unavailable {
-					// No leader now (a failover): nothing was charged. The
-					// bucket keeps the assignment it has until its ttl, and
-					// the next report asks again — the stream goes on.
+				if st.Code() == codes.Unavailable || st.Code() == codes.Unknown {
+					// No leader now (a failover): nothing was charged; or
+					// the outcome is not known (the leader was lost with
+					// the lease in flight): it is the holder's one lease of
+					// the bucket, which the next report renews rather than
+					// adds to. Either way the bucket keeps the assignment
+					// it has until its ttl, and the next report asks again
+					// — the stream goes on.
 					continue
 				}
 				return st.Err()
@@ -161,7 +221,7 @@ func bucketDescriptor(id *rlqspb.BucketId, l Limits) ([]string, error) {
 // assign renews holder's lease of the bucket a usage report names and
 // says what the data plane may admit until the next.
 func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage,
-	held map[string]*heldBucket) (*rlqspb.RateLimitQuotaResponse_BucketAction, error) {
+	held *streamHoldings) (*rlqspb.RateLimitQuotaResponse_BucketAction, error) {
 	if len(domain) > q.s.cfg.Limits.DomainBytes {
 		return nil, errReply(fmt.Sprintf("ERR the domain is %d bytes, more than %d", len(domain), q.s.cfg.Limits.DomainBytes))
 	}
@@ -176,11 +236,17 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 		asked = math.MaxUint64 // counts that overflow: as many as can be
 	}
 	want := max(1, min(asked, math.MaxUint32))
-	key := domain + "\x00" + strings.Join(desc, "\x00")
-	if held[key] == nil && len(held) >= maxStreamBuckets {
-		return nil, errTooManyBuckets
+	key := bucketKey(domain, desc)
+	if held.buckets[key] == nil {
+		cost := (&heldBucket{domain: domain, desc: desc}).bytes()
+		switch {
+		case len(held.buckets) >= maxStreamBuckets:
+			return nil, fmt.Errorf("%w: more than %d", errTooManyBuckets, maxStreamBuckets)
+		case held.bytes+cost > q.s.cfg.Quota.StreamBytes:
+			return nil, fmt.Errorf("%w: their ids past %d bytes", errTooManyBuckets, q.s.cfg.Quota.StreamBytes)
+		}
 	}
-	if h := held[key]; h != nil && h.granted > 0 {
+	if h := held.buckets[key]; h != nil && h.granted > 0 {
 		// What the last grant left, by the data plane's count: it may have
 		// admitted under an older assignment too, so this is never more
 		// than it left.
@@ -213,11 +279,20 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 	if life < time.Second {
 		life = time.Second
 	}
-	h := &heldBucket{id: u.GetBucketId(), domain: domain, desc: desc, granted: l.Granted, seen: q.s.cfg.Now(), lifetime: int64(life)}
 	if l.Unlimited {
-		h.granted = 0 // nothing charged, nothing to give back
+		// Nothing charged, nothing to give back: not held (its assignment
+		// lapses at its ttl if it is not reported again).
+		if h := held.buckets[key]; h != nil {
+			held.bytes -= h.bytes()
+			delete(held.buckets, key)
+		}
+	} else if h := held.buckets[key]; h != nil {
+		h.granted, h.seen, h.lifetime = l.Granted, q.s.cfg.Now(), int64(life)
+	} else {
+		h := &heldBucket{domain: domain, desc: desc, granted: l.Granted, seen: q.s.cfg.Now(), lifetime: int64(life)}
+		held.buckets[key] = h
+		held.bytes += h.bytes()
 	}
-	held[key] = h
 	strategy := &typepb.RateLimitStrategy{}
 	switch {
 	case l.Unlimited:
@@ -242,10 +317,10 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 // giving back nothing unused (what they left is not known: their charge
 // stays), and answers abandon_action for each, so the data plane drops
 // their assignments too.
-func (q quotaServer) abandon(holder string, held map[string]*heldBucket) []*rlqspb.RateLimitQuotaResponse_BucketAction {
+func (q quotaServer) abandon(holder string, held *streamHoldings) []*rlqspb.RateLimitQuotaResponse_BucketAction {
 	now := q.s.cfg.Now()
 	var out []*rlqspb.RateLimitQuotaResponse_BucketAction
-	for key, h := range held {
+	for key, h := range held.buckets {
 		if now-h.seen < 2*h.lifetime {
 			continue
 		}
@@ -257,8 +332,9 @@ func (q quotaServer) abandon(holder string, held map[string]*heldBucket) []*rlqs
 				continue // asked again at the next report
 			}
 		}
-		delete(held, key)
-		out = append(out, &rlqspb.RateLimitQuotaResponse_BucketAction{BucketId: h.id,
+		delete(held.buckets, key)
+		held.bytes -= h.bytes()
+		out = append(out, &rlqspb.RateLimitQuotaResponse_BucketAction{BucketId: h.bucketID(),
 			BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction_{
 				AbandonAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction{}}})
 	}
@@ -269,10 +345,10 @@ func (q quotaServer) abandon(holder string, held map[string]*heldBucket) []*rlqs
 // plane's last report came before its last requests), so each is given
 // back at nothing unused — its charge stays, as if it had run out — and
 // its record goes now instead of at its ttl.
-func (q quotaServer) giveBack(holder string, held map[string]*heldBucket) {
+func (q quotaServer) giveBack(holder string, held *streamHoldings) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	for _, h := range held {
+	for _, h := range held.buckets {
 		if h.granted <= 0 {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -79,7 +80,7 @@ func (l *simLog) remaining(t *testing.T, route string) int64 {
 type simHolder struct {
 	quotaplane.Bucket
 	name       string
-	held       map[string]*heldBucket
+	held       *streamHoldings
 	lastReport time.Duration
 	gone       bool
 	// joined, goneAt (-1: never): when it came and went; byWindow what it
@@ -126,7 +127,7 @@ func simulateRLQS(t *testing.T, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 1))
 	var holders []*simHolder
 	join := func(now time.Duration) {
-		holders = append(holders, &simHolder{name: fmt.Sprintf("h%d", len(holders)), held: map[string]*heldBucket{}, lastReport: now,
+		holders = append(holders, &simHolder{name: fmt.Sprintf("h%d", len(holders)), held: newHoldings(), lastReport: now,
 			joined: now, goneAt: -1, byWindow: map[int64]int64{}})
 	}
 	for range 4 {
@@ -153,7 +154,7 @@ func simulateRLQS(t *testing.T, seed uint64) {
 			// keeps its charge until its ttl.
 			for _, h := range holders {
 				if r.IntN(3) == 0 {
-					h.name, h.held = h.name+"'", map[string]*heldBucket{}
+					h.name, h.held = h.name+"'", newHoldings()
 				}
 			}
 		}
@@ -278,7 +279,7 @@ func TestRLQSBadReports(t *testing.T) {
 	}
 	defer svc.Close()
 	q := quotaServer{s: svc}
-	held := map[string]*heldBucket{}
+	held := newHoldings()
 	report := func(domain string, bucket map[string]string, allowed, denied uint64) (*rlqspb.RateLimitQuotaResponse_BucketAction, error) {
 		return q.assign(context.Background(), domain, "h", &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
 			BucketId: &rlqspb.BucketId{Bucket: bucket}, NumRequestsAllowed: allowed, NumRequestsDenied: denied}, held)
@@ -305,5 +306,55 @@ func TestRLQSBadReports(t *testing.T) {
 	a, err := report("edge", map[string]string{"route": "/a"}, math.MaxUint64, 2)
 	if err != nil || a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket().GetMaxTokens() != 100 {
 		t.Fatalf("counts that overflow: %v %v, want the whole 100", a, err)
+	}
+}
+
+// A stream's holdings are bounded by buckets and by the bytes of their
+// ids: past either, a new bucket is RESOURCE_EXHAUSTED and charges
+// nothing, while the buckets held are still renewed; a bucket no rule
+// limits is not held at all.
+func TestRLQSStreamBudget(t *testing.T) {
+	log := &simLog{m: machine.New(machine.Options{}), now: 1_800_000_000_000_000_000}
+	rules := "domain: edge\ndescriptors:\n  - key: route\n    rate_limit: {name: w, unit: minute, requests_per_unit: 1000000}\n  - key: free\n    rate_limit: {unlimited: true}\n"
+	log.Decide(context.Background(), [][]byte{[]byte("RL.RULES"), []byte("LOAD"), []byte("edge.yaml"), []byte(rules)})
+	svc, err := NewService(Config{Quota: QuotaLimits{StreamBytes: 64 << 10}}, log, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	q := quotaServer{s: svc}
+	held := newHoldings()
+	report := func(bucket map[string]string) error {
+		_, err := q.assign(context.Background(), "edge", "h", &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+			BucketId: &rlqspb.BucketId{Bucket: bucket}, NumRequestsAllowed: 1}, held)
+		return err
+	}
+	for i := range 100 {
+		if err := report(map[string]string{"free": strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(held.buckets) != 0 {
+		t.Fatalf("%d unlimited buckets held", len(held.buckets))
+	}
+	// 4 KB values: 15 fit in 64 KB, the 16th does not.
+	value := strings.Repeat("v", 4000)
+	n := 0
+	for ; n < 100; n++ {
+		if err := report(map[string]string{"route": fmt.Sprintf("%04d", n) + value}); err != nil {
+			if errorStatus(err).Code().String() != "ResourceExhausted" {
+				t.Fatalf("bucket %d past the stream's bytes: %v", n, err)
+			}
+			break
+		}
+	}
+	if n != 16 || held.bytes > 64<<10 {
+		t.Fatalf("%d buckets of 4 KB held in %d bytes, want 16 within 64 KB", n, held.bytes)
+	}
+	if r := log.remaining(t, fmt.Sprintf("%04d", n)+value); r != 1000000 {
+		t.Fatalf("the refused bucket was charged: %d left", r)
+	}
+	if err := report(map[string]string{"route": "0000" + value}); err != nil {
+		t.Fatalf("a held bucket renewed at the budget: %v", err)
 	}
 }

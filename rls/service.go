@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -38,6 +39,8 @@ type Service struct {
 	done   chan struct{}
 	// args are the argBufs requests are written into.
 	args sync.Pool
+	// quotaStreams counts the RLQS streams open (QuotaLimits.Streams).
+	quotaStreams atomic.Int64
 }
 
 // NewService answers with dec. known tells the domains of the loaded rules
@@ -207,7 +210,7 @@ func failedResult(c codes.Code) string {
 func errorStatus(err error) *status.Status {
 	var e errReply
 	switch {
-	case errors.Is(err, errTooManyBuckets):
+	case errors.Is(err, errTooManyBuckets), errors.Is(err, errTooManyStreams):
 		return status.New(codes.ResourceExhausted, "sluice: "+strings.TrimPrefix(err.Error(), "rls: "))
 	case errors.Is(err, ErrUnavailable):
 		return status.New(codes.Unavailable, "sluice: no leader can decide now")

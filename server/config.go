@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-rl/sluice/server/guard"
 
 	"github.com/sluice-rl/sluice/raftmux"
+	"github.com/sluice-rl/sluice/rls"
 	"github.com/sluice-rl/sluice/shardmap"
 )
 
@@ -95,6 +96,10 @@ type Config struct {
 	// response_headers_to_add (RateLimit-Limit/-Remaining/-Reset as
 	// envoyproxy/ratelimit, and the draft-10 RateLimit/RateLimit-Policy).
 	RLSResponseHeaders bool
+	// RLQS bounds the quota streams of the gRPC door: how many are open
+	// at once and the bytes of bucket ids each holds (zero fields:
+	// rls.QuotaLimits' defaults, 1024 and 1 MiB).
+	RLQS rls.QuotaLimits
 	// SweepInterval is how often expired keys are swept.
 	SweepInterval time.Duration
 	// SweepBudget is the most records one sweep round examines, which

@@ -46,7 +46,8 @@ func (s *Server) listenFrontDoors() error {
 		fwd.Members = s.memberClient
 	}
 	s.decider = rls.NewNodeDecider(s.env, s.node, fwd, rm)
-	s.rls, err = rls.NewService(rls.Config{ResponseHeaders: s.cfg.RLSResponseHeaders, Password: s.cfg.RequirePass, Log: s.log, Now: s.env.Clock.Now},
+	s.rls, err = rls.NewService(rls.Config{ResponseHeaders: s.cfg.RLSResponseHeaders, Password: s.cfg.RequirePass, Log: s.log, Now: s.env.Clock.Now,
+		Quota: s.cfg.RLQS},
 		s.decider, rm, rls.KnownDomains(s.env))
 	if err != nil {
 		return err

@@ -92,6 +92,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&cfg.HTTPAddr, "metrics-addr", cfg.HTTPAddr, "the older name of --http-addr")
 	fs.BoolVar(&cfg.PProf, "pprof", cfg.PProf, "serve Go's profiler under /debug/pprof/ on --http-addr")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "host:port for Envoy's rate limit service over gRPC (ShouldRateLimit, health, reflection; empty: off)")
+	fs.IntVar(&cfg.RLQS.Streams, "rlqs-max-streams", 1024, "RLQS streams open at once on the gRPC door, all connections together; past it a stream is refused RESOURCE_EXHAUSTED")
+	fs.IntVar(&cfg.RLQS.StreamBytes, "rlqs-max-stream-bytes", 1<<20, "bytes of bucket ids (domain, keys, values) one RLQS stream may hold leases of; a report of a new bucket past it is refused RESOURCE_EXHAUSTED")
 	fs.BoolVar(&cfg.RLSResponseHeaders, "rls-response-headers", cfg.RLSResponseHeaders, "add RateLimit-Limit/-Remaining/-Reset and RateLimit/RateLimit-Policy to rate limit service responses")
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "host:port cluster topology replies announce (empty: the listen address, or the address each client reached when listening on 0.0.0.0)")
 	fs.Func("rules", "RL.CHECK rule file in envoyproxy/ratelimit's YAML, or a directory of *.yaml files (repeat for more); reloaded on SIGHUP and when changed", func(v string) error {
