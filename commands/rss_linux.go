@@ -26,3 +26,23 @@ func processRSS() (rss uint64, ok bool) {
 	}
 	return pages * uint64(os.Getpagesize()), true
 }
+
+// ProcessFileRSS is the resident set's file-backed part (statm's shared
+// pages: the binary's text and data, mapped files): memory that is
+// neither the Go heap nor the keyspace's, which the server's Go memory
+// limit leaves room for.
+func ProcessFileRSS() (uint64, bool) {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return 0, false
+	}
+	pages, err := strconv.ParseUint(f[2], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return pages * uint64(os.Getpagesize()), true
+}

@@ -113,8 +113,25 @@ func parseLease(args [][]byte) (leaseRequest, string) {
 	if !resp.EqualFold(r.desc[0], "descriptor") {
 		return r, "ERR syntax error: expected " + word + " <n> DESCRIPTOR <key> <value> [<key> <value> ...]"
 	}
+	// A lease's bucket is held as long as its holders renew it: its
+	// entries are bounded as the gRPC door's and RLQS's are.
+	for i := 1; i+1 < len(r.desc); i += 2 {
+		switch k, v := r.desc[i], r.desc[i+1]; {
+		case len(k) > MaxLeaseKeyBytes:
+			return r, "ERR a lease's descriptor key is " + strconv.Itoa(len(k)) + " bytes, more than " + strconv.Itoa(MaxLeaseKeyBytes)
+		case len(v) > MaxLeaseValueBytes:
+			return r, "ERR a lease's descriptor value is " + strconv.Itoa(len(v)) + " bytes, more than " + strconv.Itoa(MaxLeaseValueBytes)
+		}
+	}
 	return r, ""
 }
+
+// MaxLeaseKeyBytes and MaxLeaseValueBytes bound an RL.LEASE descriptor's
+// entries, as the gRPC door bounds a descriptor's by default.
+const (
+	MaxLeaseKeyBytes   = 1024
+	MaxLeaseValueBytes = 4096
+)
 
 // parseLeaseDescriptor reads the lease's one descriptor into p.
 func parseLeaseDescriptor(r *leaseRequest, p *plan) string {

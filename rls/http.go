@@ -55,8 +55,10 @@ func (s *Service) JSONHandler() http.Handler {
 			switch st.Code() {
 			case codes.InvalidArgument:
 				code = http.StatusBadRequest
-			case codes.Unavailable, codes.ResourceExhausted:
-				code = http.StatusServiceUnavailable
+			case codes.Unavailable:
+				code = http.StatusServiceUnavailable // no leader: nothing logged, retry
+			case codes.ResourceExhausted:
+				code = http.StatusInsufficientStorage // over maxmemory: nothing charged, not retryable as such
 			}
 			http.Error(w, st.Message(), code)
 			return

@@ -117,6 +117,10 @@ var (
 	errTooManyStreams = errors.New("rls: more quota streams are open than this server takes")
 )
 
+// maxReportInterval is the longest time_elapsed a report may say: its
+// lease lives two of them, and a lease lives at most a day.
+const maxReportInterval = 12 * time.Hour
+
 // minLeaseTTL is the least ttl an assignment is given, in seconds: one
 // report late is no lapse.
 const minLeaseTTL = 2
@@ -230,6 +234,10 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 		return nil, err
 	}
 	interval := u.GetTimeElapsed().AsDuration()
+	if interval > maxReportInterval {
+		// Its lease would live two intervals: past a lease's longest ttl.
+		return nil, errReply(fmt.Sprintf("ERR a report's time_elapsed is %s, more than %s", interval.Round(time.Second), maxReportInterval))
+	}
 	ttl := max(minLeaseTTL, 2*int64(math.Ceil(interval.Seconds())))
 	asked, carry := bits.Add64(u.GetNumRequestsAllowed(), u.GetNumRequestsDenied(), 0)
 	if carry != 0 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-rl/sluice/internal/quotaplane"
 	"github.com/sluice-rl/sluice/machine"
@@ -299,6 +300,13 @@ func TestRLQSBadReports(t *testing.T) {
 		if _, err := report(c.domain, c.bucket, 1, 0); err == nil || errorStatus(err).Code().String() != "InvalidArgument" || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want INVALID_ARGUMENT about %q", c.bucket, err, c.want)
 		}
+	}
+	// A report over 12 hours: its lease would outlive a lease's day.
+	_, err = q.assign(context.Background(), "edge", "h", &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+		BucketId: &rlqspb.BucketId{Bucket: map[string]string{"route": "/a"}}, NumRequestsAllowed: 1,
+		TimeElapsed: durationpb.New(12*time.Hour + time.Second)}, held)
+	if err == nil || errorStatus(err).Code().String() != "InvalidArgument" || !strings.Contains(err.Error(), "time_elapsed is 12h0m1s, more than 12h0m0s") {
+		t.Errorf("a report of 12 h 1 s: %v", err)
 	}
 	if r := log.remaining(t, "/a"); r != 100 {
 		t.Fatalf("bad reports charged: %d left", r)

@@ -3,11 +3,14 @@ package server
 import (
 	"math"
 	"runtime/debug"
+
+	"github.com/sluice-rl/sluice/commands"
 )
 
 // MemoryLimitFactor is how far past maxmemory the process's resident
-// memory may go at steady state: the Go heap gets what the keyspace's
-// off-heap blocks leave of maxmemory × this, so the collector runs harder
+// memory may go at steady state: the Go runtime gets what the keyspace's
+// off-heap blocks and the file-backed pages (the binary) leave of
+// maxmemory × this, so the collector runs harder
 // as state approaches maxmemory and returns freed pages to the system,
 // instead of letting the heap grow to GOGC's target (400%: five times
 // what is live) and keep it.
@@ -26,8 +29,13 @@ func (s *Server) fitGoMemoryLimit() {
 	}
 	limit := int64(math.MaxInt64)
 	if maxmem := s.env.Tunables.MaxMemory.Load(); maxmem > 0 {
-		held := s.env.Machine.Keys().OffHeap().Held
-		limit = max(int64(float64(maxmem)*MemoryLimitFactor)-held, minGoMemoryLimit)
+		// What is resident and not the Go runtime's: the keyspace's
+		// blocks, and the binary and mapped files.
+		other := s.env.Machine.Keys().OffHeap().Held
+		if file, ok := commands.ProcessFileRSS(); ok {
+			other += int64(file)
+		}
+		limit = max(int64(float64(maxmem)*MemoryLimitFactor)-other, minGoMemoryLimit)
 	}
 	// Changed by a MiB or more (the off-heap blocks move a little all the
 	// time): set it.

@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -109,6 +110,17 @@ func TestMaxMemoryRefusesWhatWouldStore(t *testing.T) {
 	}
 	if _, err := rc.ShouldRateLimit(ctx(t), rlsRequest("llm", 1, "tenant=another")); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("ShouldRateLimit that would create a counter, over maxmemory: %v", err)
+	}
+	// POST /json that would create a counter: 507, not the 503 of "no
+	// leader" (which a client retries).
+	resp, err := http.Post("http://"+httpAddr+"/json", "application/json",
+		strings.NewReader(`{"domain":"llm","descriptors":[{"entries":[{"key":"tenant","value":"json-newcomer"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInsufficientStorage {
+		t.Fatalf("POST /json that would create a counter, over maxmemory: %d", resp.StatusCode)
 	}
 	if err := c.Do(ctx(t), "RL.SETTLE", "llm", "res-00000000", 1).Err(); err != nil {
 		t.Fatalf("RL.SETTLE over maxmemory: %v", err)
