@@ -279,7 +279,7 @@ func TestHelmChartLintsAndRendersEachShape(t *testing.T) {
 			if str(dig(apart, "topologyKey")) != "kubernetes.io/hostname" || str(dig(apart, "labelSelector", "matchLabels", "sluice.io/group")) != fmt.Sprintf("g%d", gi+1) {
 				t.Errorf("%s: anti-affinity %v", s.name(), dig(pod, "affinity"))
 			}
-			if str(dig(pod, "automountServiceAccountToken")) != "false" || flagValue(args, "maxmemory") != "768mb" {
+			if str(dig(pod, "automountServiceAccountToken")) != "false" || flagValue(args, "maxmemory") != "640mb" {
 				t.Errorf("%s: service account token mounted, or no --maxmemory: %q", s.name(), args)
 			}
 			for i := range 3 {
