@@ -34,7 +34,7 @@ descriptors:
 // member's gRPC goroutine after the next apply overwrote it — is a
 // failure here, and a data race in the members' logs (-race build).
 func TestConcurrentRepliesAcrossGroupsAreTheirOwn(t *testing.T) {
-	sc := StartShardedCluster(t, 3, [][]string{{"0-8191"}, {"8192-16383"}}, "--rules", writeRules(t, "own.yaml", ownRepliesRules))
+	sc := StartShardedCluster(t, 1, [][]string{{"0-8191"}, {"8192-16383"}}, "--rules", writeRules(t, "own.yaml", ownRepliesRules))
 	waitShardedRules(t, sc, "own", 2)
 	const callers, rounds = 8, 25
 	// Each caller's tenant and user in different groups (the slot of
