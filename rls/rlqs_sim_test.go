@@ -365,4 +365,15 @@ func TestRLQSStreamBudget(t *testing.T) {
 	if err := report(map[string]string{"route": "0000" + value}); err != nil {
 		t.Fatalf("a held bucket renewed at the budget: %v", err)
 	}
+	// Small ids within the default bytes: the 4097th bucket is refused.
+	svc.cfg.Quota.StreamBytes = 1 << 20
+	held = newHoldings()
+	for i := range maxStreamBuckets {
+		if err := report(map[string]string{"route": strconv.Itoa(i)}); err != nil {
+			t.Fatalf("bucket %d of %d: %v", i+1, maxStreamBuckets, err)
+		}
+	}
+	if err := report(map[string]string{"route": "one-more"}); err == nil || errorStatus(err).Code().String() != "ResourceExhausted" {
+		t.Fatalf("bucket %d: %v", maxStreamBuckets+1, err)
+	}
 }
