@@ -14,7 +14,7 @@ HTTP    ?=
 export GOFLAGS := -tags=vtprotobuf $(GOFLAGS)
 
 .DEFAULT_GOAL := help
-.PHONY: help build run cluster cluster-stop provision test test-go test-node check-dashboards check-rls check-deploy image bench fmt lint proto
+.PHONY: help build run cluster cluster-stop provision test test-go test-node robustness check-dashboards check-rls check-deploy image bench fmt lint proto
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -e 's|$$(ADDR)|$(ADDR)|g' -e 's|$$(DATA)|$(DATA)|g' -e 's|$$(PORT)|$(PORT)|g' \
@@ -45,6 +45,11 @@ test-go:
 test-node: build ## ioredis against bin/sluice (needs Node.js >= 20 and npm)
 	@test -d tests/node/node_modules || npm ci --prefix tests/node --no-audit --no-fund
 	cd tests/node && SLUICE_BIN=$(CURDIR)/$(BIN) node --test
+
+robustness: ## histories under faults checked by the limiter's model (porcupine): a short run; SEED=n to repeat one, SCENARIO=one-node|group-of-three, DURATION=20s a scenario (LONG=1: 30m)
+	SLUICE_ROBUSTNESS=1 SLUICE_ROBUSTNESS_SEED=$(SEED) SLUICE_ROBUSTNESS_SCENARIO=$(SCENARIO) \
+		SLUICE_ROBUSTNESS_DURATION=$(or $(DURATION),$(if $(LONG),30m,20s)) \
+		$(GO) test -race -count=1 -timeout $(if $(LONG),0,10m) -run '^TestRobustness$$' -v ./tests/
 
 check-dashboards: ## the Grafana dashboard and alert rules against a real Prometheus (needs Debian's prometheus, root)
 	./scripts/check_dashboards.sh

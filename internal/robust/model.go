@@ -1,0 +1,115 @@
+package robust
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Outcome is what a call's answer said.
+type Outcome int
+
+const (
+	// Admitted: the call was charged (CL.THROTTLE's 0, RL.CHECK's 0…).
+	Admitted Outcome = iota
+	// Refused: over the limit; nothing was charged.
+	Refused
+	// NotApplied: the server said nothing was applied (TRYAGAIN,
+	// CLUSTERDOWN, MOVED, LOADING).
+	NotApplied
+	// Unknown: no answer, or one that says the outcome is not known.
+	Unknown
+	// Read: the final read of what is left (Input.Remaining).
+	Read
+)
+
+func (o Outcome) String() string {
+	return [...]string{"admitted", "refused", "not-applied", "unknown", "read"}[o]
+}
+
+// Input is one call: the key it charges, how many units, and for a read
+// what it found left.
+type Input struct {
+	Key       string
+	Units     int64
+	Remaining int64
+}
+
+// Budget is the model of a key that admits Limit units in the run, then
+// refuses.
+func Budget(limit int64) porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Partition: byKey,
+		Init:      func() []interface{} { return []interface{}{limit} },
+		Step: func(state, input, output interface{}) []interface{} {
+			left, in, out := state.(int64), input.(Input), output.(Outcome)
+			switch out {
+			case Admitted:
+				if left >= in.Units {
+					return []interface{}{left - in.Units}
+				}
+			case Refused:
+				if left < in.Units {
+					return []interface{}{left}
+				}
+			case NotApplied:
+				return []interface{}{left}
+			case Unknown:
+				if left >= in.Units {
+					return []interface{}{left, left - in.Units}
+				}
+				return []interface{}{left}
+			case Read:
+				if in.Remaining == left {
+					return []interface{}{left}
+				}
+			}
+			return nil
+		},
+		DescribeOperation: func(input, output interface{}) string {
+			in, out := input.(Input), output.(Outcome)
+			if out == Read {
+				return fmt.Sprintf("%s: %d left", in.Key, in.Remaining)
+			}
+			return fmt.Sprintf("%s -%d: %s", in.Key, in.Units, out)
+		},
+		DescribeState: func(state interface{}) string { return fmt.Sprintf("%d left", state.(int64)) },
+	}
+	return nm.ToModel()
+}
+
+// byKey partitions a history by key: keys are independent.
+func byKey(history []porcupine.Operation) [][]porcupine.Operation {
+	parts := map[string][]porcupine.Operation{}
+	for _, op := range history {
+		k := op.Input.(Input).Key
+		parts[k] = append(parts[k], op)
+	}
+	keys := make([]string, 0, len(parts))
+	for k := range parts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // a fixed order: a failure names the same key each time
+	out := make([][]porcupine.Operation, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, parts[k])
+	}
+	return out
+}
+
+// Summary counts a key's outcomes, for a report.
+func Summary(history []porcupine.Operation, key string) string {
+	counts := map[Outcome]int{}
+	for _, op := range history {
+		if op.Input.(Input).Key == key {
+			counts[op.Output.(Outcome)]++
+		}
+	}
+	var b strings.Builder
+	for o := Admitted; o <= Read; o++ {
+		fmt.Fprintf(&b, "%s=%d ", o, counts[o])
+	}
+	return strings.TrimSpace(b.String())
+}
