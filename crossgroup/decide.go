@@ -353,13 +353,20 @@ func (c *Coordinator) cancelAll(ctx context.Context, parts []*part, domain, id s
 // cancel gives back what a part's reservation holds. A cancel is
 // idempotent (a second is nil), so one that may not have arrived — the
 // group electing a leader, a call lost — is sent again, backing off,
-// until the part's reservation would have expired (Config.FinishRetry);
-// it carries the part's ttl, so one that finds nothing held leaves a
-// tombstone refusing the part should it still arrive. One that still
-// fails, or is refused, leaves the reservation to its ttl, which keeps
-// the charge (never lax), and is logged.
+// until the part's reservation would have expired — its own ttl: a
+// check's part's partTTL, a reservation's part's the reservation's, up to
+// a day — and at least Config.FinishRetry; it carries that ttl, so one
+// that finds nothing held leaves a tombstone refusing the part should it
+// still arrive, for as long as the part could. One that still fails, or
+// is refused, leaves the reservation to its ttl, which keeps the charge
+// (never lax), and is logged.
 func (c *Coordinator) cancel(p *part, domain, id string) error {
-	deadline := time.Now().Add(c.cfg.FinishRetry)
+	ttl := max(p.req.TTL, partTTL)
+	deadline := time.Now().Add(max(c.cfg.FinishRetry, time.Duration(ttl)*time.Second))
+	// Backing off to a second between tries, or to a hundredth of a long
+	// ttl: a reservation's part lost for a day is asked for about
+	// a hundred times an hour, not every second.
+	longest := max(time.Second, time.Duration(ttl)*time.Second/100)
 	wait := 25 * time.Millisecond
 	var err error
 	for {
@@ -367,7 +374,7 @@ func (c *Coordinator) cancel(p *part, domain, id string) error {
 		// Sent to the groups owning the part's slots now: a part moves
 		// with its slot.
 		_, errs := c.inOwners(p.slots, func(g int, slots []int) (machine.PartResult, error) {
-			return c.part(ctx, g, &machine.PartRequest{Kind: machine.PartCancel, Domain: domain, ID: id, TTL: partTTL, Slots: slots})
+			return c.part(ctx, g, &machine.PartRequest{Kind: machine.PartCancel, Domain: domain, ID: id, TTL: ttl, Slots: slots})
 		})
 		err = errors.Join(errs...)
 		if errors.Is(err, machine.ErrFenced) {
@@ -385,7 +392,7 @@ func (c *Coordinator) cancel(p *part, domain, id string) error {
 		if deadline.IsZero() {
 			break
 		}
-		wait = min(2*wait, time.Second)
+		wait = min(2*wait, longest)
 	}
 	if err != nil {
 		c.counts.lost.Add(1)

@@ -244,3 +244,29 @@ func TestPartOfAGroupWithoutALeaderChargesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A reservation's part still on its way when its cancel arrives — a
+// partition held it — is turned away however late it comes within the
+// reservation's ttl: the cancel's tombstone lives as long as the part
+// could (the reservation's hour here, not a check's 10 s part ttl).
+func TestLateReservationPartChargesNothing(t *testing.T) {
+	c, f, args, users := newLostRig(t)
+	f.hold = "g2"
+	reserve := append([][]byte{[]byte("RL.RESERVE"), []byte("x"), []byte("res-1"), []byte("3600")}, args[2:]...)
+	_, err := c.Reserve(context.Background(), reserve)
+	if !errors.Is(err, ErrPart) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("a held part of a reservation, its cancel confirmed: %v", err)
+	}
+	c.Drain()
+	f.mu.Lock()
+	f.now += int64(10 * time.Minute) // long past a check's part ttl, within the reservation's
+	f.mu.Unlock()
+	if got := f.release(); !strings.HasPrefix(got, "-TRYAGAIN the reservation id was cancelled") {
+		t.Fatalf("the late part, 10 minutes on: %q, want turned away", got)
+	}
+	for _, u := range users {
+		if left := f.remaining(t, u); left != 10 {
+			t.Fatalf("user %s: %d left after the late part", u, left)
+		}
+	}
+}
