@@ -160,6 +160,13 @@ type Env struct {
 	// transports hold in buffers (Raft's, per connection): not state,
 	// left out of used_memory (nil: none).
 	Transport func() int64
+	// MemberPort, on a member with a port of its own, is the port's
+	// connections held and pending, and those it refused by reason (the
+	// metrics; nil: none).
+	MemberPort interface {
+		Conns() (open, pending int64)
+		Refused() map[string]int64
+	}
 	// PubSub routes published messages and throttle events; never nil in a
 	// server (NewEnv-free callers must set it before pub/sub commands).
 	PubSub *pubsub.Hub

@@ -75,6 +75,7 @@ func (s *Server) openMemberPort(cc *cluster.Config) error {
 	}
 	s.mux, cc.StreamLayer = mux, layer
 	s.env.Transport = mux.RaftBufferBytes
+	s.env.MemberPort = mux
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -69,6 +70,8 @@ var metricDescs = []struct {
 	{"sluice_raft_term", "Current Raft term.", nil},
 	{"sluice_raft_leader_live", "1 while this node leads and serves, or follows a leader it heard from within the heartbeat timeout.", nil},
 	{"sluice_cluster_map_epoch", "A sharded member's cluster map epoch: the highest any group's log claims its slots at.", nil},
+	{"sluice_member_port_connections", "Connections the member port holds (--member-max-conns), and of them those pending: not yet through header, proof, TLS and first byte (at most 256).", []string{"state"}},
+	{"sluice_member_port_refused_total", "Member port connections refused and closed, by reason: over_max_conns, over_max_pending, no_header, group_not_hosted, not_proven, tls_failed, silent, accept_failed.", []string{"reason"}},
 	{"sluice_cluster_conflicting_slots", "Slots two groups claim at one epoch, as this member has learned: no group decides for them (CLUSTERDOWN) until one is given them at a later epoch. Never above 0 in a healthy cluster.", nil},
 	{"sluice_crossgroup_checks_total", "Checks this member coordinated across groups, by how they ended: admitted, refused, failed.", []string{"outcome"}},
 	{"sluice_crossgroup_parts_total", "The parts those checks were split into (the groups each touched, summed).", nil},
@@ -253,6 +256,20 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		total += uint64(st.Cutover[len(slotmove.CutoverBounds)])
 		ch <- prometheus.MustNewConstHistogram(m.d["sluice_slot_migration_cutover_seconds"], total, float64(st.CutoverNanos)/1e9, cum)
+	}
+	if mp := m.env.MemberPort; mp != nil {
+		open, pending := mp.Conns()
+		gauge("sluice_member_port_connections", float64(open), "open")
+		gauge("sluice_member_port_connections", float64(pending), "pending")
+		refused := mp.Refused()
+		reasons := make([]string, 0, len(refused))
+		for r := range refused {
+			reasons = append(reasons, r)
+		}
+		slices.Sort(reasons)
+		for _, r := range reasons {
+			counter("sluice_member_port_refused_total", float64(refused[r]), r)
+		}
 	}
 	if r := m.env.Shards; r != nil {
 		mp := r.Map()

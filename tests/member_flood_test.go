@@ -17,9 +17,9 @@ const peersGroupID = "sluice"
 // A flood of the member port — 10,000 connections that send only the
 // purpose header, without the cluster's secret and with it — holds no
 // more than its cap of descriptors (far fewer than the flood), and leaves
-// the client door serving: a new authenticated client is answered, the
-// group still decides, and the log says so in a line or two, not a line
-// a connection.
+// the client door serving: a new client is answered, the group still
+// decides, the log says so in a line or two, not a line a connection, and
+// the metrics count the refusals.
 func TestMemberPortFloodLeavesTheDoorsServing(t *testing.T) {
 	for _, withSecret := range []bool{false, true} {
 		t.Run(fmt.Sprintf("secret=%v", withSecret), func(t *testing.T) {
@@ -27,7 +27,8 @@ func TestMemberPortFloodLeavesTheDoorsServing(t *testing.T) {
 			if withSecret {
 				extra = append(extra, "--cluster-secret-file", writeSecret(t, "a cluster secret of some length"))
 			}
-			cl := StartCluster(t, 3, nil, extra...)
+			httpAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+			cl := StartCluster(t, 3, func(i int, _ []string) []string { return []string{"--http-addr", httpAddrs[i]} }, extra...)
 			leader := cl.Leader()
 			target := 0
 			for i, s := range cl.Nodes {
@@ -71,6 +72,12 @@ func TestMemberPortFloodLeavesTheDoorsServing(t *testing.T) {
 			}
 			if n := strings.Count(follower.Logs(), "member port connections refused"); n > 3 {
 				t.Fatalf("%d log lines for the flood:\n%s", n, follower.Logs())
+			}
+			// The operator sees it in the metrics.
+			m := httpGet(t, "http://"+httpAddrs[target]+"/metrics").body
+			if !strings.Contains(m, `sluice_member_port_refused_total{reason="over_max_pending"}`) ||
+				strings.Contains(m, `sluice_member_port_refused_total{reason="over_max_pending"} 0`) {
+				t.Fatalf("the flood's refusals are not in the metrics:\n%s", grepLines(m, "sluice_member_port"))
 			}
 		})
 	}
