@@ -90,13 +90,36 @@ var robustnessScenarios = []robustnessScenario{
 	{name: "group-of-three", members: 3, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart}},
 }
 
-// The keys' limit: CL.THROTTLE <key> robustBurst 1 86400 admits
-// robustBurst+1 units in a run (one more a day), then refuses.
+// The keys' limit: robustBudget units in a run, then refusals — nothing
+// refills within one.
 const (
 	robustKeys    = 64
-	robustBurst   = 150
+	robustBudget  = 151
 	robustWorkers = 8
 )
+
+// robustFamily is a limiter the traffic calls, as a budget: the command
+// that charges a unit of key, and the one that reads what is left
+// (a reply's third element either way).
+type robustFamily struct {
+	prefix       string
+	charge, read func(key string) []any
+}
+
+var robustFamilies = []robustFamily{
+	// GCRA: burst 150 and one a day — 151 in a run.
+	{"gcra", func(k string) []any { return []any{"CL.THROTTLE", k, robustBudget - 1, 1, 86400, 1} },
+		func(k string) []any { return []any{"CL.THROTTLE", k, robustBudget - 1, 1, 86400, 0} }},
+	// The exact sliding log: 151 in the last hour.
+	{"sw", func(k string) []any { return []any{"SW.CHECK", k, robustBudget, 3600, "EXACT"} },
+		func(k string) []any { return []any{"SW.CHECK", k, robustBudget, 3600, "COST", 0, "EXACT"} }},
+}
+
+// robustKey is key k of the traffic: its family's, half the keys each.
+func robustKey(k int) (string, robustFamily) {
+	f := robustFamilies[k%len(robustFamilies)]
+	return "robust:" + f.prefix + ":" + strconv.Itoa(k), f
+}
 
 // robustCluster is the members under test.
 type robustCluster struct {
@@ -160,8 +183,8 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 	healed := now()
 	c := leader.Client(func(o *redis.Options) { o.MaxRetries = -1 })
 	for k := range robustKeys {
-		key := robustKey(k)
-		v, err := c.Do(ctx(t), "CL.THROTTLE", key, robustBurst, 1, 86400, 0).Int64Slice()
+		key, f := robustKey(k)
+		v, err := c.Do(ctx(t), f.read(key)...).Int64Slice()
 		if err != nil {
 			t.Fatalf("reading %s after the faults: %v", key, err)
 		}
@@ -183,7 +206,7 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 		t.Logf("answers the suite does not classify (taken as unknown): %q ×%d", k, v.(int))
 		return true
 	})
-	model := robust.Budget(robustBurst + 1)
+	model := robust.Budget(robustBudget)
 	res, info := porcupine.CheckOperationsVerbose(model, history, 2*time.Minute)
 	t.Logf("%d operations, %d faults; %s", ops, len(timeline)/2, res)
 	if res == porcupine.Ok {
@@ -197,7 +220,8 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 	os.WriteFile(filepath.Join(dir, "nemesis.txt"), []byte(strings.Join(timeline, "\n")+"\n"), 0o644)
 	var summary strings.Builder
 	for k := range robustKeys {
-		fmt.Fprintf(&summary, "%s: %s\n", robustKey(k), robust.Summary(history, robustKey(k)))
+		key, _ := robustKey(k)
+		fmt.Fprintf(&summary, "%s: %s\n", key, robust.Summary(history, key))
 	}
 	os.WriteFile(filepath.Join(dir, "keys.txt"), []byte(summary.String()), 0o644)
 	for i, s := range rc.nodes {
@@ -207,9 +231,7 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 		res, seed, dir, seed, sc.name, duration, summary.String())
 }
 
-func robustKey(k int) string { return "robust:" + strconv.Itoa(k) }
-
-// robustWorker calls CL.THROTTLE on random keys until ctx ends, each call
+// robustWorker charges random keys until ctx ends, each call
 // on its own connection's client with no retries (a retry would hide an
 // outcome), following MOVED to the leader and moving to another member
 // when one does not answer.
@@ -227,9 +249,9 @@ func robustWorker(ctx context.Context, id int, rng *rand.Rand, nodes []*Server, 
 	dial(nodes[at].Addr)
 	defer func() { c.Close() }()
 	for ctx.Err() == nil {
-		key := robustKey(rng.IntN(robustKeys))
+		key, f := robustKey(rng.IntN(robustKeys))
 		call := now()
-		v, err := c.Do(context.Background(), "CL.THROTTLE", key, robustBurst, 1, 86400, 1).Int64Slice()
+		v, err := c.Do(context.Background(), f.charge(key)...).Int64Slice()
 		ret := now()
 		out := robust.Unknown
 		switch {
