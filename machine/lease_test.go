@@ -407,3 +407,27 @@ func TestLeaseFollowsScaleAndOverride(t *testing.T) {
 		t.Fatalf("a lease of 80 under an override of 20, scaled by 0.5: %s", got)
 	}
 }
+
+// A bucket's holders are bounded: 1024 may ask, the 1025th is refused
+// with the reason and charges nothing, and one that holds already is
+// still renewed.
+func TestLeaseHoldersAreBounded(t *testing.T) {
+	m := New(Options{})
+	do(m, t0, "RL.RULES", "LOAD", "edge.yaml", leaseRules)
+	for i := range maxLeaseHolders {
+		got := do(m, t0, "RL.LEASE", "edge", "h"+strconv.Itoa(i), "10", "WANT", "1", "DESCRIPTOR", "quota", "a")
+		if strings.HasPrefix(got, "-") {
+			t.Fatalf("holder %d of %d: %q", i+1, maxLeaseHolders, got)
+		}
+	}
+	before := remainingOf(t, m, t0, "quota")
+	if got := do(m, t0, "RL.LEASE", "edge", "one-more", "10", "WANT", "1", "DESCRIPTOR", "quota", "a"); !strings.Contains(got, "1024 holders") {
+		t.Fatalf("holder %d: %q", maxLeaseHolders+1, got)
+	}
+	if after := remainingOf(t, m, t0, "quota"); after != before {
+		t.Fatalf("the refused holder charged: %s left, %s before", after, before)
+	}
+	if got := do(m, t0+1, "RL.LEASE", "edge", "h7", "10", "WANT", "1", "DESCRIPTOR", "quota", "a"); strings.HasPrefix(got, "-") {
+		t.Fatalf("a holder renewing at the bound: %q", got)
+	}
+}
