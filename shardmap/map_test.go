@@ -285,4 +285,13 @@ func TestRouterConflicts(t *testing.T) {
 	if r.Owner(9500) != 1 {
 		t.Fatalf("slot 9500 goes to group %d", r.Owner(9500))
 	}
+	// Or the other group is removed: its claims count no more.
+	r.Claim(0, 3, [][2]int{{100, 8191}, {9000, 9999}})
+	if len(r.Conflicts()) != 1 {
+		t.Fatalf("g1 claiming 9000-9999 at g2's epoch 3: %+v", r.Conflicts())
+	}
+	r.RemoveGroup(0)
+	if len(r.Conflicts()) != 0 {
+		t.Fatalf("after g1 was removed: %+v", r.Conflicts())
+	}
 }

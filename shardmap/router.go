@@ -131,6 +131,7 @@ func (r *Router) RemoveGroup(g int) {
 	next.Groups = slices.Clone(cur.Groups)
 	next.Groups[g].Removed = true
 	r.m.Store(&next)
+	r.rebuild() // its claims count no more: a conflict with it ends
 }
 
 // ClaimEpoch is the epoch of group g's claim as last learned.
@@ -284,16 +285,22 @@ func (r *Router) apply(g int, fn func(*claim) bool) bool {
 	if !fn(&r.claims[g]) {
 		return false
 	}
+	r.rebuild()
+	return true
+}
+
+// rebuild makes the routing table from the claims (r.mu held).
+func (r *Router) rebuild() {
 	old := r.table.Load()
 	t := &ownerTable{owner: old.owner}
 	for _, c := range r.claims {
 		t.epoch = max(t.epoch, c.epoch)
 	}
-	removed := r.m.Load().Groups
+	groups := r.m.Load().Groups
 	for s := range slot.Count {
 		best, bestEpoch, tied := -1, uint64(0), -1
 		for i := range r.claims {
-			if !r.claims[i].has(s) || (i < len(removed) && removed[i].Removed) {
+			if !r.claims[i].has(s) || (i < len(groups) && groups[i].Removed) {
 				continue
 			}
 			switch e := r.claims[i].epoch; {
@@ -311,7 +318,6 @@ func (r *Router) apply(g int, fn func(*claim) bool) bool {
 		}
 	}
 	r.table.Store(t)
-	return true
 }
 
 // Conflict is a run of slots two groups claim at one epoch: a cluster map
