@@ -189,12 +189,12 @@ func (c *Coordinator) decide(ctx context.Context, args [][]byte, rsv *reservatio
 	if held {
 		// An admitted check's parts keep their charge: their reservations
 		// are left to expire, which keeps it (no call, no log entry). A
-		// refused or failed check's that may hold a charge are cancelled,
-		// off the reply path — a part whose outcome is unknown too (a
-		// cancel of nothing is nil, and leaves a tombstone that refuses
-		// the part if it still arrives). The caller is told "nothing
-		// charged" only once every part that may have charged is known
-		// to have been given back.
+		// refused or failed check's that may hold a charge are cancelled
+		// — a part whose outcome is unknown too (a cancel of nothing is
+		// nil, and leaves a tombstone that refuses the part if it still
+		// arrives). The caller is told "refused" or "nothing charged" only
+		// once every such part is known to have been given back: a
+		// coordinator killed after the answer leaves no charge behind.
 		if failed == nil && !res.Limited {
 			c.counts.settled.Add(int64(len(parts)))
 		} else {
@@ -311,21 +311,22 @@ func mayHaveCharged(err error) bool {
 	return err != nil && !errors.As(err, &refused) && !member.NothingApplied(err) && !errors.Is(err, ErrNoLeader)
 }
 
-// cancelAll cancels every part of a check that was not admitted, off the
-// reply path, and waits — within ctx and the coordinator's Timeout — for
-// the cancels of the parts that may have been charged. It returns nil
-// when each of those is confirmed (the caller can be told nothing was
-// charged), else why not.
+// cancelAll cancels every part of a check that was not admitted and that
+// may hold a charge (admitted, or its outcome unknown), and waits — within
+// ctx and the coordinator's Timeout — for each cancel to be confirmed. It
+// returns nil when each is (the caller can be told nothing was charged),
+// else why not; the cancels not confirmed go on, off the reply path.
 func (c *Coordinator) cancelAll(ctx context.Context, parts []*part, domain, id string) error {
 	var waits []chan error
 	for _, p := range parts {
 		if !p.holds() {
 			continue // refused, or known not applied: nothing to give back
 		}
+		// Waited for whether the part admitted or its outcome is unknown:
+		// an admitted part's charge is as real as a refusal's reason, and
+		// a coordinator killed after answering "refused" must leave none.
 		done := make(chan error, 1)
-		if mayHaveCharged(p.err) {
-			waits = append(waits, done)
-		}
+		waits = append(waits, done)
 		c.settling.Add(1)
 		go func() {
 			defer c.settling.Done()

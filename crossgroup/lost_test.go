@@ -270,3 +270,57 @@ func TestLateReservationPartChargesNothing(t *testing.T) {
 		}
 	}
 }
+
+// exhaust spends user u's whole limit in the group that holds it.
+func (f *fakeMembers) exhaust(t *testing.T, c *Coordinator, u string) string {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	args := [][]byte{[]byte("RL.CHECK"), []byte("x"), []byte("COST"), []byte("10"), []byte("DESCRIPTOR"), []byte("user"), []byte(u)}
+	_, descs, _ := f.machines["g1"].Split(args, nil)
+	g := c.cfg.Router.Map().Groups[c.cfg.Router.Owner(descs[0].Slot)].ID
+	var w resp.Writer
+	f.machines[g].ApplyArgs(f.now, args, &w)
+	if v, err := resp.DecodeReply(w.Buf); err != nil || v.([]any)[0].(int64) != 0 {
+		t.Fatalf("exhausting %s: %q", u, w.Buf)
+	}
+	return g
+}
+
+// A check refused by one group's part while another's admitted: the
+// caller is told "refused" — nothing charged — only once the admitted
+// part's cancel is confirmed, so a coordinator killed just after the
+// reply leaves no charge behind; every counter is whole when the answer
+// comes, with no waiting for the cancels.
+func TestRefusedCheckIsWholeWhenAnswered(t *testing.T) {
+	c, f, args, users := newLostRig(t)
+	g := f.exhaust(t, c, users[0])
+	res, err := c.Decide(context.Background(), args)
+	if err != nil || !res.Limited {
+		t.Fatalf("a check with %s exhausted (in %s): %+v %v, want refused", users[0], g, res, err)
+	}
+	for _, u := range users[1:] {
+		if left := f.remaining(t, u); left != 10 {
+			t.Fatalf("user %s: %d left when the refusal was answered", u, left)
+		}
+	}
+}
+
+// Its cancel cannot be confirmed within the call: the caller is told the
+// outcome is unknown, never "refused", and the charge is given back once
+// the cancel gets through.
+func TestRefusedCheckUnconfirmedCancelIsUnknown(t *testing.T) {
+	c, f, args, users := newLostRig(t)
+	f.exhaust(t, c, users[0])
+	f.cancelFails = 8
+	_, err := c.Decide(context.Background(), args)
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("a refused check whose cancel is not confirmed: %v", err)
+	}
+	c.Drain()
+	for _, u := range users[1:] {
+		if left := f.remaining(t, u); left != 10 {
+			t.Fatalf("user %s: %d left after the cancel got through", u, left)
+		}
+	}
+}
