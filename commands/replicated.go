@@ -243,6 +243,9 @@ func (r Replicated) applyForMember(args [][]byte) (reply []byte, out machine.Out
 // leader (the coordinator's own group's part, or one another member sent):
 // its typed result from the apply's outcome, no reply decoded.
 func (r Replicated) Part(req *machine.PartRequest) (machine.PartResult, string, error) {
+	if err := req.Late(time.Now().UnixNano()); err != nil {
+		return machine.PartResult{}, "", err // before the log: nothing charged
+	}
 	cmd, err := req.Command()
 	if err != nil {
 		return machine.PartResult{}, "", fmt.Errorf("%w: %w", member.ErrRefused, err)

@@ -283,6 +283,11 @@ func (c *Coordinator) ask(ctx context.Context, p *part) (machine.PartResult, err
 	group := c.cfg.Router.Map().Groups[p.group].ID
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
+	if p.req.Kind == machine.PartReserve {
+		// Past it the coordinator cancels the part: the group must not
+		// decide it later than the cancel's tombstone lives.
+		p.req.Deadline = time.Now().Add(c.cfg.Timeout).UnixNano()
+	}
 	res, err := c.part(ctx, p.group, &p.req)
 	switch {
 	case errors.Is(err, machine.ErrRulesDiffer):

@@ -3,6 +3,7 @@ package machine
 import (
 	"errors"
 	"strconv"
+	"time"
 )
 
 // Why a group refused a part of a check across groups, as its apply's
@@ -21,6 +22,9 @@ var (
 	// this group does not own (held across groups, or moved): the
 	// coordinator settles it. Nothing was settled.
 	ErrHeldElsewhere = errors.New("machine: the reservation's parts are held in other groups' slots")
+	// ErrPartLate: the part arrived after its coordinator's deadline
+	// (PartRequest.Deadline), which has cancelled it. Nothing was charged.
+	ErrPartLate = errors.New("machine: the part arrived after its coordinator's deadline")
 )
 
 // PartKind is what a part asks of its group.
@@ -80,6 +84,13 @@ type PartRequest struct {
 	// Orders are a Reserve's descriptors' places in the whole reserve
 	// (RL.RESERVE across groups: its settle lists the limits in them).
 	Orders []int
+	// Deadline (Unix ns; 0: none) is when the coordinator stops waiting
+	// for a Reserve's answer and cancels it: the group refuses the part
+	// after it (ErrPartLate), so a part held by a partition cannot charge
+	// once the tombstone its cancel left is gone. It is checked where the
+	// part enters the group's log, not logged (a member of an earlier
+	// version would read a logged one differently).
+	Deadline int64
 }
 
 // ErrBadPart: a part request that is not one (a kind unknown, no
@@ -156,6 +167,16 @@ func (r *PartRequest) Command() ([][]byte, error) {
 		cmd = append(cmd, d...)
 	}
 	return cmd, nil
+}
+
+// Late is the refusal of a part that arrives at now (Unix ns) past its
+// Deadline, or nil.
+func (r *PartRequest) Late(now int64) error {
+	if r.Deadline == 0 || now <= r.Deadline {
+		return nil
+	}
+	late := time.Duration(now - r.Deadline).Round(time.Millisecond)
+	return &PartError{Kind: ErrPartLate, Reply: "ERR the part arrived " + late.String() + " after its coordinator's deadline; nothing was charged"}
 }
 
 // PartResult is what a group answered a part: the same typed results the

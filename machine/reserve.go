@@ -152,6 +152,18 @@ func reserve(x *exec, args [][]byte, orders []int) {
 		h.split = x.m.owned.Load() != nil
 		h.args = ReserveArgsSum(args[3:])
 	}
+	if head {
+		switch settled, err := h.settled(now); {
+		case err != nil:
+			x.error(err)
+			return
+		case settled:
+			// A late copy of a reserve whose reservation was settled (or
+			// the id reused within its ttl): it must not charge again.
+			x.fail(SettledID(args[2]))
+			return
+		}
+	}
 	if r, err := h.existing(p.checks, now); err != nil || r != nil {
 		if err != nil {
 			x.error(err)
@@ -222,6 +234,12 @@ const errCancelledID = "TRYAGAIN the reservation id was cancelled moments ago, b
 // reserve of other arguments.
 func HeldWithOtherArgs(id []byte) string {
 	return "ERR reservation " + resp.Clip(id, 64) + " is held with other arguments"
+}
+
+// SettledID is the refusal of a reserve whose id was settled or cancelled
+// within its ttl.
+func SettledID(id []byte) string {
+	return "ERR reservation " + resp.Clip(id, 64) + " was settled or cancelled; its id is kept until its ttl ends (a late copy of its RL.RESERVE charges nothing)"
 }
 
 // errReservationHeld: a part's reservation id is held already (ids are
@@ -312,6 +330,14 @@ func (h *reserving) existing(checks []limitCheck, now int64) (*ReservationState,
 	}
 	var buf [64]byte
 	return reservationAt(checks[0].slot, appendPartKey(buf[:0], h.domain, h.id, checks[0].slotIndex), keyspace.KindReservationPart, now)
+}
+
+// settled reports whether the head's id was settled within its ttl (the
+// mark keepSettled left). The plan's slots are held.
+func (h *reserving) settled(now int64) (bool, error) {
+	var buf [128]byte
+	r, err := reservationAt(h.headSlot, appendSettledMark(buf[:0], h.domain, h.id, slot.Of(h.headKey)), keyspace.KindReservationPart, now)
+	return r != nil && r.Cancelled, err
 }
 
 func (h *reserving) hold(checks []limitCheck) error {

@@ -218,8 +218,7 @@ func (x *exec) readPart(r *heldRecord, tombstone int64) error {
 	if err := r.read(s, now); err != nil || r.state != nil || tombstone <= 0 {
 		return err
 	}
-	dead := &ReservationState{Cancelled: true, Reply: CheckResult{Limited: true, Limit: -1, Remaining: -1, RetryAfter: -1}}
-	if _, _, err := storeReservation(s, r.key, r.kind, now+tombstone, dead, nil, true); err != nil {
+	if _, _, err := storeReservation(s, r.key, r.kind, now+tombstone, tombstoneState(), nil, true); err != nil {
 		return err
 	}
 	return r.read(s, now)
@@ -273,7 +272,14 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 		held = true
 		s, now := x.lockSlot(r.at)
 		if e, ok := s.Get(r.key, now); ok {
+			expireAt := s.ExpireAt(e)
 			s.Delete(e)
+			if st.headKey == nil && st.mode != settleReturn {
+				if err := x.keepSettled(s, r, st, expireAt, now); err != nil {
+					x.error(err)
+					return true
+				}
+			}
 		}
 		switch {
 		case r.kind != keyspace.KindReservation:
@@ -326,6 +332,46 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 	x.out.Settled = rows
 	WriteSettle(x.w, rows)
 	return true
+}
+
+// keepSettled leaves, where a reservation's record r was settled, a
+// tombstone until the record would have expired: a late copy of its
+// reserve — a part or an RL.RESERVE held by a partition and delivered
+// after the settle — finds it and charges nothing, so a settle or cancel
+// answered is never undone. A part's is at its key; a head's (the
+// reservation's id) at the part key of the domain's own slot, which no
+// live part of a head's uses (the head holds that slot's limits), so the
+// head's kind keeps counting only reservations held. A lease's grant is
+// not marked: its holder asks again under the same id.
+func (x *exec) keepSettled(s *keyspace.Slot, r *heldRecord, st settling, expireAt, now int64) error {
+	if expireAt <= now {
+		return nil
+	}
+	key := r.key
+	switch r.kind {
+	case keyspace.KindReservationPart:
+	case keyspace.KindReservation:
+		key = appendSettledMark(nil, view(st.domain), st.id, r.at)
+		if e, ok := s.Get(key, now); ok {
+			s.Delete(e) // a part of the domain's slot, settled with its head
+		}
+	default:
+		return nil
+	}
+	_, _, err := storeReservation(s, key, keyspace.KindReservationPart, expireAt, tombstoneState(), nil, true)
+	return err
+}
+
+// tombstoneState is the record of an id that holds nothing and refuses
+// a reserve under it: a part cancelled before it came, or an id settled.
+func tombstoneState() *ReservationState {
+	return &ReservationState{Cancelled: true, Reply: CheckResult{Limited: true, Limit: -1, Remaining: -1, RetryAfter: -1}}
+}
+
+// appendSettledMark appends where a settled reservation's id is kept
+// (keepSettled): the part key of the domain's slot ds.
+func appendSettledMark(dst []byte, domain string, id []byte, ds int) []byte {
+	return appendPartKey(dst, domain, id, ds)
 }
 
 // chargeable reports why l's counter cannot take a charge now (nil: it

@@ -248,7 +248,8 @@ func TestPartOverThePort(t *testing.T) {
 	want := machine.PartResult{Limited: false, Check: machine.CheckResult{Limit: 10, Remaining: 7, RetryAfter: -1, ResetAfter: 4, Name: "per-user", Window: 86400},
 		Statuses: []machine.RLSStatus{{Code: 1, RequestsPerUnit: 20, Unit: 3, Name: "r", Remaining: 17, ResetSeconds: 60, PolicyQuota: 20, PolicyWindow: 60}}}
 	sent := &machine.PartRequest{Kind: machine.PartReserve, Domain: "x", Rules: "d1", ID: "id", TTL: 10,
-		Head: [][]byte{[]byte("COST"), []byte("2")}, Descriptors: [][][]byte{{[]byte("DESCRIPTOR"), []byte("user"), []byte("u")}}}
+		Head: [][]byte{[]byte("COST"), []byte("2")}, Descriptors: [][][]byte{{[]byte("DESCRIPTOR"), []byte("user"), []byte("u")}},
+		Deadline: 1_767_225_600_000_000_000}
 	var got *machine.PartRequest
 	mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
 	if err != nil {
@@ -263,6 +264,8 @@ func TestPartOverThePort(t *testing.T) {
 			return machine.PartResult{}, "", &machine.PartError{Kind: machine.ErrFenced, Reply: "TRYAGAIN slot 5 is not this group's"}
 		case "follower":
 			return machine.PartResult{}, "127.0.0.1:9", ErrNotLeader
+		case "late":
+			return machine.PartResult{}, "", r.Late(r.Deadline + 1)
 		}
 		return want, "", nil
 	}})
@@ -283,6 +286,10 @@ func TestPartOverThePort(t *testing.T) {
 	var pe *machine.PartError
 	if !errors.As(err, &pe) || !errors.Is(err, machine.ErrFenced) || pe.Reply != "TRYAGAIN slot 5 is not this group's" {
 		t.Fatalf("a fenced part: %v", err)
+	}
+	_, err = c.Part(ctx, to, &machine.PartRequest{Kind: machine.PartReserve, Domain: "late", ID: "i", Deadline: 5})
+	if !errors.As(err, &pe) || !errors.Is(err, machine.ErrPartLate) {
+		t.Fatalf("a late part: %v", err)
 	}
 	_, err = c.Part(ctx, to, &machine.PartRequest{Kind: machine.PartCancel, Domain: "follower", ID: "i"})
 	if leader, ok := LeaderOf(err); !errors.Is(err, ErrNotLeader) || !ok || leader != "127.0.0.1:9" {

@@ -27,7 +27,8 @@ var partKinds = map[memberpb.PartKind]machine.PartKind{
 
 func partMessage(group string, r *machine.PartRequest) *memberpb.PartRequest {
 	m := &memberpb.PartRequest{Group: group, Rls: r.RLS, Domain: r.Domain, Rules: r.Rules, Id: r.ID, TtlSeconds: r.TTL, Head: r.Head,
-		Actual: r.Actual, Cancel: r.Cancel, WithHead: r.WithHead, Reply: checkMessage(&r.Reply), ArgsSum: r.ArgsSum}
+		Actual: r.Actual, Cancel: r.Cancel, WithHead: r.WithHead, Reply: checkMessage(&r.Reply), ArgsSum: r.ArgsSum,
+		DeadlineUnixNano: r.Deadline}
 	for _, s := range r.Slots {
 		m.Slots = append(m.Slots, int32(s))
 	}
@@ -55,7 +56,8 @@ func partRequest(m *memberpb.PartRequest) (*machine.PartRequest, bool) {
 	}
 	r := &machine.PartRequest{Kind: kind, RLS: m.GetRls(), Domain: m.GetDomain(), Rules: m.GetRules(), ID: m.GetId(),
 		TTL: m.GetTtlSeconds(), Head: m.GetHead(), Descriptors: make([][][]byte, len(m.GetDescriptors())),
-		Actual: m.GetActual(), Cancel: m.GetCancel(), WithHead: m.GetWithHead(), Reply: checkResult(m.GetReply()), ArgsSum: m.GetArgsSum()}
+		Actual: m.GetActual(), Cancel: m.GetCancel(), WithHead: m.GetWithHead(), Reply: checkResult(m.GetReply()), ArgsSum: m.GetArgsSum(),
+		Deadline: m.GetDeadlineUnixNano()}
 	for _, s := range m.GetSlots() {
 		r.Slots = append(r.Slots, int(s))
 	}
@@ -71,7 +73,8 @@ func partRequest(m *memberpb.PartRequest) (*machine.PartRequest, bool) {
 var refusals = []struct {
 	code memberpb.Refusal
 	err  error
-}{{memberpb.Refusal_FENCED, machine.ErrFenced}, {memberpb.Refusal_RULES_DIFFER, machine.ErrRulesDiffer}}
+}{{memberpb.Refusal_FENCED, machine.ErrFenced}, {memberpb.Refusal_RULES_DIFFER, machine.ErrRulesDiffer},
+	{memberpb.Refusal_LATE, machine.ErrPartLate}}
 
 // partReply is a part's answer on the wire.
 func partReply(res machine.PartResult, err error) *memberpb.PartReply {

@@ -186,6 +186,9 @@ const (
 	// Logged, nothing imported: the group is past the import's epoch
 	// (ApplyReply.epoch is the group's).
 	Refusal_STALE_EPOCH Refusal = 7
+	// Not applied: a part arrived after its coordinator's deadline
+	// (PartRequest.deadline_unix_nano).
+	Refusal_LATE Refusal = 8
 )
 
 // Enum value maps for Refusal.
@@ -199,6 +202,7 @@ var (
 		5: "TRY_AGAIN",
 		6: "CLUSTER_DOWN",
 		7: "STALE_EPOCH",
+		8: "LATE",
 	}
 	Refusal_value = map[string]int32{
 		"REFUSAL_UNSPECIFIED": 0,
@@ -209,6 +213,7 @@ var (
 		"TRY_AGAIN":           5,
 		"CLUSTER_DOWN":        6,
 		"STALE_EPOCH":         7,
+		"LATE":                8,
 	}
 )
 
@@ -717,9 +722,14 @@ type PartRequest struct {
 	// orders are a RESERVE's descriptors' places in the whole reserve.
 	Orders []int32 `protobuf:"varint,15,rep,packed,name=orders,proto3" json:"orders,omitempty"`
 	// args_sum identifies a HOLD's reserve's arguments.
-	ArgsSum       uint64 `protobuf:"varint,16,opt,name=args_sum,json=argsSum,proto3" json:"args_sum,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ArgsSum uint64 `protobuf:"varint,16,opt,name=args_sum,json=argsSum,proto3" json:"args_sum,omitempty"`
+	// deadline_unix_nano, when set, is the coordinator's instant after which
+	// a RESERVE must not be decided: it stopped waiting for the answer then,
+	// and the tombstone its cancel leaves lives only the part's ttl. A
+	// member of an earlier version ignores it.
+	DeadlineUnixNano int64 `protobuf:"varint,17,opt,name=deadline_unix_nano,json=deadlineUnixNano,proto3" json:"deadline_unix_nano,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartRequest) Reset() {
@@ -860,6 +870,13 @@ func (x *PartRequest) GetOrders() []int32 {
 func (x *PartRequest) GetArgsSum() uint64 {
 	if x != nil {
 		return x.ArgsSum
+	}
+	return 0
+}
+
+func (x *PartRequest) GetDeadlineUnixNano() int64 {
+	if x != nil {
+		return x.DeadlineUnixNano
 	}
 	return 0
 }
@@ -1633,7 +1650,7 @@ const file_member_proto_rawDesc = "" +
 	"\x06ranges\x18\x06 \x03(\v2\x1b.sluice.member.v1.SlotRangeR\x06ranges\x12-\n" +
 	"\x04jobs\x18\a \x03(\v2\x19.sluice.member.v1.JobViewR\x04jobs\"\x1d\n" +
 	"\x05Words\x12\x14\n" +
-	"\x05words\x18\x01 \x03(\fR\x05words\"\xde\x03\n" +
+	"\x05words\x18\x01 \x03(\fR\x05words\"\x8c\x04\n" +
 	"\vPartRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12.\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1a.sluice.member.v1.PartKindR\x04kind\x12\x10\n" +
@@ -1652,7 +1669,8 @@ const file_member_proto_rawDesc = "" +
 	"\twith_head\x18\r \x01(\bR\bwithHead\x123\n" +
 	"\x05reply\x18\x0e \x01(\v2\x1d.sluice.member.v1.CheckResultR\x05reply\x12\x16\n" +
 	"\x06orders\x18\x0f \x03(\x05R\x06orders\x12\x19\n" +
-	"\bargs_sum\x18\x10 \x01(\x04R\aargsSum\"\x9f\x01\n" +
+	"\bargs_sum\x18\x10 \x01(\x04R\aargsSum\x12,\n" +
+	"\x12deadline_unix_nano\x18\x11 \x01(\x03R\x10deadlineUnixNano\"\x9f\x01\n" +
 	"\tSettleRow\x12\x14\n" +
 	"\x05order\x18\x01 \x01(\x05R\x05order\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
@@ -1738,7 +1756,7 @@ const file_member_proto_rawDesc = "" +
 	"\x06CANCEL\x10\x03\x12\n" +
 	"\n" +
 	"\x06SETTLE\x10\x04\x12\b\n" +
-	"\x04HOLD\x10\x05*\x88\x01\n" +
+	"\x04HOLD\x10\x05*\x92\x01\n" +
 	"\aRefusal\x12\x17\n" +
 	"\x13REFUSAL_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
@@ -1748,7 +1766,8 @@ const file_member_proto_rawDesc = "" +
 	"\x05MOVED\x10\x04\x12\r\n" +
 	"\tTRY_AGAIN\x10\x05\x12\x10\n" +
 	"\fCLUSTER_DOWN\x10\x06\x12\x0f\n" +
-	"\vSTALE_EPOCH\x10\a2\xb7\x02\n" +
+	"\vSTALE_EPOCH\x10\a\x12\b\n" +
+	"\x04LATE\x10\b2\xb7\x02\n" +
 	"\x06Member\x12E\n" +
 	"\x05Apply\x12\x1e.sluice.member.v1.ApplyRequest\x1a\x1c.sluice.member.v1.ApplyReply\x12I\n" +
 	"\x06Report\x12\x1f.sluice.member.v1.ReportRequest\x1a\x1e.sluice.member.v1.MemberReport\x12B\n" +

@@ -10,7 +10,7 @@ import (
 const leaseRules = `domain: edge
 descriptors:
   - key: route
-    rate_limit: {name: per-route, unit: minute, requests_per_unit: 100}
+    rate_limit: {name: per-route, unit: day, requests_per_unit: 100}
   - key: closed
     rate_limit: {name: closed, unit: second, requests_per_unit: 0}
 `
