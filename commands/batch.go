@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/sluice-rl/sluice/crossgroup"
 	"github.com/sluice-rl/sluice/machine"
@@ -282,12 +283,18 @@ func (c *Ctx) acrossFailed(out []byte, args [][]byte, err error) []byte {
 	var refusal *machine.Redirect // TRYAGAIN or CLUSTERDOWN: nothing was applied
 	var conflict *crossgroup.SlotConflictError
 	switch {
+	case errors.Is(err, crossgroup.ErrOutcomeUnknown):
+		// First: an outcome unknown may wrap a group without a leader
+		// (the reservation's head not kept while its parts hold their
+		// charge), which must not be answered "nothing applied".
+		msg = "ERR the outcome is unknown: a group this command was sent to did not answer (it may have applied it): " + err.Error()
+	case errors.Is(err, crossgroup.ErrSettledInPart):
+		msg = "ERR the reservation was settled in part, not in every group (the same " + strings.ToUpper(string(args[0])) +
+			" again settles the rest): " + err.Error()
 	case errors.Is(err, crossgroup.ErrNoLeader):
 		refusal = machine.ClusterDown("a group this command spans has no leader: " + err.Error())
 	case errors.As(err, &conflict):
 		refusal = machine.ClusterDown(conflictWhy(conflict.Described))
-	case errors.Is(err, crossgroup.ErrOutcomeUnknown):
-		msg = "ERR the outcome is unknown: a group this command was sent to did not answer (it may have applied it): " + err.Error()
 	case errors.Is(err, crossgroup.ErrRulesDiffer):
 		msg = "ERR the groups hold different rules for this domain (load them again): " + err.Error()
 	case errors.Is(err, crossgroup.ErrHeldOther):

@@ -26,6 +26,12 @@ import (
 // machine's checks answer it before it gets here).
 var ErrBadReserve = errors.New("crossgroup: malformed reservation command")
 
+// ErrSettledInPart: a settle across groups settled the parts of some
+// groups, not all (one had no leader, or did not answer): the head is
+// kept, and the same settle again settles the rest (those settled answer
+// nothing again). It is not "nothing applied".
+var ErrSettledInPart = errors.New("crossgroup: the reservation was settled in part")
+
 // ErrHeldOther: the reservation id is held by a reserve of other
 // arguments (HeldWithOtherArgs says it to clients).
 var ErrHeldOther = errors.New("crossgroup: the reservation id is held with other arguments")
@@ -161,6 +167,11 @@ func (c *Coordinator) Settle(ctx context.Context, args [][]byte) (rows []machine
 		}
 		if anyMayHaveCharged(errs) {
 			return nil, false, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		}
+		for i, r := range results {
+			if errs[i] == nil && r.Held {
+				return nil, false, fmt.Errorf("%w: %w", ErrSettledInPart, err)
+			}
 		}
 		return nil, false, fmt.Errorf("%w: %w", ErrPart, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/internal/robust"
+	"github.com/sluice-rl/sluice/slot"
 )
 
 // The robustness suite (make robustness): traffic against a cluster while
@@ -66,8 +68,11 @@ func TestRobustness(t *testing.T) {
 // robustnessScenario is a cluster shape and the faults done to it.
 type robustnessScenario struct {
 	name string
-	// members is the group's size (1: a single node, no --peers).
+	// members is a group's size (1: a single node, no --peers).
 	members int
+	// groups > 1 is a sharded cluster of that many groups (with a
+	// cluster secret), slots split evenly.
+	groups int
 	// faults are the nemesis' actions to draw from.
 	faults []fault
 }
@@ -77,10 +82,11 @@ type fault string
 
 const (
 	faultKill        fault = "kill -9 a member, restart it"
-	faultKillLeader  fault = "kill -9 the leader, restart it"
+	faultKillLeader  fault = "kill -9 a leader, restart it"
 	faultPause       fault = "SIGSTOP a member, SIGCONT it"
-	faultPauseLeader fault = "SIGSTOP the leader, SIGCONT it"
+	faultPauseLeader fault = "SIGSTOP a leader, SIGCONT it"
 	faultRestart     fault = "stop a member (SIGTERM), start it"
+	faultMove        fault = "move slots to the other group (CLUSTER MIGRATESLOTS)"
 )
 
 var robustnessScenarios = []robustnessScenario{
@@ -88,6 +94,9 @@ var robustnessScenarios = []robustnessScenario{
 	// (README: Durability), so it is paused and restarted gracefully.
 	{name: "one-node", members: 1, faults: []fault{faultPause, faultRestart}},
 	{name: "group-of-three", members: 3, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart}},
+	// Two groups of three: checks and reservations across groups, their
+	// coordinators killed and paused, slots moving under them.
+	{name: "sharded", members: 3, groups: 2, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultMove}},
 }
 
 // The keys' limit: robustBudget units in a run, then refusals — nothing
@@ -121,79 +130,197 @@ func robustKey(k int) (string, robustFamily) {
 	return "robust:" + f.prefix + ":" + strconv.Itoa(k), f
 }
 
-// robustCluster is the members under test.
-type robustCluster struct {
-	nodes []*Server
-	cl    *Cluster // nil for one node
+// The rules the checks and reservations use: a tenant's and a user's
+// counter, charged together (all or nothing) — in a sharded cluster often
+// in two groups. Neither refills within a run (one a day); the keys a
+// call picks change every robustGeneration, so budgets are spent and
+// fresh ones started all run long, and refusals by one counter while the
+// other admits (whose part must be given back) keep coming.
+const (
+	robustRules = `domain: robust
+descriptors:
+  - key: tenant
+    rate_limit: {name: per-tenant, unit: day, requests_per_unit: 1, sluice: {algorithm: gcra, burst: 299}}
+  - key: user
+    rate_limit: {name: per-user, unit: day, requests_per_unit: 1, sluice: {algorithm: gcra, burst: 19}}
+`
+	robustTenants    = 4
+	robustTenantCap  = 300
+	robustUsers      = 64
+	robustUserCap    = 20
+	robustGeneration = 5 * time.Second
+)
+
+// robustCounter is a counter of the rules: its descriptor and budget.
+type robustCounter struct {
+	key, value string
+	limit      int64
 }
 
-func (rc *robustCluster) leader(t *testing.T) *Server {
-	if rc.cl == nil {
-		return rc.nodes[0]
+func (c robustCounter) String() string { return c.key + "=" + c.value }
+
+func robustCounters(gen int, tenant, user int) (robustCounter, robustCounter) {
+	g := strconv.Itoa(gen)
+	return robustCounter{"tenant", "t" + g + "." + strconv.Itoa(tenant), robustTenantCap},
+		robustCounter{"user", "u" + g + "." + strconv.Itoa(user), robustUserCap}
+}
+
+// robustCluster is the members under test.
+type robustCluster struct {
+	nodes  []*Server
+	groups [][]*Server
+	cl     *Cluster        // a group of three
+	sc     *ShardedCluster // a sharded cluster
+}
+
+// leader is group g's leader, once there is one.
+func (rc *robustCluster) leader(t *testing.T, g int) *Server {
+	switch {
+	case rc.sc != nil:
+		return rc.sc.Leader(t, g)
+	case rc.cl != nil:
+		return rc.cl.Leader()
 	}
-	return rc.cl.Leader()
+	return rc.nodes[0]
+}
+
+func startRobust(t *testing.T, sc robustnessScenario) *robustCluster {
+	rules := writeRules(t, "robust.yaml", robustRules)
+	rc := &robustCluster{}
+	switch {
+	case sc.groups > 1:
+		secret := writeSecret(t, "the robustness suite's cluster secret")
+		var slots [][]string
+		per := 16384 / sc.groups
+		for g := range sc.groups {
+			hi := (g+1)*per - 1
+			if g == sc.groups-1 {
+				hi = 16383
+			}
+			slots = append(slots, []string{fmt.Sprintf("%d-%d", g*per, hi)})
+		}
+		rc.sc = StartShardedCluster(t, sc.members, slots, "--rules", rules, "--cluster-secret-file", secret)
+		rc.groups = rc.sc.Groups
+		rc.nodes = slices.Concat(rc.sc.Groups...)
+	case sc.members == 1:
+		rc.nodes = []*Server{StartServer(t, "--rules", rules)}
+		rc.groups = [][]*Server{rc.nodes}
+	default:
+		rc.cl = StartCluster(t, sc.members, nil, "--rules", rules)
+		rc.nodes = rc.cl.Nodes
+		rc.groups = [][]*Server{rc.nodes}
+	}
+	// The rules reach each group through its log: no traffic until every
+	// group decides by them (a check before would match no limit).
+	eventually(t, "every group holds the rules", func() bool {
+		for g := range rc.groups {
+			if v, _ := rc.leader(t, g).Client().Do(ctx(t), "RL.RULES", "LIST", "robust").Slice(); len(v) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	return rc
+}
+
+// robustRecorder is the run's history: single-key calls for porcupine,
+// calls charging two counters for the ledger, the nemesis' timeline.
+type robustRecorder struct {
+	start      time.Time
+	mu         sync.Mutex
+	history    []porcupine.Operation
+	ledger     robust.Ledger
+	anomalies  []string
+	timeline   []string
+	unexpected sync.Map
+}
+
+func (r *robustRecorder) now() int64 { return int64(time.Since(r.start)) }
+
+func (r *robustRecorder) op(op porcupine.Operation) {
+	r.mu.Lock()
+	r.history = append(r.history, op)
+	r.mu.Unlock()
+}
+
+func (r *robustRecorder) call(c robust.Call) {
+	r.mu.Lock()
+	r.ledger.Add(c)
+	r.mu.Unlock()
+}
+
+// anomaly is an answer no correct server gives (a reservation admitted,
+// then unknown to its settle).
+func (r *robustRecorder) anomaly(format string, args ...any) {
+	r.mu.Lock()
+	r.anomalies = append(r.anomalies, fmt.Sprintf("%8.3fs ", time.Since(r.start).Seconds())+fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+}
+
+func (r *robustRecorder) note(format string, args ...any) {
+	r.mu.Lock()
+	r.timeline = append(r.timeline, fmt.Sprintf("%8.3fs ", time.Since(r.start).Seconds())+fmt.Sprintf(format, args...))
+	r.mu.Unlock()
 }
 
 func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration time.Duration) {
 	rng := rand.New(rand.NewPCG(seed, uint64(len(sc.name))))
-	rc := &robustCluster{}
-	if sc.members == 1 {
-		rc.nodes = []*Server{StartServer(t)}
-	} else {
-		rc.cl = StartCluster(t, sc.members, nil)
-		rc.nodes = rc.cl.Nodes
-	}
-	start := time.Now()
-	now := func() int64 { return int64(time.Since(start)) }
-	var mu sync.Mutex
-	var history []porcupine.Operation
-	record := func(op porcupine.Operation) {
-		mu.Lock()
-		history = append(history, op)
-		mu.Unlock()
-	}
-	var timeline []string
-	note := func(format string, args ...any) {
-		mu.Lock()
-		timeline = append(timeline, fmt.Sprintf("%8.3fs ", time.Since(start).Seconds())+fmt.Sprintf(format, args...))
-		mu.Unlock()
-	}
+	rc := startRobust(t, sc)
+	rec := &robustRecorder{start: time.Now()}
 	ctxRun, stop := context.WithTimeout(context.Background(), duration)
 	defer stop()
 	var wg sync.WaitGroup
-	var unexpected sync.Map
 	for w := range robustWorkers {
 		wrng := rand.New(rand.NewPCG(seed, uint64(w)+100))
-		wg.Go(func() { robustWorker(ctxRun, w, wrng, rc.nodes, now, record, &unexpected) })
+		wg.Go(func() { robustWorker(ctxRun, w, wrng, rc.nodes, rec) })
 	}
-	wg.Go(func() { robustNemesis(ctxRun, t, rng, sc, rc, note) })
+	wg.Go(func() { robustNemesis(ctxRun, t, rng, sc, rc, rec) })
 	wg.Wait()
 
-	// Heal: every member running and not paused, one leader, the same
-	// state everywhere; then what each key has left.
+	// Heal: every member running and not paused, a leader in each group,
+	// the same state on a group's members; then what each key has left.
 	for _, s := range rc.nodes {
 		if s.cmd != nil && s.cmd.Process != nil {
 			s.cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}
-	leader := rc.leader(t)
-	if rc.cl != nil {
-		rc.cl.SameDigests()
+	for g := range rc.groups {
+		rc.leader(t, g)
+		sameDigests(t, rc.groups[g])
 	}
-	healed := now()
-	c := leader.Client(func(o *redis.Options) { o.MaxRetries = -1 })
+	healed := rec.now()
+	reader := robustReader(t, rc)
 	for k := range robustKeys {
 		key, f := robustKey(k)
-		v, err := c.Do(ctx(t), f.read(key)...).Int64Slice()
+		v, err := reader.Do(ctx(t), f.read(key)...).Int64Slice()
 		if err != nil {
 			t.Fatalf("reading %s after the faults: %v", key, err)
 		}
-		record(porcupine.Operation{ClientId: robustWorkers, Input: robust.Input{Key: key, Remaining: v[2]}, Output: robust.Read,
-			Call: now(), Return: now()})
+		rec.op(porcupine.Operation{ClientId: robustWorkers, Input: robust.Input{Key: key, Remaining: v[2]}, Output: robust.Read,
+			Call: rec.now(), Return: rec.now()})
+	}
+	spent := map[string]int64{}
+	rec.ledger.Limits = map[string]int64{}
+	for gen := range int(time.Duration(healed)/robustGeneration) + 1 {
+		for i := range max(robustTenants, robustUsers) {
+			tc, uc := robustCounters(gen, i%robustTenants, i)
+			for _, c := range []robustCounter{tc, uc} {
+				if _, ok := spent[c.String()]; ok {
+					continue
+				}
+				v, err := reader.Do(ctx(t), "RL.CHECK", "robust", "COST", 0, "DESCRIPTOR", c.key, c.value).Slice()
+				if err != nil {
+					t.Fatalf("reading %s after the faults: %v", c, err)
+				}
+				spent[c.String()] = c.limit - v[2].(int64)
+				rec.ledger.Limits[c.String()] = c.limit
+			}
+		}
 	}
 	// A call whose outcome is unknown took effect before the members
 	// agreed, or never: no entry applies after the heal.
 	ops := 0
+	history := rec.history
 	for i := range history {
 		if history[i].Output == robust.Unknown {
 			history[i].Return = healed
@@ -202,14 +329,22 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 			ops++
 		}
 	}
-	unexpected.Range(func(k, v any) bool {
+	rec.unexpected.Range(func(k, v any) bool {
 		t.Logf("answers the suite does not classify (taken as unknown): %q ×%d", k, v.(int))
 		return true
 	})
 	model := robust.Budget(robustBudget)
 	res, info := porcupine.CheckOperationsVerbose(model, history, 2*time.Minute)
-	t.Logf("%d operations, %d faults; %s", ops, len(timeline)/2, res)
-	if res == porcupine.Ok {
+	violations := rec.ledger.Check(spent)
+	faults := map[string]int{}
+	for _, line := range rec.timeline {
+		if f, _, ok := strings.Cut(strings.TrimSpace(line[9:]), ":"); ok && !strings.HasPrefix(f, "healed") {
+			faults[f]++
+		}
+	}
+	t.Logf("%d single-key calls (%s), %d checks and reservations of two counters (%d violations); faults: %v",
+		ops, res, rec.ledger.Calls(), len(violations), faults)
+	if res == porcupine.Ok && len(violations) == 0 && len(rec.anomalies) == 0 {
 		return
 	}
 	dir, err := os.MkdirTemp("", fmt.Sprintf("sluice-robustness-%s-%d-", sc.name, seed))
@@ -217,91 +352,298 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 		t.Fatal(err)
 	}
 	porcupine.VisualizePath(model, info, filepath.Join(dir, "history.html"))
-	os.WriteFile(filepath.Join(dir, "nemesis.txt"), []byte(strings.Join(timeline, "\n")+"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "nemesis.txt"), []byte(strings.Join(rec.timeline, "\n")+"\n"), 0o644)
 	var summary strings.Builder
 	for k := range robustKeys {
 		key, _ := robustKey(k)
 		fmt.Fprintf(&summary, "%s: %s\n", key, robust.Summary(history, key))
 	}
+	var calls strings.Builder
+	for _, v := range violations {
+		fmt.Fprintf(&summary, "%s (%s)\n", v, rec.ledger.Summary(v.Key))
+		fmt.Fprintf(&calls, "%s:\n", v)
+		for _, c := range rec.ledger.History(v.Key) {
+			fmt.Fprintf(&calls, "  %9.3fs %9.3fs %-11s %v %s\n", time.Duration(c.Call).Seconds(), time.Duration(c.Return).Seconds(), c.Outcome, c.Keys, c.What)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "calls.txt"), []byte(calls.String()), 0o644)
+	for _, a := range rec.anomalies {
+		fmt.Fprintf(&summary, "anomaly: %s\n", a)
+	}
 	os.WriteFile(filepath.Join(dir, "keys.txt"), []byte(summary.String()), 0o644)
 	for i, s := range rc.nodes {
 		os.WriteFile(filepath.Join(dir, fmt.Sprintf("member-%d.log", i+1)), []byte(s.Logs()), 0o644)
 	}
-	t.Fatalf("the history is %s against the limiter's model (seed %d): report in %s (history.html, nemesis.txt, keys.txt, member logs); rerun: make robustness SEED=%d SCENARIO=%s DURATION=%s\nkeys:\n%s",
-		res, seed, dir, seed, sc.name, duration, summary.String())
+	t.Fatalf("the history is %s against the limiter's model, %d violations of the ledger, %d anomalies (seed %d): report in %s (history.html, nemesis.txt, keys.txt, member logs); rerun: make robustness SEED=%d SCENARIO=%s DURATION=%s\n%s",
+		res, len(violations), len(rec.anomalies), seed, dir, seed, sc.name, duration, clip(summary.String(), 8000))
 }
 
-// robustWorker charges random keys until ctx ends, each call
-// on its own connection's client with no retries (a retry would hide an
-// outcome), following MOVED to the leader and moving to another member
-// when one does not answer.
-func robustWorker(ctx context.Context, id int, rng *rand.Rand, nodes []*Server, now func() int64,
-	record func(porcupine.Operation), unexpected *sync.Map) {
-	at := rng.IntN(len(nodes))
-	var c *redis.Client
-	dial := func(addr string) {
-		if c != nil {
-			c.Close()
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// sameDigests waits until every running member of a group holds the same
+// state.
+func sameDigests(t *testing.T, group []*Server) {
+	t.Helper()
+	eventually(t, "the same digest on every member of a group", func() bool {
+		d := ""
+		for _, s := range group {
+			if s.cmd == nil {
+				continue
+			}
+			got := digestOf(t, s)
+			if got == "" || (d != "" && got != d) {
+				return false
+			}
+			d = got
 		}
+		return true
+	})
+}
+
+// robustReader reads the final state: a cluster client (it follows MOVED
+// to each key's owner).
+func robustReader(t *testing.T, rc *robustCluster) redis.UniversalClient {
+	if rc.sc != nil {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.sc.Addrs(), MaxRedirects: 16})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	return rc.leader(t, 0).Client(func(o *redis.Options) { o.MaxRetries = -1 })
+}
+
+// robustRoute is a worker's connections: one client per member, and where
+// a key (or the checks' domain) was last sent by MOVED.
+type robustRoute struct {
+	nodes   []*Server
+	clients map[string]*redis.Client
+	at      map[string]string
+	next    int
+}
+
+func (r *robustRoute) client(route string) *redis.Client {
+	addr := r.at[route]
+	if addr == "" {
+		addr = r.nodes[r.next].Addr
+	}
+	c := r.clients[addr]
+	if c == nil {
 		c = redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1, DialTimeout: time.Second,
 			ReadTimeout: 2 * time.Second, WriteTimeout: time.Second, PoolSize: 1})
+		r.clients[addr] = c
 	}
-	dial(nodes[at].Addr)
-	defer func() { c.Close() }()
-	for ctx.Err() == nil {
-		key, f := robustKey(rng.IntN(robustKeys))
-		call := now()
-		v, err := c.Do(context.Background(), f.charge(key)...).Int64Slice()
-		ret := now()
-		out := robust.Unknown
-		switch {
-		case err == nil && len(v) == 5 && v[0] == 0:
-			out = robust.Admitted
-		case err == nil && len(v) == 5 && v[0] == 1:
-			out = robust.Refused
-		case err != nil:
-			msg := err.Error()
-			switch {
-			case strings.HasPrefix(msg, "MOVED "):
-				out = robust.NotApplied
-				if f := strings.Fields(msg); len(f) == 3 {
-					dial(f[2])
-				}
-			case strings.HasPrefix(msg, "TRYAGAIN"), strings.HasPrefix(msg, "CLUSTERDOWN"), strings.HasPrefix(msg, "LOADING"):
-				out = robust.NotApplied
-				if strings.HasPrefix(msg, "CLUSTERDOWN") {
-					at = (at + 1) % len(nodes)
-					dial(nodes[at].Addr)
-				}
-				time.Sleep(20 * time.Millisecond) // a leader is being elected: not a hot loop
-			case strings.HasPrefix(msg, "ERR the outcome is unknown"):
-			default:
-				var redisErr redis.Error
-				if errors.As(err, &redisErr) {
-					n, _ := unexpected.LoadOrStore(firstWords(msg), 0)
-					unexpected.Store(firstWords(msg), n.(int)+1)
-				}
-				// No answer: another member, after a moment.
-				at = (at + 1) % len(nodes)
-				dial(nodes[at].Addr)
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-		record(porcupine.Operation{ClientId: id, Input: robust.Input{Key: key, Units: 1}, Call: call, Output: out, Return: ret})
+	return c
+}
+
+func (r *robustRoute) close() {
+	for _, c := range r.clients {
+		c.Close()
 	}
 }
 
-// firstWords is an error's first few words, to count unclassified ones.
-func firstWords(msg string) string {
-	f := strings.Fields(msg)
-	return strings.Join(f[:min(len(f), 6)], " ")
+// failed classifies a call's error, and routes the next call of route as
+// the error says: to the member MOVED names, or to another member.
+func (r *robustRoute) failed(route string, err error, rec *robustRecorder) robust.Outcome {
+	msg := err.Error()
+	elsewhere := func() {
+		delete(r.at, route)
+		r.next = (r.next + 1) % len(r.nodes)
+		time.Sleep(20 * time.Millisecond) // a leader is being elected: not a hot loop
+	}
+	switch {
+	case strings.HasPrefix(msg, "MOVED "):
+		if f := strings.Fields(msg); len(f) == 3 {
+			r.at[route] = f[2]
+		}
+		return robust.NotApplied
+	case strings.HasPrefix(msg, "TRYAGAIN"), strings.HasPrefix(msg, "LOADING"):
+		time.Sleep(20 * time.Millisecond)
+		return robust.NotApplied
+	case strings.HasPrefix(msg, "CLUSTERDOWN"):
+		elsewhere()
+		return robust.NotApplied
+	case strings.HasPrefix(msg, "ERR the outcome is unknown"), strings.HasPrefix(msg, "ERR the reservation was settled in part"):
+		return robust.Unknown
+	}
+	var redisErr redis.Error
+	if errors.As(err, &redisErr) {
+		n, _ := rec.unexpected.LoadOrStore(firstWords(msg), 0)
+		rec.unexpected.Store(firstWords(msg), n.(int)+1)
+	}
+	elsewhere() // no answer: another member, after a moment
+	return robust.Unknown
+}
+
+// robustWorker makes calls until ctx ends, with no retries (a retry would
+// hide an outcome): half charge a key of a single-key family, the rest are
+// checks of a tenant's and a user's counter together and reservations of
+// both, settled or cancelled.
+func robustWorker(ctx context.Context, id int, rng *rand.Rand, nodes []*Server, rec *robustRecorder) {
+	r := &robustRoute{nodes: nodes, clients: map[string]*redis.Client{}, at: map[string]string{}, next: rng.IntN(len(nodes))}
+	defer r.close()
+	for n := 0; ctx.Err() == nil; n++ {
+		switch p := rng.IntN(10); {
+		case p < 5:
+			robustSingle(r, id, rng, rec)
+		case p < 8:
+			robustCheck(r, id, rng, rec)
+		default:
+			robustReserve(r, id, n, rng, rec)
+		}
+	}
+}
+
+// robustSingle charges a unit of a single-key family's key.
+func robustSingle(r *robustRoute, id int, rng *rand.Rand, rec *robustRecorder) {
+	key, f := robustKey(rng.IntN(robustKeys))
+	call := rec.now()
+	v, err := r.client(key).Do(context.Background(), f.charge(key)...).Int64Slice()
+	ret := rec.now()
+	out := robust.Unknown
+	switch {
+	case err != nil:
+		out = r.failed(key, err, rec)
+	case len(v) == 5 && v[0] == 0:
+		out = robust.Admitted
+	case len(v) == 5 && v[0] == 1:
+		out = robust.Refused
+	}
+	rec.op(porcupine.Operation{ClientId: id, Input: robust.Input{Key: key, Units: 1}, Call: call, Output: out, Return: ret})
+}
+
+// robustPair picks a tenant's and a user's counter of the current
+// generation.
+func robustPair(rng *rand.Rand, rec *robustRecorder) []robustCounter {
+	gen := int(time.Since(rec.start) / robustGeneration)
+	tc, uc := robustCounters(gen, rng.IntN(robustTenants), rng.IntN(robustUsers))
+	return []robustCounter{tc, uc}
+}
+
+func robustDescriptors(cs []robustCounter) []any {
+	var out []any
+	for _, c := range cs {
+		out = append(out, "DESCRIPTOR", c.key, c.value)
+	}
+	return out
+}
+
+func robustKeysOf(cs []robustCounter) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.String())
+	}
+	return out
+}
+
+// checkOutcome reads an RL.CHECK or RL.RESERVE reply (one that matched
+// no limit, limit -1, is not an answer of these rules: unknown).
+func checkOutcome(v []any) robust.Outcome {
+	if len(v) >= 5 && v[1] != int64(-1) {
+		switch v[0] {
+		case int64(0):
+			return robust.Admitted
+		case int64(1):
+			return robust.Refused
+		}
+	}
+	return robust.Unknown
+}
+
+// robustCheck is an RL.CHECK of a tenant's and a user's counter.
+func robustCheck(r *robustRoute, id int, rng *rand.Rand, rec *robustRecorder) {
+	cs := robustPair(rng, rec)
+	call := robust.Call{Keys: robustKeysOf(cs), Units: 1, Call: rec.now()}
+	to := r.client("robust")
+	v, err := to.Do(context.Background(), append([]any{"RL.CHECK", "robust"}, robustDescriptors(cs)...)...).Slice()
+	call.Return = rec.now()
+	call.Outcome = checkOutcome(v)
+	if err != nil {
+		call.Outcome = r.failed("robust", err, rec)
+	}
+	call.What = fmt.Sprintf("RL.CHECK by worker %d at %s: %s", id, to.Options().Addr, answer(v, err))
+	rec.call(call)
+}
+
+// robustReserve reserves a unit of a tenant's and a user's counter and, if
+// admitted, settles it at 1 (the charge stays whatever the settle does) or
+// cancels it (given back once a cancel is answered).
+func robustReserve(r *robustRoute, id, n int, rng *rand.Rand, rec *robustRecorder) {
+	cs := robustPair(rng, rec)
+	rid := fmt.Sprintf("w%d-%d-%d", id, n, rng.Uint32())
+	call := robust.Call{Keys: robustKeysOf(cs), Units: 1, Call: rec.now()}
+	to := r.client("robust")
+	v, err := to.Do(context.Background(), append([]any{"RL.RESERVE", "robust", rid, 3600}, robustDescriptors(cs)...)...).Slice()
+	call.Return = rec.now()
+	call.What = fmt.Sprintf("RL.RESERVE %s by worker %d at %s: %s", rid, id, to.Options().Addr, answer(v, err))
+	call.Outcome = checkOutcome(v)
+	if err != nil {
+		call.Outcome = r.failed("robust", err, rec)
+	}
+	if call.Outcome != robust.Admitted {
+		rec.call(call)
+		return
+	}
+	settle := []any{"RL.SETTLE", "robust", rid, 1}
+	cancel := rng.IntN(2) == 0
+	if cancel {
+		settle = []any{"RL.CANCEL", "robust", rid}
+	}
+	// Sent again while nothing was applied, or the outcome is unknown: a
+	// settle of a reservation already settled answers nil.
+	unknown, failed := false, false
+	for range 20 {
+		to := r.client("robust")
+		rows, err := to.Do(context.Background(), settle...).Slice()
+		call.Return = rec.now()
+		call.What += fmt.Sprintf("; %s at %s: %s", settle[0], to.Options().Addr, answer(rows, err))
+		if err != nil && err != redis.Nil {
+			failed = true
+			if r.failed("robust", err, rec) == robust.Unknown {
+				unknown = true
+			}
+			continue
+		}
+		switch {
+		case err == redis.Nil && !unknown:
+			rec.anomaly("%s: admitted, then unknown to its %s", call.What, settle[0])
+		case err == redis.Nil || len(rows) == 2 || failed:
+			// Settled now, or by an attempt whose answer was lost, or that
+			// failed in one group (the groups it reached answer nothing
+			// again: the rows are the rest's).
+			if cancel {
+				call.Outcome = robust.Returned // given back: nothing charged
+			}
+		default:
+			rec.anomaly("%s: %s answered %v", call.What, settle[0], rows)
+		}
+		rec.call(call)
+		return
+	}
+	// Never answered: a cancel may or may not have given the unit back; a
+	// settle at the reserved cost keeps the charge either way, and so does
+	// a reservation no cancel reached (until its ttl, an hour).
+	if cancel && unknown {
+		call.Outcome = robust.Unknown
+	}
+	rec.call(call)
+}
+
+// answer is a reply for a report: its error's first words, or its value.
+func answer(v any, err error) string {
+	if err != nil {
+		return firstWords(err.Error())
+	}
+	return fmt.Sprint(v)
 }
 
 // robustNemesis draws a fault from the scenario's every 1 to 3 seconds
 // until ctx ends, at most one member down or paused at a time, and heals
 // each before the next.
-func robustNemesis(ctx context.Context, t *testing.T, rng *rand.Rand, sc robustnessScenario, rc *robustCluster,
-	note func(string, ...any)) {
+func robustNemesis(ctx context.Context, t *testing.T, rng *rand.Rand, sc robustnessScenario, rc *robustCluster, rec *robustRecorder) {
 	wait := func(d time.Duration) bool {
 		select {
 		case <-ctx.Done():
@@ -312,15 +654,20 @@ func robustNemesis(ctx context.Context, t *testing.T, rng *rand.Rand, sc robustn
 	}
 	for wait(time.Duration(1000+rng.IntN(2000)) * time.Millisecond) {
 		f := sc.faults[rng.IntN(len(sc.faults))]
+		g := rng.IntN(len(rc.groups))
 		var s *Server
 		switch f {
 		case faultKillLeader, faultPauseLeader:
-			s = rc.leader(t)
+			s = rc.leader(t, g)
 		default:
-			s = rc.nodes[rng.IntN(len(rc.nodes))]
+			s = rc.groups[g][rng.IntN(len(rc.groups[g]))]
 		}
 		down := time.Duration(300+rng.IntN(1500)) * time.Millisecond
-		note("%s: %s for %s", f, s.Addr, down)
+		if f == faultMove {
+			robustMove(t, rng, rc, rec)
+			continue
+		}
+		rec.note("%s: %s for %s", f, s.Addr, down)
 		switch f {
 		case faultKill, faultKillLeader:
 			s.Kill()
@@ -335,6 +682,59 @@ func robustNemesis(ctx context.Context, t *testing.T, rng *rand.Rand, sc robustn
 			wait(down)
 			s.Start()
 		}
-		note("healed %s", s.Addr)
+		rec.note("healed %s", s.Addr)
 	}
+}
+
+// robustMove moves a random range of 256 slots from whichever group owns
+// it to another, through the owner's leader, and waits for the move to
+// end (it keeps going under the traffic).
+func robustMove(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robustRecorder) {
+	lo := rng.IntN(64) * 256
+	// The owner: the group whose leader answers a key of the slot
+	// without MOVED.
+	tag := slot.Tag(lo)
+	key := "{" + string(tag[:]) + "}"
+	src := -1
+	for g := range rc.groups {
+		if err := rc.leader(t, g).Client().Do(ctx(t), "CL.THROTTLE", key, 1, 1, 1, 0).Err(); err == nil {
+			src = g
+		}
+	}
+	if src < 0 {
+		rec.note("%s: no owner of %d-%d answered; skipped", faultMove, lo, lo+255)
+		return
+	}
+	dst := (src + 1 + rng.IntN(len(rc.groups)-1)) % len(rc.groups)
+	nodeID, err := rc.groups[dst][0].Client().Do(ctx(t), "CLUSTER", "MYID").Text()
+	if err != nil {
+		rec.note("%s: CLUSTER MYID: %v; skipped", faultMove, err)
+		return
+	}
+	leader := rc.leader(t, src)
+	rec.note("%s: %d-%d from g%d to g%d", faultMove, lo, lo+255, src+1, dst+1)
+	if err := leader.Client().Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", lo, lo+255, "NODE", nodeID).Err(); err != nil {
+		rec.note("MIGRATESLOTS refused (%v)", err)
+		return
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		ms := slotMigrations(t, rc.leader(t, src).Client())
+		running := false
+		for _, m := range ms {
+			running = running || m["state"] == "running"
+		}
+		if !running && len(ms) > 0 {
+			rec.note("moved %d-%d (%v)", lo, lo+255, ms[0]["state"])
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rec.note("the move of %d-%d had not ended in 60 s", lo, lo+255)
+}
+
+// firstWords is an error's first few words, to count unclassified ones.
+func firstWords(msg string) string {
+	f := strings.Fields(msg)
+	return strings.Join(f[:min(len(f), 6)], " ")
 }

@@ -23,10 +23,13 @@ const (
 	Unknown
 	// Read: the final read of what is left (Input.Remaining).
 	Read
+	// Returned: charged, then given back (a reservation cancelled, the
+	// cancel answered): nothing is left charged (Ledger only).
+	Returned
 )
 
 func (o Outcome) String() string {
-	return [...]string{"admitted", "refused", "not-applied", "unknown", "read"}[o]
+	return [...]string{"admitted", "refused", "not-applied", "unknown", "read", "returned"}[o]
 }
 
 // Input is one call: the key it charges, how many units, and for a read
