@@ -46,7 +46,7 @@ test-node: build ## ioredis against bin/sluice (needs Node.js >= 20 and npm)
 	@test -d tests/node/node_modules || npm ci --prefix tests/node --no-audit --no-fund
 	cd tests/node && SLUICE_BIN=$(CURDIR)/$(BIN) node --test
 
-robustness: ## histories under faults checked by the limiter's model (porcupine): a short run; SEED=n to repeat one, SCENARIO=one-node|group-of-three, DURATION=20s a scenario (LONG=1: 30m)
+robustness: ## histories under faults checked by the limiter's model (porcupine): a short run; SEED=n to repeat one, SCENARIO=one-node|group-of-three|sharded, DURATION=20s a scenario (LONG=1: 30m)
 	SLUICE_ROBUSTNESS=1 SLUICE_ROBUSTNESS_SEED=$(SEED) SLUICE_ROBUSTNESS_SCENARIO=$(SCENARIO) \
 		SLUICE_ROBUSTNESS_DURATION=$(or $(DURATION),$(if $(LONG),30m,20s)) \
 		$(GO) test -race -count=1 -timeout $(if $(LONG),0,10m) -run '^TestRobustness$$' -v ./tests/
