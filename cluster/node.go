@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-rl/sluice/internal/failpoint"
 	"github.com/sluice-rl/sluice/machine"
 )
 
@@ -102,6 +103,9 @@ type Config struct {
 	// nil uses raft-wal (or the Pebble store a directory already holds; see
 	// stores.go).
 	Stores func(dir string, log *slog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error)
+	// Failpoints arm the robustness suite's faults around log appends
+	// (nil: none).
+	Failpoints *failpoint.Points
 	// Transport, when set, carries Raft instead of TCP on the member's
 	// Raft address (an in-process simulation: raft.NewInmemTransport);
 	// the node closes it. Members' health notes need the TCP transport.
@@ -262,6 +266,9 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 		return nil, fmt.Errorf("cluster: open the Raft log in %s: %w", cfg.Dir, err)
 	}
 	n.stores = closer
+	if cfg.Failpoints != nil {
+		logs = failingLog{LogStore: logs, points: cfg.Failpoints}
+	}
 	// Followers are sent entries just written: a cache of the newest ones
 	// spares the store those reads.
 	if cached, err := raft.NewLogCache(4096, logs); err == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/segment"
 
+	"github.com/sluice-rl/sluice/internal/failpoint"
 	"github.com/sluice-rl/sluice/raftlog"
 )
 
@@ -108,4 +109,24 @@ func openPebbleStores(dir string, log *slog.Logger) (raft.LogStore, raft.StableS
 		return nil, nil, nil, err
 	}
 	return s, s, s, nil
+}
+
+// failingLog is a log store with the robustness suite's failpoints around
+// its appends: a crash before the entries are written, or after they are
+// synced and before Raft hears so; an error either side.
+type failingLog struct {
+	raft.LogStore
+	points *failpoint.Points
+}
+
+func (f failingLog) StoreLog(l *raft.Log) error { return f.StoreLogs([]*raft.Log{l}) }
+
+func (f failingLog) StoreLogs(logs []*raft.Log) error {
+	if err := f.points.Hit(failpoint.LogAppendBefore); err != nil {
+		return err
+	}
+	if err := f.LogStore.StoreLogs(logs); err != nil {
+		return err
+	}
+	return f.points.Hit(failpoint.LogAppendAfter)
 }

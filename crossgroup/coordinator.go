@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/failpoint"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/member"
 	"github.com/sluice-rl/sluice/resp"
@@ -95,6 +96,8 @@ type Config struct {
 	FinishRetry time.Duration
 	// Log receives what goes wrong off the reply path.
 	Log *slog.Logger
+	// Failpoints arm the robustness suite's faults (nil: none).
+	Failpoints *failpoint.Points
 }
 
 // Coordinator runs checks across groups. Safe for concurrent use.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-rl/sluice/internal/failpoint"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/member"
 	"github.com/sluice-rl/sluice/resp"
@@ -376,6 +377,9 @@ func (c *Coordinator) cancel(p *part, domain, id string) error {
 	wait := 25 * time.Millisecond
 	var err error
 	for {
+		if err = c.cfg.Failpoints.Hit(failpoint.CancelPart); err != nil {
+			break // an injected failure to send: the charge stays to its ttl
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
 		// Sent to the groups owning the part's slots now: a part moves
 		// with its slot.

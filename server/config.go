@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/internal/failpoint"
 	"github.com/sluice-rl/sluice/persist"
 	"github.com/sluice-rl/sluice/server/guard"
 
@@ -66,6 +67,10 @@ type Config struct {
 	// process's: set it for one server a process (cmd/sluice does, unless
 	// GOMEMLIMIT is set).
 	GoMemoryLimit bool
+	// Failpoints are the faults the robustness suite arms (package
+	// failpoint): nil, none — as in every binary not built with -tags
+	// failpoints.
+	Failpoints *failpoint.Points
 	// MaxMemoryClients bounds the buffers of every client together (0:
 	// a quarter of MaxMemory, at least 32 MiB, or 128 MiB without one):
 	// past it, the client holding the most is closed, as Redis 7's

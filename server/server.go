@@ -243,7 +243,7 @@ func (s *Server) warnOpenMemberPort() {
 // cluster.
 func (s *Server) startNode() error {
 	cc := s.cfg.Replication.clusterConfig(s.cfg.DataDir)
-	cc.Log = s.log
+	cc.Log, cc.Failpoints = s.log, s.cfg.Failpoints
 	s.warnOpenMemberPort()
 	// With --tls-cert-file the member port speaks TLS too.
 	if err := s.loadCert(); err != nil {
@@ -283,7 +283,8 @@ func (s *Server) startNode() error {
 				_, addr, ok := n.Leader()
 				return addr, ok && addr != ""
 			},
-			Local: commands.Replicated{Node: n}.ApplyHere, LocalPart: commands.Replicated{Node: n}.LocalPart, ReportOf: s.groupReport})
+			Local: commands.Replicated{Node: n}.ApplyHere, LocalPart: commands.Replicated{Node: n}.LocalPart, ReportOf: s.groupReport,
+			Failpoints: s.cfg.Failpoints})
 		s.env.CrossGroup = s.coord
 		s.moves, err = slotmove.New(slotmove.Config{Router: router, Machine: s.env.Machine, Log: s.log, NodeID: s.env.NodeID,
 			Serving: n.Serving, CallGroup: s.coord.CallGroup, CallMember: s.coord.CallMember, Propagate: s.coord.PropagateExcept,

@@ -33,10 +33,16 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "sluice")
-	build := exec.Command("go", "build", "-race", "-o", binary, "../cmd/sluice")
+	flags := []string{"build", "-race", "-o", binary}
 	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
-		build = exec.Command("go", "build", "-o", binary, "../cmd/sluice")
+		flags = []string{"build", "-o", binary}
 	}
+	if os.Getenv("SLUICE_ROBUSTNESS") == "1" {
+		// The robustness suite arms failpoints (--failpoints): a build
+		// of its own, never the one the other tests run.
+		flags = append(flags, "-tags", "failpoints")
+	}
+	build := exec.Command("go", append(flags, "../cmd/sluice")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build sluice:", err)

@@ -75,6 +75,10 @@ type robustnessScenario struct {
 	groups int
 	// faults are the nemesis' actions to draw from.
 	faults []fault
+	// failpoints are armed in every member (--failpoints; package
+	// failpoint): crashes at instants no nemesis from outside can aim at.
+	// A member a failpoint crashed is started again.
+	failpoints string
 }
 
 // A fault is one of the nemesis' actions.
@@ -93,10 +97,16 @@ var robustnessScenarios = []robustnessScenario{
 	// One node: a kill -9 loses what the last snapshot had not taken
 	// (README: Durability), so it is paused and restarted gracefully.
 	{name: "one-node", members: 1, faults: []fault{faultPause, faultRestart}},
-	{name: "group-of-three", members: 3, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart}},
+	// A member crashes now and then just before or just after it writes
+	// Raft entries.
+	{name: "group-of-three", members: 3, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart},
+		failpoints: "raftlog-before-append=crash@0.0001,raftlog-after-append=crash@0.0001"},
 	// Two groups of three: checks and reservations across groups, their
-	// coordinators killed and paused, slots moving under them.
-	{name: "sharded", members: 3, groups: 2, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultMove}},
+	// coordinators killed and paused, slots moving under them; a
+	// coordinator crashes now and then a moment after it starts to give a
+	// part back (past its answer, were the answer not to wait).
+	{name: "sharded", members: 3, groups: 2, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultMove},
+		failpoints: "crossgroup-cancel-part=crash-after-50ms@0.003,raftlog-after-append=crash@0.00005"},
 }
 
 // The keys' limit: robustBudget units in a run, then refusals — nothing
@@ -167,25 +177,55 @@ func robustCounters(gen int, tenant, user int) (robustCounter, robustCounter) {
 
 // robustCluster is the members under test.
 type robustCluster struct {
+	// mu is held by whoever stops or starts a member: the nemesis for a
+	// fault's length, the watcher restarting a member a failpoint crashed.
+	mu     sync.Mutex
 	nodes  []*Server
 	groups [][]*Server
 	cl     *Cluster        // a group of three
 	sc     *ShardedCluster // a sharded cluster
 }
 
-// leader is group g's leader, once there is one.
+// leader is group g's leader once exactly one member says it leads, or
+// nil after 30 s. The members are read under mu, a look at a time (a
+// member a failpoint crashed is started meanwhile).
 func (rc *robustCluster) leader(t *testing.T, g int) *Server {
-	switch {
-	case rc.sc != nil:
-		return rc.sc.Leader(t, g)
-	case rc.cl != nil:
-		return rc.cl.Leader()
+	if rc.sc == nil && rc.cl == nil {
+		return rc.nodes[0]
 	}
-	return rc.nodes[0]
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var leader *Server
+		n := 0
+		rc.mu.Lock()
+		for _, s := range rc.groups[g] {
+			if s.cmd != nil && role(t, s) == "master" {
+				leader, n = s, n+1
+			}
+		}
+		rc.mu.Unlock()
+		if n == 1 {
+			return leader
+		}
+	}
+	t.Logf("group %d has had no one leader for 30 s", g+1)
+	return nil
+}
+
+// mustLead is leader, failing the test (on its goroutine) without one.
+func (rc *robustCluster) mustLead(t *testing.T, g int) *Server {
+	l := rc.leader(t, g)
+	if l == nil {
+		t.Fatalf("group %d has no leader", g+1)
+	}
+	return l
 }
 
 func startRobust(t *testing.T, sc robustnessScenario) *robustCluster {
 	rules := writeRules(t, "robust.yaml", robustRules)
+	extra := []string{"--rules", rules}
+	if sc.failpoints != "" {
+		extra = append(extra, "--failpoints", sc.failpoints)
+	}
 	rc := &robustCluster{}
 	switch {
 	case sc.groups > 1:
@@ -199,14 +239,14 @@ func startRobust(t *testing.T, sc robustnessScenario) *robustCluster {
 			}
 			slots = append(slots, []string{fmt.Sprintf("%d-%d", g*per, hi)})
 		}
-		rc.sc = StartShardedCluster(t, sc.members, slots, "--rules", rules, "--cluster-secret-file", secret)
+		rc.sc = StartShardedCluster(t, sc.members, slots, append(extra, "--cluster-secret-file", secret)...)
 		rc.groups = rc.sc.Groups
 		rc.nodes = slices.Concat(rc.sc.Groups...)
 	case sc.members == 1:
-		rc.nodes = []*Server{StartServer(t, "--rules", rules)}
+		rc.nodes = []*Server{StartServer(t, extra...)}
 		rc.groups = [][]*Server{rc.nodes}
 	default:
-		rc.cl = StartCluster(t, sc.members, nil, "--rules", rules)
+		rc.cl = StartCluster(t, sc.members, nil, extra...)
 		rc.nodes = rc.cl.Nodes
 		rc.groups = [][]*Server{rc.nodes}
 	}
@@ -214,7 +254,7 @@ func startRobust(t *testing.T, sc robustnessScenario) *robustCluster {
 	// group decides by them (a check before would match no limit).
 	eventually(t, "every group holds the rules", func() bool {
 		for g := range rc.groups {
-			if v, _ := rc.leader(t, g).Client().Do(ctx(t), "RL.RULES", "LIST", "robust").Slice(); len(v) == 0 {
+			if v, _ := rc.mustLead(t, g).Client().Do(ctx(t), "RL.RULES", "LIST", "robust").Slice(); len(v) == 0 {
 				return false
 			}
 		}
@@ -275,27 +315,36 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 		wg.Go(func() { robustWorker(ctxRun, w, wrng, rc.nodes, rec) })
 	}
 	wg.Go(func() { robustNemesis(ctxRun, t, rng, sc, rc, rec) })
+	// The watcher goes on through the heal and the reads: the failpoints
+	// stay armed (reads charge nothing, so one retried is harmless).
+	ctxWatch, stopWatch := context.WithCancel(context.Background())
+	var watching sync.WaitGroup
+	watching.Go(func() { robustWatch(ctxWatch, rc, rec) })
+	defer func() { stopWatch(); watching.Wait() }()
 	wg.Wait()
 
 	// Heal: every member running and not paused, a leader in each group,
 	// the same state on a group's members; then what each key has left.
+	rc.mu.Lock()
 	for _, s := range rc.nodes {
 		if s.cmd != nil && s.cmd.Process != nil {
 			s.cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}
+	rc.mu.Unlock()
 	for g := range rc.groups {
-		rc.leader(t, g)
-		sameDigests(t, rc.groups[g])
+		rc.mustLead(t, g)
+		rc.sameDigests(t, g)
 	}
 	healed := rec.now()
 	reader := robustReader(t, rc)
 	for k := range robustKeys {
 		key, f := robustKey(k)
-		v, err := reader.Do(ctx(t), f.read(key)...).Int64Slice()
-		if err != nil {
-			t.Fatalf("reading %s after the faults: %v", key, err)
-		}
+		var v []int64
+		readAgain(t, key, func() (err error) {
+			v, err = reader.Do(ctx(t), f.read(key)...).Int64Slice()
+			return err
+		})
 		rec.op(porcupine.Operation{ClientId: robustWorkers, Input: robust.Input{Key: key, Remaining: v[2]}, Output: robust.Read,
 			Call: rec.now(), Return: rec.now()})
 	}
@@ -308,10 +357,11 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 				if _, ok := spent[c.String()]; ok {
 					continue
 				}
-				v, err := reader.Do(ctx(t), "RL.CHECK", "robust", "COST", 0, "DESCRIPTOR", c.key, c.value).Slice()
-				if err != nil {
-					t.Fatalf("reading %s after the faults: %v", c, err)
-				}
+				var v []any
+				readAgain(t, c.String(), func() (err error) {
+					v, err = reader.Do(ctx(t), "RL.CHECK", "robust", "COST", 0, "DESCRIPTOR", c.key, c.value).Slice()
+					return err
+				})
 				spent[c.String()] = c.limit - v[2].(int64)
 				rec.ledger.Limits[c.String()] = c.limit
 			}
@@ -378,6 +428,21 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 		res, len(violations), len(rec.anomalies), seed, dir, seed, sc.name, duration, clip(summary.String(), 8000))
 }
 
+// readAgain reads what a key has left after the faults, again while it
+// fails (a member a failpoint crashed is being started again; a read
+// charges nothing).
+func readAgain(t *testing.T, key string, read func() error) {
+	t.Helper()
+	var err error
+	for range 40 {
+		if err = read(); err == nil {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("reading %s after the faults: %v", key, err)
+}
+
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -385,13 +450,15 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// sameDigests waits until every running member of a group holds the same
-// state.
-func sameDigests(t *testing.T, group []*Server) {
+// sameDigests waits until every running member of group g holds the
+// same state.
+func (rc *robustCluster) sameDigests(t *testing.T, g int) {
 	t.Helper()
 	eventually(t, "the same digest on every member of a group", func() bool {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
 		d := ""
-		for _, s := range group {
+		for _, s := range rc.groups[g] {
 			if s.cmd == nil {
 				continue
 			}
@@ -413,7 +480,10 @@ func robustReader(t *testing.T, rc *robustCluster) redis.UniversalClient {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	return rc.leader(t, 0).Client(func(o *redis.Options) { o.MaxRetries = -1 })
+	if rc.cl != nil {
+		return rc.cl.Client() // it follows the leader should it change
+	}
+	return rc.nodes[0].Client(func(o *redis.Options) { o.MaxRetries = -1 })
 }
 
 // robustRoute is a worker's connections: one client per member, and where
@@ -654,35 +724,81 @@ func robustNemesis(ctx context.Context, t *testing.T, rng *rand.Rand, sc robustn
 	}
 	for wait(time.Duration(1000+rng.IntN(2000)) * time.Millisecond) {
 		f := sc.faults[rng.IntN(len(sc.faults))]
-		g := rng.IntN(len(rc.groups))
-		var s *Server
-		switch f {
-		case faultKillLeader, faultPauseLeader:
-			s = rc.leader(t, g)
-		default:
-			s = rc.groups[g][rng.IntN(len(rc.groups[g]))]
-		}
-		down := time.Duration(300+rng.IntN(1500)) * time.Millisecond
 		if f == faultMove {
 			robustMove(t, rng, rc, rec)
 			continue
 		}
-		rec.note("%s: %s for %s", f, s.Addr, down)
+		// The victim is chosen before the lock: waiting for a group's
+		// leader must not keep the watcher from starting what crashed.
+		g := rng.IntN(len(rc.groups))
+		var s *Server
 		switch f {
-		case faultKill, faultKillLeader:
-			s.Kill()
-			wait(down)
-			s.Start()
-		case faultPause, faultPauseLeader:
+		case faultKillLeader, faultPauseLeader:
+			if s = rc.leader(t, g); s == nil {
+				continue
+			}
+		default:
+			s = rc.groups[g][rng.IntN(len(rc.groups[g]))]
+		}
+		down := time.Duration(300+rng.IntN(1500)) * time.Millisecond
+		rc.mu.Lock()
+		robustFault(f, s, down, rec, wait)
+		rc.mu.Unlock()
+	}
+}
+
+// robustFault does fault f to member s for down, and heals it.
+func robustFault(f fault, s *Server, down time.Duration, rec *robustRecorder, wait func(time.Duration) bool) {
+	rec.note("%s: %s for %s", f, s.Addr, down)
+	switch f {
+	case faultKill, faultKillLeader:
+		s.Kill()
+		wait(down)
+		s.Start()
+	case faultPause, faultPauseLeader:
+		if s.cmd != nil {
 			s.cmd.Process.Signal(syscall.SIGSTOP)
 			wait(down)
 			s.cmd.Process.Signal(syscall.SIGCONT)
-		case faultRestart:
-			s.Stop()
-			wait(down)
-			s.Start()
 		}
-		rec.note("healed %s", s.Addr)
+	case faultRestart:
+		s.Stop()
+		wait(down)
+		s.Start()
+	}
+	rec.note("healed %s", s.Addr)
+}
+
+// robustWatch starts again, until ctx ends, each member a failpoint
+// crashed (not one the nemesis is stopping).
+func robustWatch(ctx context.Context, rc *robustCluster, rec *robustRecorder) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		robustRestartCrashed(rc, rec)
+	}
+}
+
+// robustRestartCrashed starts each member whose process exited though no
+// one stopped it.
+func robustRestartCrashed(rc *robustCluster, rec *robustRecorder) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, s := range rc.nodes {
+		if s.cmd == nil {
+			continue
+		}
+		select {
+		case <-s.exited:
+			rec.note("failpoint crash: %s", s.Addr)
+			s.cmd = nil
+			s.Start()
+			rec.note("healed %s", s.Addr)
+		default:
+		}
 	}
 }
 
@@ -697,7 +813,7 @@ func robustMove(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robustReco
 	key := "{" + string(tag[:]) + "}"
 	src := -1
 	for g := range rc.groups {
-		if err := rc.leader(t, g).Client().Do(ctx(t), "CL.THROTTLE", key, 1, 1, 1, 0).Err(); err == nil {
+		if l := rc.leader(t, g); l != nil && l.Client().Do(ctx(t), "CL.THROTTLE", key, 1, 1, 1, 0).Err() == nil {
 			src = g
 		}
 	}
@@ -712,6 +828,9 @@ func robustMove(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robustReco
 		return
 	}
 	leader := rc.leader(t, src)
+	if leader == nil {
+		return
+	}
 	rec.note("%s: %d-%d from g%d to g%d", faultMove, lo, lo+255, src+1, dst+1)
 	if err := leader.Client().Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", lo, lo+255, "NODE", nodeID).Err(); err != nil {
 		rec.note("MIGRATESLOTS refused (%v)", err)
@@ -719,7 +838,11 @@ func robustMove(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robustReco
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		ms := slotMigrations(t, rc.leader(t, src).Client())
+		l := rc.leader(t, src)
+		if l == nil {
+			continue
+		}
+		ms := slotMigrations(t, l.Client())
 		running := false
 		for _, m := range ms {
 			running = running || m["state"] == "running"

@@ -139,6 +139,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&rep.MemberLimits.MaxConns, "member-max-conns", raftmux.DefaultMaxConns, "connections the member port (Raft and the members' calls) holds at once, pending or serving; past it a connection is closed before anything is read (counted in the open-files budget beside maxclients)")
 	fs.StringVar(&rep.ListenAddr, "raft-listen-addr", "", "host:port this member's Raft port (Raft and the members' calls) listens on (empty: its Raft address in --peers or --cluster-map); the map's address stays what others dial, e.g. 0.0.0.0:16379 where the map names a pod's DNS name")
 	fs.StringVar(&o.dialVia, "raft-dial-via", "", "dial these members' Raft at other addresses: id=host:port,… (tunnels, NAT, test proxies)")
+	failpointsFlag(fs, &cfg.Failpoints)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(os.Stdout)

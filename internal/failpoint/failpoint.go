@@ -1,0 +1,151 @@
+// Package failpoint injects faults at named points of the server, for the
+// robustness suite (docs/robustness.md): a crash at a chosen instant — a
+// process killed between two steps no nemesis from outside can aim at —
+// an error where a disk or a call could fail, a delay.
+//
+// Points are set only in a binary built with -tags failpoints, whose
+// --failpoints flag cmd/sluice turns into a *Points (Parse); every other
+// binary has no such flag, and a nil *Points — the one components hold
+// then — injects nothing. Components take it in their Config, as any
+// other dependency; a point is one call, Hit, where the fault belongs.
+package failpoint
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The points, by name.
+const (
+	// CancelPart: the coordinator of a check across groups is about to
+	// send the cancel of a part (a refused or failed check's).
+	CancelPart = "crossgroup-cancel-part"
+	// LogAppendBefore and LogAppendAfter: a node is about to write Raft
+	// entries to its log, or has written (and synced) them and not yet
+	// told Raft.
+	LogAppendBefore = "raftlog-before-append"
+	LogAppendAfter  = "raftlog-after-append"
+)
+
+var known = []string{CancelPart, LogAppendBefore, LogAppendAfter}
+
+// ErrInjected is the error an "error" point returns.
+var ErrInjected = errors.New("failpoint: injected error")
+
+// ErrSpec: a --failpoints value that does not parse.
+var ErrSpec = errors.New("failpoint: bad spec")
+
+// Points are the armed points and what each does. The zero of *Points
+// (nil) arms none.
+type Points struct {
+	armed map[string]action
+}
+
+type action struct {
+	// kind is crash, error or sleep.
+	kind string
+	// after delays a crash (the process goes on meanwhile: a crash a
+	// moment after the point, once what follows it has run) or is a
+	// sleep's length.
+	after time.Duration
+	// chance is the probability the point fires on a hit, in (0, 1].
+	chance float64
+}
+
+// Parse reads points: "name=action[@chance]" separated by commas, where
+// action is crash, crash-after-<duration>, error or sleep-<duration>, and
+// chance the probability a hit fires (default 1). Unknown names are
+// refused.
+func Parse(spec string) (*Points, error) {
+	p := &Points{armed: map[string]action{}}
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, rest, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("%w: %q: want name=action[@chance]", ErrSpec, item)
+		}
+		if !isKnown(name) {
+			return nil, fmt.Errorf("%w: no point %q (points: %s)", ErrSpec, name, strings.Join(known, ", "))
+		}
+		a := action{chance: 1}
+		if what, chance, ok := strings.Cut(rest, "@"); ok {
+			c, err := strconv.ParseFloat(chance, 64)
+			if err != nil || c <= 0 || c > 1 {
+				return nil, fmt.Errorf("%w: %q: a chance is in (0, 1]", ErrSpec, item)
+			}
+			a.chance, rest = c, what
+		}
+		switch {
+		case rest == "crash", rest == "error":
+			a.kind = rest
+		case strings.HasPrefix(rest, "crash-after-"), strings.HasPrefix(rest, "sleep-"):
+			kind, d, _ := strings.Cut(rest, "-after-")
+			if kind != "crash" {
+				kind, d, _ = strings.Cut(rest, "-")
+			}
+			dur, err := time.ParseDuration(d)
+			if err != nil || dur <= 0 {
+				return nil, fmt.Errorf("%w: %q: a duration such as 50ms", ErrSpec, item)
+			}
+			a.kind, a.after = kind, dur
+		default:
+			return nil, fmt.Errorf("%w: %q: actions are crash, crash-after-<d>, error, sleep-<d>", ErrSpec, item)
+		}
+		p.armed[name] = a
+	}
+	return p, nil
+}
+
+func isKnown(name string) bool {
+	for _, k := range known {
+		if k == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Hit is the point name reached: nil unless it is armed and fires — then
+// the process is killed (SIGKILL, as kill -9: no deferred work runs), now
+// or a moment later, or ErrInjected is returned, or the caller sleeps.
+func (p *Points) Hit(name string) error {
+	if p == nil {
+		return nil
+	}
+	a, ok := p.armed[name]
+	if !ok || (a.chance < 1 && rand.Float64() >= a.chance) {
+		return nil
+	}
+	switch a.kind {
+	case "crash":
+		if a.after > 0 {
+			go func() {
+				time.Sleep(a.after)
+				crash(name)
+			}()
+			return nil
+		}
+		crash(name)
+	case "error":
+		return fmt.Errorf("%w at %s", ErrInjected, name)
+	case "sleep":
+		time.Sleep(a.after)
+	}
+	return nil
+}
+
+// crash kills the process as kill -9 would, saying where first.
+func crash(name string) {
+	fmt.Fprintf(os.Stderr, "failpoint %s: crashing\n", name)
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // the signal is on its way
+}

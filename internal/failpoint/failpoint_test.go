@@ -1,0 +1,77 @@
+package failpoint
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	p, err := Parse("crossgroup-cancel-part=crash-after-50ms@0.01, raftlog-after-append=error,raftlog-before-append=sleep-2ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]action{
+		CancelPart:      {kind: "crash", after: 50 * time.Millisecond, chance: 0.01},
+		LogAppendAfter:  {kind: "error", chance: 1},
+		LogAppendBefore: {kind: "sleep", after: 2 * time.Millisecond, chance: 1},
+	}
+	for k, v := range want {
+		if p.armed[k] != v {
+			t.Errorf("%s: %+v, want %+v", k, p.armed[k], v)
+		}
+	}
+	for _, bad := range []string{"nosuch=crash", "raftlog-after-append", "raftlog-after-append=explode",
+		"raftlog-after-append=crash@2", "raftlog-after-append=sleep-x", "raftlog-after-append=crash-after-0s"} {
+		if _, err := Parse(bad); !errors.Is(err, ErrSpec) {
+			t.Errorf("%q: %v, want ErrSpec", bad, err)
+		}
+	}
+}
+
+// A nil Points injects nothing; an armed error point fires, a point not
+// armed does not; a sleep sleeps.
+func TestHit(t *testing.T) {
+	var none *Points
+	if err := none.Hit(LogAppendAfter); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := Parse("raftlog-after-append=error,raftlog-before-append=sleep-20ms")
+	if err := p.Hit(LogAppendAfter); !errors.Is(err, ErrInjected) {
+		t.Fatalf("armed error: %v", err)
+	}
+	if err := p.Hit(CancelPart); err != nil {
+		t.Fatalf("not armed: %v", err)
+	}
+	start := time.Now()
+	if err := p.Hit(LogAppendBefore); err != nil || time.Since(start) < 20*time.Millisecond {
+		t.Fatalf("sleep: %v after %v", err, time.Since(start))
+	}
+}
+
+// A crash point kills the process as kill -9 does (run in a child
+// process of the test binary).
+func TestCrash(t *testing.T) {
+	if os.Getenv("FAILPOINT_CRASH_CHILD") == "1" {
+		p, _ := Parse("crossgroup-cancel-part=crash-after-10ms")
+		p.Hit(CancelPart) // returns: the crash comes a moment later
+		fmt.Println("after the point")
+		time.Sleep(5 * time.Second)
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrash$")
+	cmd.Env = append(os.Environ(), "FAILPOINT_CRASH_CHILD=1")
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the child: %v, want killed by SIGKILL", err)
+	}
+	if !strings.Contains(string(out), "after the point") {
+		t.Fatalf("crash-after did not let the caller go on: %q", out)
+	}
+}
