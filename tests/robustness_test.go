@@ -103,8 +103,9 @@ var robustnessScenarios = []robustnessScenario{
 		failpoints: "raftlog-before-append=crash@0.0001,raftlog-after-append=crash@0.0001"},
 	// Two groups of three: checks and reservations across groups, their
 	// coordinators killed and paused, slots moving under them; a
-	// coordinator crashes now and then a moment after it starts to give a
-	// part back (past its answer, were the answer not to wait).
+	// coordinator crashes now and then as it is about to give a part back,
+	// a moment later (its answer would go out meanwhile, were the answer
+	// not to wait for the cancel).
 	{name: "sharded", members: 3, groups: 2, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultMove},
 		failpoints: "crossgroup-cancel-part=crash-after-50ms@0.003,raftlog-after-append=crash@0.00005"},
 }

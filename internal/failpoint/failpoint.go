@@ -50,9 +50,9 @@ type Points struct {
 type action struct {
 	// kind is crash, error or sleep.
 	kind string
-	// after delays a crash (the process goes on meanwhile: a crash a
-	// moment after the point, once what follows it has run) or is a
-	// sleep's length.
+	// after delays a crash (the caller waits, never to go on; the rest
+	// of the process runs meanwhile: a crash a moment after the point,
+	// once what runs beside it has) or is a sleep's length.
 	after time.Duration
 	// chance is the probability the point fires on a hit, in (0, 1].
 	chance float64
@@ -115,8 +115,9 @@ func isKnown(name string) bool {
 }
 
 // Hit is the point name reached: nil unless it is armed and fires — then
-// the process is killed (SIGKILL, as kill -9: no deferred work runs), now
-// or a moment later, or ErrInjected is returned, or the caller sleeps.
+// the process is killed (SIGKILL, as kill -9: no deferred work runs), at
+// once or after the caller waited a moment, or ErrInjected is returned,
+// or the caller sleeps.
 func (p *Points) Hit(name string) error {
 	if p == nil {
 		return nil
@@ -127,13 +128,7 @@ func (p *Points) Hit(name string) error {
 	}
 	switch a.kind {
 	case "crash":
-		if a.after > 0 {
-			go func() {
-				time.Sleep(a.after)
-				crash(name)
-			}()
-			return nil
-		}
+		time.Sleep(a.after)
 		crash(name)
 	case "error":
 		return fmt.Errorf("%w at %s", ErrInjected, name)

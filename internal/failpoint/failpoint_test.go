@@ -55,13 +55,17 @@ func TestHit(t *testing.T) {
 }
 
 // A crash point kills the process as kill -9 does (run in a child
-// process of the test binary).
+// process of the test binary); crash-after lets the rest of the process
+// run a moment, never the caller.
 func TestCrash(t *testing.T) {
 	if os.Getenv("FAILPOINT_CRASH_CHILD") == "1" {
-		p, _ := Parse("crossgroup-cancel-part=crash-after-10ms")
-		p.Hit(CancelPart) // returns: the crash comes a moment later
+		p, _ := Parse("crossgroup-cancel-part=crash-after-100ms")
+		go func() {
+			time.Sleep(time.Millisecond)
+			fmt.Println("meanwhile")
+		}()
+		p.Hit(CancelPart)
 		fmt.Println("after the point")
-		time.Sleep(5 * time.Second)
 		os.Exit(0)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrash$")
@@ -71,7 +75,7 @@ func TestCrash(t *testing.T) {
 	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("the child: %v, want killed by SIGKILL", err)
 	}
-	if !strings.Contains(string(out), "after the point") {
-		t.Fatalf("crash-after did not let the caller go on: %q", out)
+	if !strings.Contains(string(out), "meanwhile") || strings.Contains(string(out), "after the point") {
+		t.Fatalf("crash-after: %q, want what ran beside it and not the caller", out)
 	}
 }
