@@ -134,12 +134,22 @@ var robustFamilies = []robustFamily{
 	// The exact sliding log: 151 in the last hour.
 	{"sw", func(k string) []any { return []any{"SW.CHECK", k, robustBudget, 3600, "EXACT"} },
 		func(k string) []any { return []any{"SW.CHECK", k, robustBudget, 3600, "COST", 0, "EXACT"} }},
+	// A fixed window of 30 days (aligned to the epoch: a run crosses a
+	// boundary once in 30 days' worth of runs, for a moment).
+	{"fw", func(k string) []any { return []any{"FW.CHECK", k, robustBudget, 30 * 86400} },
+		func(k string) []any { return []any{"FW.CHECK", k, robustBudget, 30 * 86400, "COST", 0} }},
+	// A calendar year's quota (written through to the quota store).
+	{"quota", func(k string) []any { return []any{"QUOTA.CHECK", k, robustBudget, "YEAR"} },
+		func(k string) []any { return []any{"QUOTA.CHECK", k, robustBudget, "YEAR", "COST", 0} }},
 }
 
-// robustKey is key k of the traffic: its family's, half the keys each.
-func robustKey(k int) (string, robustFamily) {
+// robustKey is key k of generation gen of the traffic: its family's, a
+// quarter of the keys each. The keys change every robustGeneration, so a
+// run spends budgets all along, and a key's history stays short enough
+// for porcupine however long the run.
+func robustKey(gen, k int) (string, robustFamily) {
 	f := robustFamilies[k%len(robustFamilies)]
-	return "robust:" + f.prefix + ":" + strconv.Itoa(k), f
+	return "robust:" + f.prefix + ":" + strconv.Itoa(gen) + ":" + strconv.Itoa(k), f
 }
 
 // The rules the checks and reservations use: a tenant's and a user's
@@ -340,19 +350,22 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 	}
 	healed := rec.now()
 	reader := robustReader(t, rc)
-	for k := range robustKeys {
-		key, f := robustKey(k)
-		var v []int64
-		readAgain(t, key, func() (err error) {
-			v, err = reader.Do(ctx(t), f.read(key)...).Int64Slice()
-			return err
-		})
-		rec.op(porcupine.Operation{ClientId: robustWorkers, Input: robust.Input{Key: key, Remaining: v[2]}, Output: robust.Read,
-			Call: rec.now(), Return: rec.now()})
+	gens := int(time.Duration(healed)/robustGeneration) + 1
+	for gen := range gens {
+		for k := range robustKeys {
+			key, f := robustKey(gen, k)
+			var v []int64
+			readAgain(t, key, func() (err error) {
+				v, err = reader.Do(ctx(t), f.read(key)...).Int64Slice()
+				return err
+			})
+			rec.op(porcupine.Operation{ClientId: robustWorkers, Input: robust.Input{Key: key, Remaining: v[2]}, Output: robust.Read,
+				Call: rec.now(), Return: rec.now()})
+		}
 	}
 	spent := map[string]int64{}
 	rec.ledger.Limits = map[string]int64{}
-	for gen := range int(time.Duration(healed)/robustGeneration) + 1 {
+	for gen := range gens {
 		for i := range max(robustTenants, robustUsers) {
 			tc, uc := robustCounters(gen, i%robustTenants, i)
 			for _, c := range []robustCounter{tc, uc} {
@@ -386,7 +399,7 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 		return true
 	})
 	model := robust.Budget(robustBudget)
-	res, info := porcupine.CheckOperationsVerbose(model, history, 2*time.Minute)
+	res, info := porcupine.CheckOperationsVerbose(model, history, max(2*time.Minute, duration/3))
 	violations := rec.ledger.Check(spent)
 	faults := map[string]int{}
 	for _, line := range rec.timeline {
@@ -406,9 +419,8 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 	porcupine.VisualizePath(model, info, filepath.Join(dir, "history.html"))
 	os.WriteFile(filepath.Join(dir, "nemesis.txt"), []byte(strings.Join(rec.timeline, "\n")+"\n"), 0o644)
 	var summary strings.Builder
-	for k := range robustKeys {
-		key, _ := robustKey(k)
-		fmt.Fprintf(&summary, "%s: %s\n", key, robust.Summary(history, key))
+	if res != porcupine.Ok {
+		summary.WriteString(robust.Summaries(history))
 	}
 	var calls strings.Builder
 	for _, v := range violations {
@@ -578,7 +590,7 @@ func robustWorker(ctx context.Context, id int, rng *rand.Rand, nodes []*Server, 
 
 // robustSingle charges a unit of a single-key family's key.
 func robustSingle(r *robustRoute, id int, rng *rand.Rand, rec *robustRecorder) {
-	key, f := robustKey(rng.IntN(robustKeys))
+	key, f := robustKey(int(time.Since(rec.start)/robustGeneration), rng.IntN(robustKeys))
 	call := rec.now()
 	v, err := r.client(key).Do(context.Background(), f.charge(key)...).Int64Slice()
 	ret := rec.now()

@@ -102,17 +102,31 @@ func byKey(history []porcupine.Operation) [][]porcupine.Operation {
 	return out
 }
 
-// Summary counts a key's outcomes, for a report.
-func Summary(history []porcupine.Operation, key string) string {
-	counts := map[Outcome]int{}
+// Summaries count each key's outcomes, for a report: one line a key, in
+// key order.
+func Summaries(history []porcupine.Operation) string {
+	counts := map[string]*[Read + 1]int{}
 	for _, op := range history {
-		if op.Input.(Input).Key == key {
-			counts[op.Output.(Outcome)]++
+		k := op.Input.(Input).Key
+		c := counts[k]
+		if c == nil {
+			c = &[Read + 1]int{}
+			counts[k] = c
 		}
+		c[op.Output.(Outcome)]++
 	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
 	var b strings.Builder
-	for o := Admitted; o <= Read; o++ {
-		fmt.Fprintf(&b, "%s=%d ", o, counts[o])
+	for _, k := range keys {
+		b.WriteString(k + ":")
+		for o := Admitted; o <= Read; o++ {
+			fmt.Fprintf(&b, " %s=%d", o, counts[k][o])
+		}
+		b.WriteByte('\n')
 	}
-	return strings.TrimSpace(b.String())
+	return b.String()
 }
