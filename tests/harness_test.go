@@ -137,6 +137,15 @@ func StartServer(t testing.TB, extra ...string) *Server {
 // s.Addr is already set.
 func (s *Server) Start() {
 	s.t.Helper()
+	if err := s.TryStart(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// TryStart is Start that returns why the process did not get ready (it
+// exited, or took over 20 s) instead of failing the test: for goroutines
+// other than the test's.
+func (s *Server) TryStart() error {
 	if s.Addr == "" {
 		s.Addr = freeAddr(s.t)
 	}
@@ -153,10 +162,10 @@ func (s *Server) Start() {
 	s.logs = &logBuffer{}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
-		s.t.Fatal(err)
+		return err
 	}
 	if err := s.cmd.Start(); err != nil {
-		s.t.Fatal(err)
+		return err
 	}
 	s.exited = make(chan struct{})
 	ready := make(chan struct{})
@@ -175,10 +184,11 @@ func (s *Server) Start() {
 	}()
 	select {
 	case <-ready:
+		return nil
 	case <-s.exited:
-		s.t.Fatalf("sluice exited before it was ready:\n%s", s.logs.String())
+		return fmt.Errorf("sluice exited before it was ready:\n%s", s.logs.String())
 	case <-time.After(20 * time.Second):
-		s.t.Fatalf("sluice not ready after 20s:\n%s", s.logs.String())
+		return fmt.Errorf("sluice not ready after 20s:\n%s", s.logs.String())
 	}
 }
 
