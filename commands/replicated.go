@@ -81,7 +81,16 @@ func (r Replicated) RedirectKey(key []byte) *machine.Redirect {
 		switch addr, mine := r.Shards.Route(s); {
 		case mine:
 		case addr == "":
-			return machine.ClusterDown("The cluster is down") // the owner group has no leader known
+			// The owner group's leader is not known here: it is electing
+			// one, or this member does not hear it (a cut one way). Its
+			// last known leader still says where the slot is — as Redis
+			// Cluster's MOVED names the node its table gives — and that
+			// group answers for itself; only a group never heard of is
+			// CLUSTERDOWN.
+			if last := r.Shards.LastLeader(r.Shards.Owner(s)); last != "" {
+				return machine.Moved(s, last)
+			}
+			return machine.ClusterDown("The cluster is down")
 		default:
 			return machine.Moved(s, addr)
 		}
