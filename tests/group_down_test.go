@@ -12,7 +12,7 @@ import (
 // cluster is whole: a g2 member says cluster_state:ok, places all 16384
 // slots in CLUSTER SLOTS (g1's on its last leader), counts g1's as failed;
 // a go-redis ClusterClient and a redis-py RedisCluster created then serve
-// g2's keys, and only commands for g1's slots fail (CLUSTERDOWN).
+// g2's keys, and only commands for g1's slots fail (MOVED to its last leader, dead).
 func TestAGroupDownLeavesTheOthersWhole(t *testing.T) {
 	sc := StartShardedCluster(t, 3, [][]string{{"0-8191"}, {"8192-16383"}})
 	sc.Leader(t, 0)
