@@ -8,9 +8,10 @@ import (
 )
 
 // A key of another group's slot is MOVED to that group's leader; while
-// its leader is not known here (an election, a cut one way), to the last
-// one known — never CLUSTERDOWN for a group that was heard from; a group
-// never heard from is CLUSTERDOWN.
+// its leader is not known here (an election, a group down, a cut one way)
+// to the member CLUSTER SLOTS places the slot on — a member that answers,
+// else the last leader, else the map's first — never CLUSTERDOWN, which
+// would keep a client from a group it can reach for the cut's length.
 func TestRedirectKeyToAnotherGroup(t *testing.T) {
 	mp, err := shardmap.Parse([]byte(`epoch: 1
 groups:
@@ -30,15 +31,20 @@ groups:
 		key = append(key, 'x')
 	}
 	rep := Replicated{Shards: r}
-	if got := rep.RedirectKey(key); got == nil || got.Reply[:11] != "CLUSTERDOWN" {
-		t.Fatalf("a group never heard from: %+v", got)
+	moved := func(addr string) string { return "MOVED " + itoa(int64(slot.Of(key))) + " " + addr }
+	if got := rep.RedirectKey(key); got == nil || got.Reply != moved("127.0.0.1:7002") {
+		t.Fatalf("a group never heard from: %+v, want MOVED to its first member", got)
 	}
 	r.SetLeader(1, "127.0.0.1:7003")
 	if got := rep.RedirectKey(key); got == nil || got.Reply != "MOVED "+itoa(int64(slot.Of(key)))+" 127.0.0.1:7003" {
 		t.Fatalf("its leader known: %+v", got)
 	}
 	r.SetLeader(1, "")
-	if got := rep.RedirectKey(key); got == nil || got.Reply != "MOVED "+itoa(int64(slot.Of(key)))+" 127.0.0.1:7003" {
+	if got := rep.RedirectKey(key); got == nil || got.Reply != moved("127.0.0.1:7003") {
 		t.Fatalf("its leader not known now: %+v, want MOVED to the last one", got)
+	}
+	r.SetAnswered(1, []string{"127.0.0.1:7002"})
+	if got := rep.RedirectKey(key); got == nil || got.Reply != moved("127.0.0.1:7002") {
+		t.Fatalf("its last leader silent, another member up: %+v, want MOVED to the one up", got)
 	}
 }

@@ -82,13 +82,15 @@ func (r Replicated) RedirectKey(key []byte) *machine.Redirect {
 		case mine:
 		case addr == "":
 			// The owner group's leader is not known here: it is electing
-			// one, or this member does not hear it (a cut one way). Its
-			// last known leader still says where the slot is — as Redis
-			// Cluster's MOVED names the node its table gives — and that
-			// group answers for itself; only a group never heard of is
-			// CLUSTERDOWN.
-			if last := r.Shards.LastLeader(r.Shards.Owner(s)); last != "" {
-				return machine.Moved(s, last)
+			// one, it is down, or this member does not hear it (a cut one
+			// way). The slot is MOVED to the member CLUSTER SLOTS places it
+			// on (standIn: its last leader or a member that answers), as
+			// Redis Cluster's MOVED names the node its table gives: that
+			// group answers for itself (CLUSTERDOWN from a member of it
+			// that knows no leader either).
+			g := r.Shards.Owner(s)
+			if stand := standIn(r.Shards.Map().Groups[g].Members, r.Shards.LastLeader(g), r.Shards.Answered(g)); stand != "" {
+				return machine.Moved(s, stand)
 			}
 			return machine.ClusterDown("The cluster is down")
 		default:

@@ -181,9 +181,10 @@ func (c *Ctx) shards(shown bool) []topoShard {
 		// Without a leader known, a member stands for the group — the last
 		// leader if it still answers, else one that answers, else the last
 		// leader, else the map's first — so every group's slots are placed
-		// from the first answer, on a member that is up where one is, and
-		// only commands for this group's get CLUSTERDOWN. A member is online
-		// when it answered the latest probe.
+		// from the first answer, on a member that is up where one is; a key
+		// of its slots is MOVED there (RedirectKey), and that member answers
+		// for its group. A member is online when it answered the latest
+		// probe.
 		up := r.Answered(g)
 		stand := leader
 		if !known {
