@@ -89,6 +89,11 @@ func TestReserveSettleThroughClients(t *testing.T) {
 	if rows := settle(t, c, "RL.SETTLE", "llm", "req-1", 1312); rows != nil {
 		t.Fatalf("a second settle: %+v", rows)
 	}
+	// A late copy of the settled reserve is refused and charges nothing.
+	if err := c.Do(ctx(t), "RL.RESERVE", "llm", "req-1", 120, "COST", 2000, "DESCRIPTOR", "tenant", "acme").Err(); err == nil ||
+		!strings.HasPrefix(err.Error(), "ERR reservation req-1 was settled or cancelled") || remaining() != 100000-1312 {
+		t.Fatalf("a reserve of a settled id: %v, remaining %d", err, remaining())
+	}
 	// Above the reservation: charged in full.
 	c.Do(ctx(t), "RL.RESERVE", "llm", "req-2", 120, "COST", 100, "DESCRIPTOR", "tenant", "acme")
 	if rows := settle(t, c, "RL.SETTLE", "llm", "req-2", 600); rows[0].charged != 500 || remaining() != 100000-1312-600 {
@@ -217,6 +222,12 @@ func TestReservationSurvivesFailover(t *testing.T) {
 	}
 	if rows := settle(t, cc, "RL.SETTLE", "llm", "fo", 123); rows != nil {
 		t.Fatalf("a second settle after failover: %+v", rows)
+	}
+	// The settled id is kept through the log: a late copy of the reserve,
+	// on the new leader, is refused.
+	if err := cc.Do(ctx(t), "RL.RESERVE", "llm", "fo", 600, "COST", 500, "DESCRIPTOR", "tenant", "acme").Err(); err == nil ||
+		!strings.HasPrefix(err.Error(), "ERR reservation fo was settled or cancelled") {
+		t.Fatalf("a reserve of the settled id after failover: %v", err)
 	}
 	if v := checkInts(t, cc, "RL.CHECK", "llm", "COST", 0, "DESCRIPTOR", "tenant", "acme"); v[2] != 100000-123 {
 		t.Fatalf("after failover and settle: %v", v)
