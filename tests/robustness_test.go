@@ -762,9 +762,11 @@ func robustNemesis(ctx context.Context, t *testing.T, rng *rand.Rand, sc robustn
 			s = rc.groups[g][rng.IntN(len(rc.groups[g]))]
 		}
 		down := time.Duration(300+rng.IntN(1500)) * time.Millisecond
-		rc.mu.Lock()
-		robustFault(f, s, down, rec, wait)
-		rc.mu.Unlock()
+		func() {
+			rc.mu.Lock()
+			defer rc.mu.Unlock() // held by no goroutine that is gone
+			robustFault(f, s, down, rec, wait)
+		}()
 	}
 }
 
@@ -783,7 +785,7 @@ func robustFault(f fault, s *Server, down time.Duration, rec *robustRecorder, wa
 			s.cmd.Process.Signal(syscall.SIGCONT)
 		}
 	case faultRestart:
-		s.Stop()
+		robustStop(s, rec)
 		wait(down)
 		robustStart(s, rec)
 	}
@@ -820,6 +822,22 @@ func robustRestartCrashed(rc *robustCluster, rec *robustRecorder) {
 			rec.note("healed %s", s.Addr)
 		default:
 		}
+	}
+}
+
+// robustStop stops s gracefully (SIGTERM), or kills it after 30 s — and
+// says so — without failing the test off its goroutine.
+func robustStop(s *Server, rec *robustRecorder) {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+		s.cmd = nil
+	case <-time.After(30 * time.Second):
+		rec.anomaly("%s did not stop on SIGTERM within 30 s: killed", s.Addr)
+		s.Kill()
 	}
 }
 
