@@ -46,6 +46,9 @@ type fakeMembers struct {
 	held [][]byte
 	// cancelFails: cancels that cannot be delivered before one is.
 	cancelFails int
+	// settleRefused: the group whose next RL.PART SETTLE is refused,
+	// nothing applied.
+	settleRefused string
 	// afterLose runs once the lost part applied (a slot moving then).
 	afterLose func()
 	// cancels are the cancels delivered: to which group, for which slots.
@@ -76,6 +79,9 @@ func (f *fakeMembers) Part(_ context.Context, to member.Addr, req *machine.PartR
 	case req.Kind == machine.PartCancel && f.cancelFails > 0:
 		f.cancelFails--
 		return machine.PartResult{}, fmt.Errorf("%w: a partition", member.ErrUnreachable)
+	case req.Kind == machine.PartSettle && to.Group == f.settleRefused:
+		f.settleRefused = ""
+		return machine.PartResult{}, &machine.PartError{Reply: "TRYAGAIN not now"}
 	}
 	if req.Kind == machine.PartCancel {
 		f.cancels = append(f.cancels, sentCancel{group: to.Group, slots: req.Slots})
@@ -322,5 +328,34 @@ func TestRefusedCheckUnconfirmedCancelIsUnknown(t *testing.T) {
 		if left := f.remaining(t, u); left != 10 {
 			t.Fatalf("user %s: %d left after the cancel got through", u, left)
 		}
+	}
+}
+
+// A settle across groups that settled one group's parts and not the
+// other's (refused there, nothing applied) says so — settled in part,
+// never "nothing applied" — and the same settle again settles the rest.
+func TestSettleInPartSaysSo(t *testing.T) {
+	for _, refusing := range []string{"g1", "g2"} { // the head's group, the other
+		t.Run(refusing, func(t *testing.T) {
+			c, f, args, _ := newLostRig(t)
+			reserve := append([][]byte{[]byte("RL.RESERVE"), []byte("x"), []byte("res-1"), []byte("3600")}, args[2:]...)
+			if _, err := c.Reserve(context.Background(), reserve); err != nil {
+				t.Fatal(err)
+			}
+			f.settleRefused = refusing
+			settle := [][]byte{[]byte("RL.CANCEL"), []byte("x"), []byte("res-1")}
+			_, _, err := c.Settle(context.Background(), settle)
+			want := ErrSettledInPart
+			if refusing == "g2" {
+				want = ErrPart // g2's parts go first: nothing was settled
+			}
+			if !errors.Is(err, want) {
+				t.Fatalf("a settle refused in %s: %v, want %v", refusing, err, want)
+			}
+			rows, held, err := c.Settle(context.Background(), settle)
+			if err != nil || !held || len(rows) == 0 {
+				t.Fatalf("the same settle again: %v %v %v", rows, held, err)
+			}
+		})
 	}
 }

@@ -161,19 +161,22 @@ func (c *Coordinator) Settle(ctx context.Context, args [][]byte) (rows []machine
 		r.Slots = slots
 		return c.part(ctx, g, &r)
 	})
+	// failed is why the settle did not finish: unknown if a group may have
+	// applied it, settled in part if one did, else nothing settled.
+	failed := func(err error, mayHave bool) error {
+		switch {
+		case mayHave:
+			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		case slices.ContainsFunc(results, func(r machine.PartResult) bool { return r.Held }):
+			return fmt.Errorf("%w: %w", ErrSettledInPart, err)
+		}
+		return fmt.Errorf("%w: %w", ErrPart, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		if errors.Is(err, machine.ErrFenced) {
 			c.RefreshClaims(ctx)
 		}
-		if anyMayHaveCharged(errs) {
-			return nil, false, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-		}
-		for i, r := range results {
-			if errs[i] == nil && r.Held {
-				return nil, false, fmt.Errorf("%w: %w", ErrSettledInPart, err)
-			}
-		}
-		return nil, false, fmt.Errorf("%w: %w", ErrPart, err)
+		return nil, false, failed(err, anyMayHaveCharged(errs))
 	}
 	for _, r := range results {
 		rows = append(rows, r.Settled...)
@@ -182,10 +185,8 @@ func (c *Coordinator) Settle(ctx context.Context, args [][]byte) (rows []machine
 	r.Slots, r.WithHead = local, true
 	res, err := c.part(ctx, self, &r)
 	if err != nil {
-		if mayHaveCharged(err) {
-			return nil, false, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-		}
-		return nil, false, fmt.Errorf("%w: %w", ErrPart, err)
+		// The other groups' parts are settled already: in part.
+		return nil, false, failed(err, mayHaveCharged(err))
 	}
 	rows = append(rows, res.Settled...)
 	if !res.Held && len(rows) == 0 {

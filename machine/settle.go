@@ -348,10 +348,11 @@ func (x *exec) keepSettled(s *keyspace.Slot, r *heldRecord, st settling, expireA
 		return nil
 	}
 	key := r.key
+	var buf [128]byte
 	switch r.kind {
 	case keyspace.KindReservationPart:
 	case keyspace.KindReservation:
-		key = appendSettledMark(nil, view(st.domain), st.id, r.at)
+		key = appendSettledMark(buf[:0], view(st.domain), st.id, r.at)
 		if e, ok := s.Get(key, now); ok {
 			s.Delete(e) // a part of the domain's slot, settled with its head
 		}
