@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -18,7 +19,9 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 
+	"github.com/sluice-rl/sluice/internal/netproxy"
 	"github.com/sluice-rl/sluice/internal/robust"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -80,6 +83,11 @@ type robustnessScenario struct {
 	// failpoint): crashes at instants no nemesis from outside can aim at.
 	// A member a failpoint crashed is started again.
 	failpoints string
+	// spread divides the counters of the checks, reservations, slots and
+	// leases a generation spreads over (1: as many as a single node's
+	// traffic spends): a cluster that serves fewer calls must spend its
+	// counters' budgets too, or it never refuses.
+	spread int
 }
 
 // A fault is one of the nemesis' actions.
@@ -92,23 +100,27 @@ const (
 	faultPauseLeader fault = "SIGSTOP a leader, SIGCONT it"
 	faultRestart     fault = "stop a member (SIGTERM), start it"
 	faultMove        fault = "move slots to the other group (CLUSTER MIGRATESLOTS)"
+	faultTransfer    fault = "hand a group's leadership to another member (RAFT TRANSFER)"
+	faultIsolate     fault = "cut a member off from the others, both ways"
+	faultOneWay      fault = "drop what a member sends to the others (one way)"
+	faultCutGroups   fault = "drop what one group's members send to another group's (one way)"
 )
 
 var robustnessScenarios = []robustnessScenario{
 	// One node: a kill -9 loses what the last snapshot had not taken
 	// (README: Durability), so it is paused and restarted gracefully.
-	{name: "one-node", members: 1, faults: []fault{faultPause, faultRestart}},
+	{name: "one-node", members: 1, faults: []fault{faultPause, faultRestart}, spread: 1},
 	// A member crashes now and then just before or just after it writes
 	// Raft entries.
-	{name: "group-of-three", members: 3, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart},
-		failpoints: "raftlog-before-append=crash@0.0001,raftlog-after-append=crash@0.0001"},
+	{name: "group-of-three", members: 3, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultTransfer, faultIsolate, faultOneWay},
+		failpoints: "raftlog-before-append=crash@0.0001,raftlog-after-append=crash@0.0001", spread: 2},
 	// Two groups of three: checks and reservations across groups, their
 	// coordinators killed and paused, slots moving under them; a
 	// coordinator crashes now and then as it is about to give a part back,
 	// a moment later (its answer would go out meanwhile, were the answer
 	// not to wait for the cancel).
-	{name: "sharded", members: 3, groups: 2, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultMove},
-		failpoints: "crossgroup-cancel-part=crash-after-50ms@0.05,raftlog-after-append=crash@0.00005"},
+	{name: "sharded", members: 3, groups: 2, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultMove, faultTransfer, faultIsolate, faultOneWay, faultCutGroups},
+		failpoints: "crossgroup-cancel-part=crash-after-50ms@0.05,raftlog-after-append=crash@0.00005", spread: 8},
 }
 
 // The keys' limit: robustBudget units in a run, then refusals — nothing
@@ -165,6 +177,8 @@ descriptors:
     rate_limit: {name: per-tenant, unit: day, requests_per_unit: 1, sluice: {algorithm: gcra, burst: 39}}
   - key: user
     rate_limit: {name: per-user, unit: day, requests_per_unit: 1, sluice: {algorithm: gcra, burst: 19}}
+  - key: lease
+    rate_limit: {name: per-lease, unit: day, requests_per_unit: 1, sluice: {algorithm: gcra, burst: 29}}
 `
 	robustTenants    = 32
 	robustTenantCap  = 40
@@ -196,6 +210,26 @@ type robustCluster struct {
 	groups [][]*Server
 	cl     *Cluster        // a group of three
 	sc     *ShardedCluster // a sharded cluster
+	// proxies[[2]int{i, j}] carries what member i (of nodes) sends to
+	// member j — Raft and member calls — so the nemesis can cut it.
+	proxies map[[2]int]*netproxy.Proxy
+}
+
+// dialVia puts a proxy before each other member's Raft address (ids and
+// raft by member index) for member i: its --raft-dial-via.
+func (rc *robustCluster) dialVia(t *testing.T, i int, ids, raft []string) []string {
+	if rc.proxies == nil {
+		rc.proxies = map[[2]int]*netproxy.Proxy{}
+	}
+	var via []string
+	for j := range raft {
+		if j != i {
+			p := newProxy(t, raft[j])
+			rc.proxies[[2]int{i, j}] = p
+			via = append(via, ids[j]+"="+p.Addr())
+		}
+	}
+	return []string{"--raft-dial-via", strings.Join(via, ",")}
 }
 
 // leader is group g's leader once exactly one member says it leads, or
@@ -251,14 +285,28 @@ func startRobust(t *testing.T, sc robustnessScenario) *robustCluster {
 			}
 			slots = append(slots, []string{fmt.Sprintf("%d-%d", g*per, hi)})
 		}
-		rc.sc = StartShardedCluster(t, sc.members, slots, append(extra, "--cluster-secret-file", secret)...)
+		rc.sc = StartShardedClusterVia(t, sc.members, slots, func(g, j int, raft [][]string) []string {
+			var ids, addrs []string
+			for g2 := range raft {
+				for j2 := range raft[g2] {
+					ids, addrs = append(ids, fmt.Sprintf("g%dn%d", g2+1, j2+1)), append(addrs, raft[g2][j2])
+				}
+			}
+			return append(rc.dialVia(t, g*sc.members+j, ids, addrs), "--grpc-addr", freeAddr(t))
+		}, append(extra, "--cluster-secret-file", secret)...)
 		rc.groups = rc.sc.Groups
 		rc.nodes = slices.Concat(rc.sc.Groups...)
 	case sc.members == 1:
-		rc.nodes = []*Server{StartServer(t, extra...)}
+		rc.nodes = []*Server{StartServer(t, append(extra, "--grpc-addr", freeAddr(t))...)}
 		rc.groups = [][]*Server{rc.nodes}
 	default:
-		rc.cl = StartCluster(t, sc.members, nil, extra...)
+		rc.cl = StartCluster(t, sc.members, func(i int, raft []string) []string {
+			var ids []string
+			for j := range raft {
+				ids = append(ids, fmt.Sprintf("n%d", j+1))
+			}
+			return append(rc.dialVia(t, i, ids, raft), "--grpc-addr", freeAddr(t))
+		}, extra...)
 		rc.nodes = rc.cl.Nodes
 		rc.groups = [][]*Server{rc.nodes}
 	}
@@ -276,16 +324,24 @@ func startRobust(t *testing.T, sc robustnessScenario) *robustCluster {
 }
 
 // robustRecorder is the run's history: single-key calls for porcupine,
-// calls charging two counters for the ledger, the nemesis' timeline.
+// calls of the ledger and holds of slots, the nemesis' timeline.
 type robustRecorder struct {
-	start      time.Time
-	mu         sync.Mutex
-	history    []porcupine.Operation
-	ledger     robust.Ledger
+	start   time.Time
+	mu      sync.Mutex
+	history []porcupine.Operation
+	ledger  robust.Ledger
+	holds   []robust.Hold
+	// outcomes counts the ledger's calls by command and outcome (a lease
+	// given back in part counts twice: what it kept, what it gave back).
+	outcomes   map[string]map[robust.Outcome]int
 	anomalies  []string
 	timeline   []string
 	unexpected sync.Map
+	spread     int // robustnessScenario.spread
 }
+
+// n is how many of a kind of counter a generation has: base, spread.
+func (r *robustRecorder) n(base int) int { return max(1, base/r.spread) }
 
 func (r *robustRecorder) now() int64 { return int64(time.Since(r.start)) }
 
@@ -298,6 +354,20 @@ func (r *robustRecorder) op(op porcupine.Operation) {
 func (r *robustRecorder) call(c robust.Call) {
 	r.mu.Lock()
 	r.ledger.Add(c)
+	cmd, _, _ := strings.Cut(c.What, " ")
+	if r.outcomes == nil {
+		r.outcomes = map[string]map[robust.Outcome]int{}
+	}
+	if r.outcomes[cmd] == nil {
+		r.outcomes[cmd] = map[robust.Outcome]int{}
+	}
+	r.outcomes[cmd][c.Outcome]++
+	r.mu.Unlock()
+}
+
+func (r *robustRecorder) hold(h robust.Hold) {
+	r.mu.Lock()
+	r.holds = append(r.holds, h)
 	r.mu.Unlock()
 }
 
@@ -318,7 +388,7 @@ func (r *robustRecorder) note(format string, args ...any) {
 func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration time.Duration) {
 	rng := rand.New(rand.NewPCG(seed, uint64(len(sc.name))))
 	rc := startRobust(t, sc)
-	rec := &robustRecorder{start: time.Now()}
+	rec := &robustRecorder{start: time.Now(), spread: sc.spread}
 	ctxRun, stop := context.WithTimeout(context.Background(), duration)
 	defer stop()
 	var wg sync.WaitGroup
@@ -366,8 +436,8 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 	spent := map[string]int64{}
 	rec.ledger.Limits = map[string]int64{}
 	for gen := range gens {
-		for i := range max(robustTenants, robustUsers) {
-			tc, uc := robustCounters(gen, i%robustTenants, i)
+		for i := range rec.n(robustUsers) {
+			tc, uc := robustCounters(gen, i%rec.n(robustTenants), i)
 			for _, c := range []robustCounter{tc, uc} {
 				if _, ok := spent[c.String()]; ok {
 					continue
@@ -380,6 +450,28 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 				spent[c.String()] = c.limit - v[2].(int64)
 				rec.ledger.Limits[c.String()] = c.limit
 			}
+		}
+	}
+	for gen := range gens {
+		for k := range rec.n(robustConcKeys) {
+			key := robustConcKey(gen, k)
+			var v []int64
+			readAgain(t, key, func() (err error) {
+				v, err = reader.Do(ctx(t), "CONC.GET", key).Int64Slice()
+				return err
+			})
+			spent[key] = v[0]
+			rec.ledger.Limits[key] = robustConcLimit
+		}
+		for k := range rec.n(robustLeaseCounters) {
+			c := robustLeaseCounter(gen, k)
+			var v []any
+			readAgain(t, c.String(), func() (err error) {
+				v, err = reader.Do(ctx(t), "RL.CHECK", "robust", "COST", 0, "DESCRIPTOR", c.key, c.value).Slice()
+				return err
+			})
+			spent[c.String()] = c.limit - v[2].(int64)
+			rec.ledger.Limits[c.String()] = c.limit
 		}
 	}
 	// A call whose outcome is unknown took effect before the members
@@ -401,14 +493,22 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 	model := robust.Budget(robustBudget)
 	res, info := porcupine.CheckOperationsVerbose(model, history, max(2*time.Minute, duration/3))
 	violations := rec.ledger.Check(spent)
+	for i := range rec.holds {
+		if rec.holds[i].Until < 0 {
+			rec.holds[i].Until = healed
+		}
+	}
+	violations = append(violations, robust.AtOnce(rec.holds, rec.ledger.Limits)...)
 	faults := map[string]int{}
 	for _, line := range rec.timeline {
 		if f, _, ok := strings.Cut(strings.TrimSpace(line[9:]), ":"); ok && !strings.HasPrefix(f, "healed") {
 			faults[f]++
 		}
 	}
-	t.Logf("%d single-key calls (%s), %d checks and reservations of two counters (%d violations); faults: %v",
-		ops, res, rec.ledger.Calls(), len(violations), faults)
+	t.Logf("%d single-key calls (%s), %d calls of the ledger (%d violations); faults: %v", ops, res, rec.ledger.Calls(), len(violations), faults)
+	for _, cmd := range slices.Sorted(maps.Keys(rec.outcomes)) {
+		t.Logf("  %s: %v", cmd, rec.outcomes[cmd])
+	}
 	if res == porcupine.Ok && len(violations) == 0 && len(rec.anomalies) == 0 {
 		return
 	}
@@ -570,20 +670,30 @@ func (r *robustRoute) failed(route string, err error, rec *robustRecorder) robus
 }
 
 // robustWorker makes calls until ctx ends, with no retries (a retry would
-// hide an outcome): half charge a key of a single-key family, the rest are
-// checks of a tenant's and a user's counter together and reservations of
-// both, settled or cancelled.
+// hide an outcome): two in five charge a key of a single-key family; the
+// rest check a tenant's and a user's counter together (RL.CHECK, and
+// ShouldRateLimit at a gRPC door), reserve both (settled or cancelled),
+// acquire concurrency slots (released or kept) and lease buckets (part of
+// each lease given back).
 func robustWorker(ctx context.Context, id int, rng *rand.Rand, nodes []*Server, rec *robustRecorder) {
 	r := &robustRoute{nodes: nodes, clients: map[string]*redis.Client{}, at: map[string]string{}, next: rng.IntN(len(nodes))}
 	defer r.close()
+	g := &robustGRPC{conns: map[string]*grpc.ClientConn{}}
+	defer g.close()
 	for n := 0; ctx.Err() == nil; n++ {
-		switch p := rng.IntN(10); {
-		case p < 5:
-			robustSingle(r, id, rng, rec)
+		switch p := rng.IntN(20); {
 		case p < 8:
+			robustSingle(r, id, rng, rec)
+		case p < 12:
 			robustCheck(r, id, rng, rec)
-		default:
+		case p < 14:
+			robustShouldRateLimit(r, g, id, rng, rec)
+		case p < 17:
 			robustReserve(r, id, n, rng, rec)
+		case p < 19:
+			robustConc(r, id, n, rng, rec)
+		default:
+			robustLease(r, id, n, rng, rec)
 		}
 	}
 }
@@ -610,7 +720,7 @@ func robustSingle(r *robustRoute, id int, rng *rand.Rand, rec *robustRecorder) {
 // generation.
 func robustPair(rng *rand.Rand, rec *robustRecorder) []robustCounter {
 	gen := int(time.Since(rec.start) / robustGeneration)
-	tc, uc := robustCounters(gen, rng.IntN(robustTenants), rng.IntN(robustUsers))
+	tc, uc := robustCounters(gen, rng.IntN(rec.n(robustTenants)), rng.IntN(rec.n(robustUsers)))
 	return []robustCounter{tc, uc}
 }
 
@@ -749,6 +859,14 @@ func robustNemesis(ctx context.Context, t *testing.T, rng *rand.Rand, sc robustn
 			robustMove(t, rng, rc, rec)
 			continue
 		}
+		if f == faultTransfer {
+			robustTransfer(t, rng, rc, rec)
+			continue
+		}
+		if f == faultIsolate || f == faultOneWay || f == faultCutGroups {
+			robustCut(t, f, rng, rc, rec, wait)
+			continue
+		}
 		// The victim is chosen before the lock: waiting for a group's
 		// leader must not keep the watcher from starting what crashed.
 		g := rng.IntN(len(rc.groups))
@@ -848,6 +966,75 @@ func robustStart(s *Server, rec *robustRecorder) {
 		first, _, _ := strings.Cut(err.Error(), "\n")
 		rec.note("start %s: %s", s.Addr, first)
 	}
+}
+
+// robustTransfer has a group's leader hand its leadership to another
+// member (RAFT TRANSFER), as an operator does before maintenance: every
+// call in flight at the old leader is answered or said unknown.
+func robustTransfer(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robustRecorder) {
+	g := rng.IntN(len(rc.groups))
+	l := rc.leader(t, g)
+	if l == nil {
+		return
+	}
+	c := redis.NewClient(&redis.Options{Addr: l.Addr, Protocol: 2, MaxRetries: -1, ReadTimeout: 10 * time.Second})
+	defer c.Close()
+	err := c.Do(context.Background(), "RAFT", "TRANSFER").Err()
+	rec.note("%s: from %s (%v)", faultTransfer, l.Addr, err)
+}
+
+// robustCut stops the proxies fault f names for 0.5 to 4 s, then heals
+// them: a member (the leader, one time in two) cut off both ways or
+// unable to send to the others, or a group unable to send to another.
+func robustCut(t *testing.T, f fault, rng *rand.Rand, rc *robustCluster, rec *robustRecorder, wait func(time.Duration) bool) {
+	g := rng.IntN(len(rc.groups))
+	victim := rc.groups[g][rng.IntN(len(rc.groups[g]))]
+	if rng.IntN(2) == 0 {
+		if l := rc.leader(t, g); l != nil {
+			victim = l
+		}
+	}
+	from := map[int]bool{slices.Index(rc.nodes, victim): true}
+	what := victim.Addr
+	if f == faultCutGroups {
+		to := (g + 1 + rng.IntN(len(rc.groups)-1)) % len(rc.groups)
+		clear(from)
+		for _, s := range rc.groups[g] {
+			from[slices.Index(rc.nodes, s)] = true
+		}
+		what = fmt.Sprintf("g%d to g%d", g+1, to+1)
+		var cut []*netproxy.Proxy
+		for pair, p := range rc.proxies {
+			if from[pair[0]] && slices.Contains(rc.groups[to], rc.nodes[pair[1]]) {
+				cut = append(cut, p)
+			}
+		}
+		robustCutFor(cut, time.Duration(500+rng.IntN(3500))*time.Millisecond, f, what, rec, wait)
+		return
+	}
+	var cut []*netproxy.Proxy
+	for pair, p := range rc.proxies {
+		if from[pair[0]] || (f == faultIsolate && from[pair[1]]) {
+			cut = append(cut, p)
+		}
+	}
+	robustCutFor(cut, time.Duration(500+rng.IntN(3500))*time.Millisecond, f, what, rec, wait)
+}
+
+// robustCutFor partitions the proxies for down (or until the run ends),
+// then heals them.
+func robustCutFor(cut []*netproxy.Proxy, down time.Duration, f fault, what string, rec *robustRecorder, wait func(time.Duration) bool) {
+	rec.note("%s: %s for %s", f, what, down)
+	for _, p := range cut {
+		p.Partition()
+	}
+	defer func() {
+		for _, p := range cut {
+			p.Heal()
+		}
+		rec.note("healed %s", what)
+	}()
+	wait(down)
 }
 
 // robustMigrations is CLUSTER GETSLOTMIGRATIONS at c, or nil when it does

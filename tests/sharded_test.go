@@ -39,12 +39,24 @@ func StartShardedCluster(t *testing.T, n int, slots [][]string, extra ...string)
 // group g from perNode (nil: none).
 func StartShardedClusterWith(t *testing.T, n int, slots [][]string, perNode func(g, j int) []string, extra ...string) *ShardedCluster {
 	t.Helper()
+	var each func(g, j int, _ [][]string) []string
+	if perNode != nil {
+		each = func(g, j int, _ [][]string) []string { return perNode(g, j) }
+	}
+	return startSharded(t, 1, n, slots, each, nil, extra...)
+}
+
+// StartShardedClusterVia is StartShardedClusterWith whose perNode also
+// gets every member's Raft (member port) address, by group (to put
+// proxies before them: --raft-dial-via g<g>n<j>=…).
+func StartShardedClusterVia(t *testing.T, n int, slots [][]string, perNode func(g, j int, raft [][]string) []string, extra ...string) *ShardedCluster {
+	t.Helper()
 	return startSharded(t, 1, n, slots, perNode, nil, extra...)
 }
 
 // startSharded is StartShardedClusterWith with the map's epoch, and the
 // TLS the harness reaches the members with (nil: plain TCP).
-func startSharded(t *testing.T, epoch, n int, slots [][]string, perNode func(g, j int) []string, tlsCfg *tls.Config, extra ...string) *ShardedCluster {
+func startSharded(t *testing.T, epoch, n int, slots [][]string, perNode func(g, j int, raft [][]string) []string, tlsCfg *tls.Config, extra ...string) *ShardedCluster {
 	t.Helper()
 	sc := &ShardedCluster{}
 	var b strings.Builder
@@ -75,7 +87,7 @@ func startSharded(t *testing.T, epoch, n int, slots [][]string, perNode func(g, 
 			s.Args = append([]string{"--enable-debug-command", "--data-dir", s.DataDir,
 				"--node-id", fmt.Sprintf("g%dn%d", g+1, j+1), "--cluster-map", sc.MapPath}, extra...)
 			if perNode != nil {
-				s.Args = append(s.Args, perNode(g, j)...)
+				s.Args = append(s.Args, perNode(g, j, sc.RaftAddrs)...)
 			}
 			s.Start()
 			t.Cleanup(s.Kill)
