@@ -46,10 +46,12 @@ test-node: build ## ioredis against bin/sluice (needs Node.js >= 20 and npm)
 	@test -d tests/node/node_modules || npm ci --prefix tests/node --no-audit --no-fund
 	cd tests/node && SLUICE_BIN=$(CURDIR)/$(BIN) node --test
 
-robustness: ## histories under faults checked by the limiter's model (porcupine): a short run; SEED=n to repeat one, SCENARIO=one-node|group-of-three|sharded, DURATION=20s a scenario (LONG=1: 30m)
+ROBUST_RACE = $(or $(RACE),$(if $(LONG),0,1))
+robustness: ## histories under faults checked by the limiter's model (porcupine): a short run; SEED=n to repeat one, SCENARIO=one-node|group-of-three|sharded, DURATION=20s a scenario (LONG=1: 30m, members built without -race unless RACE=1)
 	SLUICE_ROBUSTNESS=1 SLUICE_ROBUSTNESS_SEED=$(SEED) SLUICE_ROBUSTNESS_SCENARIO=$(SCENARIO) \
+		SLUICE_ROBUSTNESS_RACE=$(ROBUST_RACE) \
 		SLUICE_ROBUSTNESS_DURATION=$(or $(DURATION),$(if $(LONG),30m,20s)) \
-		$(GO) test -race -count=1 -timeout $(if $(LONG),0,10m) -run '^TestRobustness$$' -v ./tests/
+		$(GO) test $(if $(filter 1,$(ROBUST_RACE)),-race) -count=1 -timeout $(if $(LONG),0,10m) -run '^TestRobustness$$' -v ./tests/
 
 check-dashboards: ## the Grafana dashboard and alert rules against a real Prometheus (needs Debian's prometheus, root)
 	./scripts/check_dashboards.sh

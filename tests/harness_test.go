@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,6 +42,11 @@ func TestMain(m *testing.M) {
 		// The robustness suite arms failpoints (--failpoints): a build
 		// of its own, never the one the other tests run.
 		flags = append(flags, "-tags", "failpoints")
+		if os.Getenv("SLUICE_ROBUSTNESS_RACE") == "0" {
+			// A long run: as many calls as the box serves, which the
+			// race detector would cut several times.
+			flags = slices.DeleteFunc(flags, func(f string) bool { return f == "-race" })
+		}
 	}
 	build := exec.Command("go", append(flags, "../cmd/sluice")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
