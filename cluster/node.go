@@ -274,10 +274,14 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 	if cached, err := raft.NewLogCache(4096, logs); err == nil {
 		logs = cached
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
+	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
 	if err != nil {
 		closer.Close()
 		return nil, fmt.Errorf("cluster: snapshots in %s: %w", cfg.Dir, err)
+	}
+	var snaps raft.SnapshotStore = files
+	if cfg.Failpoints != nil {
+		snaps = failingSnapshots{SnapshotStore: files, points: cfg.Failpoints}
 	}
 	var trans raft.Transport
 	if cfg.Transport != nil {

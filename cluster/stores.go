@@ -122,6 +122,9 @@ type failingLog struct {
 func (f failingLog) StoreLog(l *raft.Log) error { return f.StoreLogs([]*raft.Log{l}) }
 
 func (f failingLog) StoreLogs(logs []*raft.Log) error {
+	if err := f.points.Hit(failpoint.LogWrite); err != nil {
+		return err
+	}
 	if err := f.points.Hit(failpoint.LogAppendBefore); err != nil {
 		return err
 	}
@@ -129,4 +132,34 @@ func (f failingLog) StoreLogs(logs []*raft.Log) error {
 		return err
 	}
 	return f.points.Hit(failpoint.LogAppendAfter)
+}
+
+// failingSnapshots is a snapshot store whose snapshots meet the
+// robustness suite's failpoint as they are closed: a crash leaves one
+// half made (never named: the store writes it under a temporary name), an
+// error drops it.
+type failingSnapshots struct {
+	raft.SnapshotStore
+	points *failpoint.Points
+}
+
+func (f failingSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := f.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	if err != nil {
+		return nil, err
+	}
+	return failingSink{SnapshotSink: sink, points: f.points}, nil
+}
+
+type failingSink struct {
+	raft.SnapshotSink
+	points *failpoint.Points
+}
+
+func (f failingSink) Close() error {
+	if err := f.points.Hit(failpoint.SnapshotClose); err != nil {
+		return errors.Join(err, f.SnapshotSink.Cancel())
+	}
+	return f.SnapshotSink.Close()
 }

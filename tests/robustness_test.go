@@ -83,6 +83,8 @@ type robustnessScenario struct {
 	// failpoint): crashes at instants no nemesis from outside can aim at.
 	// A member a failpoint crashed is started again.
 	failpoints string
+	// args are more flags for every member.
+	args []string
 	// spread divides the counters of the checks, reservations, slots and
 	// leases a generation spreads over (1: as many as a single node's
 	// traffic spends): a cluster that serves fewer calls must spend its
@@ -111,17 +113,26 @@ var robustnessScenarios = []robustnessScenario{
 	// (README: Durability), so it is paused and restarted gracefully.
 	{name: "one-node", members: 1, faults: []fault{faultPause, faultRestart}, spread: 1},
 	// A member crashes now and then just before or just after it writes
-	// Raft entries.
+	// Raft entries, or as it closes a snapshot; a log write fails now and
+	// then (an fsync error, a full disk).
 	{name: "group-of-three", members: 3, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultTransfer, faultIsolate, faultOneWay},
-		failpoints: "raftlog-before-append=crash@0.0001,raftlog-after-append=crash@0.0001", spread: 2},
+		failpoints: "raftlog-before-append=crash@0.0001,raftlog-after-append=crash@0.0001,raftlog-write=error@0.002,snapshot-before-close=crash@0.1",
+		args:       robustSnapshotsOften, spread: 2},
 	// Two groups of three: checks and reservations across groups, their
 	// coordinators killed and paused, slots moving under them; a
 	// coordinator crashes now and then as it is about to give a part back,
 	// a moment later (its answer would go out meanwhile, were the answer
-	// not to wait for the cancel).
+	// not to wait for the cancel); log writes and snapshots fail now and
+	// then.
 	{name: "sharded", members: 3, groups: 2, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultMove, faultTransfer, faultIsolate, faultOneWay, faultCutGroups},
-		failpoints: "crossgroup-cancel-part=crash-after-50ms@0.05,raftlog-after-append=crash@0.00005", spread: 8},
+		failpoints: "crossgroup-cancel-part=crash-after-50ms@0.05,raftlog-after-append=crash@0.00005,raftlog-write=error@0.001,snapshot-before-close=error@0.3",
+		args:       robustSnapshotsOften, spread: 8},
 }
+
+// robustSnapshotsOften has Raft snapshot every few seconds (not every 30 s
+// and 16,384 entries), so members restart from snapshots, are sent them,
+// and crash or fail while writing them.
+var robustSnapshotsOften = []string{"--raft-snapshot-interval", "2s", "--raft-snapshot-threshold", "512"}
 
 // The keys' limit: robustBudget units in a run, then refusals — nothing
 // refills within one.
@@ -268,7 +279,7 @@ func (rc *robustCluster) mustLead(t *testing.T, g int) *Server {
 
 func startRobust(t *testing.T, sc robustnessScenario) *robustCluster {
 	rules := writeRules(t, "robust.yaml", robustRules)
-	extra := []string{"--rules", rules}
+	extra := append([]string{"--rules", rules}, sc.args...)
 	if sc.failpoints != "" {
 		extra = append(extra, "--failpoints", sc.failpoints)
 	}
@@ -506,6 +517,18 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 		}
 	}
 	t.Logf("%d single-key calls (%s), %d calls of the ledger (%d violations); faults: %v", ops, res, rec.ledger.Calls(), len(violations), faults)
+	injected := map[string]int{}
+	for _, s := range rc.nodes {
+		for _, line := range strings.Split(s.Logs(), "\n") {
+			if _, at, ok := strings.Cut(line, "injected error at "); ok {
+				point, _, _ := strings.Cut(at, " ")
+				injected[strings.Trim(point, `"\`)]++
+			}
+		}
+	}
+	if len(injected) > 0 {
+		t.Logf("  errors injected (in the members' logs): %v", injected)
+	}
 	for _, cmd := range slices.Sorted(maps.Keys(rec.outcomes)) {
 		t.Logf("  %s: %v", cmd, rec.outcomes[cmd])
 	}
@@ -934,7 +957,12 @@ func robustRestartCrashed(rc *robustCluster, rec *robustRecorder) {
 		}
 		select {
 		case <-s.exited:
-			rec.note("failpoint crash: %s", s.Addr)
+			point := "?"
+			if logs := s.Logs(); strings.Contains(logs, "failpoint ") {
+				point = logs[strings.LastIndex(logs, "failpoint ")+len("failpoint "):]
+				point, _, _ = strings.Cut(point, ":")
+			}
+			rec.note("failpoint crash at %s: %s", point, s.Addr)
 			s.cmd = nil
 			robustStart(s, rec)
 			rec.note("healed %s", s.Addr)

@@ -31,9 +31,18 @@ const (
 	// told Raft.
 	LogAppendBefore = "raftlog-before-append"
 	LogAppendAfter  = "raftlog-after-append"
+	// LogWrite: a node writes Raft entries to its log — where a write or
+	// an fsync fails, or the disk is full (its action: error). The place
+	// of LogAppendBefore, armed apart so a run both crashes and fails
+	// writes there.
+	LogWrite = "raftlog-write"
+	// SnapshotClose: a snapshot is written and about to be made durable
+	// and named (its sink's Close): a crash leaves it half made, an error
+	// drops it.
+	SnapshotClose = "snapshot-before-close"
 )
 
-var known = []string{CancelPart, LogAppendBefore, LogAppendAfter}
+var known = []string{CancelPart, LogAppendBefore, LogAppendAfter, LogWrite, SnapshotClose}
 
 // ErrInjected is the error an "error" point returns.
 var ErrInjected = errors.New("failpoint: injected error")

@@ -1,0 +1,54 @@
+package cluster
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluice-rl/sluice/internal/failpoint"
+)
+
+// The robustness suite's disk failpoints: a log write that fails stores
+// nothing; a snapshot that fails as it is closed is not kept, one that
+// does not fail is.
+func TestFailingStores(t *testing.T) {
+	points, err := failpoint.Parse("raftlog-write=error,snapshot-before-close=error")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := failingLog{LogStore: raft.NewInmemStore(), points: points}
+	if err := logs.StoreLogs([]*raft.Log{{Index: 1, Term: 1}}); !errors.Is(err, failpoint.ErrInjected) {
+		t.Fatalf("a failing write: %v", err)
+	}
+	if last, _ := logs.LastIndex(); last != 0 {
+		t.Fatalf("a failed write stored entries up to %d", last)
+	}
+
+	files, err := raft.NewFileSnapshotStore(t.TempDir(), 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(snaps raft.SnapshotStore, index uint64) error {
+		sink, err := snaps.Create(raft.SnapshotVersionMax, index, 1, raft.Configuration{}, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sink.Write([]byte("state")); err != nil {
+			t.Fatal(err)
+		}
+		return sink.Close()
+	}
+	if err := write(failingSnapshots{SnapshotStore: files, points: points}, 5); !errors.Is(err, failpoint.ErrInjected) {
+		t.Fatalf("a failing snapshot: %v", err)
+	}
+	if list, _ := files.List(); len(list) != 0 {
+		t.Fatalf("a failed snapshot kept: %v", list)
+	}
+	if err := write(failingSnapshots{SnapshotStore: files, points: nil}, 6); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := files.List(); len(list) != 1 || list[0].Index != 6 {
+		t.Fatalf("snapshots: %v", list)
+	}
+}
