@@ -1,11 +1,16 @@
 package tests
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -276,4 +281,53 @@ func grpcAddrOf(s *Server) string {
 		}
 	}
 	panic("a member without --grpc-addr: " + s.Addr)
+}
+
+// robustPreviousRelease is the commit of the release before this one
+// (0.4.0: the CHANGELOG's entry was written there; the repository has no
+// tags), the rolling-upgrade scenario's starting point.
+// SLUICE_ROBUSTNESS_PREVIOUS names another commit or tag.
+const robustPreviousRelease = "904b39f"
+
+// previousRelease builds sluice as it was at the previous release, from
+// the repository's history (git archive), and is its binary.
+func previousRelease(t *testing.T) string {
+	rev := cmp.Or(os.Getenv("SLUICE_ROBUSTNESS_PREVIOUS"), robustPreviousRelease)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	bin := filepath.Join(dir, "sluice-"+rev)
+	for _, step := range [][]string{
+		{"git", "-C", "..", "archive", "-o", filepath.Join(dir, "src.tar"), rev},
+		{"mkdir", src},
+		{"tar", "-xf", filepath.Join(dir, "src.tar"), "-C", src},
+		{"go", "build", "-C", src, "-o", bin, "./cmd/sluice"},
+	} {
+		if out, err := exec.Command(step[0], step[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("building the previous release (%s) for the rolling upgrade needs the repository's history: %s: %v\n%s",
+				rev, strings.Join(step, " "), err, out)
+		}
+	}
+	return bin
+}
+
+// robustUpgrade upgrades the members one by one, evenly through the run:
+// each stopped gracefully and started again as this build, under the
+// traffic, while no other fault is under way.
+func robustUpgrade(ctx context.Context, rc *robustCluster, rec *robustRecorder, duration time.Duration) {
+	for i, s := range rc.nodes {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(rec.start.Add(duration * time.Duration(i+1) / time.Duration(len(rc.nodes)+1)))):
+		}
+		func() {
+			rc.mu.Lock()
+			defer rc.mu.Unlock()
+			rec.note("upgrade: %s to this build", s.Addr)
+			robustStop(s, rec)
+			s.bin = ""
+			robustStart(s, rec)
+			rec.note("healed %s", s.Addr)
+		}()
+	}
 }

@@ -59,7 +59,7 @@ func TestRobustness(t *testing.T) {
 	}
 	only := os.Getenv("SLUICE_ROBUSTNESS_SCENARIO")
 	for _, sc := range robustnessScenarios {
-		if only != "" && only != sc.name {
+		if (only != "" && only != sc.name) || (only == "" && sc.named) {
 			continue
 		}
 		t.Run(sc.name, func(t *testing.T) {
@@ -85,6 +85,13 @@ type robustnessScenario struct {
 	failpoints string
 	// args are more flags for every member.
 	args []string
+	// upgrade: the members start as the previous release (built from its
+	// commit) and are upgraded to this build one by one under the
+	// traffic (and the faults).
+	upgrade bool
+	// named: run only when SCENARIO names it (not in the default set:
+	// a scenario whose known failure is not fixed yet).
+	named bool
 	// spread divides the counters of the checks, reservations, slots and
 	// leases a generation spreads over (1: as many as a single node's
 	// traffic spends): a cluster that serves fewer calls must spend its
@@ -127,6 +134,13 @@ var robustnessScenarios = []robustnessScenario{
 	{name: "sharded", members: 3, groups: 2, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultMove, faultTransfer, faultIsolate, faultOneWay, faultCutGroups},
 		failpoints: "crossgroup-cancel-part=crash-after-50ms@0.05,raftlog-after-append=crash@0.00005,raftlog-write=error@0.001,snapshot-before-close=error@0.3",
 		args:       robustSnapshotsOften, spread: 8},
+	// A group of three upgraded member by member from the previous
+	// release, killed and paused meanwhile (no failpoints: the previous
+	// release has none). Run by name only: its members end with different
+	// state (docs/robustness.md, the bug table: the settled ids' marks
+	// this build keeps and 0.4.0 does not, until a version gate).
+	{name: "rolling-upgrade", members: 3, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultTransfer},
+		upgrade: true, args: robustSnapshotsOften, spread: 2, named: true},
 }
 
 // robustSnapshotsOften has Raft snapshot every few seconds (not every 30 s
@@ -311,7 +325,14 @@ func startRobust(t *testing.T, sc robustnessScenario) *robustCluster {
 		rc.nodes = []*Server{StartServer(t, append(extra, "--grpc-addr", freeAddr(t))...)}
 		rc.groups = [][]*Server{rc.nodes}
 	default:
-		rc.cl = StartCluster(t, sc.members, func(i int, raft []string) []string {
+		rc.cl = NewCluster(t, sc.members)
+		if sc.upgrade {
+			previous := previousRelease(t)
+			for _, s := range rc.cl.Nodes {
+				s.bin = previous
+			}
+		}
+		rc.cl.Start(func(i int, raft []string) []string {
 			var ids []string
 			for j := range raft {
 				ids = append(ids, fmt.Sprintf("n%d", j+1))
@@ -408,6 +429,9 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 		wg.Go(func() { robustWorker(ctxRun, w, wrng, rc.nodes, rec) })
 	}
 	wg.Go(func() { robustNemesis(ctxRun, t, rng, sc, rc, rec) })
+	if sc.upgrade {
+		wg.Go(func() { robustUpgrade(ctxRun, rc, rec, duration) })
+	}
 	// The watcher goes on through the heal and the reads: the failpoints
 	// stay armed (reads charge nothing, so one retried is harmless).
 	ctxWatch, stopWatch := context.WithCancel(context.Background())
@@ -591,7 +615,7 @@ func clip(s string, n int) string {
 // same state.
 func (rc *robustCluster) sameDigests(t *testing.T, g int) {
 	t.Helper()
-	eventually(t, "the same digest on every member of a group", func() bool {
+	eventuallyExplained(t, "the same digest on every member of a group", func() bool {
 		rc.mu.Lock()
 		defer rc.mu.Unlock()
 		d := ""
@@ -606,7 +630,28 @@ func (rc *robustCluster) sameDigests(t *testing.T, g int) {
 			d = got
 		}
 		return true
-	})
+	}, func() string { return rc.digestsBySlots(g) })
+}
+
+// digestsBySlots says where group g's members differ: each one's digest
+// and records held, by sixteenths of the slots.
+func (rc *robustCluster) digestsBySlots(g int) string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var b strings.Builder
+	for _, s := range rc.groups[g] {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ReadTimeout: 5 * time.Second})
+		d, err := c.Do(context.Background(), "DEBUG", "DIGEST").Text()
+		fmt.Fprintf(&b, "\n  %s: %s %v; records by 1024 slots:", s.Addr, d, err)
+		for r := range 16 {
+			v, _ := c.Do(context.Background(), "DEBUG", "DIGEST-SLOTS", r*1024, r*1024+1023).Slice()
+			if len(v) == 2 {
+				fmt.Fprintf(&b, " %v", v[1])
+			}
+		}
+		c.Close()
+	}
+	return b.String()
 }
 
 // robustReader reads the final state: a cluster client (it follows MOVED
