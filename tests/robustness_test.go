@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -233,6 +234,7 @@ type robustCluster struct {
 	mu     sync.Mutex
 	nodes  []*Server
 	groups [][]*Server
+	t      *testing.T
 	cl     *Cluster        // a group of three
 	sc     *ShardedCluster // a sharded cluster
 	// proxies[[2]int{i, j}] carries what member i (of nodes) sends to
@@ -297,7 +299,7 @@ func startRobust(t *testing.T, sc robustnessScenario) *robustCluster {
 	if sc.failpoints != "" {
 		extra = append(extra, "--failpoints", sc.failpoints)
 	}
-	rc := &robustCluster{}
+	rc := &robustCluster{t: t}
 	switch {
 	case sc.groups > 1:
 		secret := writeSecret(t, "the robustness suite's cluster secret")
@@ -449,9 +451,13 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 		}
 	}
 	rc.mu.Unlock()
+	diverged := false
 	for g := range rc.groups {
 		rc.mustLead(t, g)
-		rc.sameDigests(t, g)
+		if why := rc.sameDigests(g); why != "" {
+			rec.anomaly("group %d's members hold different state a minute after the heal:%s", g+1, why)
+			diverged = true
+		}
 	}
 	healed := rec.now()
 	reader := robustReader(t, rc)
@@ -584,6 +590,10 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 	os.WriteFile(filepath.Join(dir, "keys.txt"), []byte(summary.String()), 0o644)
 	for i, s := range rc.nodes {
 		os.WriteFile(filepath.Join(dir, fmt.Sprintf("member-%d.log", i+1)), []byte(s.Logs()), 0o644)
+		if diverged {
+			// What each member holds, for a look at where they part.
+			exec.Command("cp", "-a", s.DataDir, filepath.Join(dir, fmt.Sprintf("member-%d-data", i+1))).Run()
+		}
 	}
 	t.Fatalf("the history is %s against the limiter's model, %d violations of the ledger, %d anomalies (seed %d): report in %s (history.html, nemesis.txt, keys.txt, member logs); rerun: make robustness SEED=%d SCENARIO=%s DURATION=%s\n%s",
 		res, len(violations), len(rec.anomalies), seed, dir, seed, sc.name, duration, clip(summary.String(), 8000))
@@ -612,10 +622,10 @@ func clip(s string, n int) string {
 }
 
 // sameDigests waits until every running member of group g holds the
-// same state.
-func (rc *robustCluster) sameDigests(t *testing.T, g int) {
-	t.Helper()
-	eventuallyExplained(t, "the same digest on every member of a group", func() bool {
+// same state; if they do not within a minute, it says where they differ.
+func (rc *robustCluster) sameDigests(g int) string {
+	t := rc.t
+	same := func() bool {
 		rc.mu.Lock()
 		defer rc.mu.Unlock()
 		d := ""
@@ -630,7 +640,16 @@ func (rc *robustCluster) sameDigests(t *testing.T, g int) {
 			d = got
 		}
 		return true
-	}, func() string { return rc.digestsBySlots(g) })
+	}
+	// A member a fault left behind catches up from the leader's log or
+	// snapshot: a minute, under a long run's state, before it is a
+	// divergence.
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if same() {
+			return ""
+		}
+	}
+	return rc.digestsBySlots(g)
 }
 
 // digestsBySlots says where group g's members differ: each one's digest
@@ -640,9 +659,16 @@ func (rc *robustCluster) digestsBySlots(g int) string {
 	defer rc.mu.Unlock()
 	var b strings.Builder
 	for _, s := range rc.groups[g] {
-		c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ReadTimeout: 5 * time.Second})
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1, ReadTimeout: 5 * time.Second})
 		d, err := c.Do(context.Background(), "DEBUG", "DIGEST").Text()
-		fmt.Fprintf(&b, "\n  %s: %s %v; records by 1024 slots:", s.Addr, d, err)
+		status, _ := c.Do(context.Background(), "RAFT", "STATUS").Slice()
+		applied := any("?")
+		for i := 0; i+1 < len(status); i += 2 {
+			if status[i] == "applied_index" {
+				applied = status[i+1]
+			}
+		}
+		fmt.Fprintf(&b, "\n  %s: %s %v, applied index %v; records by 1024 slots:", s.Addr, d, err, applied)
 		for r := range 16 {
 			v, _ := c.Do(context.Background(), "DEBUG", "DIGEST-SLOTS", r*1024, r*1024+1023).Slice()
 			if len(v) == 2 {
