@@ -653,15 +653,53 @@ func (rc *robustCluster) sameDigests(g int) string {
 }
 
 // digestsBySlots says where group g's members differ: each one's digest
-// and records held, by sixteenths of the slots.
+// and records held, by sixteenths of the slots, and the first slots whose
+// digests differ with the keys each member holds there.
 func (rc *robustCluster) digestsBySlots(g int) string {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	var b strings.Builder
+	bg := context.Background()
+	var clients []*redis.Client
+	for _, s := range rc.groups[g] {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1, ReadTimeout: 5 * time.Second})
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	slotDigest := func(c *redis.Client, from, to int) string {
+		v, _ := c.Do(bg, "DEBUG", "DIGEST-SLOTS", from, to).Slice()
+		return fmt.Sprint(v)
+	}
+	differs := func(from, to int) bool {
+		first := slotDigest(clients[0], from, to)
+		for _, c := range clients[1:] {
+			if slotDigest(c, from, to) != first {
+				return true
+			}
+		}
+		return false
+	}
+	shown := 0
+	for r := range 16 {
+		if shown >= 8 || !differs(r*1024, r*1024+1023) {
+			continue
+		}
+		for sl := r * 1024; sl < r*1024+1024 && shown < 8; sl++ {
+			if !differs(sl, sl) {
+				continue
+			}
+			shown++
+			fmt.Fprintf(&b, "\n  slot %d differs:", sl)
+			for i, c := range clients {
+				keys, _ := c.Do(bg, "CLUSTER", "GETKEYSINSLOT", sl, 20).StringSlice()
+				fmt.Fprintf(&b, "\n    %s: %s keys %q", rc.groups[g][i].Addr, slotDigest(c, sl, sl), keys)
+			}
+		}
+	}
 	for _, s := range rc.groups[g] {
 		c := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1, ReadTimeout: 5 * time.Second})
 		d, err := c.Do(context.Background(), "DEBUG", "DIGEST").Text()
-		status, _ := c.Do(context.Background(), "RAFT", "STATUS").Slice()
+		status, _ := c.Do(context.Background(), "RAFT", "INFO").Slice()
 		applied := any("?")
 		for i := 0; i+1 < len(status); i += 2 {
 			if status[i] == "applied_index" {
