@@ -114,6 +114,7 @@ const (
 	faultIsolate     fault = "cut a member off from the others, both ways"
 	faultOneWay      fault = "drop what a member sends to the others (one way)"
 	faultCutGroups   fault = "drop what one group's members send to another group's (one way)"
+	faultSlow        fault = "slow a member's links (each chunk held 20-300 ms)"
 )
 
 var robustnessScenarios = []robustnessScenario{
@@ -123,7 +124,7 @@ var robustnessScenarios = []robustnessScenario{
 	// A member crashes now and then just before or just after it writes
 	// Raft entries, or as it closes a snapshot; a log write fails now and
 	// then (an fsync error, a full disk).
-	{name: "group-of-three", members: 3, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultTransfer, faultIsolate, faultOneWay},
+	{name: "group-of-three", members: 3, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultTransfer, faultIsolate, faultOneWay, faultSlow},
 		failpoints: "raftlog-before-append=crash@0.0001,raftlog-after-append=crash@0.0001,raftlog-write=error@0.002,snapshot-before-close=crash@0.1",
 		args:       robustSnapshotsOften, spread: 2},
 	// Two groups of three: checks and reservations across groups, their
@@ -132,7 +133,7 @@ var robustnessScenarios = []robustnessScenario{
 	// a moment later (its answer would go out meanwhile, were the answer
 	// not to wait for the cancel); log writes and snapshots fail now and
 	// then.
-	{name: "sharded", members: 3, groups: 2, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultMove, faultTransfer, faultIsolate, faultOneWay, faultCutGroups},
+	{name: "sharded", members: 3, groups: 2, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultMove, faultTransfer, faultIsolate, faultOneWay, faultCutGroups, faultSlow},
 		failpoints: "crossgroup-cancel-part=crash-after-50ms@0.05,raftlog-after-append=crash@0.00005,raftlog-write=error@0.001,snapshot-before-close=error@0.3",
 		args:       robustSnapshotsOften, spread: 8},
 	// A group of three upgraded member by member from the previous
@@ -995,7 +996,7 @@ func robustNemesis(ctx context.Context, t *testing.T, rng *rand.Rand, sc robustn
 			robustTransfer(t, rng, rc, rec)
 			continue
 		}
-		if f == faultIsolate || f == faultOneWay || f == faultCutGroups {
+		if f == faultIsolate || f == faultOneWay || f == faultCutGroups || f == faultSlow {
 			robustCut(t, f, rng, rc, rec, wait)
 			continue
 		}
@@ -1122,7 +1123,8 @@ func robustTransfer(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robust
 
 // robustCut stops the proxies fault f names for 0.5 to 4 s, then heals
 // them: a member (the leader, one time in two) cut off both ways or
-// unable to send to the others, or a group unable to send to another.
+// unable to send to the others, or a group unable to send to another; or
+// slows a member's links for 1 to 5 s.
 func robustCut(t *testing.T, f fault, rng *rand.Rand, rc *robustCluster, rec *robustRecorder, wait func(time.Duration) bool) {
 	g := rng.IntN(len(rc.groups))
 	victim := rc.groups[g][rng.IntN(len(rc.groups[g]))]
@@ -1151,9 +1153,23 @@ func robustCut(t *testing.T, f fault, rng *rand.Rand, rc *robustCluster, rec *ro
 	}
 	var cut []*netproxy.Proxy
 	for pair, p := range rc.proxies {
-		if from[pair[0]] || (f == faultIsolate && from[pair[1]]) {
+		if from[pair[0]] || ((f == faultIsolate || f == faultSlow) && from[pair[1]]) {
 			cut = append(cut, p)
 		}
+	}
+	if f == faultSlow {
+		delay := time.Duration(20+rng.IntN(280)) * time.Millisecond
+		down := time.Duration(1000+rng.IntN(4000)) * time.Millisecond
+		rec.note("%s: %s, %s for %s", f, what, delay, down)
+		for _, p := range cut {
+			p.SetDelay(delay)
+		}
+		wait(down)
+		for _, p := range cut {
+			p.SetDelay(0)
+		}
+		rec.note("healed %s", what)
+		return
 	}
 	robustCutFor(cut, time.Duration(500+rng.IntN(3500))*time.Millisecond, f, what, rec, wait)
 }

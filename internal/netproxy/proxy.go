@@ -31,8 +31,11 @@ type Proxy struct {
 	// otherwise lose its connection before the request is sent).
 	marker []byte
 	closed bool
-	conns  map[net.Conn]struct{} // every open connection, both sides
-	wg     sync.WaitGroup        // the accept loop and every forwarding goroutine
+	// delay holds each chunk of bytes, either way, this long before it is
+	// passed on (SetDelay): a slow link.
+	delay time.Duration
+	conns map[net.Conn]struct{} // every open connection, both sides
+	wg    sync.WaitGroup        // the accept loop and every forwarding goroutine
 }
 
 // New listens on 127.0.0.1 at a port the system picks and forwards to
@@ -93,6 +96,25 @@ func (p *Proxy) swallowing() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.swallow
+}
+
+// SetDelay holds every chunk of bytes passed on, either way, for d (0:
+// none) from now on: a slow or congested link. Chunks wait one after
+// another, so a busy connection falls further behind than d.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
+// hold waits out the delay, if any.
+func (p *Proxy) hold() {
+	p.mu.Lock()
+	d := p.delay
+	p.mu.Unlock()
+	if d > 0 {
+		time.Sleep(d)
+	}
 }
 
 // Heal forwards new connections again.
@@ -200,6 +222,7 @@ func (p *Proxy) pipeReplies(client, server net.Conn) {
 				_ = server.Close()
 				return
 			}
+			p.hold()
 			if _, werr := client.Write(buf[:n]); werr != nil {
 				_ = client.Close()
 				_ = server.Close()
@@ -249,6 +272,7 @@ type armingWriter struct {
 }
 
 func (w armingWriter) Write(b []byte) (int, error) {
+	w.p.hold()
 	n, err := w.Conn.Write(b)
 	if n > 0 {
 		w.p.requestPassed(b[:n])

@@ -222,3 +222,21 @@ func TestSwallowReplyToLosesTheAnswerNotTheRequest(t *testing.T) {
 		t.Fatal("the target's side was closed with the client's: it would learn its caller left")
 	}
 }
+
+// A delay holds the bytes each way: a round trip takes at least twice it;
+// set back to 0, the link carries on as before.
+func TestDelayHoldsBothWays(t *testing.T) {
+	e := newEchoServer(t)
+	p := newProxy(t, e.ln.Addr().String())
+	c := dial(t, p.Addr())
+	roundTrip(t, c, "before")
+	const d = 100 * time.Millisecond
+	p.SetDelay(d)
+	start := time.Now()
+	roundTrip(t, c, "slow")
+	if took := time.Since(start); took < 2*d {
+		t.Fatalf("a round trip through a link delayed %v each way took %v", d, took)
+	}
+	p.SetDelay(0)
+	roundTrip(t, c, "after")
+}
