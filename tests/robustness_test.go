@@ -133,7 +133,7 @@ var robustnessScenarios = []robustnessScenario{
 	// a moment later (its answer would go out meanwhile, were the answer
 	// not to wait for the cancel); log writes and snapshots fail now and
 	// then.
-	{name: "sharded", members: 3, groups: 2, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultMove, faultTransfer, faultIsolate, faultOneWay, faultCutGroups, faultSlow},
+	{name: "sharded", members: 3, groups: 2, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultMove, faultTransfer, faultIsolate, faultOneWay, faultCutGroups, faultSlow, faultGrow},
 		failpoints: "crossgroup-cancel-part=crash-after-50ms@0.05,raftlog-after-append=crash@0.00005,raftlog-write=error@0.001,snapshot-before-close=error@0.3",
 		args:       robustSnapshotsOften, spread: 8},
 	// A group of three upgraded member by member from the previous
@@ -241,6 +241,10 @@ type robustCluster struct {
 	// proxies[[2]int{i, j}] carries what member i (of nodes) sends to
 	// member j — Raft and member calls — so the nemesis can cut it.
 	proxies map[[2]int]*netproxy.Proxy
+	// secret is a sharded cluster's --cluster-secret-file; grown counts
+	// the groups faultGrow added (their ids follow the first groups').
+	secret string
+	grown  int
 }
 
 // dialVia puts a proxy before each other member's Raft address (ids and
@@ -304,6 +308,7 @@ func startRobust(t *testing.T, sc robustnessScenario) *robustCluster {
 	switch {
 	case sc.groups > 1:
 		secret := writeSecret(t, "the robustness suite's cluster secret")
+		rc.secret = secret
 		var slots [][]string
 		per := 16384 / sc.groups
 		for g := range sc.groups {
@@ -543,9 +548,16 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 	violations = append(violations, robust.AtOnce(rec.holds, rec.ledger.Limits)...)
 	faults := map[string]int{}
 	for _, line := range rec.timeline {
-		if f, _, ok := strings.Cut(strings.TrimSpace(line[9:]), ":"); ok && !strings.HasPrefix(f, "healed") {
+		f, _, _ := strings.Cut(strings.TrimSpace(line[9:]), ":")
+		switch {
+		case slices.Contains(sc.faults, fault(f)), strings.HasPrefix(f, "failpoint crash"), f == "upgrade":
 			faults[f]++
+		case strings.Contains(line, "given up"):
+			faults["steps given up"]++
 		}
+	}
+	if os.Getenv("SLUICE_ROBUSTNESS_TIMELINE") == "1" {
+		t.Logf("the nemesis' timeline:\n%s", strings.Join(rec.timeline, "\n"))
 	}
 	t.Logf("%d single-key calls (%s), %d calls of the ledger (%d violations); faults: %v", ops, res, rec.ledger.Calls(), len(violations), faults)
 	injected := map[string]int{}
@@ -994,6 +1006,10 @@ func robustNemesis(ctx context.Context, t *testing.T, rng *rand.Rand, sc robustn
 		}
 		if f == faultTransfer {
 			robustTransfer(t, rng, rc, rec)
+			continue
+		}
+		if f == faultGrow {
+			robustGrow(t, rng, rc, rec)
 			continue
 		}
 		if f == faultIsolate || f == faultOneWay || f == faultCutGroups || f == faultSlow {
