@@ -243,6 +243,11 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	if points := cfg.Failpoints; points.Armed(failpoint.WallClock) {
+		// The robustness suite steps this member's clock.
+		wall := cfg.Wall
+		cfg.Wall = func() int64 { return wall() + int64(points.Offset(failpoint.WallClock)) }
+	}
 	self := cfg.self()
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)

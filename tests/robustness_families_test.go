@@ -128,7 +128,7 @@ func robustLease(r *robustRoute, id, n int, rng *rand.Rand, rec *robustRecorder)
 	route := "lease:" + c.value
 	call := robust.Call{Keys: []string{c.String()}, Units: want, Call: rec.now()}
 	to := r.client(route)
-	v, err := to.Do(context.Background(), "RL.LEASE", "robust", holder, 600, "WANT", want, "DESCRIPTOR", c.key, c.value).Int64Slice()
+	v, err := to.Do(context.Background(), "RL.LEASE", "robust", holder, 3600, "WANT", want, "DESCRIPTOR", c.key, c.value).Int64Slice()
 	call.Return = rec.now()
 	call.What = fmt.Sprintf("RL.LEASE %s WANT %d by worker %d at %s: %s", holder, want, id, to.Options().Addr, answer(v, err))
 	switch {

@@ -115,6 +115,7 @@ const (
 	faultOneWay      fault = "drop what a member sends to the others (one way)"
 	faultCutGroups   fault = "drop what one group's members send to another group's (one way)"
 	faultSlow        fault = "slow a member's links (each chunk held 20-300 ms)"
+	faultClock       fault = "step a member's wall clock and hand it the leadership"
 )
 
 var robustnessScenarios = []robustnessScenario{
@@ -124,7 +125,7 @@ var robustnessScenarios = []robustnessScenario{
 	// A member crashes now and then just before or just after it writes
 	// Raft entries, or as it closes a snapshot; a log write fails now and
 	// then (an fsync error, a full disk).
-	{name: "group-of-three", members: 3, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultTransfer, faultIsolate, faultOneWay, faultSlow},
+	{name: "group-of-three", members: 3, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultTransfer, faultIsolate, faultOneWay, faultSlow, faultClock},
 		failpoints: "raftlog-before-append=crash@0.0001,raftlog-after-append=crash@0.0001,raftlog-write=error@0.002,snapshot-before-close=crash@0.1",
 		args:       robustSnapshotsOften, spread: 2},
 	// Two groups of three: checks and reservations across groups, their
@@ -133,7 +134,7 @@ var robustnessScenarios = []robustnessScenario{
 	// a moment later (its answer would go out meanwhile, were the answer
 	// not to wait for the cancel); log writes and snapshots fail now and
 	// then.
-	{name: "sharded", members: 3, groups: 2, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultMove, faultTransfer, faultIsolate, faultOneWay, faultCutGroups, faultSlow, faultGrow},
+	{name: "sharded", members: 3, groups: 2, faults: []fault{faultKill, faultKillLeader, faultPause, faultPauseLeader, faultRestart, faultMove, faultTransfer, faultIsolate, faultOneWay, faultCutGroups, faultSlow, faultGrow, faultClock},
 		failpoints: "crossgroup-cancel-part=crash-after-50ms@0.05,raftlog-after-append=crash@0.00005,raftlog-write=error@0.001,snapshot-before-close=error@0.3",
 		args:       robustSnapshotsOften, spread: 8},
 	// A group of three upgraded member by member from the previous
@@ -245,6 +246,23 @@ type robustCluster struct {
 	// the groups faultGrow added (their ids follow the first groups').
 	secret string
 	grown  int
+	// clocks are the files each member's wall clock offset is read from
+	// (failpoint wall-clock), by member index.
+	clocks []string
+}
+
+// failpointArgs arms member i's failpoints: the scenario's, and its wall
+// clock read from a file of its own (rc.clocks[i]), which faultClock
+// writes.
+func (rc *robustCluster) failpointArgs(t *testing.T, sc robustnessScenario, i int) []string {
+	if sc.failpoints == "" {
+		return nil
+	}
+	for len(rc.clocks) <= i {
+		rc.clocks = append(rc.clocks, "")
+	}
+	rc.clocks[i] = filepath.Join(t.TempDir(), "clock-offset")
+	return []string{"--failpoints", sc.failpoints + ",wall-clock=offset-from-" + rc.clocks[i]}
 }
 
 // dialVia puts a proxy before each other member's Raft address (ids and
@@ -301,9 +319,6 @@ func (rc *robustCluster) mustLead(t *testing.T, g int) *Server {
 func startRobust(t *testing.T, sc robustnessScenario) *robustCluster {
 	rules := writeRules(t, "robust.yaml", robustRules)
 	extra := append([]string{"--rules", rules}, sc.args...)
-	if sc.failpoints != "" {
-		extra = append(extra, "--failpoints", sc.failpoints)
-	}
 	rc := &robustCluster{t: t}
 	switch {
 	case sc.groups > 1:
@@ -325,12 +340,12 @@ func startRobust(t *testing.T, sc robustnessScenario) *robustCluster {
 					ids, addrs = append(ids, fmt.Sprintf("g%dn%d", g2+1, j2+1)), append(addrs, raft[g2][j2])
 				}
 			}
-			return append(rc.dialVia(t, g*sc.members+j, ids, addrs), "--grpc-addr", freeAddr(t))
+			return slices.Concat(rc.dialVia(t, g*sc.members+j, ids, addrs), rc.failpointArgs(t, sc, g*sc.members+j), []string{"--grpc-addr", freeAddr(t)})
 		}, append(extra, "--cluster-secret-file", secret)...)
 		rc.groups = rc.sc.Groups
 		rc.nodes = slices.Concat(rc.sc.Groups...)
 	case sc.members == 1:
-		rc.nodes = []*Server{StartServer(t, append(extra, "--grpc-addr", freeAddr(t))...)}
+		rc.nodes = []*Server{StartServer(t, slices.Concat(extra, rc.failpointArgs(t, sc, 0), []string{"--grpc-addr", freeAddr(t)})...)}
 		rc.groups = [][]*Server{rc.nodes}
 	default:
 		rc.cl = NewCluster(t, sc.members)
@@ -345,7 +360,7 @@ func startRobust(t *testing.T, sc robustnessScenario) *robustCluster {
 			for j := range raft {
 				ids = append(ids, fmt.Sprintf("n%d", j+1))
 			}
-			return append(rc.dialVia(t, i, ids, raft), "--grpc-addr", freeAddr(t))
+			return slices.Concat(rc.dialVia(t, i, ids, raft), rc.failpointArgs(t, sc, i), []string{"--grpc-addr", freeAddr(t)})
 		}, extra...)
 		rc.nodes = rc.cl.Nodes
 		rc.groups = [][]*Server{rc.nodes}
@@ -567,10 +582,13 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 				point, _, _ := strings.Cut(at, " ")
 				injected[strings.Trim(point, `"\`)]++
 			}
+			if strings.Contains(line, "the log's time caught up with the wall clock") {
+				injected["takeovers that moved the log's time to the wall clock"]++
+			}
 		}
 	}
 	if len(injected) > 0 {
-		t.Logf("  errors injected (in the members' logs): %v", injected)
+		t.Logf("  in the members' logs: %v", injected)
 	}
 	for _, cmd := range slices.Sorted(maps.Keys(rec.outcomes)) {
 		t.Logf("  %s: %v", cmd, rec.outcomes[cmd])
@@ -1012,6 +1030,10 @@ func robustNemesis(ctx context.Context, t *testing.T, rng *rand.Rand, sc robustn
 			robustGrow(t, rng, rc, rec)
 			continue
 		}
+		if f == faultClock {
+			robustClock(t, rng, rc, rec, wait)
+			continue
+		}
 		if f == faultIsolate || f == faultOneWay || f == faultCutGroups || f == faultSlow {
 			robustCut(t, f, rng, rc, rec, wait)
 			continue
@@ -1135,6 +1157,41 @@ func robustTransfer(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robust
 	defer c.Close()
 	err := c.Do(context.Background(), "RAFT", "TRANSFER").Err()
 	rec.note("%s: from %s (%v)", faultTransfer, l.Addr, err)
+}
+
+// robustClock steps a member's wall clock by up to ten minutes (ahead
+// three times in four) and has its group's leader hand it the leadership,
+// so it reads that clock as it takes over (a log behind a new leader's
+// wall clock is moved forward to it: README, "Time comes from the log");
+// after 1 to 5 s its clock is right again. The suite's budgets refill over
+// days, so ten minutes more moves none of them: what it checks is that a
+// stepped clock costs no admission, charge or replica.
+func robustClock(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robustRecorder, wait func(time.Duration) bool) {
+	g := rng.IntN(len(rc.groups))
+	j := rng.IntN(len(rc.groups[g]))
+	victim := rc.groups[g][j]
+	file := rc.clocks[slices.Index(rc.nodes, victim)]
+	step := time.Duration(1+rng.IntN(600)) * time.Second
+	if rng.IntN(4) == 0 {
+		step = -step
+	}
+	id := fmt.Sprintf("n%d", j+1)
+	if rc.sc != nil {
+		id = fmt.Sprintf("g%dn%d", g+1, j+1)
+	}
+	rec.note("%s: %s (%s) by %s", faultClock, victim.Addr, id, step)
+	os.WriteFile(file, []byte(step.String()), 0o644)
+	defer func() {
+		os.WriteFile(file, nil, 0o644)
+		rec.note("healed %s", victim.Addr)
+	}()
+	if l := rc.leader(t, g); l != nil && l != victim {
+		c := redis.NewClient(&redis.Options{Addr: l.Addr, Protocol: 2, MaxRetries: -1, ReadTimeout: 10 * time.Second})
+		err := c.Do(context.Background(), "RAFT", "TRANSFER", id).Err()
+		c.Close()
+		rec.note("RAFT TRANSFER %s at %s: %v", id, l.Addr, err)
+	}
+	wait(time.Duration(1000+rng.IntN(4000)) * time.Millisecond)
 }
 
 // robustCut stops the proxies fault f names for 0.5 to 4 s, then heals

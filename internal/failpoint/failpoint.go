@@ -40,9 +40,15 @@ const (
 	// and named (its sink's Close): a crash leaves it half made, an error
 	// drops it.
 	SnapshotClose = "snapshot-before-close"
+	// WallClock: the wall clock a new leader reads when it takes over (to
+	// move a log that fell behind forward). Its action, offset-from-<file>,
+	// adds the duration the file holds (as time.ParseDuration reads it;
+	// none while the file is missing or empty): a clock stepped on one
+	// member, as the suite writes the file.
+	WallClock = "wall-clock"
 )
 
-var known = []string{CancelPart, LogAppendBefore, LogAppendAfter, LogWrite, SnapshotClose}
+var known = []string{CancelPart, LogAppendBefore, LogAppendAfter, LogWrite, SnapshotClose, WallClock}
 
 // ErrInjected is the error an "error" point returns.
 var ErrInjected = errors.New("failpoint: injected error")
@@ -65,6 +71,8 @@ type action struct {
 	after time.Duration
 	// chance is the probability the point fires on a hit, in (0, 1].
 	chance float64
+	// file is an offset's file (kind offset).
+	file string
 }
 
 // Parse reads points: "name=action[@chance]" separated by commas, where
@@ -96,6 +104,8 @@ func Parse(spec string) (*Points, error) {
 		switch {
 		case rest == "crash", rest == "error":
 			a.kind = rest
+		case strings.HasPrefix(rest, "offset-from-") && len(rest) > len("offset-from-"):
+			a.kind, a.file = "offset", strings.TrimPrefix(rest, "offset-from-")
 		case strings.HasPrefix(rest, "crash-after-"), strings.HasPrefix(rest, "sleep-"):
 			kind, d, _ := strings.Cut(rest, "-after-")
 			if kind != "crash" {
@@ -107,7 +117,7 @@ func Parse(spec string) (*Points, error) {
 			}
 			a.kind, a.after = kind, dur
 		default:
-			return nil, fmt.Errorf("%w: %q: actions are crash, crash-after-<d>, error, sleep-<d>", ErrSpec, item)
+			return nil, fmt.Errorf("%w: %q: actions are crash, crash-after-<d>, error, sleep-<d>, offset-from-<file>", ErrSpec, item)
 		}
 		p.armed[name] = a
 	}
@@ -121,6 +131,37 @@ func isKnown(name string) bool {
 		}
 	}
 	return false
+}
+
+// Armed reports whether point name is armed.
+func (p *Points) Armed(name string) bool {
+	if p == nil {
+		return false
+	}
+	_, ok := p.armed[name]
+	return ok
+}
+
+// Offset is the duration point name's offset file holds now (0: the point
+// is not armed with offset-from-<file>, or the file is missing, empty or
+// not a duration).
+func (p *Points) Offset(name string) time.Duration {
+	if p == nil {
+		return 0
+	}
+	a, ok := p.armed[name]
+	if !ok || a.kind != "offset" {
+		return 0
+	}
+	b, err := os.ReadFile(a.file)
+	if err != nil {
+		return 0
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	return d
 }
 
 // Hit is the point name reached: nil unless it is armed and fires — then

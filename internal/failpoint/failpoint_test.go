@@ -79,3 +79,34 @@ func TestCrash(t *testing.T) {
 		t.Fatalf("crash-after: %q, want what ran beside it and not the caller", out)
 	}
 }
+
+// An offset point reads its file each time: nothing while it is missing,
+// empty or not a duration, the duration it holds otherwise; a point not
+// armed, or armed with another action, has none.
+func TestOffset(t *testing.T) {
+	file := t.TempDir() + "/offset"
+	p, err := Parse("wall-clock=offset-from-" + file + ",raftlog-write=error")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Armed(WallClock) || p.Armed(CancelPart) || (*Points)(nil).Armed(WallClock) {
+		t.Fatal("Armed")
+	}
+	if d := p.Offset(WallClock); d != 0 {
+		t.Fatalf("no file: %v", d)
+	}
+	for content, want := range map[string]time.Duration{"90s\n": 90 * time.Second, "-5m": -5 * time.Minute, "": 0, "soon": 0} {
+		if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if d := p.Offset(WallClock); d != want {
+			t.Errorf("%q: %v, want %v", content, d, want)
+		}
+	}
+	if d := p.Offset(LogWrite); d != 0 {
+		t.Fatalf("an error point's offset: %v", d)
+	}
+	if _, err := Parse("wall-clock=offset-from-"); !errors.Is(err, ErrSpec) {
+		t.Fatalf("an offset with no file: %v", err)
+	}
+}
