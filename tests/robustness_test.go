@@ -497,21 +497,25 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 	}
 	spent := map[string]int64{}
 	rec.ledger.Limits = map[string]int64{}
+	// What a counter of the rules has spent: its limit less what an
+	// RL.CHECK of no cost finds left.
+	readCounter := func(c robustCounter) {
+		if _, ok := spent[c.String()]; ok {
+			return
+		}
+		var v []any
+		readAgain(t, c.String(), func() (err error) {
+			v, err = reader.Do(ctx(t), "RL.CHECK", "robust", "COST", 0, "DESCRIPTOR", c.key, c.value).Slice()
+			return err
+		})
+		spent[c.String()] = c.limit - v[2].(int64)
+		rec.ledger.Limits[c.String()] = c.limit
+	}
 	for gen := range gens {
 		for i := range rec.n(robustUsers) {
 			tc, uc := robustCounters(gen, i%rec.n(robustTenants), i)
-			for _, c := range []robustCounter{tc, uc} {
-				if _, ok := spent[c.String()]; ok {
-					continue
-				}
-				var v []any
-				readAgain(t, c.String(), func() (err error) {
-					v, err = reader.Do(ctx(t), "RL.CHECK", "robust", "COST", 0, "DESCRIPTOR", c.key, c.value).Slice()
-					return err
-				})
-				spent[c.String()] = c.limit - v[2].(int64)
-				rec.ledger.Limits[c.String()] = c.limit
-			}
+			readCounter(tc)
+			readCounter(uc)
 		}
 	}
 	for gen := range gens {
@@ -526,14 +530,7 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 			rec.ledger.Limits[key] = robustConcLimit
 		}
 		for k := range rec.n(robustLeaseCounters) {
-			c := robustLeaseCounter(gen, k)
-			var v []any
-			readAgain(t, c.String(), func() (err error) {
-				v, err = reader.Do(ctx(t), "RL.CHECK", "robust", "COST", 0, "DESCRIPTOR", c.key, c.value).Slice()
-				return err
-			})
-			spent[c.String()] = c.limit - v[2].(int64)
-			rec.ledger.Limits[c.String()] = c.limit
+			readCounter(robustLeaseCounter(gen, k))
 		}
 	}
 	// A call whose outcome is unknown took effect before the members
