@@ -108,9 +108,12 @@ func robustConc(r *robustRoute, id, n int, rng *rand.Rand, rec *robustRecorder) 
 		return
 	}
 	if unknown {
+		// A release may have freed it: certainly held only until the
+		// first was sent.
 		call.Outcome = robust.Unknown
+	} else {
+		hold.Until = -1 // no release applied: held to the end
 	}
-	hold.Until = -1 // never answered: held as far as anyone knows
 	rec.hold(hold)
 	rec.call(call)
 }

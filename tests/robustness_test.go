@@ -858,10 +858,25 @@ func robustWorker(ctx context.Context, id int, rng *rand.Rand, nodes []*Server, 
 	}
 }
 
-// robustSingle charges a unit of a single-key family's key.
+// robustSingle charges a unit of a single-key family's key, or one time
+// in eight reads what the key has left.
 func robustSingle(r *robustRoute, id int, rng *rand.Rand, rec *robustRecorder) {
 	key, f := robustKey(int(time.Since(rec.start)/robustGeneration), rng.IntN(robustKeys))
 	call := rec.now()
+	if rng.IntN(8) == 0 {
+		// A read of what is left (a cost of 0): it must see every charge
+		// answered before it, and none that is not linearized before it
+		// (a member answering from a state behind the log's).
+		v, err := r.client(key).Do(context.Background(), f.read(key)...).Int64Slice()
+		if err != nil {
+			r.failed(key, err, rec)
+			return // a read that failed changed nothing
+		}
+		if len(v) == 5 {
+			rec.op(porcupine.Operation{ClientId: id, Input: robust.Input{Key: key, Remaining: v[2]}, Output: robust.Read, Call: call, Return: rec.now()})
+		}
+		return
+	}
 	v, err := r.client(key).Do(context.Background(), f.charge(key)...).Int64Slice()
 	ret := rec.now()
 	out := robust.Unknown
