@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"path/filepath"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -25,7 +26,8 @@ func TestFailingStores(t *testing.T) {
 		t.Fatalf("a failed write stored entries up to %d", last)
 	}
 
-	files, err := raft.NewFileSnapshotStore(t.TempDir(), 2, nil)
+	dir := t.TempDir()
+	files, err := raft.NewFileSnapshotStore(dir, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +46,10 @@ func TestFailingStores(t *testing.T) {
 	}
 	if list, _ := files.List(); len(list) != 0 {
 		t.Fatalf("a failed snapshot kept: %v", list)
+	}
+	// Dropped, not left half made: no temporary snapshot stays behind.
+	if left, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*")); len(left) != 0 {
+		t.Fatalf("a failed snapshot left %v", left)
 	}
 	if err := write(failingSnapshots{SnapshotStore: files, points: nil}, 6); err != nil {
 		t.Fatal(err)

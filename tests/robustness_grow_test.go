@@ -41,9 +41,7 @@ func robustGrow(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robustReco
 			if l == nil {
 				continue
 			}
-			c := redis.NewClient(&redis.Options{Addr: l.Addr, Protocol: 2, MaxRetries: -1, ReadTimeout: 10 * time.Second})
-			err = c.Do(context.Background(), args...).Err()
-			c.Close()
+			err = robustDo(l, args...).Err()
 			if err == nil {
 				return true
 			}
@@ -59,9 +57,7 @@ func robustGrow(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robustReco
 	var node string
 	for deadline := time.Now().Add(30 * time.Second); node == "" && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if role(t, s) == "master" {
-			c := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1})
-			node, _ = c.Do(context.Background(), "CLUSTER", "MYID").Text()
-			c.Close()
+			node, _ = robustNodeID(s)
 		}
 	}
 	if node == "" {
@@ -93,10 +89,14 @@ func robustGrow(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robustReco
 }
 
 // robustNodeID is CLUSTER MYID at s.
-func robustNodeID(s *Server) (string, error) {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1})
+func robustNodeID(s *Server) (string, error) { return robustDo(s, "CLUSTER", "MYID").Text() }
+
+// robustDo sends one command to s on a connection of its own, closed once
+// answered (the nemesis' calls, thousands in a long run, keep none open).
+func robustDo(s *Server, args ...any) *redis.Cmd {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1, ReadTimeout: 10 * time.Second})
 	defer c.Close()
-	return c.Do(context.Background(), "CLUSTER", "MYID").Text()
+	return c.Do(context.Background(), args...)
 }
 
 // robustMoveTo moves slots lo to lo+255 from whichever of rc's groups owns
@@ -113,17 +113,15 @@ func robustMoveTo(t *testing.T, rc *robustCluster, rec *robustRecorder, lo int, 
 			if l == nil {
 				continue
 			}
-			c := redis.NewClient(&redis.Options{Addr: l.Addr, Protocol: 2, MaxRetries: -1, ReadTimeout: 5 * time.Second})
-			err := c.Do(context.Background(), "CL.THROTTLE", key, 1, 1, 1, 0).Err()
+			err := robustDo(l, "CL.THROTTLE", key, 1, 1, 1, 0).Err()
 			if err == nil {
-				err = c.Do(context.Background(), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", lo, lo+255, "NODE", node).Err()
+				err = robustDo(l, "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", lo, lo+255, "NODE", node).Err()
 				if err == nil {
 					src, leader = g, l
 				} else if !strings.Contains(err.Error(), "no leader known") {
 					rec.note("MIGRATESLOTS %d-%d to %s refused (%v)", lo, lo+255, node, err)
 				}
 			}
-			c.Close()
 		}
 	}
 	if src < 0 {
@@ -131,6 +129,13 @@ func robustMoveTo(t *testing.T, rc *robustCluster, rec *robustRecorder, lo int, 
 		return nil, false
 	}
 	rec.note("moving %d-%d from %s to %s", lo, lo+255, leader.Addr, node)
+	return robustAwaitMove(t, rc, rec, src, lo, node)
+}
+
+// robustAwaitMove waits up to a minute for the move of lo to lo+255 out of
+// group src (of rc) to end, and answers the group's leader then and
+// whether the move succeeded; the timeline says how it ended.
+func robustAwaitMove(t *testing.T, rc *robustCluster, rec *robustRecorder, src, lo int, to string) (*Server, bool) {
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		l := rc.leader(t, src)
 		if l == nil {
@@ -142,14 +147,10 @@ func robustMoveTo(t *testing.T, rc *robustCluster, rec *robustRecorder, lo int, 
 			running = running || m["state"] == "running"
 		}
 		if !running && len(ms) > 0 {
-			if ms[0]["state"] != "success" {
-				rec.note("the move of %d-%d to %s ended %v; given up", lo, lo+255, node, ms[0]["state"])
-				return nil, false
-			}
-			rec.note("moved %d-%d to %s", lo, lo+255, node)
-			return l, true
+			rec.note("moved %d-%d to %s (%v)", lo, lo+255, to, ms[0]["state"])
+			return l, ms[0]["state"] == "success"
 		}
 	}
-	rec.note("the move of %d-%d to %s had not ended in 60 s; given up", lo, lo+255, node)
+	rec.note("the move of %d-%d to %s had not ended in 60 s; given up", lo, lo+255, to)
 	return nil, false
 }

@@ -1165,9 +1165,7 @@ func robustTransfer(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robust
 	if l == nil {
 		return
 	}
-	c := redis.NewClient(&redis.Options{Addr: l.Addr, Protocol: 2, MaxRetries: -1, ReadTimeout: 10 * time.Second})
-	defer c.Close()
-	err := c.Do(context.Background(), "RAFT", "TRANSFER").Err()
+	err := robustDo(l, "RAFT", "TRANSFER").Err()
 	rec.note("%s: from %s (%v)", faultTransfer, l.Addr, err)
 }
 
@@ -1198,9 +1196,7 @@ func robustClock(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robustRec
 		rec.note("healed %s", victim.Addr)
 	}()
 	if l := rc.leader(t, g); l != nil && l != victim {
-		c := redis.NewClient(&redis.Options{Addr: l.Addr, Protocol: 2, MaxRetries: -1, ReadTimeout: 10 * time.Second})
-		err := c.Do(context.Background(), "RAFT", "TRANSFER", id).Err()
-		c.Close()
+		err := robustDo(l, "RAFT", "TRANSFER", id).Err()
 		rec.note("RAFT TRANSFER %s at %s: %v", id, l.Addr, err)
 	}
 	wait(time.Duration(1000+rng.IntN(4000)) * time.Millisecond)
@@ -1307,7 +1303,7 @@ func robustMove(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robustReco
 	key := "{" + string(tag[:]) + "}"
 	src := -1
 	for g := range rc.groups {
-		if l := rc.leader(t, g); l != nil && l.Client().Do(ctx(t), "CL.THROTTLE", key, 1, 1, 1, 0).Err() == nil {
+		if l := rc.leader(t, g); l != nil && robustDo(l, "CL.THROTTLE", key, 1, 1, 1, 0).Err() == nil {
 			src = g
 		}
 	}
@@ -1316,7 +1312,7 @@ func robustMove(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robustReco
 		return
 	}
 	dst := (src + 1 + rng.IntN(len(rc.groups)-1)) % len(rc.groups)
-	nodeID, err := rc.groups[dst][0].Client().Do(ctx(t), "CLUSTER", "MYID").Text()
+	nodeID, err := robustNodeID(rc.groups[dst][0])
 	if err != nil {
 		rec.note("%s: CLUSTER MYID: %v; skipped", faultMove, err)
 		return
@@ -1326,28 +1322,11 @@ func robustMove(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robustReco
 		return
 	}
 	rec.note("%s: %d-%d from g%d to g%d", faultMove, lo, lo+255, src+1, dst+1)
-	if err := leader.Client().Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", lo, lo+255, "NODE", nodeID).Err(); err != nil {
+	if err := robustDo(leader, "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", lo, lo+255, "NODE", nodeID).Err(); err != nil {
 		rec.note("MIGRATESLOTS refused (%v)", err)
 		return
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		l := rc.leader(t, src)
-		if l == nil {
-			continue
-		}
-		ms := robustMigrations(l.Client())
-		running := false
-		for _, m := range ms {
-			running = running || m["state"] == "running"
-		}
-		if !running && len(ms) > 0 {
-			rec.note("moved %d-%d (%v)", lo, lo+255, ms[0]["state"])
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	rec.note("the move of %d-%d had not ended in 60 s", lo, lo+255)
+	robustAwaitMove(t, rc, rec, src, lo, fmt.Sprintf("g%d", dst+1))
 }
 
 // firstWords is an error's first few words, to count unclassified ones.

@@ -7,9 +7,10 @@ import (
 )
 
 // A Hold is a concurrency slot a caller certainly held (CONC.ACQUIRE
-// admitted): from its acquire's answer (From) to its release's invoke
-// (Until; the run's end when it never released, or its release's outcome
-// is unknown). Between the two no correct server can have let it go.
+// admitted): from its acquire's answer (From) to its first release's
+// invoke (Until; the run's end when no release was sent or none applied —
+// one whose outcome is unknown may have freed it). Between the two no
+// correct server can have let it go.
 type Hold struct {
 	Key         string
 	From, Until int64
@@ -28,9 +29,8 @@ func AtOnce(holds []Hold, limits map[string]int64) []Violation {
 	}
 	byKey := map[string][]edge{}
 	for _, h := range holds {
-		if h.Until <= h.From {
-			continue // released as it was answered: never certainly held
-		}
+		// A hold released as it was answered (Until == From) counts for
+		// nothing: at one instant releases come first.
 		byKey[h.Key] = append(byKey[h.Key], edge{h.From, 1, h.What}, edge{h.Until, -1, ""})
 	}
 	keys := make([]string, 0, len(byKey))
