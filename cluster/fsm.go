@@ -48,6 +48,9 @@ type fsm struct {
 	extensions func(*raft.Log)
 	// skipped counts keys snapshots left out (persist.SaveInfo.Skipped).
 	skipped atomic.Int64
+	// trace, when set, is told every command applied (the robustness
+	// suite's apply trace; nil otherwise).
+	trace *applyTrace
 
 	mu sync.Mutex
 	// lastStamp is the stamp of the last entry applied; lastMono the local
@@ -93,7 +96,13 @@ func (f *fsm) Apply(l *raft.Log) any {
 		f.dec.Walk(b, func(args [][]byte) {
 			f.discard.Buf = f.discard.Buf[:0]
 			f.m.ApplyArgsScratch(&f.scratch, stamp, args, &f.discard)
+			if f.trace != nil {
+				f.trace.command(l.Index, stamp, b.Proposal, args, f.discard.Buf)
+			}
 		})
+		if f.trace != nil {
+			f.trace.flush()
+		}
 		f.noteApplied(stamp)
 		f.applied(l.Index)
 		return nil
@@ -101,10 +110,17 @@ func (f *fsm) Apply(l *raft.Log) any {
 	res := &applied{}
 	w := resp.Writer{Proto: 2}
 	f.dec.Walk(b, func(args [][]byte) {
+		start := len(w.Buf)
 		out := f.m.ApplyArgsScratch(&f.scratch, stamp, args, &w)
 		res.ends = append(res.ends, len(w.Buf))
 		res.outs = append(res.outs, out)
+		if f.trace != nil {
+			f.trace.command(l.Index, stamp, b.Proposal, args, w.Buf[start:])
+		}
 	})
+	if f.trace != nil {
+		f.trace.flush()
+	}
 	res.replies = w.Buf
 	f.noteApplied(stamp)
 	for _, g := range groups {

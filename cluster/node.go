@@ -258,6 +258,11 @@ func NewNode(cfg Config, m *machine.Machine) (*Node, error) {
 		clientAddrs: map[string]string{}, raftAddrs: map[string]string{},
 		batches: make(chan *Pending, 1024), stop: make(chan struct{})}
 	n.fsm.extensions = n.applyExtensions
+	trace, err := openApplyTrace(cfg.Failpoints, cfg.NodeID, props.id)
+	if err != nil {
+		return nil, err
+	}
+	n.fsm.trace = trace
 	for _, p := range cfg.Peers {
 		n.clientAddrs[p.ID] = p.ClientAddr
 		n.raftAddrs[p.ID] = p.RaftAddr
@@ -382,6 +387,7 @@ func (n *Node) Close() error {
 	if cerr := n.stores.Close(); err == nil {
 		err = cerr
 	}
+	n.fsm.trace.close()
 	return err
 }
 

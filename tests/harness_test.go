@@ -100,12 +100,14 @@ type Server struct {
 	// Argv, when set, is the whole command line run (Args and Addr are
 	// not added: Addr says where its clients connect), Dir its working
 	// directory and Attr its process attributes (a user to run as).
-	Argv   []string
-	Dir    string
-	Attr   *syscall.SysProcAttr
-	cmd    *exec.Cmd
-	logs   *logBuffer
-	exited chan struct{}
+	Argv []string
+	Dir  string
+	Attr *syscall.SysProcAttr
+	cmd  *exec.Cmd
+	logs *logBuffer
+	// earlier are the logs of the runs before this one (AllLogs).
+	earlier strings.Builder
+	exited  chan struct{}
 }
 
 // freeAddr returns a loopback address with a port nobody listens on.
@@ -165,6 +167,10 @@ func (s *Server) TryStart() error {
 		s.cmd = exec.Command(s.Argv[0], s.Argv[1:]...)
 	}
 	s.cmd.Dir, s.cmd.SysProcAttr = s.Dir, s.Attr
+	if s.logs != nil {
+		s.earlier.WriteString(s.logs.String())
+		s.earlier.WriteString("--- started again ---\n")
+	}
 	s.logs = &logBuffer{}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
@@ -223,8 +229,12 @@ func (s *Server) Kill() {
 	s.cmd = nil
 }
 
-// Logs is what the server wrote to stderr so far.
+// Logs is what the server wrote to stderr so far (since it last started).
 func (s *Server) Logs() string { return s.logs.String() }
+
+// AllLogs is what the server wrote to stderr in every run of it so far,
+// a line between runs.
+func (s *Server) AllLogs() string { return s.earlier.String() + s.logs.String() }
 
 // Client returns a go-redis client for the server, closed with the test.
 func (s *Server) Client(opts ...func(*redis.Options)) *redis.Client {

@@ -249,6 +249,9 @@ type robustCluster struct {
 	// clocks are the files each member's wall clock offset is read from
 	// (failpoint wall-clock), by member index.
 	clocks []string
+	// traces are the members' apply traces (failpoint apply-trace), by
+	// member index.
+	traces []string
 }
 
 // failpointArgs arms member i's failpoints: the scenario's, and its wall
@@ -262,7 +265,7 @@ func (rc *robustCluster) failpointArgs(t *testing.T, sc robustnessScenario, i in
 		rc.clocks = append(rc.clocks, "")
 	}
 	rc.clocks[i] = filepath.Join(t.TempDir(), "clock-offset")
-	return []string{"--failpoints", sc.failpoints + ",wall-clock=offset-from-" + rc.clocks[i]}
+	return []string{"--failpoints", sc.failpoints + ",wall-clock=offset-from-" + rc.clocks[i] + rc.traceArg(t, i)}
 }
 
 // dialVia puts a proxy before each other member's Raft address (ids and
@@ -600,12 +603,24 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 	porcupine.VisualizePath(model, info, filepath.Join(dir, "history.html"))
 	os.WriteFile(filepath.Join(dir, "nemesis.txt"), []byte(strings.Join(rec.timeline, "\n")+"\n"), 0o644)
 	var summary strings.Builder
-	if res != porcupine.Ok {
-		summary.WriteString(robust.Summaries(history))
-	}
 	var calls strings.Builder
+	var needles []string
+	if res != porcupine.Ok {
+		// The keys the model rejects, each checked alone: their calls.
+		for _, k := range robust.IllegalKeys(model, history, time.Minute) {
+			fmt.Fprintf(&summary, "%s: its history is not one the model accepts\n", k)
+			key, _, _ := strings.Cut(k, " ")
+			fmt.Fprintf(&calls, "%s: not accepted by the model:\n%s", k, robust.KeyHistory(history, key))
+			needles = append(needles, key)
+		}
+	}
 	for _, v := range violations {
 		fmt.Fprintf(&summary, "%s (%s)\n", v, rec.ledger.Summary(v.Key))
+		if _, value, ok := strings.Cut(v.Key, "="); ok {
+			needles = append(needles, value) // a descriptor's value: the words name it
+		} else {
+			needles = append(needles, v.Key)
+		}
 		fmt.Fprintf(&calls, "%s:\n", v)
 		for _, c := range rec.ledger.History(v.Key) {
 			fmt.Fprintf(&calls, "  %9.3fs %9.3fs %-11s %v %s\n", time.Duration(c.Call).Seconds(), time.Duration(c.Return).Seconds(), c.Outcome, c.Keys, c.What)
@@ -616,14 +631,18 @@ func runRobustness(t *testing.T, sc robustnessScenario, seed uint64, duration ti
 		fmt.Fprintf(&summary, "anomaly: %s\n", a)
 	}
 	os.WriteFile(filepath.Join(dir, "keys.txt"), []byte(summary.String()), 0o644)
+	if len(rc.traces) > 0 && len(needles) > 0 {
+		files := writeTraces(dir, rc.traces, slices.Compact(slices.Sorted(slices.Values(needles))))
+		fmt.Fprintf(&summary, "what the members' logs applied to those keys: %s\n", strings.Join(files, ", "))
+	}
 	for i, s := range rc.nodes {
-		os.WriteFile(filepath.Join(dir, fmt.Sprintf("member-%d.log", i+1)), []byte(s.Logs()), 0o644)
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("member-%d.log", i+1)), []byte(s.AllLogs()), 0o644)
 		if diverged {
 			// What each member holds, for a look at where they part.
 			exec.Command("cp", "-a", s.DataDir, filepath.Join(dir, fmt.Sprintf("member-%d-data", i+1))).Run()
 		}
 	}
-	t.Fatalf("the history is %s against the limiter's model, %d violations of the ledger, %d anomalies (seed %d): report in %s (history.html, nemesis.txt, keys.txt, member logs); rerun: make robustness SEED=%d SCENARIO=%s DURATION=%s\n%s",
+	t.Fatalf("the history is %s against the limiter's model, %d violations of the ledger, %d anomalies (seed %d): report in %s (history.html, nemesis.txt, keys.txt, calls.txt, apply-*.txt, member logs); rerun: make robustness SEED=%d SCENARIO=%s DURATION=%s\n%s",
 		res, len(violations), len(rec.anomalies), seed, dir, seed, sc.name, duration, clip(summary.String(), 8000))
 }
 

@@ -46,9 +46,15 @@ const (
 	// none while the file is missing or empty): a clock stepped on one
 	// member, as the suite writes the file.
 	WallClock = "wall-clock"
+	// ApplyTrace: a member applies a committed entry. Its action,
+	// append-to-<file>, injects nothing: it writes a line per command
+	// applied (the entry's index and stamp, the words, the reply's start)
+	// to the file, so a run's report can show what the log did to a key
+	// whose answers do not add up.
+	ApplyTrace = "apply-trace"
 )
 
-var known = []string{CancelPart, LogAppendBefore, LogAppendAfter, LogWrite, SnapshotClose, WallClock}
+var known = []string{CancelPart, LogAppendBefore, LogAppendAfter, LogWrite, SnapshotClose, WallClock, ApplyTrace}
 
 // ErrInjected is the error an "error" point returns.
 var ErrInjected = errors.New("failpoint: injected error")
@@ -63,7 +69,7 @@ type Points struct {
 }
 
 type action struct {
-	// kind is crash, error or sleep.
+	// kind is crash, error, sleep, offset or append.
 	kind string
 	// after delays a crash (the caller waits, never to go on; the rest
 	// of the process runs meanwhile: a crash a moment after the point,
@@ -71,7 +77,8 @@ type action struct {
 	after time.Duration
 	// chance is the probability the point fires on a hit, in (0, 1].
 	chance float64
-	// file is an offset's file (kind offset).
+	// file is an offset's file (kind offset) or the file appended to
+	// (kind append).
 	file string
 }
 
@@ -106,6 +113,8 @@ func Parse(spec string) (*Points, error) {
 			a.kind = rest
 		case strings.HasPrefix(rest, "offset-from-") && len(rest) > len("offset-from-"):
 			a.kind, a.file = "offset", strings.TrimPrefix(rest, "offset-from-")
+		case strings.HasPrefix(rest, "append-to-") && len(rest) > len("append-to-"):
+			a.kind, a.file = "append", strings.TrimPrefix(rest, "append-to-")
 		case strings.HasPrefix(rest, "crash-after-"), strings.HasPrefix(rest, "sleep-"):
 			kind, d, _ := strings.Cut(rest, "-after-")
 			if kind != "crash" {
@@ -117,7 +126,7 @@ func Parse(spec string) (*Points, error) {
 			}
 			a.kind, a.after = kind, dur
 		default:
-			return nil, fmt.Errorf("%w: %q: actions are crash, crash-after-<d>, error, sleep-<d>, offset-from-<file>", ErrSpec, item)
+			return nil, fmt.Errorf("%w: %q: actions are crash, crash-after-<d>, error, sleep-<d>, offset-from-<file>, append-to-<file>", ErrSpec, item)
 		}
 		p.armed[name] = a
 	}
@@ -140,6 +149,18 @@ func (p *Points) Armed(name string) bool {
 	}
 	_, ok := p.armed[name]
 	return ok
+}
+
+// AppendTo is the file point name is armed to append to
+// (append-to-<file>), or "".
+func (p *Points) AppendTo(name string) string {
+	if p == nil {
+		return ""
+	}
+	if a, ok := p.armed[name]; ok && a.kind == "append" {
+		return a.file
+	}
+	return ""
 }
 
 // Offset is the duration point name's offset file holds now (0: the point

@@ -110,3 +110,25 @@ func TestOffset(t *testing.T) {
 		t.Fatalf("an offset with no file: %v", err)
 	}
 }
+
+// append-to-<file> arms a point that injects nothing and names its file;
+// other points, and a nil Points, name none.
+func TestAppendTo(t *testing.T) {
+	p, err := Parse("apply-trace=append-to-/tmp/trace,raftlog-write=error")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.AppendTo(ApplyTrace); got != "/tmp/trace" {
+		t.Fatalf("AppendTo: %q", got)
+	}
+	if err := p.Hit(ApplyTrace); err != nil {
+		t.Fatalf("a trace point injected %v", err)
+	}
+	var none *Points
+	if p.AppendTo(LogWrite) != "" || none.AppendTo(ApplyTrace) != "" {
+		t.Fatal("a file for a point not armed to append")
+	}
+	if _, err := Parse("apply-trace=append-to-"); !errors.Is(err, ErrSpec) {
+		t.Fatalf("no file: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -127,6 +128,45 @@ func Summaries(history []porcupine.Operation) string {
 			fmt.Fprintf(&b, " %s=%d", o, counts[k][o])
 		}
 		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// IllegalKeys are the keys whose histories model does not accept, each
+// checked alone (within timeout): where a failed check's report should
+// look. A key whose check timed out is listed with " (timed out)".
+func IllegalKeys(model porcupine.Model, history []porcupine.Operation, timeout time.Duration) []string {
+	var out []string
+	for _, part := range byKey(history) {
+		switch porcupine.CheckOperationsTimeout(model, part, timeout) {
+		case porcupine.Illegal:
+			out = append(out, part[0].Input.(Input).Key)
+		case porcupine.Unknown:
+			out = append(out, part[0].Input.(Input).Key+" (timed out)")
+		}
+	}
+	return out
+}
+
+// KeyHistory is a key's calls in the order they were made, one a line:
+// invoked and answered (seconds into the run), the outcome, the units or
+// what a read found left.
+func KeyHistory(history []porcupine.Operation, key string) string {
+	var ops []porcupine.Operation
+	for _, op := range history {
+		if op.Input.(Input).Key == key {
+			ops = append(ops, op)
+		}
+	}
+	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
+	var b strings.Builder
+	for _, op := range ops {
+		in, out := op.Input.(Input), op.Output.(Outcome)
+		what := fmt.Sprintf("-%d", in.Units)
+		if out == Read {
+			what = fmt.Sprintf("%d left", in.Remaining)
+		}
+		fmt.Fprintf(&b, "  %9.3fs %9.3fs client %d %-11s %s\n", time.Duration(op.Call).Seconds(), time.Duration(op.Return).Seconds(), op.ClientId, out, what)
 	}
 	return b.String()
 }

@@ -2,6 +2,7 @@ package robust
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +57,27 @@ func TestBudgetModel(t *testing.T) {
 		if (res == porcupine.Ok) != c.ok {
 			t.Errorf("%s: %s, want ok=%v", c.name, res, c.ok)
 		}
+	}
+}
+
+// IllegalKeys names the key the model rejects, and only it; KeyHistory
+// lists that key's calls in call order.
+func TestIllegalKeysNamesTheKey(t *testing.T) {
+	history := []porcupine.Operation{
+		op(0, "a", 0, 10, Admitted), op(0, "a", 10, 20, Admitted), read("a", 30, 0),
+		op(1, "b", 40, 50, Admitted), op(1, "b", 0, 10, Admitted), op(1, "b", 20, 30, Admitted),
+		op(2, "c", 0, 10, Admitted), read("c", 30, 0),
+	}
+	got := IllegalKeys(Budget(2), history, time.Second)
+	if len(got) != 2 || got[0] != "b" || got[1] != "c" {
+		t.Fatalf("illegal keys %q, want [b c]", got)
+	}
+	h := KeyHistory(history, "b")
+	if n := strings.Count(h, "\n"); n != 3 {
+		t.Fatalf("b's history has %d lines:\n%s", n, h)
+	}
+	first, _, _ := strings.Cut(h, "\n")
+	if !strings.Contains(first, "0.000s") || strings.Contains(h, "client 0") {
+		t.Fatalf("b's history not in call order, or not b's alone:\n%s", h)
 	}
 }
