@@ -181,7 +181,12 @@ func (c *Ctx) infoFields(name string) [][2]string {
 		// ms): a sharded cluster's members read each group's lag by it.
 		// The slots its group's log says it owns, at their epoch: the
 		// other groups' members route by them.
-		out := [][2]string{{"cluster_enabled", "1"}, {"sluice_log_time_ms", strconv.FormatInt(e.Machine.Applied()/1e6, 10)}}
+		// The log's apply level and this binary's (machine.Level): a
+		// group upgraded member by member takes the new behaviour once
+		// its leader raised the first to the second.
+		out := [][2]string{{"cluster_enabled", "1"}, {"sluice_log_time_ms", strconv.FormatInt(e.Machine.Applied()/1e6, 10)},
+			{"sluice_apply_level", strconv.FormatUint(uint64(e.Machine.AppliedLevel()), 10)},
+			{"sluice_apply_level_supported", strconv.Itoa(machine.Level)}}
 		if o := e.Machine.Owned(); o != nil {
 			out = append(out, [2]string{"sluice_slots_epoch", strconv.FormatUint(o.Epoch, 10)},
 				[2]string{"sluice_slots", slot.FormatRanges(o.SlotRanges())})

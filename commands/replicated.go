@@ -275,7 +275,7 @@ func (r Replicated) Part(req *machine.PartRequest) (machine.PartResult, string, 
 // people.
 func (r Replicated) Report(now time.Time) member.Report {
 	m := r.Node.Machine()
-	rep := member.Report{Leader: r.Node.Serving(), LogTime: m.Applied()}
+	rep := member.Report{Leader: r.Node.Serving(), LogTime: m.Applied(), Level: machine.Level}
 	if o := m.Owned(); o != nil {
 		rep.Fenced = true
 		rep.Slots = shardmap.Report{Epoch: o.Epoch, Ranges: o.SlotRanges(), Jobs: ownJobViews(o, now)}

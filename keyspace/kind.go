@@ -48,12 +48,15 @@ const (
 	// KindLease is an RL.LEASE's grant: a reservation held by a holder for
 	// a bucket (the same record as KindReservation's, counted apart).
 	KindLease
+	// KindLevel is the apply level of a group's log (one key, see package
+	// machine's levels).
+	KindLevel
 	kindCount
 )
 
 // MaxKinds bounds the kinds there can be (counts per kind are arrays of
 // it).
-const MaxKinds = 16
+const MaxKinds = 17
 
 var _ [MaxKinds - kindCount]struct{} // kindCount ≤ MaxKinds
 

@@ -55,6 +55,7 @@ var examples = map[string][]string{
 	"sluice.moved":       {"SLUICE.MOVED", "j1", "3", "120"},
 	"sluice.job":         {"SLUICE.JOB", "ADD", "j1", "g2", "a", "b", "0-99"},
 	"sluice.groups":      {"SLUICE.GROUPS", "ADD", "g3", "c1=127.0.0.1:7007@127.0.0.1:17007"},
+	"sluice.level":       {"SLUICE.LEVEL", "1"},
 	"exec":               {"EXEC", "1", "w", "-", "5", "CL.THROTTLE", "k", "1", "1", "1", "3", "DEL", "w", "k"},
 }
 

@@ -37,14 +37,14 @@ func keyCommands() []*Command {
 
 // Internal reports the kinds of record that are sluice's own, not users'
 // keys: configuration (rules, overrides, scale, the slots a group owns,
-// the groups) and the reservations held on counters. No key command lists,
-// counts, reads or deletes them (KEYS, SCAN, DBSIZE, EXISTS, TYPE, TTL,
-// DEL, CLUSTER COUNTKEYSINSLOT …): they change only through the commands
-// that own them.
+// the groups, the log's apply level) and the reservations held on
+// counters. No key command lists, counts, reads or deletes them (KEYS,
+// SCAN, DBSIZE, EXISTS, TYPE, TTL, DEL, CLUSTER COUNTKEYSINSLOT …): they
+// change only through the commands that own them.
 func Internal(k keyspace.Kind) bool {
 	switch k {
 	case keyspace.KindRules, keyspace.KindOverride, keyspace.KindScale, keyspace.KindOwnership, keyspace.KindGroups,
-		keyspace.KindReservation, keyspace.KindReservationPart, keyspace.KindLeaseDemand, keyspace.KindLease:
+		keyspace.KindReservation, keyspace.KindReservationPart, keyspace.KindLeaseDemand, keyspace.KindLease, keyspace.KindLevel:
 		return true
 	}
 	return false

@@ -37,6 +37,7 @@ var kindNames = [...]string{
 	keyspace.KindReservationPart: "ratelimit-reservation-part",
 	keyspace.KindLeaseDemand:     "ratelimit-lease-demand",
 	keyspace.KindLease:           "ratelimit-lease",
+	keyspace.KindLevel:           "apply-level",
 }
 
 // KindName is the name TYPE answers for a key of kind k.
@@ -113,6 +114,10 @@ func EncodeState(dst []byte, kind keyspace.Kind, obj any) ([]byte, error) {
 		if kind == keyspace.KindLeaseDemand {
 			return st.AppendBinary(dst), nil
 		}
+	case *LevelState:
+		if kind == keyspace.KindLevel {
+			return st.AppendBinary(dst), nil
+		}
 	}
 	return dst, fmt.Errorf("%w: kind %s, state %T", ErrUnencodable, KindName(kind), obj)
 }
@@ -162,6 +167,8 @@ func DecodeState(kind keyspace.Kind, b []byte, zone func(string) (*time.Location
 		return decodeGroupList(b)
 	case keyspace.KindLeaseDemand:
 		return decodeLeaseDemand(b)
+	case keyspace.KindLevel:
+		return decodeLevel(b)
 	}
 	return nil, fmt.Errorf("unknown kind %d", kind)
 }

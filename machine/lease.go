@@ -311,7 +311,7 @@ func lease(x *exec, r *leaseRequest) {
 		return
 	}
 	if e, ok := ds.Get(headKey, now); ok {
-		held, err := reservationAt(ds, headKey, keyspace.KindLease, now)
+		held, err := reservationAt(ds, headKey, x.grantKind(ds, headKey, now), now)
 		if err != nil {
 			x.error(err)
 			return
@@ -323,6 +323,11 @@ func lease(x *exec, r *leaseRequest) {
 		}
 		x.answerLease(LeaseResult{Granted: held.Reply.Limit, TTL: left, Refresh: refreshOf(left)})
 		return
+	}
+	if !x.at(1) {
+		// Before level 1 a lease read the scale and overrides from its
+		// counter's slot, not the domain's (levels).
+		dom = ds
 	}
 	x.adjustLimits(p, now, dom)
 	capacity, room, err := peekLimits(x, now, p.checks)
@@ -336,7 +341,7 @@ func lease(x *exec, r *leaseRequest) {
 	if grant > 0 {
 		h := &p.reserving
 		h.start(domain, id, now, r.ttl, grant, nil)
-		h.headKey, h.headSlot, h.headKind = headKey, ds, keyspace.KindLease
+		h.headKey, h.headSlot, h.headKind = headKey, ds, x.grantKind(ds, headKey, now)
 		h.split = x.m.owned.Load() != nil
 		_, refused, err := multiCheck(x, now, grant, p.checks, h)
 		if err != nil {

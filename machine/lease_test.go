@@ -304,6 +304,7 @@ func TestLeaseSharesAddUp(t *testing.T) {
 // with the counter.
 func TestLeaseLivesWithItsCounter(t *testing.T) {
 	m := New(Options{})
+	atLevel(m, Level)
 	do(m, t0, "RL.RULES", "LOAD", "edge.yaml", leaseRules)
 	args := words("RL.LEASE", "edge", "h1", "10", "WANT", "5", "DESCRIPTOR", "fixed", "a")
 	if got := leaseReply(t, do(m, t0, "RL.LEASE", "edge", "h1", "10", "WANT", "5", "DESCRIPTOR", "fixed", "a")); got != "5 10000 8000" {
@@ -393,6 +394,7 @@ func TestLeaseMovesWithItsCounter(t *testing.T) {
 // not in the counter's.
 func TestLeaseFollowsScaleAndOverride(t *testing.T) {
 	m := New(Options{})
+	atLevel(m, Level)
 	do(m, t0, "RL.RULES", "LOAD", "edge.yaml", leaseRules)
 	if got := do(m, t0, "RL.SCALE", "SET", "edge", "0.5"); !strings.HasPrefix(got, "+OK") {
 		t.Fatalf("RL.SCALE: %q", got)

@@ -43,6 +43,8 @@ type Machine struct {
 	// groups mirrors GroupsKey: the groups added to or removed from a
 	// running sharded cluster (nil: none).
 	groups atomic.Pointer[GroupList]
+	// level mirrors LevelKey: the log's apply level (levels).
+	level atomic.Uint32
 	// reservations counts RL.RESERVE's reservations by how they ended.
 	reservations struct{ reserved, settled, cancelled atomic.Int64 }
 	durable      Durability
@@ -81,7 +83,7 @@ func New(opts Options) *Machine {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Machine{keys: keyspace.New(), durable: opts.Durable, log: log, byName: map[string]*Command{}}
-	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), reserveCommands(), leaseCommands(), partCommands(), fenceCommands(), slotMoveCommands(), configCommands(), groupCommands(), keyCommands(), serverKeyCommands(), debugCommands(), txCommands()} {
+	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), reserveCommands(), leaseCommands(), partCommands(), fenceCommands(), slotMoveCommands(), configCommands(), groupCommands(), levelCommands(), keyCommands(), serverKeyCommands(), debugCommands(), txCommands()} {
 		for _, c := range group {
 			if _, dup := m.byName[c.Name]; dup {
 				panic("machine: duplicate command " + c.Name)
@@ -156,6 +158,7 @@ func (m *Machine) Restore(applied int64) {
 	m.reloadRules()
 	m.reloadOwnership()
 	m.reloadGroups()
+	m.reloadLevel()
 	m.moveLegacyRecords(applied)
 	m.findPolicyRecords()
 }

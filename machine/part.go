@@ -297,7 +297,7 @@ func (m *Machine) Split(args [][]byte, buf []SplitDescriptor) (head [][]byte, de
 	defer m.release(p)
 	rls := resp.EqualFold(args[0], "rl.shouldratelimit")
 	if rls {
-		bad = parseShouldRateLimit(args, p)
+		bad = parseShouldRateLimit(m, args, p)
 	} else {
 		bad = parseDescriptors(args[2:], p)
 	}

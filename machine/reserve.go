@@ -152,7 +152,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 		h.split = x.m.owned.Load() != nil
 		h.args = ReserveArgsSum(args[3:])
 	}
-	if head {
+	if head && x.at(1) { // level 1: a settled id is kept (levels)
 		switch settled, err := h.settled(now); {
 		case err != nil:
 			x.error(err)

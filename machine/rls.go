@@ -106,7 +106,7 @@ func parseRLSUnit(b []byte) (policy.Unit, bool) {
 
 // parseShouldRateLimit reads the arguments after the command name; it
 // returns the error reply, or "".
-func parseShouldRateLimit(args [][]byte, req *plan) string {
+func parseShouldRateLimit(m *Machine, args [][]byte, req *plan) string {
 	hits, ok := resp.ParseInt(args[2])
 	if !ok || hits < 0 || hits > maxRLSValue {
 		return "ERR hits_addend must be an integer in [0, 4294967295]"
@@ -145,6 +145,12 @@ func parseShouldRateLimit(args [][]byte, req *plan) string {
 			if d.unit, ok = parseRLSUnit(name); !ok {
 				return "ERR a descriptor's unit must be second, minute, hour, day, week, month or year"
 			}
+			if many && m.level.Load() < 1 {
+				// Members before level 1 read the word as a unit and
+				// refuse it: no such entry may reach the log until every
+				// member reads it alike (levels).
+				return "ERR a unit multiplier (<unit>*<n>) needs every member of the group at sluice 0.5.0 or later (apply level 1); try again once the group is upgraded"
+			}
 			if many {
 				n, ok := resp.ParseInt(mult)
 				if !ok || n < 1 || n > d.unit.MaxMultiplier() {
@@ -181,7 +187,7 @@ func parseShouldRateLimit(args [][]byte, req *plan) string {
 func checkShouldRateLimit(m *Machine, args [][]byte) string {
 	p := m.plan()
 	defer m.release(p)
-	return parseShouldRateLimit(args, p)
+	return parseShouldRateLimit(m, args, p)
 }
 
 // runShouldRateLimit is RL.SHOULDRATELIMIT (see above). Its typed result,
@@ -235,7 +241,7 @@ func (m *Machine) planShouldRateLimit(p *plan, domain string, records bool) {
 func shouldRateLimit(x *exec, args [][]byte, held *heldAs) {
 	p := x.m.plan()
 	defer x.m.release(p)
-	if bad := parseShouldRateLimit(args, p); bad != "" {
+	if bad := parseShouldRateLimit(x.m, args, p); bad != "" {
 		x.fail(bad)
 		return
 	}

@@ -182,6 +182,7 @@ func TestShouldRateLimitLikeEnvoy(t *testing.T) {
 
 func TestShouldRateLimitFeatures(t *testing.T) {
 	m := loadRLS(t)
+	atLevel(m, Level)
 	at := t0 + 5e9
 	for _, c := range []struct {
 		name  string
@@ -256,6 +257,7 @@ func TestShouldRateLimitBadInput(t *testing.T) {
 // change of window, and let the third request through).
 func TestShouldRateLimitMultiplierHasItsOwnCounter(t *testing.T) {
 	m := loadRLS(t)
+	atLevel(m, Level)
 	at := t0 + 5e9
 	if got := rls(t, m, at, "another", 1, "limit:1/second*30:key2=c"); got != `1 | 1 1 second "" 0 25 0` {
 		t.Fatalf("per 30 s: %s", got)

@@ -107,9 +107,11 @@ func WriteSettle(w *resp.Writer, rows []SettleRow) {
 // what it held when read (nil: nothing, or a tombstone), and what tells
 // whether it changed since (sameAs).
 type heldRecord struct {
-	key   []byte
-	at    int
-	kind  keyspace.Kind
+	key  []byte
+	at   int
+	kind keyspace.Kind
+	// grant: a lease's grant, whose kind is the record's (grantKind).
+	grant bool
 	state *ReservationState
 	seen  any
 }
@@ -142,15 +144,14 @@ func settle(x *exec, st settling) {
 		recs := recBuf[:0]
 		p.keys = p.keys[:0]
 		if st.head {
-			kind := keyspace.KindReservation
 			if st.headKey != nil {
 				p.keys = append(p.keys, st.headKey...)
-				kind = keyspace.KindLease
 			} else {
 				p.keys = appendReservationKey(p.keys, domain, st.id)
 			}
 			key := p.keys[:len(p.keys):len(p.keys)]
-			recs = append(recs, heldRecord{key: key, at: slot.Of(key), kind: kind})
+			// A lease's grant's kind is read with it (grantKind).
+			recs = append(recs, heldRecord{key: key, at: slot.Of(key), kind: keyspace.KindReservation, grant: st.headKey != nil})
 			if err := x.readPart(&recs[0], 0); err != nil {
 				x.error(err)
 				return
@@ -215,6 +216,9 @@ func settle(x *exec, st settling) {
 func (x *exec) readPart(r *heldRecord, tombstone int64) error {
 	s, now := x.lockSlot(r.at)
 	defer x.unlock(s)
+	if r.grant {
+		r.kind = x.grantKind(s, r.key, now)
+	}
 	if err := r.read(s, now); err != nil || r.state != nil || tombstone <= 0 {
 		return err
 	}
@@ -253,7 +257,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 	}
 	if st.mode == settleReturn {
 		for i := range recs {
-			if r := &recs[i]; r.live() && r.kind == keyspace.KindLease && st.unused > r.state.Reply.Limit {
+			if r := &recs[i]; r.live() && r.grant && st.unused > r.state.Reply.Limit {
 				x.fail(fmt.Sprintf("ERR UNUSED %d is more than the lease granted (%d)", st.unused, r.state.Reply.Limit))
 				return true
 			}
@@ -274,7 +278,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 		if e, ok := s.Get(r.key, now); ok {
 			expireAt := s.ExpireAt(e)
 			s.Delete(e)
-			if st.headKey == nil && st.mode != settleReturn {
+			if st.headKey == nil && st.mode != settleReturn && x.at(1) {
 				if err := x.keepSettled(s, r, st, expireAt, now); err != nil {
 					x.error(err)
 					return true
@@ -282,7 +286,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 			}
 		}
 		switch {
-		case r.kind != keyspace.KindReservation:
+		case r.kind != keyspace.KindReservation || r.grant:
 			// Parts, and leases, are not reservations of their own.
 		case st.mode == settleCancel:
 			x.m.reservations.cancelled.Add(1)

@@ -20,6 +20,7 @@ func TestSettledIDRefusesALateReserve(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				m := New(Options{})
+				atLevel(m, Level)
 				do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules)
 				if sharded {
 					do(m, t0, "SLUICE.OWN", "1", "0-16383")
@@ -65,6 +66,7 @@ func TestSettledIDRefusesALateReserve(t *testing.T) {
 // undone.
 func TestCancelledPartRefusesALateCopy(t *testing.T) {
 	m := New(Options{})
+	atLevel(m, Level)
 	do(m, t0, "RL.RULES", "LOAD", "llm.yaml", reserveRules)
 	do(m, t0, "SLUICE.OWN", "1", "0-16383")
 	args := [][]byte{[]byte("RL.CHECK"), []byte("llm"), []byte("COST"), []byte("7"), []byte("DESCRIPTOR"), []byte("fixed"), []byte("a")}

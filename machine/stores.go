@@ -63,7 +63,7 @@ func (m *Machine) storesCounters(args [][]byte, now int64) bool {
 	defer m.release(p)
 	domain := view(args[1])
 	if resp.EqualFold(args[0], "rl.shouldratelimit") {
-		if parseShouldRateLimit(args, p) != "" {
+		if parseShouldRateLimit(m, args, p) != "" {
 			return true
 		}
 		m.planShouldRateLimit(p, domain, false)

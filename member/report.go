@@ -18,6 +18,9 @@ type Report struct {
 	// its first ownership entry.
 	Fenced bool
 	Slots  shardmap.Report
+	// Level is the highest apply level the member's binary supports
+	// (machine.Level; 0 from a release before levels).
+	Level uint32
 }
 
 func ranges(rs [][2]int) []*memberpb.SlotRange {
@@ -42,7 +45,7 @@ func fromRanges(rs []*memberpb.SlotRange) [][2]int {
 
 // message is r on the wire.
 func (r Report) message() *memberpb.MemberReport {
-	m := &memberpb.MemberReport{Code: memberpb.Code_APPLIED, Leader: r.Leader, LogTimeNs: r.LogTime, Fenced: r.Fenced}
+	m := &memberpb.MemberReport{Code: memberpb.Code_APPLIED, Leader: r.Leader, LogTimeNs: r.LogTime, Fenced: r.Fenced, ApplyLevel: r.Level}
 	if r.Fenced {
 		m.Epoch, m.Ranges = r.Slots.Epoch, ranges(r.Slots.Ranges)
 		for _, j := range r.Slots.Jobs {
@@ -54,7 +57,7 @@ func (r Report) message() *memberpb.MemberReport {
 
 // reportOf reads a report off the wire.
 func reportOf(m *memberpb.MemberReport) Report {
-	r := Report{Leader: m.GetLeader(), LogTime: m.GetLogTimeNs(), Fenced: m.GetFenced()}
+	r := Report{Leader: m.GetLeader(), LogTime: m.GetLogTimeNs(), Fenced: m.GetFenced(), Level: m.GetApplyLevel()}
 	if r.Fenced {
 		r.Slots = shardmap.Report{Epoch: m.GetEpoch(), Ranges: fromRanges(m.GetRanges())}
 		for _, j := range m.GetJobs() {

@@ -566,10 +566,15 @@ type MemberReport struct {
 	LogTimeNs int64 `protobuf:"varint,3,opt,name=log_time_ns,json=logTimeNs,proto3" json:"log_time_ns,omitempty"`
 	// fenced: the group's log owns slots (epoch, ranges, jobs say which);
 	// false before its first ownership entry.
-	Fenced        bool         `protobuf:"varint,4,opt,name=fenced,proto3" json:"fenced,omitempty"`
-	Epoch         uint64       `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Ranges        []*SlotRange `protobuf:"bytes,6,rep,name=ranges,proto3" json:"ranges,omitempty"`
-	Jobs          []*JobView   `protobuf:"bytes,7,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Fenced bool         `protobuf:"varint,4,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	Epoch  uint64       `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Ranges []*SlotRange `protobuf:"bytes,6,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	Jobs   []*JobView   `protobuf:"bytes,7,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// apply_level is the highest apply level the receiver's binary
+	// supports (package machine's levels; 0: a release before them). A
+	// group's leader raises its log's level only once every voter
+	// supports it.
+	ApplyLevel    uint32 `protobuf:"varint,8,opt,name=apply_level,json=applyLevel,proto3" json:"apply_level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -651,6 +656,13 @@ func (x *MemberReport) GetJobs() []*JobView {
 		return x.Jobs
 	}
 	return nil
+}
+
+func (x *MemberReport) GetApplyLevel() uint32 {
+	if x != nil {
+		return x.ApplyLevel
+	}
+	return 0
 }
 
 // Words are one descriptor's words, as the check carries them.
@@ -1640,7 +1652,7 @@ const file_member_proto_rawDesc = "" +
 	"\aJobView\x12\x16\n" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x123\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x1b.sluice.member.v1.SlotRangeR\x06ranges\x12\x19\n" +
-	"\buntil_ms\x18\x03 \x01(\x03R\auntilMs\"\x84\x02\n" +
+	"\buntil_ms\x18\x03 \x01(\x03R\auntilMs\"\xa5\x02\n" +
 	"\fMemberReport\x12*\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x1e\n" +
@@ -1648,7 +1660,9 @@ const file_member_proto_rawDesc = "" +
 	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x12\x14\n" +
 	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x123\n" +
 	"\x06ranges\x18\x06 \x03(\v2\x1b.sluice.member.v1.SlotRangeR\x06ranges\x12-\n" +
-	"\x04jobs\x18\a \x03(\v2\x19.sluice.member.v1.JobViewR\x04jobs\"\x1d\n" +
+	"\x04jobs\x18\a \x03(\v2\x19.sluice.member.v1.JobViewR\x04jobs\x12\x1f\n" +
+	"\vapply_level\x18\b \x01(\rR\n" +
+	"applyLevel\"\x1d\n" +
 	"\x05Words\x12\x14\n" +
 	"\x05words\x18\x01 \x03(\fR\x05words\"\x8c\x04\n" +
 	"\vPartRequest\x12\x14\n" +

@@ -387,6 +387,12 @@ func (s *Server) Serve() error {
 		s.bg.Add(1)
 		go s.shardLoop()
 	}
+	if s.node != nil {
+		s.bg.Add(1)
+		go s.levelLoop()
+	} else {
+		s.raiseLevelAlone()
+	}
 	s.log.Info("sluice ready", "addr", s.ln.Addr().String(), "version", s.cfg.Version)
 	s.conns.Add(1) // the accept loop, so that Shutdown waits for it too
 	return s.acceptLoop()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,12 @@ func robustGrow(t *testing.T, rng *rand.Rand, rc *robustCluster, rec *robustReco
 	raft := freeAddr(t)
 	s.Args = []string{"--enable-debug-command", "--data-dir", s.DataDir, "--node-id", member,
 		"--cluster-join", rc.nodes[rng.IntN(len(rc.nodes))].Addr, "--cluster-secret-file", rc.secret}
+	if len(rc.traces) > 0 {
+		// Its applies are traced too (the report's apply-*.txt).
+		trace := filepath.Join(t.TempDir(), "apply-trace")
+		rc.traces = append(rc.traces, trace)
+		s.Args = append(s.Args, "--failpoints", "apply-trace=append-to-"+trace)
+	}
 	t.Cleanup(s.Kill)
 	rec.note("%s: %s (%s)", faultGrow, id, s.Addr)
 	asLeader := func(what string, args ...any) bool {

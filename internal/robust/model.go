@@ -39,6 +39,13 @@ type Input struct {
 	Key       string
 	Units     int64
 	Remaining int64
+	// Slack is how many units more than were charged a read or a refusal
+	// may find spent: a GCRA key's state is a time (its theoretical
+	// arrival time), so where its slot moves to a group whose log's time
+	// is behind the one that charged it, it reads as up to one emission
+	// interval — a unit — more spent, until that group's time catches up
+	// (the conservative side: never fewer spent).
+	Slack int64
 }
 
 // Budget is the model of a key that admits Limit units in the run, then
@@ -55,7 +62,7 @@ func Budget(limit int64) porcupine.Model {
 					return []interface{}{left - in.Units}
 				}
 			case Refused:
-				if left < in.Units {
+				if left < in.Units+in.Slack {
 					return []interface{}{left}
 				}
 			case NotApplied:
@@ -66,7 +73,7 @@ func Budget(limit int64) porcupine.Model {
 				}
 				return []interface{}{left}
 			case Read:
-				if in.Remaining == left {
+				if in.Remaining <= left && in.Remaining >= left-in.Slack {
 					return []interface{}{left}
 				}
 			}

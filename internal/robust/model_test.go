@@ -19,6 +19,14 @@ func read(k string, at int64, left int64) porcupine.Operation {
 	return porcupine.Operation{ClientId: 9, Input: Input{Key: k, Remaining: left}, Call: at, Output: Read, Return: at + 1}
 }
 
+// slack gives op a slack of one unit (Input.Slack).
+func slack(op porcupine.Operation) porcupine.Operation {
+	in := op.Input.(Input)
+	in.Slack = 1
+	op.Input = in
+	return op
+}
+
 // The checker on hand-made histories of a budget of 2: what a correct
 // limiter may answer passes; each way a limiter can be wrong fails.
 func TestBudgetModel(t *testing.T) {
@@ -46,6 +54,14 @@ func TestBudgetModel(t *testing.T) {
 			op(0, "k", 0, 10, Admitted), op(0, "k", 20, 30, Admitted), op(0, "k", 40, 50, Admitted)}, false},
 		{"a refusal with budget left (a lost charge's mirror)", []porcupine.Operation{
 			op(0, "k", 0, 10, Admitted), op(0, "k", 20, 30, Refused)}, false},
+		{"a slack of one: a read finds one more spent", []porcupine.Operation{
+			op(0, "k", 0, 10, Admitted), slack(read("k", 20, 0)), read("k", 40, 1)}, true},
+		{"a slack of one: a refusal with one left", []porcupine.Operation{
+			op(0, "k", 0, 10, Admitted), slack(op(0, "k", 20, 30, Refused)), op(0, "k", 40, 50, Admitted)}, true},
+		{"a slack of one, two more spent", []porcupine.Operation{
+			slack(read("k", 20, 0))}, false},
+		{"a slack is never a lost charge", []porcupine.Operation{
+			op(0, "k", 0, 10, Admitted), slack(read("k", 40, 2))}, false},
 		{"a lost charge: the read finds less spent than admitted", []porcupine.Operation{
 			op(0, "k", 0, 10, Admitted), op(0, "k", 20, 30, Admitted), read("k", 40, 1)}, false},
 		{"an unknown-less extra charge", []porcupine.Operation{
