@@ -47,7 +47,7 @@ test-node: build ## ioredis against bin/sluice (needs Node.js >= 20 and npm)
 	cd tests/node && SLUICE_BIN=$(CURDIR)/$(BIN) node --test
 
 ROBUST_RACE = $(or $(RACE),$(if $(LONG),0,1))
-robustness: ## histories under faults checked by the limiter's model (porcupine): a short run; SEED=n to repeat one, SCENARIO=one-node|group-of-three|sharded|rolling-upgrade (only by name), DURATION=20s a scenario (LONG=1: 30m, members built without -race unless RACE=1)
+robustness: ## histories under faults checked by the limiter's model (porcupine): a short run; SEED=n to repeat one, SCENARIO=one-node|group-of-three|sharded|rolling-upgrade, DURATION=20s a scenario (LONG=1: 30m, members built without -race unless RACE=1)
 	SLUICE_ROBUSTNESS=1 SLUICE_ROBUSTNESS_SEED=$(SEED) SLUICE_ROBUSTNESS_SCENARIO=$(SCENARIO) \
 		SLUICE_ROBUSTNESS_RACE=$(ROBUST_RACE) \
 		SLUICE_ROBUSTNESS_DURATION=$(or $(DURATION),$(if $(LONG),30m,20s)) \
