@@ -14,7 +14,7 @@ import (
 // that changes what an apply does — a record it keeps, a reply, a
 // refusal — raises Level and keeps the old behaviour for a log whose level
 // is below it. The log's level is raised by SLUICE.LEVEL, which a group's
-// leader logs once every voter's binary supports the level (it asks
+// leader logs once every member's binary supports the level (it asks
 // them: member.Report.Level), as etcd's leader raises its cluster version;
 // so a group upgraded member by member applies every entry alike
 // throughout, old members and new, and the new behaviour starts at one
@@ -71,7 +71,7 @@ func levelCommands() []*Command {
 		Name: "sluice.level", Arity: 2, Flags: []string{"write", "admin"}, internal: true, everyGroup: true,
 		slots: func([][]byte) ([]int, bool) { return []int{slot.Of([]byte(LevelKey))}, false },
 		Group: "cluster", Since: "0.5.0", Complexity: "O(1)",
-		Summary: "SLUICE.LEVEL <level>: the apply level of this group's log from here on (logged by its leader once every voter supports it).",
+		Summary: "SLUICE.LEVEL <level>: the apply level of this group's log from here on (logged by its leader once every member supports it).",
 		run:     runLevel, check: func(_ *Machine, args [][]byte) string {
 			_, bad := parseLevel(args)
 			return bad
@@ -126,6 +126,15 @@ func (x *exec) grantKind(s *keyspace.Slot, key []byte, now int64) keyspace.Kind 
 		return keyspace.KindLease
 	}
 	return keyspace.KindReservation
+}
+
+// SetLevelAlone sets the level of a machine no other member applies (a
+// single node: nobody to apply alike with): no record and no change, so
+// an empty node stays empty; it is set again at each start.
+func (m *Machine) SetLevelAlone(l uint32) {
+	if l > m.level.Load() {
+		m.level.Store(l)
+	}
 }
 
 // reloadLevel sets the level from what LevelKey holds (after a restore).

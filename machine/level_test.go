@@ -62,6 +62,12 @@ func TestLevelRisesNeverFalls(t *testing.T) {
 	if restored.AppliedLevel() != 1 {
 		t.Fatalf("restored at level %d", restored.AppliedLevel())
 	}
+	// A single node's level is set, not stored: an empty node stays empty.
+	alone := New(Options{})
+	alone.SetLevelAlone(Level)
+	if alone.AppliedLevel() != Level || alone.Keys().Stats().Keys != 0 {
+		t.Fatalf("alone: level %d, %d keys", alone.AppliedLevel(), alone.Keys().Stats().Keys)
+	}
 	if d1, _ := m.Digest(); d1 == func() string { d, _ := New(Options{}).Digest(); return d }() {
 		t.Fatal("the level is not in the digest")
 	}

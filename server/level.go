@@ -8,36 +8,25 @@ import (
 
 	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/machine"
-	"github.com/sluice-rl/sluice/resp"
 )
 
 // The log's apply level (package machine's levels) is raised to this
 // binary's machine.Level by the one who may: a single node at once (no
 // other member applies its state), a group's serving leader once every
-// voter of its Raft configuration reports a binary that supports it — so a
+// member of its Raft configuration reports a binary that supports it — so a
 // group upgraded member by member keeps applying every entry as its oldest
 // member does until the last one is upgraded.
 
 // raiseLevelAlone raises a single node's level (no Raft: nobody else
-// applies its state).
-func (s *Server) raiseLevelAlone() {
-	m := s.env.Machine
-	if m.AppliedLevel() >= machine.Level {
-		return
-	}
-	var w resp.Writer
-	m.ApplyArgs(m.ReadInstant(s.env.Clock.Now()), [][]byte{[]byte("SLUICE.LEVEL"), []byte(strconv.Itoa(machine.Level))}, &w)
-	if m.AppliedLevel() != machine.Level {
-		s.log.Error("the apply level was not raised", "reply", string(w.Buf))
-	}
-}
+// applies its state, so nothing is logged or stored).
+func (s *Server) raiseLevelAlone() { s.env.Machine.SetLevelAlone(machine.Level) }
 
 // levelInterval is how often a leader below this binary's level asks its
-// voters again (and how long it waits for each report).
+// members again (and how long it waits for each report).
 const levelInterval = 250 * time.Millisecond
 
 // levelLoop, on a replicated member, raises its group's level when it
-// leads and every voter supports it; it ends once the level is this
+// leads and every member supports it; it ends once the level is this
 // binary's (it never goes down).
 func (s *Server) levelLoop() {
 	defer s.bg.Done()
@@ -46,7 +35,7 @@ func (s *Server) levelLoop() {
 	waiting := ""
 	for s.env.Machine.AppliedLevel() < machine.Level {
 		if s.node.Serving() {
-			if behind := s.votersBehind(); behind != "" {
+			if behind := s.membersBehind(); behind != "" {
 				if behind != waiting {
 					s.log.Info("the group's apply level waits for every member to run a release that supports it",
 						"level", s.env.Machine.AppliedLevel(), "supported", machine.Level, "members", behind)
@@ -79,17 +68,18 @@ func (s *Server) logLevel() {
 	s.log.Info("the group's log is at apply level", "level", machine.Level)
 }
 
-// votersBehind names the voters (other than this member) not known to
+// membersBehind names the members of the Raft configuration (other than
+// this one; non-voters too: they apply the log as well) not known to
 // support machine.Level: their reports say less (a release before levels
 // says 0), or they did not answer. "" when every one does.
-func (s *Server) votersBehind() string {
+func (s *Server) membersBehind() string {
 	members, err := s.node.Members()
 	if err != nil {
 		return "(the configuration: " + err.Error() + ")"
 	}
 	var behind []string
 	for _, m := range members {
-		if !m.Voter || m.Self {
+		if m.Self {
 			continue
 		}
 		to, ok := s.memberAt(m.ClientAddr)

@@ -176,6 +176,7 @@ func TestMalformedCommandsNeverEnterTheLog(t *testing.T) {
 		t.Fatalf("RAFT INFO has no last_index: %v", v)
 		return 0
 	}
+	awaitApplyLevel(t, c.Nodes...)
 	c.SameDigests()
 	before := lastIndex()
 	nodes := append([]*Server{leader}, c.Followers(leader)...)

@@ -23,7 +23,8 @@ var readmeMetric = regexp.MustCompile("`(sluice_[a-z0-9_]*[a-z0-9])(?:\\{[^}`]*\
 
 // readmeInfoFields are sluice_ names the README gives as INFO fields, not
 // Prometheus series.
-var readmeInfoFields = map[string]bool{"sluice_quota_status": true, "sluice_slots": true, "sluice_slots_epoch": true, "sluice_migrating": true}
+var readmeInfoFields = map[string]bool{"sluice_quota_status": true, "sluice_slots": true, "sluice_slots_epoch": true, "sluice_migrating": true,
+	"sluice_apply_level": true, "sluice_apply_level_supported": true}
 
 // hasSeries reports whether exposition text has a sample of name (a
 // histogram's samples are name_bucket, name_sum and name_count).
