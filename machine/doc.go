@@ -63,6 +63,9 @@
 //     ErrRulesDiffer, ErrHeldElsewhere, ErrHeldOther), config_copy.go
 //     (SLUICE.CONFIG: a group's configuration given to a migration's
 //     target).
+//   - Versions: level.go (the log's apply level: SLUICE.LEVEL, and what a
+//     log below a level is applied as, so members of two releases apply
+//     alike during a rolling upgrade).
 //   - Memory: stores.go (whether a command would add a record, for
 //     maxmemory).
 //   - Encodings and reading: kinds.go (each kind's TYPE name and snapshot
