@@ -178,9 +178,13 @@ func TestRLSDifferential(t *testing.T) {
 			}
 			req = rlsRequest("diff", uint32(rng.IntN(3)), descs...)
 		case 1: // a descriptor's own limit (one per key), on keys no rule counts
-			v := rng.IntN(3)
-			req = rlsRequest("diff", 1, fmt.Sprintf("own=o%d", v))
-			o := &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: uint32(1 + v), Unit: units[rng.IntN(3)]}
+			// The unit is in the value: the reference keys a counter by the
+			// value and its window's start, so one value under two units
+			// shares a counter where the windows start together (hour 0
+			// of a day), where sluice keeps one for each.
+			v, u := rng.IntN(3), rng.IntN(3)
+			req = rlsRequest("diff", 1, fmt.Sprintf("own=o%d-%d", v, u))
+			o := &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: uint32(1 + v), Unit: units[u]}
 			req.Descriptors[0].Limit = o
 			keys = []string{fmt.Sprint(req.Descriptors[0].Entries[0].Value, o.Unit)}
 		default: // one descriptor of any rule
