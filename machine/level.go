@@ -55,10 +55,6 @@ func decodeLevel(b []byte) (*LevelState, error) {
 	return &LevelState{Level: uint32(v)}, nil
 }
 
-// ErrLevelAhead: the log's apply level is above what this binary
-// supports: it cannot apply the log alike with the members that raised it.
-var ErrLevelAhead = errors.New("machine: the log's apply level is above this binary's")
-
 // AppliedLevel is the log's apply level (0 before any SLUICE.LEVEL).
 func (m *Machine) AppliedLevel() uint32 { return m.level.Load() }
 
