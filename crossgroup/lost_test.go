@@ -53,6 +53,8 @@ type fakeMembers struct {
 	afterLose func()
 	// cancels are the cancels delivered: to which group, for which slots.
 	cancels []sentCancel
+	// reserveTTLs are the ttls the parts sent asked to be held for.
+	reserveTTLs []int64
 }
 
 type sentCancel struct {
@@ -83,8 +85,11 @@ func (f *fakeMembers) Part(_ context.Context, to member.Addr, req *machine.PartR
 		f.settleRefused = ""
 		return machine.PartResult{}, &machine.PartError{Reply: "TRYAGAIN not now"}
 	}
-	if req.Kind == machine.PartCancel {
+	switch req.Kind {
+	case machine.PartCancel:
 		f.cancels = append(f.cancels, sentCancel{group: to.Group, slots: req.Slots})
+	case machine.PartReserve:
+		f.reserveTTLs = append(f.reserveTTLs, req.TTL)
 	}
 	var w resp.Writer
 	out := m.ApplyArgs(f.now, cmd, &w)
@@ -188,6 +193,30 @@ func TestLostPartConfirmedCancelTellsTheTruth(t *testing.T) {
 	}
 	if k := c.Counts(); k.Failed != 1 || k.Unknown != 0 || k.Cancelled != 2 {
 		t.Fatalf("counts %+v", k)
+	}
+}
+
+// An admitted check's parts are held for 10 s (the README's bound on the
+// reservations a group holds for checks across groups), so its charge is
+// kept without a further call, and no longer.
+func TestAdmittedCheckPartsAreHeldTenSeconds(t *testing.T) {
+	c, f, args, users := newLostRig(t)
+	if _, err := c.Decide(context.Background(), args); err != nil {
+		t.Fatal(err)
+	}
+	c.Drain()
+	if len(f.reserveTTLs) != 2 {
+		t.Fatalf("%d parts sent for a check across two groups", len(f.reserveTTLs))
+	}
+	for _, ttl := range f.reserveTTLs {
+		if ttl != 10 {
+			t.Fatalf("a check's part held for %d s, want 10", ttl)
+		}
+	}
+	for _, u := range users {
+		if left := f.remaining(t, u); left != 9 {
+			t.Fatalf("user %s: %d left after an admitted check", u, left)
+		}
 	}
 }
 

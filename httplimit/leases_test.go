@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -133,5 +134,35 @@ func TestLeaseKeptWhenItsReturnFails(t *testing.T) {
 	}
 	if admitted != 2 {
 		t.Fatalf("after a failed return, %d of the 2 units left were admitted", admitted)
+	}
+}
+
+// Past maxLeases descriptors, a new one makes room by forgetting those
+// whose leases ended and that are not being renewed — never one whose
+// renewal is on its way: its grant would land on a lease no longer held
+// here, neither used nor returned (kept charged to its ttl), and the next
+// request would ask for a second one.
+func TestForgetIdleKeepsLeasesBeingRenewed(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	l, err := WithLeases(Rules{Domain: "d", Descriptors: func(*http.Request, string) [][]Entry {
+		return [][]Entry{{{Key: "k", Value: "v"}}}
+	}}, LeaseOptions{Holder: "h", TTL: 10 * time.Second, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := now.Add(-time.Second)
+	for i := range maxLeases {
+		l.held["d"+strconv.Itoa(i)] = &heldLease{until: ended, renewing: i%2 == 0, known: true}
+	}
+	if !l.forgetIdle(now) {
+		t.Fatal("no room made of ended leases")
+	}
+	for name, h := range l.held {
+		if !h.renewing {
+			t.Fatalf("%s: an ended lease not being renewed kept", name)
+		}
+	}
+	if len(l.held) != maxLeases/2 {
+		t.Fatalf("%d of the %d leases being renewed kept", len(l.held), maxLeases/2)
 	}
 }

@@ -66,6 +66,21 @@ func TestFencing(t *testing.T) {
 	if refused == 0 || allowed == 0 {
 		t.Fatalf("counters spread over both halves: %d refused, %d allowed", refused, allowed)
 	}
+	// RL.PART HOLD keeps a reservation's head in its domain's slot, never
+	// in a slot the group does not own.
+	var domain string
+	for i := 0; ; i++ {
+		domain = "d" + strconv.Itoa(i)
+		if slot.Of(appendReservationKey(nil, view([]byte(domain)), []byte("x"))) >= 8192 {
+			break
+		}
+	}
+	if got := do(m, t0+2, "RL.PART", "HOLD", domain, "x", "60", "77", "100", "90", "-1", "0", "60", "fixed", "9", "3", "3"); !strings.HasPrefix(got, "-TRYAGAIN slot ") {
+		t.Fatalf("RL.PART HOLD of a head in a slot not owned: %q", got)
+	}
+	if _, _, ok := m.HeldReserve(domain, []byte("x")); ok {
+		t.Fatal("RL.PART HOLD kept a head in a slot not owned")
+	}
 	for _, k := range allKeys(m) {
 		// theirs was made before the map; nothing since.
 		if s := slot.Of([]byte(k)); s >= 8192 && k != theirs && k != "sluice:rules" && k != OwnershipKey {

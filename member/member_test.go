@@ -164,6 +164,34 @@ func TestCallsAndWhatBecameOfThem(t *testing.T) {
 	}
 }
 
+// A call that names another group than the one its server applies for is
+// refused before anything is applied — the mux routes by the connection's
+// header, the server checks the request's own group as well.
+func TestApplyOfAnotherGroupIsRefused(t *testing.T) {
+	mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mux.Close()
+	ln, _ := mux.Members("g1")
+	var applied atomic.Int64
+	srv := Serve(ln, ServerConfig{Group: "g2", Apply: func(context.Context, [][]byte) ([]byte, string, error) {
+		applied.Add(1)
+		return []byte("+OK\r\n"), "", nil
+	}})
+	defer srv.Stop()
+	c := NewClient(ClientConfig{})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Apply(ctx, Addr{Port: mux.Addr().String(), Group: "g1"}, [][]byte{[]byte("APPLY")}); !errors.Is(err, ErrWrongGroup) || !NothingApplied(err) {
+		t.Fatalf("a call for g1 to g2's server: %v", err)
+	}
+	if applied.Load() != 0 {
+		t.Fatal("a call for another group was applied")
+	}
+}
+
 // A raw connection without the proof gets no gRPC answer: it is closed
 // before the member server sees a byte.
 func TestMemberPortClosesWhoCannotProveMembership(t *testing.T) {

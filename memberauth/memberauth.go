@@ -13,7 +13,11 @@
 //	dialer → acceptor: HMAC(secret, "dialer" purpose nonce_d nonce_a)
 //
 // HMAC is HMAC-SHA256. Fresh nonces on both sides make a recorded
-// handshake useless on another connection. The secret is never sent. It
+// handshake useless on another connection. One version is spoken: a hello
+// of another is refused (ErrVersion) before anything is answered, so a
+// version cannot be stripped by the network — there is nothing to fall
+// back to. A next version must be chosen inside what the MACs cover (the
+// dialer's offer and the acceptor's choice), so that it cannot be either. The secret is never sent. It
 // proves membership; it does not hide the traffic — with --tls-cert-file
 // the member port speaks TLS after it (raftmux.Guard).
 package memberauth
@@ -37,6 +41,9 @@ var (
 	// ErrRefused: the other end did not prove it holds the secret, or
 	// spoke something else.
 	ErrRefused = errors.New("memberauth: the other end did not prove cluster membership")
+	// ErrVersion, with ErrRefused: the other end speaks another version
+	// of the handshake. Nothing is answered to it.
+	ErrVersion = errors.New("memberauth: the other end speaks another version of the handshake")
 )
 
 // MinSecret is the shortest secret taken.
@@ -78,8 +85,11 @@ func Dial(c net.Conn, secret []byte, purpose string) error {
 	if _, err := io.ReadFull(c, reply[:]); err != nil {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	na, ok := readHello(reply[:helloLen])
-	if !ok || !hmac.Equal(reply[helloLen:], mac(secret, "acceptor", purpose, nd[:], na)) {
+	na, err := readHello(reply[:helloLen])
+	if err != nil {
+		return err
+	}
+	if !hmac.Equal(reply[helloLen:], mac(secret, "acceptor", purpose, nd[:], na)) {
 		return ErrRefused
 	}
 	if _, err := c.Write(mac(secret, "dialer", purpose, nd[:], na)); err != nil {
@@ -107,9 +117,9 @@ func AcceptBy(c net.Conn, secret []byte, purpose string, deadline time.Time) err
 	if _, err := io.ReadFull(c, h[:]); err != nil {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	nd, ok := readHello(h[:])
-	if !ok {
-		return ErrRefused
+	nd, err := readHello(h[:])
+	if err != nil {
+		return err
 	}
 	var na [nonceLen]byte
 	rand.Read(na[:])
@@ -143,13 +153,16 @@ func hello(nonce []byte) []byte {
 	return append(b, nonce...)
 }
 
-// readHello is the nonce of a hello, and whether it is one this version
-// speaks.
-func readHello(b []byte) ([]byte, bool) {
-	if !bytes.HasPrefix(b, []byte(magic)) || b[len(magic)] != version {
-		return nil, false
+// readHello is the nonce of a hello of this version; ErrRefused for
+// anything else, with ErrVersion for a hello of another version.
+func readHello(b []byte) ([]byte, error) {
+	if !bytes.HasPrefix(b, []byte(magic)) {
+		return nil, ErrRefused
 	}
-	return b[len(magic)+1:], true
+	if v := b[len(magic)]; v != version {
+		return nil, fmt.Errorf("%w: %w: version %d, this member speaks %d", ErrRefused, ErrVersion, v, version)
+	}
+	return b[len(magic)+1:], nil
 }
 
 // mac is HMAC(secret, role purpose nonces), each part length-prefixed so

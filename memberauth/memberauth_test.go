@@ -125,3 +125,54 @@ func TestEveryCutOrFlippedByteIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A hello of another version is refused with ErrVersion, even with a
+// proof that would hold for this one: an acceptor answers nothing to it,
+// a dialer sends no proof back.
+func TestAnotherVersionIsRefused(t *testing.T) {
+	const purpose = "raft/g1"
+	// A dialer of version 2 that proves the secret as version 1 does.
+	d, a := net.Pipe()
+	go func() {
+		defer d.Close()
+		nd := make([]byte, nonceLen)
+		hello := append(append([]byte(magic), 2), nd...)
+		if _, err := d.Write(hello); err != nil {
+			return
+		}
+		reply := make([]byte, helloLen+macLen)
+		if _, err := io.ReadFull(d, reply); err != nil {
+			return
+		}
+		d.Write(mac(secret, "dialer", purpose, nd, reply[len(magic)+1:helloLen]))
+	}()
+	err := Accept(a, secret, purpose)
+	a.Close()
+	if !errors.Is(err, ErrVersion) || !errors.Is(err, ErrRefused) {
+		t.Fatalf("a dialer of version 2: %v", err)
+	}
+	// An acceptor of version 2 that proves the secret as version 1 does.
+	d2, a2 := net.Pipe()
+	sent := make(chan int, 1)
+	go func() {
+		defer a2.Close()
+		h := make([]byte, helloLen)
+		if _, err := io.ReadFull(a2, h); err != nil {
+			sent <- 0
+			return
+		}
+		na := make([]byte, nonceLen)
+		a2.Write(append(append(append([]byte(magic), 2), na...), mac(secret, "acceptor", purpose, h[len(magic)+1:], na)...))
+		proof := make([]byte, macLen)
+		n, _ := io.ReadFull(a2, proof)
+		sent <- n
+	}()
+	err = Dial(d2, secret, purpose)
+	d2.Close()
+	if !errors.Is(err, ErrVersion) || !errors.Is(err, ErrRefused) {
+		t.Fatalf("an acceptor of version 2: %v", err)
+	}
+	if n := <-sent; n != 0 {
+		t.Fatalf("the dialer sent %d bytes of proof to an acceptor of another version", n)
+	}
+}
