@@ -139,18 +139,43 @@ func (c *Coordinator) Counts() Counts {
 		Failed: k.failed.Load(), Unknown: k.unknown.Load(), Settled: k.settled.Load(), Cancelled: k.cancelled.Load(), Lost: k.lost.Load()}
 }
 
-// New makes a coordinator.
-func New(cfg Config) *Coordinator {
-	if cfg.Timeout <= 0 {
+// ErrConfig: a Config a coordinator cannot run with.
+var ErrConfig = errors.New("crossgroup: invalid config")
+
+// Validate reports whether a coordinator can run with the config: Router,
+// Machine, Members, MemberAt and OwnLeader are required; Timeout and
+// FinishRetry are not negative (zero: the defaults).
+func (c *Config) Validate() error {
+	switch {
+	case c.Router == nil:
+		return fmt.Errorf("%w: no Router", ErrConfig)
+	case c.Machine == nil:
+		return fmt.Errorf("%w: no Machine", ErrConfig)
+	case c.Members == nil || c.MemberAt == nil:
+		return fmt.Errorf("%w: no Members or MemberAt", ErrConfig)
+	case c.OwnLeader == nil:
+		return fmt.Errorf("%w: no OwnLeader", ErrConfig)
+	case c.Timeout < 0 || c.FinishRetry < 0:
+		return fmt.Errorf("%w: a negative Timeout or FinishRetry", ErrConfig)
+	}
+	return nil
+}
+
+// New makes a coordinator; the config's zero fields take their defaults.
+func New(cfg Config) (*Coordinator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout == 0 {
 		cfg.Timeout = 2 * time.Second
 	}
-	if cfg.FinishRetry <= 0 {
+	if cfg.FinishRetry == 0 {
 		cfg.FinishRetry = partTTL * time.Second
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Coordinator{cfg: cfg, closing: make(chan struct{})}
+	return &Coordinator{cfg: cfg, closing: make(chan struct{})}, nil
 }
 
 // Members reaches other members on their member port (member.Client):
@@ -194,9 +219,6 @@ func (c *Coordinator) leaderAt(g int) (member.Addr, error) {
 // memberAt is where the member with client address addr takes member
 // calls.
 func (c *Coordinator) memberAt(addr string) (member.Addr, error) {
-	if c.cfg.Members == nil {
-		return member.Addr{}, fmt.Errorf("%w: no member channel", member.ErrUnreachable)
-	}
 	to, ok := c.cfg.MemberAt(addr)
 	if !ok {
 		return member.Addr{}, fmt.Errorf("%w: no member of the cluster map has the client address %s", member.ErrUnreachable, addr)

@@ -148,7 +148,7 @@ func newLostRig(t *testing.T) (*Coordinator, *fakeMembers, [][]byte, []string) {
 		}
 		f.machines[g] = m
 	}
-	c := New(Config{Router: r, Machine: f.machines["g1"], Members: f, Timeout: 300 * time.Millisecond, FinishRetry: 10 * time.Second,
+	c := mustNew(t, Config{Router: r, Machine: f.machines["g1"], Members: f, Timeout: 300 * time.Millisecond, FinishRetry: 10 * time.Second,
 		OwnLeader: func() (string, bool) { return "127.0.0.1:7001", true },
 		MemberAt: func(addr string) (member.Addr, bool) {
 			g := map[string]string{"127.0.0.1:7001": "g1", "127.0.0.1:7002": "g2"}[addr]

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/member"
@@ -46,6 +47,42 @@ func (f *flakyMembers) Part(context.Context, member.Addr, *machine.PartRequest) 
 	return machine.PartResult{}, member.ErrRefused
 }
 
+// mustNew is New that fails the test on an invalid config.
+func mustNew(t *testing.T, cfg Config) *Coordinator {
+	t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A config without what a coordinator calls is refused, naming it.
+func TestConfigValidate(t *testing.T) {
+	m, _ := shardmap.Parse([]byte(threeGroups))
+	r, _ := shardmap.NewRouter(m, "g1")
+	full := Config{Router: r, Machine: machine.New(machine.Options{}), Members: &flakyMembers{}, MemberAt: byClientAddr,
+		OwnLeader: func() (string, bool) { return "", false }}
+	if _, err := New(full); err != nil {
+		t.Fatal(err)
+	}
+	for name, breakIt := range map[string]func(*Config){
+		"Router":      func(c *Config) { c.Router = nil },
+		"Machine":     func(c *Config) { c.Machine = nil },
+		"Members":     func(c *Config) { c.Members = nil },
+		"MemberAt":    func(c *Config) { c.MemberAt = nil },
+		"OwnLeader":   func(c *Config) { c.OwnLeader = nil },
+		"Timeout":     func(c *Config) { c.Timeout = -time.Second },
+		"FinishRetry": func(c *Config) { c.FinishRetry = -time.Second },
+	} {
+		c := full
+		breakIt(&c)
+		if _, err := New(c); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), name) {
+			t.Errorf("without %s: %v", name, err)
+		}
+	}
+}
+
 // byClientAddr is MemberAt for tests: a member's client address names it.
 func byClientAddr(addr string) (member.Addr, bool) { return member.Addr{Port: addr, Group: "g"}, true }
 
@@ -60,7 +97,8 @@ func TestPropagateSendsAgain(t *testing.T) {
 	r.SetLeader(1, "127.0.0.1:7002")
 	r.SetLeader(2, "127.0.0.1:7003")
 	caller := &flakyMembers{fails: map[string]int{"127.0.0.1:7002": 2}, calls: map[string]int{}}
-	c := New(Config{Router: r, Members: caller, MemberAt: byClientAddr})
+	c := mustNew(t, Config{Router: r, Machine: machine.New(machine.Options{}), Members: caller, MemberAt: byClientAddr,
+		OwnLeader: func() (string, bool) { return "127.0.0.1:7001", true }})
 	args := [][]byte{[]byte("RL.SCALE"), []byte("api"), []byte("0.5")}
 	if err := c.Propagate(context.Background(), args); err != nil {
 		t.Fatalf("two lost calls to g2: %v", err)

@@ -28,7 +28,7 @@ func TestDecideGoesInBatches(t *testing.T) {
 	defer mux.Close()
 	ln, _ := mux.Members("g1")
 	var batches atomic.Int64
-	srv := Serve(ln, ServerConfig{Group: "g1", Decide: counted(&batches, eachCall(func(cmd [][]byte) (machine.Outcome, string, error) {
+	srv := mustServe(t, ln, ServerConfig{Group: "g1", Decide: counted(&batches, eachCall(func(cmd [][]byte) (machine.Outcome, string, error) {
 		decided.Add(1)
 		switch string(cmd[1]) {
 		case "follower":

@@ -117,8 +117,8 @@ func (c *Client) Report(ctx context.Context, to Addr) (Report, error) {
 	if err != nil {
 		return Report{}, callError(to, err)
 	}
-	if out.GetCode() != memberpb.Code_APPLIED {
-		return Report{}, fmt.Errorf("%w: %s is not of group %s", ErrWrongGroup, to.Port, to.Group)
+	if err := errOf(out.GetCode()); err != nil {
+		return Report{}, fmt.Errorf("%w: %s, asked for group %s", err, to.Port, to.Group)
 	}
 	return reportOf(out), nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,7 +78,10 @@ func servePort(t *testing.T, secret []byte, group string, apply Applier) string 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := Serve(ln, ServerConfig{Group: group, Apply: apply})
+	srv, err := Serve(ln, ServerConfig{Group: group, Apply: apply})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { srv.Stop(); mux.Close() })
 	return mux.Addr().String()
 }
@@ -175,7 +179,7 @@ func TestApplyOfAnotherGroupIsRefused(t *testing.T) {
 	defer mux.Close()
 	ln, _ := mux.Members("g1")
 	var applied atomic.Int64
-	srv := Serve(ln, ServerConfig{Group: "g2", Apply: func(context.Context, [][]byte) ([]byte, string, error) {
+	srv := mustServe(t, ln, ServerConfig{Group: "g2", Apply: func(context.Context, [][]byte) ([]byte, string, error) {
 		applied.Add(1)
 		return []byte("+OK\r\n"), "", nil
 	}})
@@ -255,7 +259,7 @@ func TestReportOverThePort(t *testing.T) {
 	}
 	defer mux.Close()
 	ln, _ := mux.Members("g1")
-	srv := Serve(ln, ServerConfig{Group: "g1", Report: func() Report { return want }})
+	srv := mustServe(t, ln, ServerConfig{Group: "g1", Report: func() Report { return want }})
 	defer srv.Stop()
 	c := NewClient(ClientConfig{})
 	defer c.Close()
@@ -285,7 +289,7 @@ func TestPartOverThePort(t *testing.T) {
 	}
 	defer mux.Close()
 	ln, _ := mux.Members("g1")
-	srv := Serve(ln, ServerConfig{Group: "g1", Part: func(_ context.Context, r *machine.PartRequest) (machine.PartResult, string, error) {
+	srv := mustServe(t, ln, ServerConfig{Group: "g1", Part: func(_ context.Context, r *machine.PartRequest) (machine.PartResult, string, error) {
 		got = r
 		switch r.Domain {
 		case "fenced":
@@ -338,7 +342,7 @@ func TestDecideOverThePort(t *testing.T) {
 	}
 	defer mux.Close()
 	ln, _ := mux.Members("g1")
-	srv := Serve(ln, ServerConfig{Group: "g1", Decide: eachCall(func(cmd [][]byte) (machine.Outcome, string, error) {
+	srv := mustServe(t, ln, ServerConfig{Group: "g1", Decide: eachCall(func(cmd [][]byte) (machine.Outcome, string, error) {
 		switch string(cmd[1]) {
 		case "follower":
 			return machine.Outcome{}, "127.0.0.1:9", ErrNotLeader
@@ -420,5 +424,45 @@ func eachCall(decide func(cmd [][]byte) (machine.Outcome, string, error)) Decide
 			outs[i] = out
 		}
 		return outs, "", nil
+	}
+}
+
+// mustServe is Serve that fails the test on an invalid config.
+func mustServe(t testing.TB, ln net.Listener, cfg ServerConfig) *Server {
+	t.Helper()
+	srv, err := Serve(ln, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// A config without a group id, or with one the member port cannot carry,
+// serves nothing; a server without a handler refuses its calls, nothing
+// applied.
+func TestServerConfig(t *testing.T) {
+	for _, group := range []string{"", strings.Repeat("g", 256)} {
+		if _, err := Serve(nil, ServerConfig{Group: group}); !errors.Is(err, ErrConfig) {
+			t.Fatalf("group of %d bytes: %v", len(group), err)
+		}
+	}
+	mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mux.Close()
+	ln, _ := mux.Members("g1")
+	srv := mustServe(t, ln, ServerConfig{Group: "g1"})
+	defer srv.Stop()
+	c := NewClient(ClientConfig{})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	to := Addr{Port: mux.Addr().String(), Group: "g1"}
+	if _, err := c.Apply(ctx, to, [][]byte{[]byte("APPLY")}); !errors.Is(err, ErrRefused) {
+		t.Fatalf("Apply without an applier: %v", err)
+	}
+	if _, err := c.Report(ctx, to); !errors.Is(err, ErrRefused) {
+		t.Fatalf("Report without a reporter: %v", err)
 	}
 }

@@ -24,10 +24,12 @@ const MaxMessage = 64 << 20
 // or the applied command's typed refusal (*machine.StaleEpochError).
 type Applier func(ctx context.Context, command [][]byte) (reply []byte, leader string, err error)
 
-// ServerConfig is what a member's server needs.
+// ServerConfig is what a member's server needs. Each of Apply, Report,
+// Part and Decide may be nil: its calls are then refused (REFUSED,
+// nothing applied).
 type ServerConfig struct {
-	// Group is the id of this member's group: a call naming another is
-	// refused.
+	// Group is the id of this member's group (1 to 255 bytes, as the
+	// member port's header carries it): a call naming another is refused.
 	Group string
 	// Apply applies what a member asks.
 	Apply Applier
@@ -37,8 +39,19 @@ type ServerConfig struct {
 	Part PartFunc
 	// Decide runs the RL.SHOULDRATELIMIT calls followers forward.
 	Decide DecideFunc
-	// Log receives calls refused.
+	// Log receives calls refused (nil: discarded).
 	Log *slog.Logger
+}
+
+// ErrConfig: a ServerConfig that cannot serve.
+var ErrConfig = errors.New("member: invalid server config")
+
+// Validate reports whether the config can serve.
+func (c *ServerConfig) Validate() error {
+	if c.Group == "" || len(c.Group) > 255 {
+		return fmt.Errorf("%w: a group id is 1 to 255 bytes, not %d", ErrConfig, len(c.Group))
+	}
+	return nil
 }
 
 // Server serves one member's calls on a listener of the member port.
@@ -48,15 +61,19 @@ type Server struct {
 }
 
 // Serve serves calls on ln (a raftmux member listener: its connections
-// proved membership, when the cluster has a secret) until Stop.
-func Serve(ln net.Listener, cfg ServerConfig) *Server {
+// proved membership, when the cluster has a secret) until Stop; an invalid
+// cfg serves nothing (ErrConfig).
+func Serve(ln net.Listener, cfg ServerConfig) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, grpc: grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessage), grpc.MaxSendMsgSize(MaxMessage))}
 	memberpb.RegisterMemberServer(s.grpc, service{s})
 	go s.grpc.Serve(ln)
-	return s
+	return s, nil
 }
 
 // Stop closes the listener and every call's connection.
@@ -72,6 +89,9 @@ func (v service) Apply(ctx context.Context, in *memberpb.ApplyRequest) (*memberp
 	}
 	if len(in.GetCommand()) == 0 {
 		return &memberpb.ApplyReply{Code: memberpb.Code_REFUSED, Detail: "no command"}, nil
+	}
+	if cfg.Apply == nil {
+		return &memberpb.ApplyReply{Code: memberpb.Code_REFUSED, Detail: "not a command this member takes"}, nil
 	}
 	reply, leader, err := cfg.Apply(ctx, in.GetCommand())
 	var stale *machine.StaleEpochError
@@ -93,6 +113,9 @@ func (v service) Report(_ context.Context, in *memberpb.ReportRequest) (*memberp
 	cfg := &v.s.cfg
 	if in.GetGroup() != cfg.Group {
 		return &memberpb.MemberReport{Code: memberpb.Code_WRONG_GROUP}, nil
+	}
+	if cfg.Report == nil {
+		return &memberpb.MemberReport{Code: memberpb.Code_REFUSED}, nil
 	}
 	return cfg.Report().message(), nil
 }

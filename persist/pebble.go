@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/sluice-rl/sluice/internal/pebblelog"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -80,7 +81,7 @@ func openDB(fs vfs.FS, dir string, log *slog.Logger) (db *pebble.DB, fresh bool,
 	}
 	opts := &pebble.Options{
 		FS:               fs,
-		Logger:           pebbleLogger{log},
+		Logger:           pebblelog.Logger{Log: log},
 		ErrorIfNotExists: !fresh,
 		// WAL sync chunks record how far the log was synced, so a damaged
 		// record before that point is reported as corruption instead of
@@ -155,24 +156,4 @@ func getSnapshotMeta(db *pebble.DB) (m snapshotMeta, ok bool, err error) {
 		return m, false, fmt.Errorf("%w: meta key %s", ErrCorruptStore, metaSnapshot)
 	}
 	return snapshotMeta{Seq: seq, Created: created}, true, nil
-}
-
-// pebbleLogger sends Pebble's logs to slog: its routine messages at debug
-// level, so sluice's own log stays readable.
-type pebbleLogger struct{ log *slog.Logger }
-
-func (l pebbleLogger) Infof(format string, args ...any) {
-	l.log.Debug("pebble: " + fmt.Sprintf(format, args...))
-}
-
-func (l pebbleLogger) Errorf(format string, args ...any) {
-	l.log.Error("pebble: " + fmt.Sprintf(format, args...))
-}
-
-// Fatalf is called when Pebble cannot continue safely; Pebble's own logger
-// exits the process. Panicking does the same and leaves a stack trace.
-func (l pebbleLogger) Fatalf(format string, args ...any) {
-	msg := "pebble: " + fmt.Sprintf(format, args...)
-	l.log.Error(msg)
-	panic(msg)
 }

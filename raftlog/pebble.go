@@ -8,6 +8,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/sluice-rl/sluice/internal/pebblelog"
 )
 
 // openDB opens the database in o.Dir. A directory holding anything is
@@ -27,7 +29,7 @@ func openDB(o Options, log *slog.Logger) (*pebble.DB, error) {
 	}
 	db, err := pebble.Open(o.Dir, &pebble.Options{
 		FS:               o.FS,
-		Logger:           pebbleLogger{log},
+		Logger:           pebblelog.Logger{Log: log},
 		ErrorIfNotExists: !fresh,
 		MemTableSize:     o.MemTableSize,
 		// Pebble's default exits the process on a checksum failure; the
@@ -48,24 +50,4 @@ func fsOrDisk(fs vfs.FS) vfs.FS {
 		return vfs.Default
 	}
 	return fs
-}
-
-// pebbleLogger sends Pebble's logs to slog: its routine messages at debug
-// level.
-type pebbleLogger struct{ log *slog.Logger }
-
-func (l pebbleLogger) Infof(format string, args ...any) {
-	l.log.Debug("pebble: " + fmt.Sprintf(format, args...))
-}
-
-func (l pebbleLogger) Errorf(format string, args ...any) {
-	l.log.Error("pebble: " + fmt.Sprintf(format, args...))
-}
-
-// Fatalf is called when Pebble cannot continue safely; Pebble's own logger
-// exits the process. Panicking does the same and leaves a stack trace.
-func (l pebbleLogger) Fatalf(format string, args ...any) {
-	msg := "pebble: " + fmt.Sprintf(format, args...)
-	l.log.Error(msg)
-	panic(msg)
 }

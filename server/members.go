@@ -80,20 +80,22 @@ func (s *Server) openMemberPort(cc *cluster.Config) error {
 }
 
 // serveMembers answers other members' calls on the member port.
-func (s *Server) serveMembers() {
+func (s *Server) serveMembers() error {
 	if s.memberLn == nil {
-		return
+		return nil
 	}
 	rep := commands.Replicated{Node: s.node}
 	// Calls followers forward are decided here as the leader's own doors
 	// decide theirs, through the same sessions and log batches.
 	forwarded := rls.NewNodeDecider(s.env, s.node, rls.ForwardOptions{}, nil)
-	s.members = member.Serve(s.memberLn, member.ServerConfig{Group: s.cfg.Replication.groupID(), Apply: s.applyForMember, Log: s.log,
+	var err error
+	s.members, err = member.Serve(s.memberLn, member.ServerConfig{Group: s.cfg.Replication.groupID(), Apply: s.applyForMember, Log: s.log,
 		Decide: forwarded.DecideAllHere,
 		Report: func() member.Report { return rep.Report(time.Now()) },
 		Part: func(_ context.Context, req *machine.PartRequest) (machine.PartResult, string, error) {
 			return rep.Part(req)
 		}})
+	return err
 }
 
 // closeMemberPort stops the member calls and, after the node closed its

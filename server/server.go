@@ -277,7 +277,7 @@ func (s *Server) startNode() error {
 		s.env.Applier = commands.Replicated{Node: n, Shards: router, Fenced: s.servesSlots}
 		// Members call each other on the member port (parts of checks,
 		// configuration, slots' imports, reports; package member).
-		s.coord = crossgroup.New(crossgroup.Config{Router: router, Machine: s.env.Machine, Log: s.log,
+		s.coord, err = crossgroup.New(crossgroup.Config{Router: router, Machine: s.env.Machine, Log: s.log,
 			Members: s.memberClient, MemberAt: s.memberAt,
 			OwnLeader: func() (string, bool) {
 				_, addr, ok := n.Leader()
@@ -285,6 +285,11 @@ func (s *Server) startNode() error {
 			},
 			Local: commands.Replicated{Node: n}.ApplyHere, LocalPart: commands.Replicated{Node: n}.LocalPart, ReportOf: s.groupReport,
 			Failpoints: s.cfg.Failpoints})
+		if err != nil {
+			n.Close()
+			s.closeMemberPort()
+			return err
+		}
 		s.env.CrossGroup = s.coord
 		s.moves, err = slotmove.New(slotmove.Config{Router: router, Machine: s.env.Machine, Log: s.log, NodeID: s.env.NodeID,
 			Serving: n.Serving, CallGroup: s.coord.CallGroup, CallMember: s.coord.CallMember, Propagate: s.coord.PropagateExcept,
@@ -298,7 +303,11 @@ func (s *Server) startNode() error {
 		s.env.Migrations = s.moves
 	}
 	s.env.Snapshots = &raftSnapshots{n: n}
-	s.serveMembers()
+	if err := s.serveMembers(); err != nil {
+		n.Close()
+		s.closeMemberPort()
+		return err
+	}
 	return nil
 }
 

@@ -186,13 +186,16 @@ func (c *Cluster) attach(m *Member, n *cluster.Node) error {
 	mach := n.Machine()
 	router.SetOwnLog(mach.OwnsSlot)
 	m.Node, m.Router = n, router
-	m.Coord = crossgroup.New(crossgroup.Config{Router: router, Machine: mach, Timeout: 3 * time.Second,
+	m.Coord, err = crossgroup.New(crossgroup.Config{Router: router, Machine: mach, Timeout: 3 * time.Second,
 		Members: members{c}, MemberAt: c.memberAt,
 		Local: commands.Replicated{Node: n}.ApplyHere, LocalPart: commands.Replicated{Node: n}.LocalPart,
 		Log: c.cfg.Log, OwnLeader: func() (string, bool) {
 			_, addr, ok := n.Leader()
 			return addr, ok && addr != ""
 		}})
+	if err != nil {
+		return err
+	}
 	rep := commands.Replicated{Node: n}
 	// Slot migrations driven as a server drives them: their imports go
 	// through the same lossy calls as the checks' parts.
