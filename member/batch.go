@@ -217,6 +217,7 @@ func (c *Client) Decide(ctx context.Context, to Addr, command [][]byte) (machine
 func (c *Client) batcherFor(to Addr) *batcher {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.touch(to)
 	if b := c.batchers[to]; b != nil {
 		return b
 	}

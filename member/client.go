@@ -37,25 +37,90 @@ type ClientConfig struct {
 	// TLS, when set, encrypts the calls (the member ports speak TLS:
 	// --tls-cert-file).
 	TLS *tls.Config
+	// IdleAfter is how long a member may go uncalled before its
+	// connection and batcher are closed (0: DefaultIdleAfter): a member
+	// removed from the cluster, or one whose address changed, is not kept
+	// for the life of the process. One called again is dialed again.
+	IdleAfter time.Duration
+	// Now is the clock idleness is measured by (nil: time.Now).
+	Now func() time.Time
 }
 
-// Client calls other members, keeping one connection to each.
+// DefaultIdleAfter is ClientConfig.IdleAfter's default: far longer than
+// any call, and than the gaps between a leader's reports to its members.
+const DefaultIdleAfter = 2 * time.Minute
+
+// Client calls other members, keeping one connection to each it called
+// lately.
 type Client struct {
 	cfg      ClientConfig
 	mu       sync.Mutex
 	conns    map[Addr]*grpc.ClientConn
 	batchers map[Addr]*batcher
+	// used is when each member was last called; swept, when idle ones
+	// were last looked for.
+	used  map[Addr]time.Time
+	swept time.Time
+	// closing counts the idle members being closed (Close waits).
+	closing sync.WaitGroup
 }
 
 // NewClient makes a client.
 func NewClient(cfg ClientConfig) *Client {
-	return &Client{cfg: cfg, conns: map[Addr]*grpc.ClientConn{}, batchers: map[Addr]*batcher{}}
+	if cfg.IdleAfter <= 0 {
+		cfg.IdleAfter = DefaultIdleAfter
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Client{cfg: cfg, conns: map[Addr]*grpc.ClientConn{}, batchers: map[Addr]*batcher{}, used: map[Addr]time.Time{}}
+}
+
+// touch notes a call to to, and closes the members not called for
+// IdleAfter (looked for at most twice per IdleAfter). c.mu is held.
+func (c *Client) touch(to Addr) {
+	now := c.cfg.Now()
+	c.used[to] = now
+	if now.Sub(c.swept) < c.cfg.IdleAfter/2 {
+		return
+	}
+	c.swept = now
+	var conns []*grpc.ClientConn
+	var batchers []*batcher
+	for a, at := range c.used {
+		if now.Sub(at) < c.cfg.IdleAfter {
+			continue
+		}
+		if cc := c.conns[a]; cc != nil {
+			conns = append(conns, cc)
+		}
+		if b := c.batchers[a]; b != nil {
+			batchers = append(batchers, b)
+		}
+		delete(c.conns, a)
+		delete(c.batchers, a)
+		delete(c.used, a)
+	}
+	if len(conns)+len(batchers) == 0 {
+		return
+	}
+	c.closing.Add(1)
+	go func() {
+		defer c.closing.Done()
+		for _, b := range batchers {
+			b.close()
+		}
+		for _, cc := range conns {
+			cc.Close()
+		}
+	}()
 }
 
 // conn is the connection to to, made on first use.
 func (c *Client) conn(to Addr) (*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.touch(to)
 	if cc := c.conns[to]; cc != nil {
 		return cc, nil
 	}
@@ -179,7 +244,8 @@ func callError(to Addr, err error) error {
 	return fmt.Errorf("%w: %s: %s", ErrUnknownOutcome, to.Port, st.Message())
 }
 
-// Close stops the batches and closes every connection.
+// Close stops the batches and closes every connection. The batches go
+// first: those in flight still use their connections.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	batchers := c.batchers
@@ -189,10 +255,12 @@ func (c *Client) Close() error {
 		b.close()
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for a, cc := range c.conns {
+	conns := c.conns
+	c.conns, c.used = map[Addr]*grpc.ClientConn{}, map[Addr]time.Time{}
+	c.mu.Unlock()
+	for _, cc := range conns {
 		cc.Close()
-		delete(c.conns, a)
 	}
+	c.closing.Wait()
 	return nil
 }

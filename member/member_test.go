@@ -9,6 +9,7 @@ import (
 	"net"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -464,5 +465,62 @@ func TestServerConfig(t *testing.T) {
 	}
 	if _, err := c.Report(ctx, to); !errors.Is(err, ErrRefused) {
 		t.Fatalf("Report without a reporter: %v", err)
+	}
+}
+
+// A member not called for IdleAfter loses its connection and batcher at
+// the client's next call (a member removed, or moved to another address,
+// is not kept for the life of the process); one called again is dialed
+// again and answers.
+func TestIdleMembersAreClosed(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	var ports []string
+	for _, g := range []string{"g1", "g2"} {
+		mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mux.Close()
+		ln, _ := mux.Members(g)
+		srv := mustServe(t, ln, ServerConfig{Group: g, Report: func() Report { return Report{LogTime: 7} },
+			Decide: eachCall(func([][]byte) (machine.Outcome, string, error) { return machine.Outcome{}, "", nil })})
+		defer srv.Stop()
+		ports = append(ports, mux.Addr().String())
+	}
+	a, b := Addr{Port: ports[0], Group: "g1"}, Addr{Port: ports[1], Group: "g2"}
+	c := NewClient(ClientConfig{IdleAfter: time.Minute, Now: clock})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	known := func() (conns, batchers int) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.conns), len(c.batchers)
+	}
+	if _, err := c.Decide(ctx, a, [][]byte{[]byte("RL.SHOULDRATELIMIT")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Report(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := known(); n != 2 || m != 1 {
+		t.Fatalf("%d connections and %d batchers after calls to two members", n, m)
+	}
+	advance(40 * time.Second)
+	if _, err := c.Report(ctx, b); err != nil { // b is busy, a idle 40 s
+		t.Fatal(err)
+	}
+	advance(40 * time.Second)
+	if _, err := c.Report(ctx, b); err != nil { // a idle 80 s: closed
+		t.Fatal(err)
+	}
+	if n, m := known(); n != 1 || m != 0 {
+		t.Fatalf("%d connections and %d batchers once a member was idle a minute", n, m)
+	}
+	if got, err := c.Report(ctx, a); err != nil || got.LogTime != 7 {
+		t.Fatalf("a member called again after it was closed: %+v %v", got, err)
 	}
 }
