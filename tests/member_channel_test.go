@@ -71,18 +71,31 @@ func TestInternalCommandsOnlyOnTheMemberPort(t *testing.T) {
 		}
 	}
 	offsets := regexp.MustCompile(`replication-offset \d+ `)
+	// The state a forged command could change: the slots, groups and
+	// jobs (CLUSTER SHARDS), the keys, the reservations (the key's own
+	// state: its limit, below). Not DEBUG DIGEST:
+	// it covers the applied instant, which an idle leader's tick moves
+	// every second (under load, between the two reads).
 	state := func() string {
 		var b strings.Builder
 		for g, group := range sc.Groups {
 			for _, s := range group {
 				eventually(t, "the group's members agree", func() bool { return digestOf(t, s) == digestOf(t, sc.Leader(t, g)) })
-				// Replication offsets move with any entry (a new leader's
-				// first, under load): the slots and members are the state.
-				shards := offsets.ReplaceAllString(s.Client().Do(ctx(t), "CLUSTER", "SHARDS").String(), "")
-				fmt.Fprintf(&b, "%s %s\n", digestOf(t, s), shards)
+				c := s.Client()
+				// Replication offsets move with any entry (the idle
+				// tick's too).
+				shards := offsets.ReplaceAllString(c.Do(ctx(t), "CLUSTER", "SHARDS").String(), "")
+				fmt.Fprintf(&b, "%s keys=%d reserved=%s held=%s\n", shards, c.DBSize(ctx(t)).Val(),
+					infoField(t, c, "stats", "reservations_reserved"), infoField(t, c, "stats", "reservations_held"))
 			}
 		}
 		return b.String()
+	}
+	// The log's apply level is raised once every member reports it (an
+	// entry of each group's own): wait for it, or it lands between the
+	// two states.
+	for _, group := range sc.Groups {
+		awaitApplyLevel(t, group...)
 	}
 	before := state()
 	g2 := sc.Leader(t, 1)
