@@ -61,7 +61,7 @@ type deferredBatch struct {
 func (c *Ctx) deferApply(b Batcher, cmd *Command, args [][]byte) {
 	if to := b.Redirect(cmd.Machine, args); to != nil {
 		c.W.Error(to.Reply)
-		c.settled(machine.Outcome{Err: to.Reply, Refusal: refusalOf(to)})
+		c.settled(refusedOutcome(to))
 		return
 	}
 	if cmd.denyOOM && c.refusedOOM(cmd, args) {
@@ -196,20 +196,20 @@ func (c *Ctx) Settle() {
 		if err != nil {
 			e := d.b.ErrorReply(err, commandKey(d.of[i].Machine, d.cmds[i]))
 			out = appendError(out, c.W.Proto, e.Error())
-			c.settled(machine.Outcome{Err: e.Error(), Refusal: refusalOf(e)})
+			c.settled(refusedOutcome(e))
 			continue
 		}
 		r, o := reply(j)
-		if msg := c.rulesDiffer(d.of[i], cmds[i], r); msg != "" {
+		if msg, why := c.rulesDiffer(d.of[i], cmds[i], r); msg != "" {
 			out = appendError(out, c.W.Proto, msg)
-			c.settled(machine.Outcome{Err: msg})
+			c.settled(machine.Outcome{Err: msg, Reason: why})
 			continue
 		}
 		if d.everywhere[i] && o.Err == "" && len(r) > 0 && r[0] != '-' {
 			if perr := c.Env.CrossGroup.Propagate(context.Background(), cmds[i]); perr != nil {
 				msg := "ERR applied in this group, not yet in every group (send it again): " + perr.Error()
 				out = appendError(out, c.W.Proto, msg)
-				c.settled(machine.Outcome{Err: msg})
+				c.settled(machine.Outcome{Err: msg, Reason: machine.ReasonNotNow})
 				continue
 			}
 		}
@@ -282,40 +282,44 @@ func (c *Ctx) acrossFailed(out []byte, args [][]byte, err error) []byte {
 	var msg string
 	var refusal *machine.Redirect // TRYAGAIN or CLUSTERDOWN: nothing was applied
 	var conflict *crossgroup.SlotConflictError
+	why := machine.ReasonInvalid
 	switch {
 	case errors.Is(err, crossgroup.ErrOutcomeUnknown):
 		// First: an outcome unknown may wrap a group without a leader
 		// (the reservation's head not kept while its parts hold their
 		// charge), which must not be answered "nothing applied".
 		msg = "ERR the outcome is unknown: a group this command was sent to did not answer (it may have applied it): " + err.Error()
+		why = machine.ReasonUnknown
 	case errors.Is(err, crossgroup.ErrSettledInPart):
 		msg = "ERR the reservation was settled in part, not in every group (the same " + strings.ToUpper(string(args[0])) +
 			" again settles the rest): " + err.Error()
+		why = machine.ReasonNotNow
 	case errors.Is(err, crossgroup.ErrNoLeader):
 		refusal = machine.ClusterDown("a group this command spans has no leader: " + err.Error())
 	case errors.As(err, &conflict):
 		refusal = machine.ClusterDown(conflictWhy(conflict.Described))
 	case errors.Is(err, crossgroup.ErrRulesDiffer):
 		msg = "ERR the groups hold different rules for this domain (load them again): " + err.Error()
+		why = machine.ReasonRulesDiffer
 	case errors.Is(err, crossgroup.ErrHeldOther):
 		msg = machine.HeldWithOtherArgs(args[2])
 	default:
 		refusal = machine.TryAgain("the command spans groups and one of them could not decide: " + err.Error())
 	}
 	if refusal != nil {
-		msg = refusal.Reply
+		msg, why = refusal.Reply, machine.ReasonNotNow
 	}
-	c.settled(machine.Outcome{Err: msg, Refusal: refusalOf(refusal)})
+	c.settled(machine.Outcome{Err: msg, Refusal: refusalOf(refusal), Reason: why})
 	return appendError(out, c.W.Proto, msg)
 }
 
 // rulesDiffer is, for an RL.RULES LIST answered in a sharded cluster, the
 // error that says the groups hold different rules (the list would be only
-// this group's), or "".
-func (c *Ctx) rulesDiffer(cmd *Command, args [][]byte, reply []byte) string {
+// this group's), and why, or "".
+func (c *Ctx) rulesDiffer(cmd *Command, args [][]byte, reply []byte) (string, machine.Reason) {
 	if c.Env.CrossGroup == nil || cmd.Name != "rl.rules" || len(args) < 2 || !resp.EqualFold(args[1], "list") ||
 		len(reply) == 0 || reply[0] == '-' {
-		return ""
+		return "", machine.ReasonNone
 	}
 	domain := ""
 	if len(args) == 3 {
@@ -324,11 +328,11 @@ func (c *Ctx) rulesDiffer(cmd *Command, args [][]byte, reply []byte) string {
 	differ, err := c.Env.CrossGroup.RulesDiffer(context.Background(), domain)
 	switch {
 	case err != nil:
-		return "TRYAGAIN could not compare the groups' rules: " + err.Error()
+		return "TRYAGAIN could not compare the groups' rules: " + err.Error(), machine.ReasonNotNow
 	case differ != "":
-		return "ERR RULESDIFFER the groups hold different rules (load them again through any node): " + differ
+		return "ERR RULESDIFFER the groups hold different rules (load them again through any node): " + differ, machine.ReasonRulesDiffer
 	}
-	return ""
+	return "", machine.ReasonNone
 }
 
 func appendError(dst []byte, proto int, msg string) []byte {

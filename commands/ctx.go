@@ -225,6 +225,9 @@ type Ctx struct {
 	// door that is not RESP reads (Session.Decide).
 	outcome machine.Outcome
 	applied bool
+	// refusal is why the door refused the last command before the apply
+	// (refuse), when it said.
+	refusal machine.Reason
 	// captured, when set, collects every outcome settled, in order
 	// (Session.DecideAll).
 	captured *[]machine.Outcome
@@ -234,7 +237,15 @@ type Ctx struct {
 func (c *Ctx) Reset() {
 	c.now = 0
 	c.cmd = nil
-	c.outcome, c.applied = machine.Outcome{}, false
+	c.outcome, c.applied, c.refusal = machine.Outcome{}, false, machine.ReasonNone
+}
+
+// refuse answers msg, an error the door gives a machine command before
+// anything is applied, and notes why for a door that reads typed
+// outcomes (Session.Decide).
+func (c *Ctx) refuse(why machine.Reason, msg string) {
+	c.refusal = why
+	c.W.Error(msg)
 }
 
 // settled records out as the last machine command's outcome.

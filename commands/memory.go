@@ -3,6 +3,8 @@ package commands
 import (
 	"runtime/metrics"
 	"sync/atomic"
+
+	"github.com/sluice-rl/sluice/machine"
 )
 
 // Memory is what the server's memory limits read: the process' use,
@@ -78,7 +80,7 @@ func (c *Ctx) refusedOOM(cmd *Command, args [][]byte) bool {
 	}
 	c.Env.Memory.RejectedOOM.Add(1)
 	c.txRefused()
-	c.W.Error(ErrOOM)
+	c.refuse(machine.ReasonOutOfMemory, ErrOOM)
 	return true
 }
 

@@ -32,13 +32,13 @@ type Replicated struct {
 func (r Replicated) Apply(_ int64, cmd *machine.Command, args [][]byte, w *resp.Writer) machine.Outcome {
 	if to := r.Redirect(cmd, args); to != nil {
 		w.Error(to.Reply)
-		return machine.Outcome{Err: to.Reply, Refusal: refusalOf(to)}
+		return refusedOutcome(to)
 	}
 	reply, err := r.ApplyAll([][][]byte{args})
 	if err != nil {
 		msg := r.ErrorReply(err, commandKey(cmd, args))
 		w.Error(msg.Error())
-		return machine.Outcome{Err: msg.Error(), Refusal: refusalOf(msg)}
+		return refusedOutcome(msg)
 	}
 	b, out := reply(0)
 	w.Buf = appendMachineReply(w.Buf, w.Proto, b)
@@ -153,16 +153,36 @@ func (r Replicated) ErrorReply(err error, key []byte) error {
 	case errors.Is(err, cluster.ErrNotApplied):
 		return machine.TryAgain("the leader changed before this applied; nothing was applied")
 	case errors.Is(err, cluster.ErrUnknownOutcome):
-		return replyError("ERR the outcome is unknown: the change may or may not have applied (" + err.Error() + ")")
+		return replyError{"ERR the outcome is unknown: the change may or may not have applied (" + err.Error() + ")", machine.ReasonUnknown}
 	}
-	return replyError(errorReply(err))
+	// The log failed in a way it did not say: whether it applied is not
+	// known.
+	return replyError{errorReply(err), machine.ReasonUnknown}
 }
 
 // replyError is an error reply's text (without the '-') that is no
-// redirect.
-type replyError string
+// redirect, and why.
+type replyError struct {
+	msg    string
+	reason machine.Reason
+}
 
-func (e replyError) Error() string { return string(e) }
+func (e replyError) Error() string { return e.msg }
+
+// refusedOutcome is the outcome of a command the log did not take, or
+// took without saying what became of it: err is ErrorReply's, or a
+// redirect.
+func refusedOutcome(err error) machine.Outcome {
+	out := machine.Outcome{Err: err.Error(), Refusal: refusalOf(err), Reason: machine.ReasonInvalid}
+	var re replyError
+	switch {
+	case out.Refusal != nil:
+		out.Reason = machine.ReasonNotNow // MOVED, TRYAGAIN, CLUSTERDOWN
+	case errors.As(err, &re):
+		out.Reason = re.reason
+	}
+	return out
+}
 
 // refusalOf is what an Outcome carries as the refusal for an error reply
 // err: the redirect, or nil for another reply (a CROSSSLOT, an ERR) —

@@ -67,11 +67,21 @@ func (s *Session) Decide(args [][]byte) (machine.Outcome, error) {
 	if s.ctx.applied {
 		return s.ctx.outcome, nil
 	}
-	msg := s.w.LastError
-	if msg == "" {
-		msg = "ERR " + string(args[0]) + " is not a machine command"
+	return s.refused(args), nil
+}
+
+// refused is the outcome of a command the door refused before anything
+// was applied: why, if the door said (Ctx.refuse), else the command was
+// wrong for it (unknown, of the wrong arity, not allowed here).
+func (s *Session) refused(args [][]byte) machine.Outcome {
+	out := machine.Outcome{Err: s.w.LastError, Reason: s.ctx.refusal}
+	if out.Err == "" {
+		out.Err = "ERR " + string(args[0]) + " is not a machine command"
 	}
-	return machine.Outcome{Err: msg}, nil
+	if out.Reason == machine.ReasonNone {
+		out.Reason = machine.ReasonInvalid
+	}
+	return out
 }
 
 // DecideAll runs cmds, machine commands, as one batch, as a RESP
@@ -94,10 +104,8 @@ func (s *Session) DecideAll(cmds [][][]byte) ([]machine.Outcome, error) {
 			deferred = append(deferred, i)
 		case s.ctx.applied:
 			outs[i] = s.ctx.outcome
-		case s.w.LastError != "":
-			outs[i] = machine.Outcome{Err: s.w.LastError}
 		default:
-			outs[i] = machine.Outcome{Err: "ERR " + string(args[0]) + " is not a machine command"}
+			outs[i] = s.refused(args)
 		}
 	}
 	s.ctx.captured = &captured

@@ -255,7 +255,7 @@ func (t *Table) DispatchCommand(c *Ctx, cmd *Command, args [][]byte) {
 func (c *Ctx) apply(cmd *Command, args [][]byte) {
 	if cmd.Machine.Journaled {
 		if msg := c.Env.durableErr(); msg != "" {
-			c.W.Error(msg)
+			c.refuse(machine.ReasonNotNow, msg)
 			return
 		}
 	}
@@ -263,7 +263,7 @@ func (c *Ctx) apply(cmd *Command, args [][]byte) {
 		// Only well-formed commands enter the log: a malformed one gets
 		// the error a single node gives, and costs no entry.
 		if bad := cmd.Machine.Check(c.Env.Machine, args); bad != "" {
-			c.W.Error(bad)
+			c.refuse(machine.ReasonInvalid, bad)
 			return
 		}
 	}

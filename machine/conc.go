@@ -185,7 +185,7 @@ func parseRenew(args [][]byte) (int64, string) {
 func runConcAcquire(x *exec, args [][]byte) {
 	req, msg := parseAcquire(args)
 	if msg != "" {
-		x.w.Error(msg)
+		x.fail(msg)
 		return
 	}
 	limit, lease := req.limit, req.lease
@@ -220,7 +220,7 @@ func runConcAcquire(x *exec, args [][]byte) {
 func runConcRelease(x *exec, args [][]byte) {
 	key, id := args[1], args[2]
 	if msg := checkRequestID(id); msg != "" {
-		x.w.Error(msg)
+		x.fail(msg)
 		return
 	}
 	s, now := x.lockKey(key)
@@ -243,7 +243,7 @@ func runConcRenew(x *exec, args [][]byte) {
 	key, id := args[1], args[2]
 	lease, msg := parseRenew(args)
 	if msg != "" {
-		x.w.Error(msg)
+		x.fail(msg)
 		return
 	}
 	s, now := x.lockKey(key)

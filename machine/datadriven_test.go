@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -28,7 +29,9 @@ import (
 //	snapshot                      the machine replaced by a copy through a
 //	                              snapshot (what a restarted replica holds)
 //
-// at= is seconds after 2026-01-01T00:00:00Z, decimals allowed (0.25 is
+// An error reply shows the reason the outcome gives it, in brackets (what
+// the doors that are not RESP act on). at= is seconds after
+// 2026-01-01T00:00:00Z, decimals allowed (0.25 is
 // 250 ms), never earlier than the last given (the machine's time only goes
 // forward); without it a block applies at the last instant given. Replies
 // read as redis-cli prints them, on one line: 7, "text" (bulk), OK
@@ -60,7 +63,7 @@ func TestApplyDataDriven(t *testing.T) {
 					if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
 						continue
 					}
-					out.WriteString(render([]byte(do(m, now, splitWords(t, line)...))))
+					out.WriteString(applyLine(m, now, splitWords(t, line)))
 					out.WriteByte('\n')
 				}
 				return out.String()
@@ -78,6 +81,22 @@ func TestApplyDataDriven(t *testing.T) {
 			return ""
 		})
 	})
+}
+
+// applyLine applies one command and renders its reply, an error's with
+// the reason the outcome gives it ("(error) ERR … [invalid]").
+func applyLine(m *Machine, now int64, words []string) string {
+	args := make([][]byte, len(words))
+	for i, w := range words {
+		args[i] = []byte(w)
+	}
+	var w resp.Writer
+	out := m.ApplyArgs(now, args, &w)
+	line := render(w.Buf)
+	if strings.HasPrefix(line, "(error) ") || out.Reason != ReasonNone {
+		line += " [" + out.Reason.String() + "]"
+	}
+	return line
 }
 
 // seconds reads a decimal number of seconds as nanoseconds, exactly.

@@ -39,7 +39,7 @@ func checkDebug(_ *Machine, args [][]byte) string {
 // panics while still holding the slot.
 func runDebugApplyPanic(x *exec, args [][]byte) {
 	if bad := checkDebug(x.m, args); bad != "" {
-		x.w.Error(bad)
+		x.fail(bad)
 		return
 	}
 	key := args[2]

@@ -150,15 +150,24 @@ func (x *exec) journaled(t Ticket) {
 // on (Outcome.Refusal).
 func (x *exec) error(err error) {
 	var fe fenceError
-	if errors.As(err, &fe) {
+	switch {
+	case errors.As(err, &fe):
 		x.out.Refusal = ErrFenced
+		x.failFor(ReasonNotNow, ErrorReply(err))
+	case errors.Is(err, keyspace.ErrWrongType):
+		x.failFor(ReasonWrongType, ErrorReply(err))
+	default:
+		x.fail(ErrorReply(err))
 	}
-	x.fail(ErrorReply(err))
 }
 
 // fail answers the error reply msg, which the outcome carries too (for a
-// door that reads typed results).
-func (x *exec) fail(msg string) {
-	x.out.Err = msg
+// door that reads typed results), for a command that was wrong
+// (ReasonInvalid).
+func (x *exec) fail(msg string) { x.failFor(ReasonInvalid, msg) }
+
+// failFor is fail for another reason.
+func (x *exec) failFor(r Reason, msg string) {
+	x.out.Err, x.out.Reason = msg, r
 	x.w.Error(msg)
 }

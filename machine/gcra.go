@@ -65,7 +65,7 @@ func checkThrottle(_ *Machine, args [][]byte) string {
 func runThrottle(x *exec, args [][]byte) {
 	req, bad := parseThrottle(args)
 	if bad != "" {
-		x.w.Error(bad)
+		x.fail(bad)
 		return
 	}
 	limit, quantity := req.limit, req.quantity

@@ -202,7 +202,7 @@ func checkFlush(_ *Machine, args [][]byte) string {
 
 func runFlush(x *exec, args [][]byte) {
 	if bad := checkFlush(x.m, args); bad != "" {
-		x.w.Error(bad)
+		x.fail(bad)
 		return
 	}
 	x.flushAll()

@@ -220,8 +220,10 @@ type Outcome struct {
 	Parts []int
 	// Err is the error reply's text (without the '-') when a limiter
 	// command (Command.Decides) or a transaction answered an error, or any
-	// command panicked; "" otherwise.
-	Err string
+	// command panicked; "" otherwise. Reason says the same, typed: what a
+	// door acts on.
+	Err    string
+	Reason Reason
 	// Settled are a settle's rows, in the reserve's order (RL.SETTLE,
 	// RL.CANCEL, RL.PART SETTLE and CANCEL that found something held).
 	Settled []SettleRow
@@ -321,14 +323,14 @@ func (m *Machine) applyScratch(sc *Scratch, now int64, cmd *Command, args [][]by
 		if p := recover(); p != nil {
 			msg := m.recovered(&sc.x, cmd, args, p, start)
 			// A change journaled before the panic is still waited for.
-			out = Outcome{Ticket: sc.x.out.Ticket, Err: msg}
+			out = Outcome{Ticket: sc.x.out.Ticket, Err: msg, Reason: ReasonInternal}
 			sc.x = exec{}
 		}
 	}()
 	if bad := m.fence(cmd, args); bad != "" {
 		w.Error(bad)
 		sc.x = exec{}
-		return Outcome{Err: bad, Refusal: ErrFenced}
+		return Outcome{Err: bad, Refusal: ErrFenced, Reason: ReasonNotNow}
 	}
 	cmd.run(&sc.x, args)
 	out = sc.x.out
@@ -344,23 +346,30 @@ func (m *Machine) ApplyArgs(now int64, args [][]byte, w *resp.Writer) Outcome {
 	return m.ApplyArgsScratch(&sc, now, args, w)
 }
 
+// firstWord is args' first word, nil for none.
+func firstWord(args [][]byte) []byte {
+	if len(args) == 0 {
+		return nil
+	}
+	return args[0]
+}
+
 // ApplyArgsScratch is ApplyArgs using sc for its working state, as
 // ApplyScratch does.
 func (m *Machine) ApplyArgsScratch(sc *Scratch, now int64, args [][]byte, w *resp.Writer) Outcome {
-	if len(args) == 0 {
-		w.Error("ERR empty command")
-		return Outcome{}
-	}
-	cmd := m.Lookup(args[0])
-	switch {
+	var bad string
+	switch cmd := m.Lookup(firstWord(args)); {
+	case len(args) == 0:
+		bad = "ERR empty command"
 	case cmd == nil:
-		w.Error("ERR unknown command '" + resp.Clip(args[0], 128) + "'")
-		return Outcome{}
+		bad = "ERR unknown command '" + resp.Clip(args[0], 128) + "'"
 	case !cmd.ArityOK(len(args)):
-		w.Error(resp.ErrArity(cmd.Name))
-		return Outcome{}
+		bad = resp.ErrArity(cmd.Name)
+	default:
+		return m.ApplyScratch(sc, now, cmd, args, w)
 	}
-	return m.ApplyScratch(sc, now, cmd, args, w)
+	w.Error(bad)
+	return Outcome{Err: bad, Reason: ReasonInvalid}
 }
 
 // Check parses a command known only by its arguments as its apply would,

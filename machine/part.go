@@ -236,8 +236,8 @@ func runPart(x *exec, args [][]byte) {
 		domain := view(pt.args[1])
 		if mine := x.m.RulesDigest(domain); mine != string(pt.rules) {
 			x.out.Refusal = ErrRulesDiffer
-			x.fail("ERR RULESDIFFER domain '" + resp.Clip(pt.args[1], 64) + "': the coordinator's rules are " +
-				resp.Clip(pt.rules, 64) + ", this group's " + mine)
+			x.failFor(ReasonRulesDiffer, "ERR RULESDIFFER domain '"+resp.Clip(pt.args[1], 64)+"': the coordinator's rules are "+
+				resp.Clip(pt.rules, 64)+", this group's "+mine)
 			return
 		}
 		switch {

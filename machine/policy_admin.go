@@ -117,7 +117,7 @@ func checkRules(_ *Machine, args [][]byte) string {
 //   - LIST [domain]: the rules in force.
 func runRules(x *exec, args [][]byte) {
 	if bad := checkRules(x.m, args); bad != "" {
-		x.w.Error(bad)
+		x.fail(bad)
 		return
 	}
 	cur := x.m.ruleState.Load()
@@ -148,7 +148,7 @@ func runRules(x *exec, args [][]byte) {
 		if len(kept) > 0 {
 			var err error
 			if st, err = ParseRules(append(kept, files...)); err != nil {
-				x.w.Error("ERR rules not loaded: " + oneLine(err.Error()))
+				x.fail("ERR rules not loaded: " + oneLine(err.Error()))
 				return
 			}
 		}
@@ -295,7 +295,7 @@ func checkOverride(_ *Machine, args [][]byte) string {
 func runOverride(x *exec, args [][]byte) {
 	domain := string(args[2])
 	if bad := checkOverride(x.m, args); bad != "" {
-		x.w.Error(bad)
+		x.fail(bad)
 		return
 	}
 	switch {
@@ -401,7 +401,7 @@ func parseOverrideSet(domain string, args [][]byte) (*OverrideState, []byte, str
 func overrideSet(x *exec, domain string, args [][]byte) {
 	o, key, bad := parseOverrideSet(domain, args)
 	if bad != "" {
-		x.w.Error(bad)
+		x.fail(bad)
 		return
 	}
 	// The rule the descriptor matches now must take it too (a sliding log
@@ -410,14 +410,14 @@ func overrideSet(x *exec, domain string, args [][]byte) {
 		entries := make([]policy.Entry, len(o.Entries))
 		copy(entries, o.Entries)
 		if r := d.Match(entries); r != nil && r.Algorithm == policy.SlidingExact && o.Limit > window.MaxLogLimit {
-			x.w.Error(ErrorReply(window.ErrLogLimit) + " (the rule " + r.ID() + " is an exact sliding window)")
+			x.fail(ErrorReply(window.ErrLogLimit) + " (the rule " + r.ID() + " is an exact sliding window)")
 			return
 		}
 	}
 	s, now := x.lockKey(key)
 	defer x.unlock(s)
 	if o.Until != 0 && o.Until <= now {
-		x.w.Error("ERR UNTIL is in the past")
+		x.fail("ERR UNTIL is in the past")
 		return
 	}
 	e, found := s.Get(key, now)
@@ -495,7 +495,7 @@ func checkScale(_ *Machine, args [][]byte) string {
 
 func runScale(x *exec, args [][]byte) {
 	if bad := checkScale(x.m, args); bad != "" {
-		x.w.Error(bad)
+		x.fail(bad)
 		return
 	}
 	domain := string(args[2])

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 
@@ -99,7 +100,7 @@ func (m *Machine) parseQuotaCheck(args [][]byte) (quotaRequest, string) {
 func runQuotaCheck(x *exec, args [][]byte) {
 	req, bad := x.m.parseQuotaCheck(args)
 	if bad != "" {
-		x.w.Error(bad)
+		x.fail(bad)
 		return
 	}
 	limit, cost, sch := req.limit, req.cost, req.sch
@@ -132,7 +133,7 @@ func runQuotaCheck(x *exec, args [][]byte) {
 	}
 	x.unlock(s)
 	if err != nil {
-		x.w.Error(quotaError(err))
+		x.quotaFail(err)
 		return
 	}
 	x.journaled(t)
@@ -213,7 +214,7 @@ func parseUnits(arg []byte) (int64, string) {
 func runQuotaRefund(x *exec, args [][]byte) {
 	n, bad := parseUnits(args[2])
 	if bad != "" {
-		x.w.Error(bad)
+		x.fail(bad)
 		return
 	}
 	changeQuota(x, args[1], func(st *quota.State, now int64) (quota.Usage, error) { return st.Refund(now, n) })
@@ -255,6 +256,18 @@ func changeQuota(x *exec, key []byte, change quotaChange) {
 
 // quotaError is errorReply for the quota package's wrapped errors
 // ("check: quota: instant out of supported range"): the sentinel's text.
+// quotaFail answers a quota command's error, and why.
+func (x *exec) quotaFail(err error) {
+	why := ReasonInvalid
+	switch {
+	case errors.Is(err, keyspace.ErrWrongType):
+		why = ReasonWrongType
+	case errors.Is(err, quota.ErrCorrupt):
+		why = ReasonInternal
+	}
+	x.failFor(why, quotaError(err))
+}
+
 func quotaError(err error) string {
 	return strings.Replace(ErrorReply(err), "ERR quota: ", "ERR ", 1)
 }
@@ -305,7 +318,7 @@ func storeQuota(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, st *
 func replyUsage(x *exec, u quota.Usage, found bool, err error) {
 	switch {
 	case err != nil:
-		x.w.Error(quotaError(err))
+		x.quotaFail(err)
 	case !found:
 		x.w.NullArray()
 	default:

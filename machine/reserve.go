@@ -172,7 +172,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 		if r.Cancelled {
 			// An earlier attempt's part was cancelled before it came
 			// (its answer was lost): this one may be that attempt, late.
-			x.fail(errCancelledID)
+			x.failFor(ReasonNotNow, errCancelledID)
 			return
 		}
 		if r.Args != 0 && h.args != 0 && r.Args != h.args {

@@ -170,7 +170,7 @@ func settle(x *exec, st settling) {
 		for _, s := range slots {
 			if err := x.m.fenceSlot(s); err != nil {
 				x.out.Refusal = ErrHeldElsewhere
-				x.fail(string(err.(fenceError)) + ": the reservation is held across groups")
+				x.failFor(ReasonNotNow, string(err.(fenceError))+": the reservation is held across groups")
 				return
 			}
 			start := len(p.keys)

@@ -100,7 +100,7 @@ func parseWindowRequest(args [][]byte, allowExact bool) (windowRequest, string) 
 func runSlidingCheck(x *exec, args [][]byte) {
 	req, bad := parseWindowRequest(args, true)
 	if bad != "" {
-		x.w.Error(bad)
+		x.fail(bad)
 		return
 	}
 	if req.exact {
@@ -114,7 +114,7 @@ func runSlidingCheck(x *exec, args [][]byte) {
 func runFixedCheck(x *exec, args [][]byte) {
 	req, bad := parseWindowRequest(args, false)
 	if bad != "" {
-		x.w.Error(bad)
+		x.fail(bad)
 		return
 	}
 	replyWindow(x, req, keyspace.KindFixedWindow, checkWindow[window.FixedState])

@@ -158,7 +158,13 @@ func decideResultOf(r *memberpb.DecideReply) decideResult {
 	case errOf(code) != nil:
 		return decideResult{err: fmt.Errorf("%w (%s)", errOf(code), r.GetDetail())}
 	}
-	out := machine.Outcome{Err: r.GetError(), Refusal: redirectOf(r), Limited: r.GetLimited(), Statuses: statusesOf(r.GetStatuses())}
+	out := machine.Outcome{Err: r.GetError(), Reason: reasonOf(r.GetReason()), Refusal: redirectOf(r), Limited: r.GetLimited(),
+		Statuses: statusesOf(r.GetStatuses())}
+	if out.Reason == machine.ReasonNone && out.Refusal != nil {
+		// A member that does not say why (an older one) still says, typed,
+		// that nothing was applied.
+		out.Reason = machine.ReasonNotNow
+	}
 	if l := r.GetLease(); l != nil {
 		out.Lease = machine.LeaseResult{Granted: l.GetGranted(), TTL: l.GetTtlNs(), Refresh: l.GetRefreshNs(), Unlimited: l.GetUnlimited(), Denied: l.GetDenied()}
 		out.Leased = true

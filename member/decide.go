@@ -40,7 +40,8 @@ func (v service) DecideBatch(ctx context.Context, in *memberpb.DecideBatchReques
 	replies := make([]*memberpb.DecideReply, len(outs))
 	for i := range outs {
 		o := &outs[i]
-		replies[i] = &memberpb.DecideReply{Code: memberpb.Code_APPLIED, Error: o.Err, Limited: o.Limited, Statuses: statusMessages(o.Statuses)}
+		replies[i] = &memberpb.DecideReply{Code: memberpb.Code_APPLIED, Error: o.Err, Reason: reasonOnWire(o.Reason), Limited: o.Limited,
+			Statuses: statusMessages(o.Statuses)}
 		if o.Leased {
 			l := &o.Lease
 			replies[i].Lease = &memberpb.LeaseResult{Granted: l.Granted, TtlNs: l.TTL, RefreshNs: l.Refresh, Unlimited: l.Unlimited, Denied: l.Denied}

@@ -359,7 +359,9 @@ func TestDecideOverThePort(t *testing.T) {
 		case "fenced":
 			return machine.Outcome{Err: "TRYAGAIN slot 3 is not this group's", Refusal: machine.ErrFenced}, "", nil
 		case "wrong":
-			return machine.Outcome{Err: "ERR MOVED is a word, not a redirect"}, "", nil
+			return machine.Outcome{Err: "ERR MOVED is a word, not a redirect", Reason: machine.ReasonInvalid}, "", nil
+		case "unknown":
+			return machine.Outcome{Err: "ERR whatever the text says", Reason: machine.ReasonUnknown}, "", nil
 		case "lease":
 			return machine.Outcome{Leased: true, Lease: machine.LeaseResult{Granted: 7, TTL: 3e9, Refresh: 2e9, Denied: true, Unlimited: true}}, "", nil
 		}
@@ -400,8 +402,12 @@ func TestDecideOverThePort(t *testing.T) {
 	if out, err := call("d"); err != nil || out.Leased {
 		t.Fatalf("a decision is no lease: %+v %v", out, err)
 	}
-	if out, err := call("wrong"); err != nil || out.Refusal != nil || out.Err == "" {
+	if out, err := call("wrong"); err != nil || out.Refusal != nil || out.Err == "" || out.Reason != machine.ReasonInvalid {
 		t.Fatalf("an error reply that is no redirect: %+v %v", out, err)
+	}
+	// Why an answer is an error crosses typed, whatever its text says.
+	if out, err := call("unknown"); err != nil || out.Reason != machine.ReasonUnknown {
+		t.Fatalf("an unknown outcome: %+v %v", out, err)
 	}
 	_, err = call("follower")
 	if leader, ok := LeaderOf(err); !ok || leader != "127.0.0.1:9" || !NothingApplied(err) {
@@ -522,5 +528,21 @@ func TestIdleMembersAreClosed(t *testing.T) {
 	}
 	if got, err := c.Report(ctx, a); err != nil || got.LogTime != 7 {
 		t.Fatalf("a member called again after it was closed: %+v %v", got, err)
+	}
+}
+
+// Every machine.Reason has its own code on the wire, and reads back as
+// itself; a code this version does not know reads as none.
+func TestReasonsCrossTheWire(t *testing.T) {
+	seen := map[memberpb.Reason]bool{}
+	for r := machine.ReasonNone; r <= machine.ReasonUnknown; r++ {
+		w := reasonOnWire(r)
+		if seen[w] || reasonOf(w) != r {
+			t.Fatalf("%v: on the wire %v, read back %v", r, w, reasonOf(w))
+		}
+		seen[w] = true
+	}
+	if reasonOf(memberpb.Reason(99)) != machine.ReasonNone {
+		t.Fatal("a newer member's reason read as a known one")
 	}
 }

@@ -244,6 +244,80 @@ func (Refusal) EnumDescriptor() ([]byte, []int) {
 	return file_member_proto_rawDescGZIP(), []int{2}
 }
 
+// Reason is why an answer is an error (machine.Reason): the doors pick
+// their protocol's codes from it, never from the error's text.
+type Reason int32
+
+const (
+	// None given: a door cannot know what became of the call.
+	Reason_REASON_UNSPECIFIED Reason = 0
+	// The call was wrong for the command; nothing was applied.
+	Reason_REASON_INVALID Reason = 1
+	// A key holds another kind of state.
+	Reason_REASON_WRONG_TYPE Reason = 2
+	// The apply panicked; nothing of it was kept.
+	Reason_REASON_INTERNAL Reason = 3
+	// Nothing was applied; the same call a moment later may be.
+	Reason_REASON_NOT_NOW Reason = 4
+	// The groups hold different rules for the domain.
+	Reason_REASON_RULES_DIFFER Reason = 5
+	// Over maxmemory, the call would store more; nothing was applied.
+	Reason_REASON_OUT_OF_MEMORY Reason = 6
+	// The outcome is unknown: it may have been applied.
+	Reason_REASON_UNKNOWN Reason = 7
+)
+
+// Enum value maps for Reason.
+var (
+	Reason_name = map[int32]string{
+		0: "REASON_UNSPECIFIED",
+		1: "REASON_INVALID",
+		2: "REASON_WRONG_TYPE",
+		3: "REASON_INTERNAL",
+		4: "REASON_NOT_NOW",
+		5: "REASON_RULES_DIFFER",
+		6: "REASON_OUT_OF_MEMORY",
+		7: "REASON_UNKNOWN",
+	}
+	Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED":   0,
+		"REASON_INVALID":       1,
+		"REASON_WRONG_TYPE":    2,
+		"REASON_INTERNAL":      3,
+		"REASON_NOT_NOW":       4,
+		"REASON_RULES_DIFFER":  5,
+		"REASON_OUT_OF_MEMORY": 6,
+		"REASON_UNKNOWN":       7,
+	}
+)
+
+func (x Reason) Enum() *Reason {
+	p := new(Reason)
+	*p = x
+	return p
+}
+
+func (x Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_member_proto_enumTypes[3].Descriptor()
+}
+
+func (Reason) Type() protoreflect.EnumType {
+	return &file_member_proto_enumTypes[3]
+}
+
+func (x Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Reason.Descriptor instead.
+func (Reason) EnumDescriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{3}
+}
+
 type ApplyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// group is the id of the group the sender means: a member of another
@@ -1446,7 +1520,10 @@ type DecideReply struct {
 	MovedSlot int32   `protobuf:"varint,8,opt,name=moved_slot,json=movedSlot,proto3" json:"moved_slot,omitempty"`
 	MovedTo   string  `protobuf:"bytes,9,opt,name=moved_to,json=movedTo,proto3" json:"moved_to,omitempty"`
 	// lease: RL.LEASE's answer, when it gave one (machine.LeaseResult).
-	Lease         *LeaseResult `protobuf:"bytes,10,opt,name=lease,proto3" json:"lease,omitempty"`
+	Lease *LeaseResult `protobuf:"bytes,10,opt,name=lease,proto3" json:"lease,omitempty"`
+	// reason: why the answer is an error (machine.Reason); unset from a
+	// member that does not say (an older one).
+	Reason        Reason `protobuf:"varint,11,opt,name=reason,proto3,enum=sluice.member.v1.Reason" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1549,6 +1626,13 @@ func (x *DecideReply) GetLease() *LeaseResult {
 		return x.Lease
 	}
 	return nil
+}
+
+func (x *DecideReply) GetReason() Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return Reason_REASON_UNSPECIFIED
 }
 
 // LeaseResult is an RL.LEASE's answer (machine.LeaseResult).
@@ -1731,7 +1815,7 @@ const file_member_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\tR\x06leader\x127\n" +
-	"\areplies\x18\x04 \x03(\v2\x1d.sluice.member.v1.DecideReplyR\areplies\"\xf6\x02\n" +
+	"\areplies\x18\x04 \x03(\v2\x1d.sluice.member.v1.DecideReplyR\areplies\"\xa8\x03\n" +
 	"\vDecideReply\x12*\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +
@@ -1744,7 +1828,8 @@ const file_member_proto_rawDesc = "" +
 	"moved_slot\x18\b \x01(\x05R\tmovedSlot\x12\x19\n" +
 	"\bmoved_to\x18\t \x01(\tR\amovedTo\x123\n" +
 	"\x05lease\x18\n" +
-	" \x01(\v2\x1d.sluice.member.v1.LeaseResultR\x05lease\"\x93\x01\n" +
+	" \x01(\v2\x1d.sluice.member.v1.LeaseResultR\x05lease\x120\n" +
+	"\x06reason\x18\v \x01(\x0e2\x18.sluice.member.v1.ReasonR\x06reason\"\x93\x01\n" +
 	"\vLeaseResult\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\x03R\agranted\x12\x15\n" +
 	"\x06ttl_ns\x18\x02 \x01(\x03R\x05ttlNs\x12\x1d\n" +
@@ -1781,7 +1866,16 @@ const file_member_proto_rawDesc = "" +
 	"\tTRY_AGAIN\x10\x05\x12\x10\n" +
 	"\fCLUSTER_DOWN\x10\x06\x12\x0f\n" +
 	"\vSTALE_EPOCH\x10\a\x12\b\n" +
-	"\x04LATE\x10\b2\xb7\x02\n" +
+	"\x04LATE\x10\b*\xbb\x01\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eREASON_INVALID\x10\x01\x12\x15\n" +
+	"\x11REASON_WRONG_TYPE\x10\x02\x12\x13\n" +
+	"\x0fREASON_INTERNAL\x10\x03\x12\x12\n" +
+	"\x0eREASON_NOT_NOW\x10\x04\x12\x17\n" +
+	"\x13REASON_RULES_DIFFER\x10\x05\x12\x18\n" +
+	"\x14REASON_OUT_OF_MEMORY\x10\x06\x12\x12\n" +
+	"\x0eREASON_UNKNOWN\x10\a2\xb7\x02\n" +
 	"\x06Member\x12E\n" +
 	"\x05Apply\x12\x1e.sluice.member.v1.ApplyRequest\x1a\x1c.sluice.member.v1.ApplyReply\x12I\n" +
 	"\x06Report\x12\x1f.sluice.member.v1.ReportRequest\x1a\x1e.sluice.member.v1.MemberReport\x12B\n" +
@@ -1800,64 +1894,66 @@ func file_member_proto_rawDescGZIP() []byte {
 	return file_member_proto_rawDescData
 }
 
-var file_member_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_member_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_member_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_member_proto_goTypes = []any{
 	(Code)(0),                  // 0: sluice.member.v1.Code
 	(PartKind)(0),              // 1: sluice.member.v1.PartKind
 	(Refusal)(0),               // 2: sluice.member.v1.Refusal
-	(*ApplyRequest)(nil),       // 3: sluice.member.v1.ApplyRequest
-	(*ApplyReply)(nil),         // 4: sluice.member.v1.ApplyReply
-	(*ReportRequest)(nil),      // 5: sluice.member.v1.ReportRequest
-	(*SlotRange)(nil),          // 6: sluice.member.v1.SlotRange
-	(*JobView)(nil),            // 7: sluice.member.v1.JobView
-	(*MemberReport)(nil),       // 8: sluice.member.v1.MemberReport
-	(*Words)(nil),              // 9: sluice.member.v1.Words
-	(*PartRequest)(nil),        // 10: sluice.member.v1.PartRequest
-	(*SettleRow)(nil),          // 11: sluice.member.v1.SettleRow
-	(*CheckResult)(nil),        // 12: sluice.member.v1.CheckResult
-	(*RLSStatus)(nil),          // 13: sluice.member.v1.RLSStatus
-	(*PartReply)(nil),          // 14: sluice.member.v1.PartReply
-	(*DecideBatchRequest)(nil), // 15: sluice.member.v1.DecideBatchRequest
-	(*DecideBatchReply)(nil),   // 16: sluice.member.v1.DecideBatchReply
-	(*DecideReply)(nil),        // 17: sluice.member.v1.DecideReply
-	(*LeaseResult)(nil),        // 18: sluice.member.v1.LeaseResult
+	(Reason)(0),                // 3: sluice.member.v1.Reason
+	(*ApplyRequest)(nil),       // 4: sluice.member.v1.ApplyRequest
+	(*ApplyReply)(nil),         // 5: sluice.member.v1.ApplyReply
+	(*ReportRequest)(nil),      // 6: sluice.member.v1.ReportRequest
+	(*SlotRange)(nil),          // 7: sluice.member.v1.SlotRange
+	(*JobView)(nil),            // 8: sluice.member.v1.JobView
+	(*MemberReport)(nil),       // 9: sluice.member.v1.MemberReport
+	(*Words)(nil),              // 10: sluice.member.v1.Words
+	(*PartRequest)(nil),        // 11: sluice.member.v1.PartRequest
+	(*SettleRow)(nil),          // 12: sluice.member.v1.SettleRow
+	(*CheckResult)(nil),        // 13: sluice.member.v1.CheckResult
+	(*RLSStatus)(nil),          // 14: sluice.member.v1.RLSStatus
+	(*PartReply)(nil),          // 15: sluice.member.v1.PartReply
+	(*DecideBatchRequest)(nil), // 16: sluice.member.v1.DecideBatchRequest
+	(*DecideBatchReply)(nil),   // 17: sluice.member.v1.DecideBatchReply
+	(*DecideReply)(nil),        // 18: sluice.member.v1.DecideReply
+	(*LeaseResult)(nil),        // 19: sluice.member.v1.LeaseResult
 }
 var file_member_proto_depIdxs = []int32{
 	0,  // 0: sluice.member.v1.ApplyReply.code:type_name -> sluice.member.v1.Code
 	2,  // 1: sluice.member.v1.ApplyReply.refusal:type_name -> sluice.member.v1.Refusal
-	6,  // 2: sluice.member.v1.JobView.ranges:type_name -> sluice.member.v1.SlotRange
+	7,  // 2: sluice.member.v1.JobView.ranges:type_name -> sluice.member.v1.SlotRange
 	0,  // 3: sluice.member.v1.MemberReport.code:type_name -> sluice.member.v1.Code
-	6,  // 4: sluice.member.v1.MemberReport.ranges:type_name -> sluice.member.v1.SlotRange
-	7,  // 5: sluice.member.v1.MemberReport.jobs:type_name -> sluice.member.v1.JobView
+	7,  // 4: sluice.member.v1.MemberReport.ranges:type_name -> sluice.member.v1.SlotRange
+	8,  // 5: sluice.member.v1.MemberReport.jobs:type_name -> sluice.member.v1.JobView
 	1,  // 6: sluice.member.v1.PartRequest.kind:type_name -> sluice.member.v1.PartKind
-	9,  // 7: sluice.member.v1.PartRequest.descriptors:type_name -> sluice.member.v1.Words
-	12, // 8: sluice.member.v1.PartRequest.reply:type_name -> sluice.member.v1.CheckResult
+	10, // 7: sluice.member.v1.PartRequest.descriptors:type_name -> sluice.member.v1.Words
+	13, // 8: sluice.member.v1.PartRequest.reply:type_name -> sluice.member.v1.CheckResult
 	0,  // 9: sluice.member.v1.PartReply.code:type_name -> sluice.member.v1.Code
 	2,  // 10: sluice.member.v1.PartReply.refusal:type_name -> sluice.member.v1.Refusal
-	12, // 11: sluice.member.v1.PartReply.check:type_name -> sluice.member.v1.CheckResult
-	13, // 12: sluice.member.v1.PartReply.statuses:type_name -> sluice.member.v1.RLSStatus
-	11, // 13: sluice.member.v1.PartReply.settled:type_name -> sluice.member.v1.SettleRow
-	9,  // 14: sluice.member.v1.DecideBatchRequest.calls:type_name -> sluice.member.v1.Words
+	13, // 11: sluice.member.v1.PartReply.check:type_name -> sluice.member.v1.CheckResult
+	14, // 12: sluice.member.v1.PartReply.statuses:type_name -> sluice.member.v1.RLSStatus
+	12, // 13: sluice.member.v1.PartReply.settled:type_name -> sluice.member.v1.SettleRow
+	10, // 14: sluice.member.v1.DecideBatchRequest.calls:type_name -> sluice.member.v1.Words
 	0,  // 15: sluice.member.v1.DecideBatchReply.code:type_name -> sluice.member.v1.Code
-	17, // 16: sluice.member.v1.DecideBatchReply.replies:type_name -> sluice.member.v1.DecideReply
+	18, // 16: sluice.member.v1.DecideBatchReply.replies:type_name -> sluice.member.v1.DecideReply
 	0,  // 17: sluice.member.v1.DecideReply.code:type_name -> sluice.member.v1.Code
-	13, // 18: sluice.member.v1.DecideReply.statuses:type_name -> sluice.member.v1.RLSStatus
+	14, // 18: sluice.member.v1.DecideReply.statuses:type_name -> sluice.member.v1.RLSStatus
 	2,  // 19: sluice.member.v1.DecideReply.refusal:type_name -> sluice.member.v1.Refusal
-	18, // 20: sluice.member.v1.DecideReply.lease:type_name -> sluice.member.v1.LeaseResult
-	3,  // 21: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
-	5,  // 22: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
-	10, // 23: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
-	15, // 24: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
-	4,  // 25: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
-	8,  // 26: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
-	14, // 27: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
-	16, // 28: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
-	25, // [25:29] is the sub-list for method output_type
-	21, // [21:25] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	19, // 20: sluice.member.v1.DecideReply.lease:type_name -> sluice.member.v1.LeaseResult
+	3,  // 21: sluice.member.v1.DecideReply.reason:type_name -> sluice.member.v1.Reason
+	4,  // 22: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
+	6,  // 23: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
+	11, // 24: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
+	16, // 25: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
+	5,  // 26: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
+	9,  // 27: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
+	15, // 28: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
+	17, // 29: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
+	26, // [26:30] is the sub-list for method output_type
+	22, // [22:26] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_member_proto_init() }
@@ -1870,7 +1966,7 @@ func file_member_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_member_proto_rawDesc), len(file_member_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,

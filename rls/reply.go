@@ -12,11 +12,18 @@ import (
 	"github.com/sluice-rl/sluice/policy"
 )
 
-// errReply is an error reply of the machine command (its text, without
-// the '-'), as the leader or this node answered it.
-type errReply string
+// errReply is an error answer of the machine command, as the leader or
+// this node answered it: its text (the RESP reply's, without the '-'), for
+// people, and why, which picks the gRPC code (errorStatus).
+type errReply struct {
+	msg    string
+	reason machine.Reason
+}
 
-func (e errReply) Error() string { return string(e) }
+func (e errReply) Error() string { return e.msg }
+
+// invalidReply is an errReply for a request this door refuses itself.
+func invalidReply(msg string) errReply { return errReply{msg, machine.ReasonInvalid} }
 
 // errBadReply: a leader's reply that is not RL.SHOULDRATELIMIT's shape (a
 // bug, or a leader of another version), or a result of the wrong size.
@@ -44,7 +51,7 @@ type decision struct {
 // reply as errReply) as the response to a request of n descriptors.
 func toDecision(out machine.Outcome, n int) (decision, error) {
 	if out.Err != "" {
-		return decision{}, errReply(out.Err)
+		return decision{}, errReply{out.Err, out.Reason}
 	}
 	if len(out.Statuses) != n {
 		return decision{}, fmt.Errorf("%w: %d statuses for %d descriptors", errBadReply, len(out.Statuses), n)

@@ -195,18 +195,18 @@ func bucketDescriptor(id *rlqspb.BucketId, l Limits) ([]string, error) {
 	m := id.GetBucket()
 	switch {
 	case len(m) == 0:
-		return nil, errReply("ERR a bucket id needs at least one entry")
+		return nil, invalidReply("ERR a bucket id needs at least one entry")
 	case len(m) > l.Entries:
-		return nil, errReply(fmt.Sprintf("ERR a bucket id has %d entries, more than %d", len(m), l.Entries))
+		return nil, invalidReply(fmt.Sprintf("ERR a bucket id has %d entries, more than %d", len(m), l.Entries))
 	}
 	for k, v := range m {
 		switch {
 		case k == "":
-			return nil, errReply("ERR a bucket id's key must not be empty")
+			return nil, invalidReply("ERR a bucket id's key must not be empty")
 		case len(k) > l.KeyBytes:
-			return nil, errReply(fmt.Sprintf("ERR a bucket id's key is %d bytes, more than %d", len(k), l.KeyBytes))
+			return nil, invalidReply(fmt.Sprintf("ERR a bucket id's key is %d bytes, more than %d", len(k), l.KeyBytes))
 		case len(v) > l.ValueBytes:
-			return nil, errReply(fmt.Sprintf("ERR a bucket id's value is %d bytes, more than %d", len(v), l.ValueBytes))
+			return nil, invalidReply(fmt.Sprintf("ERR a bucket id's value is %d bytes, more than %d", len(v), l.ValueBytes))
 		}
 	}
 	keys := make([]string, 0, len(m))
@@ -227,7 +227,7 @@ func bucketDescriptor(id *rlqspb.BucketId, l Limits) ([]string, error) {
 func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage,
 	held *streamHoldings) (*rlqspb.RateLimitQuotaResponse_BucketAction, error) {
 	if len(domain) > q.s.cfg.Limits.DomainBytes {
-		return nil, errReply(fmt.Sprintf("ERR the domain is %d bytes, more than %d", len(domain), q.s.cfg.Limits.DomainBytes))
+		return nil, invalidReply(fmt.Sprintf("ERR the domain is %d bytes, more than %d", len(domain), q.s.cfg.Limits.DomainBytes))
 	}
 	desc, err := bucketDescriptor(u.GetBucketId(), q.s.cfg.Limits)
 	if err != nil {
@@ -236,7 +236,7 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 	interval := u.GetTimeElapsed().AsDuration()
 	if interval > maxReportInterval {
 		// Its lease would live two intervals: past a lease's longest ttl.
-		return nil, errReply(fmt.Sprintf("ERR a report's time_elapsed is %s, more than %s", interval.Round(time.Second), maxReportInterval))
+		return nil, invalidReply(fmt.Sprintf("ERR a report's time_elapsed is %s, more than %s", interval.Round(time.Second), maxReportInterval))
 	}
 	ttl := max(minLeaseTTL, 2*int64(math.Ceil(interval.Seconds())))
 	asked, carry := bits.Add64(u.GetNumRequestsAllowed(), u.GetNumRequestsDenied(), 0)
@@ -277,7 +277,7 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 		return nil, err
 	}
 	if out.Err != "" {
-		return nil, errReply(out.Err)
+		return nil, errReply{out.Err, out.Reason}
 	}
 	if !out.Leased {
 		return nil, errBadReply

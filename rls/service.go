@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-rl/sluice/commands"
 	"github.com/sluice-rl/sluice/internal/secret"
+	"github.com/sluice-rl/sluice/machine"
 )
 
 // ServiceName is the gRPC service Envoy calls (and the name its health
@@ -203,6 +204,10 @@ func failedResult(c codes.Code) string {
 	return "error"
 }
 
+// withoutCode is an error reply's text without its RESP code word ("ERR
+// "), for a gRPC status's message.
+func withoutCode(msg string) string { return strings.TrimPrefix(msg, "ERR ") }
+
 // errorStatus maps why a call got no decision to a gRPC status: nothing
 // happened and another try may work (UNAVAILABLE), the input (a machine
 // check refused it: INVALID_ARGUMENT), or the outcome may be unknown or a
@@ -221,24 +226,24 @@ func errorStatus(err error) *status.Status {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return status.New(codes.DeadlineExceeded, "sluice: the call ended before the decision was known: "+err.Error())
 	case errors.As(err, &e):
-		msg := string(e)
-		switch {
-		case strings.HasPrefix(msg, "ERR the outcome is unknown"):
-			return status.New(codes.Unknown, "sluice: "+msg)
-		case strings.HasPrefix(msg, "ERR internal error"), strings.HasPrefix(msg, "WRONGTYPE"):
-			return status.New(codes.Internal, "sluice: "+msg)
-		case strings.HasPrefix(msg, "ERR the groups hold different rules"):
-			return status.New(codes.FailedPrecondition, "sluice: "+strings.TrimPrefix(msg, "ERR "))
-		case strings.HasPrefix(msg, "OOM "):
+		// Why, typed by whoever answered; the text is only said.
+		switch e.reason {
+		case machine.ReasonInvalid:
+			return status.New(codes.InvalidArgument, "sluice: "+withoutCode(e.msg))
+		case machine.ReasonWrongType, machine.ReasonInternal:
+			return status.New(codes.Internal, "sluice: "+e.msg)
+		case machine.ReasonNotNow:
+			return status.New(codes.Unavailable, "sluice: "+e.msg)
+		case machine.ReasonRulesDiffer:
+			return status.New(codes.FailedPrecondition, "sluice: "+withoutCode(e.msg))
+		case machine.ReasonOutOfMemory:
 			// Over maxmemory, a call that would create a counter: nothing
 			// was charged.
-			return status.New(codes.ResourceExhausted, "sluice: "+msg)
-		case strings.HasPrefix(msg, "ERR quota changes cannot be written"), strings.HasPrefix(msg, "LOADING"):
-			return status.New(codes.Unavailable, "sluice: "+msg)
-		case strings.HasPrefix(msg, "ERR"):
-			return status.New(codes.InvalidArgument, "sluice: "+strings.TrimPrefix(msg, "ERR "))
+			return status.New(codes.ResourceExhausted, "sluice: "+e.msg)
 		}
-		return status.New(codes.Unavailable, "sluice: "+msg)
+		// Unknown, or not said (a member of an older version): it may
+		// have been charged.
+		return status.New(codes.Unknown, "sluice: "+e.msg)
 	}
 	// Anything else may have happened after the call was logged: only
 	// what is known to have done nothing is UNAVAILABLE.

@@ -25,17 +25,17 @@ import (
 // knownTextMatches are the files that still match error text, with how
 // many times: typed codes are to replace each.
 var knownTextMatches = map[string]int{
-	"commands/batch.go":       1,  // a reply's first byte read for "everywhere" commands
-	"commands/migrations.go":  2,  // slotmove's errors turned into replies
-	"commands/session.go":     3,  // persist's prefix stripped; a reply's first byte for metrics
-	"commands/tx.go":          1,  // EXECABORT's text built from a queued error's
-	"crossgroup/decide.go":    1,  // RULESDIFFER's text stripped from a part's error
-	"machine/partrequest.go":  2,  // a part's reply read for whether something was held
-	"machine/policy_admin.go": 1,  // an override's error text re-prefixed
-	"rls/service.go":          12, // gRPC codes picked by the reply's prefix
-	"server/guard/errors.go":  1,  // the guard's prefix stripped for the reply
-	"server/persist.go":       1,  // persist's prefix stripped for a log line
-	"slotmove/driver.go":      1,  // an import's reply read for an error
+	"commands/batch.go":       1, // a reply's first byte read for "everywhere" commands
+	"commands/migrations.go":  2, // slotmove's errors turned into replies
+	"commands/session.go":     3, // persist's prefix stripped; a reply's first byte for metrics
+	"commands/tx.go":          1, // EXECABORT's text built from a queued error's
+	"crossgroup/decide.go":    1, // RULESDIFFER's text stripped from a part's error
+	"machine/partrequest.go":  2, // a part's reply read for whether something was held
+	"machine/policy_admin.go": 1, // an override's error text re-prefixed
+	"rls/service.go":          3, // a status message without the RESP code word; the door's own prefixes
+	"server/guard/errors.go":  1, // the guard's prefix stripped for the reply
+	"server/persist.go":       1, // persist's prefix stripped for a log line
+	"slotmove/driver.go":      1, // an import's reply read for an error
 }
 
 // textFuncs are the strings functions that read text by its content.
