@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -292,7 +291,7 @@ func (c *Coordinator) ask(ctx context.Context, p *part) (machine.PartResult, err
 	res, err := c.part(ctx, p.group, &p.req)
 	switch {
 	case errors.Is(err, machine.ErrRulesDiffer):
-		return res, fmt.Errorf("%w: group %s: %s", ErrRulesDiffer, group, strings.TrimPrefix(err.Error(), "ERR RULESDIFFER "))
+		return res, fmt.Errorf("%w: group %s: %w", ErrRulesDiffer, group, err)
 	case errors.Is(err, machine.ErrFenced):
 		// The group no longer owns a counter's slot: a slot moved and this
 		// member's router has not heard. Ask every group what it owns now,
