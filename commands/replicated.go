@@ -218,15 +218,17 @@ func (r Replicated) applyHere(args [][]byte) (reply []byte, out machine.Outcome,
 	return reply, out, true, nil
 }
 
-// ApplyOne logs one command and returns its reply (RESP2); it fails
-// unless this node leads.
-func (r Replicated) ApplyOne(args [][]byte) ([]byte, error) {
+// ApplyOne logs one command; it fails unless this node leads, or when
+// the command answered an error (*machine.ReplyError, typed).
+func (r Replicated) ApplyOne(args [][]byte) error {
 	get, err := r.ApplyAll([][][]byte{args})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	reply, _ := get(0)
-	return reply, nil
+	if _, out := get(0); out.Err != "" {
+		return &machine.ReplyError{Reason: out.Reason, Reply: out.Err}
+	}
+	return nil
 }
 
 // ApplyForMember applies a command another member sent (configuration

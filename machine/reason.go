@@ -41,3 +41,12 @@ func (r Reason) String() string {
 	}
 	return "reason(" + string(rune('0'+r%10)) + ")"
 }
+
+// ReplyError is an applied command's error answer as an error: why, and
+// the reply's text (without the '-'), for people.
+type ReplyError struct {
+	Reason Reason
+	Reply  string
+}
+
+func (e *ReplyError) Error() string { return e.Reply }

@@ -64,9 +64,10 @@ type Config struct {
 	Router *shardmap.Router
 	// Machine is the member's state machine (the jobs, the records).
 	Machine *machine.Machine
-	// Apply logs one command in this member's group and returns its reply
-	// (RESP); it fails unless this member leads.
-	Apply func(args [][]byte) ([]byte, error)
+	// Apply logs one command in this member's group; it fails unless this
+	// member leads, or when the command answered an error (a
+	// *machine.ReplyError).
+	Apply func(args [][]byte) error
 	// Serving reports whether this member leads its group.
 	Serving func() bool
 	// CallGroup sends a command members send each other to group g's
@@ -449,7 +450,7 @@ func (d *Driver) end(j *machine.Job, state, msg string) error {
 }
 
 // apply logs a command (words: strings, or [][2]int ranges spread as
-// from-to words) and turns an error reply into an error.
+// from-to words).
 func (d *Driver) apply(words ...any) error {
 	var args [][]byte
 	for _, w := range words {
@@ -462,12 +463,8 @@ func (d *Driver) apply(words ...any) error {
 			}
 		}
 	}
-	reply, err := d.cfg.Apply(args)
-	if err != nil {
-		return err
-	}
-	if len(reply) > 0 && reply[0] == '-' {
-		return fmt.Errorf("%s: %s", args[0], strings.TrimSpace(string(reply[1:])))
+	if err := d.cfg.Apply(args); err != nil {
+		return fmt.Errorf("%s: %w", args[0], err)
 	}
 	return nil
 }

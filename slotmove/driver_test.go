@@ -36,7 +36,7 @@ func newDriver(t *testing.T, m *machine.Machine, cfg Config) *Driver {
 	r, _ := shardmap.NewRouter(mp, "g1")
 	cfg.Router, cfg.Machine = r, m
 	cfg.Serving = func() bool { return false }
-	cfg.Apply = func([][]byte) ([]byte, error) { return []byte("+OK\r\n"), nil }
+	cfg.Apply = func([][]byte) error { return nil }
 	cfg.CallGroup = func(context.Context, int, ...any) (any, error) { return nil, nil }
 	cfg.ReportOf = func(context.Context, int) (member.Report, error) { return member.Report{}, member.ErrUnreachable }
 	d, err := New(cfg)
@@ -103,13 +103,13 @@ func TestSettleAndShowUntil(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	var applied [][]string
 	d := newDriver(t, m, Config{Settle: time.Second, Now: func() time.Time { return now }})
-	d.cfg.Apply = func(args [][]byte) ([]byte, error) {
+	d.cfg.Apply = func(args [][]byte) error {
 		var words []string
 		for _, a := range args {
 			words = append(words, string(a))
 		}
 		applied = append(applied, words)
-		return []byte("+OK\r\n"), nil
+		return nil
 	}
 	for _, step := range []time.Duration{0, 999 * time.Millisecond} {
 		now = now.Add(step)
@@ -158,13 +158,13 @@ func TestStaleImportIsCutAgainAboveTheTargetsEpoch(t *testing.T) {
 	}
 	var applied [][]string
 	d := newDriver(t, m, Config{})
-	d.cfg.Apply = func(args [][]byte) ([]byte, error) {
+	d.cfg.Apply = func(args [][]byte) error {
 		var words []string
 		for _, a := range args {
 			words = append(words, string(a))
 		}
 		applied = append(applied, words)
-		return []byte("+OK\r\n"), nil
+		return nil
 	}
 	d.cfg.CallGroup = func(context.Context, int, ...any) (any, error) {
 		return nil, &machine.StaleEpochError{Epoch: 9, Reply: "a refusal whose words say nothing"}
@@ -179,5 +179,18 @@ func TestStaleImportIsCutAgainAboveTheTargetsEpoch(t *testing.T) {
 	want := []string{"SLUICE.CUT", "j1", "10", "0-9"}
 	if len(applied) != 1 || !reflect.DeepEqual(applied[0], want) {
 		t.Fatalf("after a stale import: %v, want %v", applied, want)
+	}
+}
+
+// A command the log answered with an error is an error of the step that
+// logged it, typed as the apply made it.
+func TestApplyErrorIsTyped(t *testing.T) {
+	d := newDriver(t, machine.New(machine.Options{}), Config{})
+	d.cfg.Apply = func([][]byte) error {
+		return &machine.ReplyError{Reason: machine.ReasonInvalid, Reply: "ERR no such job"}
+	}
+	var re *machine.ReplyError
+	if err := d.apply("SLUICE.JOB", "CANCEL"); !errors.As(err, &re) || re.Reason != machine.ReasonInvalid || !strings.HasPrefix(err.Error(), "SLUICE.JOB: ") {
+		t.Fatalf("an error answer: %v", err)
 	}
 }

@@ -34,7 +34,6 @@ var knownTextMatches = map[string]int{
 	"rls/service.go":          3, // a status message without the RESP code word; the door's own prefixes
 	"server/guard/errors.go":  1, // the guard's prefix stripped for the reply
 	"server/persist.go":       1, // persist's prefix stripped for a log line
-	"slotmove/driver.go":      1, // an import's reply read for an error
 }
 
 // textFuncs are the strings functions that read text by its content.
