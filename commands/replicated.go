@@ -283,11 +283,11 @@ func (r Replicated) Part(req *machine.PartRequest) (machine.PartResult, string, 
 	if err != nil {
 		return machine.PartResult{}, "", fmt.Errorf("%w: %w", member.ErrRefused, err)
 	}
-	reply, out, leader, err := r.applyForMember(cmd)
+	_, out, leader, err := r.applyForMember(cmd)
 	if err != nil {
 		return machine.PartResult{}, leader, err
 	}
-	res, err := machine.PartOf(req.Kind, reply, out)
+	res, err := machine.PartOf(req.Kind, out)
 	return res, "", err
 }
 

@@ -99,7 +99,7 @@ func (f *fakeMembers) Part(_ context.Context, to member.Addr, req *machine.PartR
 		}
 		return machine.PartResult{}, fmt.Errorf("%w: the answer was lost", member.ErrUnknownOutcome)
 	}
-	return machine.PartOf(req.Kind, w.Buf, out)
+	return machine.PartOf(req.Kind, out)
 }
 
 // release applies the held part, late.

@@ -225,8 +225,10 @@ type Outcome struct {
 	Err    string
 	Reason Reason
 	// Settled are a settle's rows, in the reserve's order (RL.SETTLE,
-	// RL.CANCEL, RL.PART SETTLE and CANCEL that found something held).
+	// RL.CANCEL, RL.PART SETTLE and CANCEL that found something held:
+	// Held).
 	Settled []SettleRow
+	Held    bool
 	// Refusal says why, when Err is a part's refusal members act on
 	// (ErrFenced, ErrRulesDiffer); nil otherwise.
 	Refusal error

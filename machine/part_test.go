@@ -310,7 +310,7 @@ func TestPartRequestIsItsEntry(t *testing.T) {
 		}
 		var w resp.Writer
 		out := m.ApplyArgs(now, cmd, &w)
-		return PartOf(req.Kind, w.Buf, out)
+		return PartOf(req.Kind, out)
 	}
 	req := &PartRequest{Kind: PartReserve, Domain: "another", Rules: rules, ID: "r1", TTL: 10, Head: head,
 		Descriptors: [][][]byte{descs[0].Words}}

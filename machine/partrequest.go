@@ -193,10 +193,10 @@ type PartResult struct {
 	Settled []SettleRow
 }
 
-// PartOf reads a part's result from its apply: its typed Outcome, and for
-// a cancel its reply. An error reply is an error wrapping ErrFenced or
-// ErrRulesDiffer when it is one of those (its text says the rest).
-func PartOf(kind PartKind, reply []byte, out Outcome) (PartResult, error) {
+// PartOf reads a part's result from its apply's typed Outcome. An error
+// answer is an error wrapping ErrFenced or ErrRulesDiffer when it is one
+// of those (its text says the rest).
+func PartOf(kind PartKind, out Outcome) (PartResult, error) {
 	if out.Err != "" {
 		if out.Refusal != nil {
 			return PartResult{}, &PartError{Kind: out.Refusal, Reply: out.Err}
@@ -205,7 +205,7 @@ func PartOf(kind PartKind, reply []byte, out Outcome) (PartResult, error) {
 	}
 	switch kind {
 	case PartCancel, PartSettle:
-		return PartResult{Held: len(reply) > 0 && reply[0] != '$' && reply[0] != '_', Settled: out.Settled}, nil
+		return PartResult{Held: out.Held, Settled: out.Settled}, nil
 	case PartHold:
 		return PartResult{Check: out.Check}, nil
 	}

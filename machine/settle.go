@@ -333,7 +333,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 	if !slices.IsSortedFunc(rows, byOrder) {
 		slices.SortStableFunc(rows, byOrder)
 	}
-	x.out.Settled = rows
+	x.out.Settled, x.out.Held = rows, true
 	WriteSettle(x.w, rows)
 	return true
 }

@@ -29,7 +29,6 @@ var knownTextMatches = map[string]int{
 	"commands/migrations.go":  2, // slotmove's errors turned into replies
 	"commands/session.go":     3, // persist's prefix stripped; a reply's first byte for metrics
 	"commands/tx.go":          1, // EXECABORT's text built from a queued error's
-	"machine/partrequest.go":  2, // a part's reply read for whether something was held
 	"machine/policy_admin.go": 1, // an override's error text re-prefixed
 	"rls/service.go":          3, // a status message without the RESP code word; the door's own prefixes
 	"server/guard/errors.go":  1, // the guard's prefix stripped for the reply
