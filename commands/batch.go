@@ -200,12 +200,12 @@ func (c *Ctx) Settle() {
 			continue
 		}
 		r, o := reply(j)
-		if msg, why := c.rulesDiffer(d.of[i], cmds[i], r); msg != "" {
+		if msg, why := c.rulesDiffer(d.of[i], cmds[i], o); msg != "" {
 			out = appendError(out, c.W.Proto, msg)
 			c.settled(machine.Outcome{Err: msg, Reason: why})
 			continue
 		}
-		if d.everywhere[i] && o.Err == "" && len(r) > 0 && r[0] != '-' {
+		if d.everywhere[i] && o.Err == "" {
 			if perr := c.Env.CrossGroup.Propagate(context.Background(), cmds[i]); perr != nil {
 				msg := "ERR applied in this group, not yet in every group (send it again): " + perr.Error()
 				out = appendError(out, c.W.Proto, msg)
@@ -215,7 +215,7 @@ func (c *Ctx) Settle() {
 		}
 		out = appendMachineReply(out, c.W.Proto, r)
 		c.settled(o)
-		c.Env.decided(d.of[i], d.cmds[i], o, len(r) > 0 && r[0] != '-')
+		c.Env.decided(d.of[i], d.cmds[i], o, o.Err == "")
 	}
 	out = append(out, c.W.Buf[prev:]...)
 	d.spare, c.W.Buf = c.W.Buf[:0], out
@@ -316,9 +316,8 @@ func (c *Ctx) acrossFailed(out []byte, args [][]byte, err error) []byte {
 // rulesDiffer is, for an RL.RULES LIST answered in a sharded cluster, the
 // error that says the groups hold different rules (the list would be only
 // this group's), and why, or "".
-func (c *Ctx) rulesDiffer(cmd *Command, args [][]byte, reply []byte) (string, machine.Reason) {
-	if c.Env.CrossGroup == nil || cmd.Name != "rl.rules" || len(args) < 2 || !resp.EqualFold(args[1], "list") ||
-		len(reply) == 0 || reply[0] == '-' {
+func (c *Ctx) rulesDiffer(cmd *Command, args [][]byte, out machine.Outcome) (string, machine.Reason) {
+	if c.Env.CrossGroup == nil || cmd.Name != "rl.rules" || len(args) < 2 || !resp.EqualFold(args[1], "list") || out.Err != "" {
 		return "", machine.ReasonNone
 	}
 	domain := ""

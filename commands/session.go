@@ -40,11 +40,12 @@ func (e *Env) NewSession(addr string) *Session {
 func (s *Session) Do(args [][]byte) ([]byte, error) {
 	start := time.Now()
 	s.ctx.Reset()
-	s.w.Buf = s.w.Buf[:0]
+	s.w.Buf, s.w.LastError = s.w.Buf[:0], ""
 	s.ctx.Env.Table.Dispatch(&s.ctx, args)
 	s.ctx.Settle()
 	if cmd := s.ctx.Command(); cmd != nil {
-		cmd.Observe(int64(time.Since(start)), len(s.w.Buf) > 0 && s.w.Buf[0] == '-')
+		// An error the door wrote, or one the batch settled with.
+		cmd.Observe(int64(time.Since(start)), s.w.LastError != "" || s.ctx.applied && s.ctx.outcome.Err != "")
 	}
 	if s.conn.DurablePending() {
 		if err := s.conn.AwaitDurable(); err != nil {

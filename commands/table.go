@@ -275,14 +275,13 @@ func (c *Ctx) apply(cmd *Command, args [][]byte) {
 		return
 	}
 	var out machine.Outcome
-	start := len(c.W.Buf)
 	if c.Env.Applier != nil {
 		out = c.Env.Applier.Apply(c.Now(), cmd.Machine, args, c.W)
 	} else {
 		out = c.Env.Machine.ApplyScratch(&c.scratch, c.Now(), cmd.Machine, args, c.W)
 	}
 	c.settled(out)
-	c.Env.decided(cmd, args, out, len(c.W.Buf) > start && c.W.Buf[start] != '-')
+	c.Env.decided(cmd, args, out, out.Err == "")
 	c.journaled(out.Ticket)
 }
 

@@ -25,9 +25,8 @@ import (
 // knownTextMatches are the files that still match error text, with how
 // many times: typed codes are to replace each.
 var knownTextMatches = map[string]int{
-	"commands/batch.go":       1, // a reply's first byte read for "everywhere" commands
 	"commands/migrations.go":  2, // slotmove's errors turned into replies
-	"commands/session.go":     3, // persist's prefix stripped; a reply's first byte for metrics
+	"commands/session.go":     2, // persist's prefix stripped for the reply
 	"commands/tx.go":          1, // EXECABORT's text built from a queued error's
 	"machine/policy_admin.go": 1, // an override's error text re-prefixed
 	"rls/service.go":          3, // a status message without the RESP code word; the door's own prefixes
