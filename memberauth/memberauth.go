@@ -5,21 +5,31 @@
 // and a member never talks to a listener that is not one. Package raftmux
 // runs it on every connection of the member port.
 //
-// The handshake is a mutual challenge and response, versioned, bound to
-// the connection's purpose (a group's Raft, or member calls for it):
+// The handshake is a mutual challenge and response, bound to the
+// connection's purpose (a group's Raft, or member calls for it):
 //
-//	dialer → acceptor: "SLMA" version(1) nonce_d(16)
-//	acceptor → dialer: "SLMA" version(1) nonce_a(16) HMAC(secret, "acceptor" purpose nonce_d nonce_a)
+//	dialer → acceptor: "SLMA" 1 nonce_d(16)
+//	acceptor → dialer: "SLMA" 1 nonce_a(16) HMAC(secret, "acceptor" purpose nonce_d nonce_a)
 //	dialer → acceptor: HMAC(secret, "dialer" purpose nonce_d nonce_a)
 //
 // HMAC is HMAC-SHA256. Fresh nonces on both sides make a recorded
-// handshake useless on another connection. One version is spoken: a hello
-// of another is refused (ErrVersion) before anything is answered, so a
-// version cannot be stripped by the network — there is nothing to fall
-// back to. A next version must be chosen inside what the MACs cover (the
-// dialer's offer and the acceptor's choice), so that it cannot be either. The secret is never sent. It
+// handshake useless on another connection. The secret is never sent. It
 // proves membership; it does not hide the traffic — with --tls-cert-file
 // the member port speaks TLS after it (raftmux.Guard).
+//
+// Versions. The byte after "SLMA" is the hellos' layout, 1 for every
+// version so far: a hello of another layout is refused (ErrVersion)
+// before anything is answered. The handshake's version is said inside the
+// nonces, which both MACs cover, so the network cannot change it: a
+// dialer of version 2 starts its nonce with "SLv2", and an acceptor of
+// version 2 that sees it answers with a nonce that starts so too. An
+// acceptor that does not (a member of 0.4.0, which speaks version 1)
+// answers a nonce without it — served, by this rule, so a cluster can be
+// upgraded member by member; a dialer without it is answered in version
+// 1 alike. A version changed on the way — the mark taken off a nonce, or
+// put on — leaves the MACs unequal: refused. Version 2 changes nothing
+// else yet: it is the place a next change is chosen in, where the network
+// cannot choose it.
 package memberauth
 
 import (
@@ -41,8 +51,8 @@ var (
 	// ErrRefused: the other end did not prove it holds the secret, or
 	// spoke something else.
 	ErrRefused = errors.New("memberauth: the other end did not prove cluster membership")
-	// ErrVersion, with ErrRefused: the other end speaks another version
-	// of the handshake. Nothing is answered to it.
+	// ErrVersion, with ErrRefused: the other end's hello is of a layout
+	// this member does not read. Nothing is answered to it.
 	ErrVersion = errors.New("memberauth: the other end speaks another version of the handshake")
 )
 
@@ -53,12 +63,16 @@ const MinSecret = 16
 const Timeout = 5 * time.Second
 
 const (
-	magic      = "SLMA"
-	version    = 1
-	nonceLen   = 16
-	helloLen   = len(magic) + 1 + nonceLen
-	macLen     = sha256.Size
-	maxPurpose = 255
+	magic = "SLMA"
+	// layout is the hellos' layout byte; version the handshake's, said by
+	// versionMark at the start of a nonce (version 1 says nothing).
+	layout      = 1
+	version     = 2
+	versionMark = "SLv2"
+	nonceLen    = 16
+	helloLen    = len(magic) + 1 + nonceLen
+	macLen      = sha256.Size
+	maxPurpose  = 255
 )
 
 // Check reports whether secret can be used.
@@ -76,9 +90,8 @@ func Dial(c net.Conn, secret []byte, purpose string) error {
 	}
 	c.SetDeadline(time.Now().Add(Timeout))
 	defer c.SetDeadline(time.Time{})
-	var nd [nonceLen]byte
-	rand.Read(nd[:])
-	if _, err := c.Write(hello(nd[:])); err != nil {
+	nd := nonce(version)
+	if _, err := c.Write(hello(nd)); err != nil {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	var reply [helloLen + macLen]byte
@@ -89,10 +102,12 @@ func Dial(c net.Conn, secret []byte, purpose string) error {
 	if err != nil {
 		return err
 	}
-	if !hmac.Equal(reply[helloLen:], mac(secret, "acceptor", purpose, nd[:], na)) {
+	// The acceptor's nonce says its version (2, or 1 from a member of
+	// 0.4.0), and both MACs cover it.
+	if !hmac.Equal(reply[helloLen:], mac(secret, "acceptor", purpose, nd, na)) {
 		return ErrRefused
 	}
-	if _, err := c.Write(mac(secret, "dialer", purpose, nd[:], na)); err != nil {
+	if _, err := c.Write(mac(secret, "dialer", purpose, nd, na)); err != nil {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	return nil
@@ -121,16 +136,17 @@ func AcceptBy(c net.Conn, secret []byte, purpose string, deadline time.Time) err
 	if err != nil {
 		return err
 	}
-	var na [nonceLen]byte
-	rand.Read(na[:])
-	if _, err := c.Write(append(hello(na[:]), mac(secret, "acceptor", purpose, nd, na[:])...)); err != nil {
+	// Answered in the dialer's version: 2 when its nonce says so, else 1
+	// (a member of 0.4.0).
+	na := nonce(versionOf(nd))
+	if _, err := c.Write(append(hello(na), mac(secret, "acceptor", purpose, nd, na)...)); err != nil {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	var m [macLen]byte
 	if _, err := io.ReadFull(c, m[:]); err != nil {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	if !hmac.Equal(m[:], mac(secret, "dialer", purpose, nd, na[:])) {
+	if !hmac.Equal(m[:], mac(secret, "dialer", purpose, nd, na)) {
 		return ErrRefused
 	}
 	return nil
@@ -149,18 +165,41 @@ func checkArgs(secret []byte, purpose string) error {
 func hello(nonce []byte) []byte {
 	b := make([]byte, 0, helloLen)
 	b = append(b, magic...)
-	b = append(b, version)
+	b = append(b, layout)
 	return append(b, nonce...)
 }
 
-// readHello is the nonce of a hello of this version; ErrRefused for
-// anything else, with ErrVersion for a hello of another version.
+// nonce is a fresh nonce that says version v: marked for 2; for 1, never
+// one that reads as marked.
+func nonce(v byte) []byte {
+	n := make([]byte, nonceLen)
+	for {
+		rand.Read(n)
+		if v == version {
+			copy(n, versionMark)
+		}
+		if versionOf(n) == v {
+			return n
+		}
+	}
+}
+
+// versionOf is the handshake version a nonce says.
+func versionOf(nonce []byte) byte {
+	if bytes.HasPrefix(nonce, []byte(versionMark)) {
+		return version
+	}
+	return 1
+}
+
+// readHello is the nonce of a hello of this layout; ErrRefused for
+// anything else, with ErrVersion for a hello of another layout.
 func readHello(b []byte) ([]byte, error) {
 	if !bytes.HasPrefix(b, []byte(magic)) {
 		return nil, ErrRefused
 	}
-	if v := b[len(magic)]; v != version {
-		return nil, fmt.Errorf("%w: %w: version %d, this member speaks %d", ErrRefused, ErrVersion, v, version)
+	if l := b[len(magic)]; l != layout {
+		return nil, fmt.Errorf("%w: %w: hello layout %d, this member reads %d", ErrRefused, ErrVersion, l, layout)
 	}
 	return b[len(magic)+1:], nil
 }

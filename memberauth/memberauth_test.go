@@ -1,6 +1,7 @@
 package memberauth
 
 import (
+	"crypto/hmac"
 	"errors"
 	"io"
 	"net"
@@ -70,7 +71,8 @@ func recordDialer(t *testing.T) (helloMsg, proof []byte) {
 		var h [helloLen]byte
 		io.ReadFull(a, h[:])
 		nd, _ := readHello(h[:])
-		na := make([]byte, nonceLen)
+		v := versionOf(nd)
+		na := nonce(v)
 		a.Write(append(hello(na), mac(secret, "acceptor", "p", nd, na)...))
 		var m [macLen]byte
 		io.ReadFull(a, m[:])
@@ -174,5 +176,149 @@ func TestAnotherVersionIsRefused(t *testing.T) {
 	}
 	if n := <-sent; n != 0 {
 		t.Fatalf("the dialer sent %d bytes of proof to an acceptor of another version", n)
+	}
+}
+
+// v1Dial and v1Accept are the handshake as 0.4.0 speaks it: nonces
+// without the version's mark, MACs without the version.
+func v1Dial(c net.Conn, purpose string) error {
+	nd := nonce(1)
+	c.Write(hello(nd))
+	reply := make([]byte, helloLen+macLen)
+	if _, err := io.ReadFull(c, reply); err != nil {
+		return err
+	}
+	na := reply[len(magic)+1 : helloLen]
+	if !hmac.Equal(reply[helloLen:], mac(secret, "acceptor", purpose, nd, na)) {
+		return ErrRefused
+	}
+	_, err := c.Write(mac(secret, "dialer", purpose, nd, na))
+	return err
+}
+
+func v1Accept(c net.Conn, purpose string) error {
+	h := make([]byte, helloLen)
+	if _, err := io.ReadFull(c, h); err != nil {
+		return err
+	}
+	nd, na := h[len(magic)+1:], nonce(1)
+	c.Write(append(hello(na), mac(secret, "acceptor", purpose, nd, na)...))
+	m := make([]byte, macLen)
+	if _, err := io.ReadFull(c, m); err != nil {
+		return err
+	}
+	if !hmac.Equal(m, mac(secret, "dialer", purpose, nd, na)) {
+		return ErrRefused
+	}
+	return nil
+}
+
+// A member of this version and one of 0.4.0 prove membership to each
+// other either way round (version 1, by the rule that lets a cluster be
+// upgraded member by member); two of this version speak version 2.
+func TestVersionsMeet(t *testing.T) {
+	const purpose = "raft/g1"
+	run := func(dial, accept func(net.Conn) error) (error, error) {
+		d, a := net.Pipe()
+		defer d.Close()
+		defer a.Close()
+		done := make(chan error, 1)
+		go func() { done <- accept(a) }()
+		de := dial(d)
+		return de, <-done
+	}
+	dialNew := func(c net.Conn) error { return Dial(c, secret, purpose) }
+	acceptNew := func(c net.Conn) error { return Accept(c, secret, purpose) }
+	if d, a := run(func(c net.Conn) error { return v1Dial(c, purpose) }, acceptNew); d != nil || a != nil {
+		t.Fatalf("a 0.4.0 dialer: dial %v, accept %v", d, a)
+	}
+	if d, a := run(dialNew, func(c net.Conn) error { return v1Accept(c, purpose) }); d != nil || a != nil {
+		t.Fatalf("a 0.4.0 acceptor: dial %v, accept %v", d, a)
+	}
+	// Two of this version speak version 2: both nonces carry the mark.
+	d, m1 := net.Pipe()
+	m2, a := net.Pipe()
+	accepted := make(chan error, 1)
+	go func() { accepted <- Accept(a, secret, purpose); a.Close() }()
+	marks := make(chan [2]byte, 1)
+	go func() {
+		defer m1.Close()
+		defer m2.Close()
+		h, r, p := make([]byte, helloLen), make([]byte, helloLen+macLen), make([]byte, macLen)
+		io.ReadFull(m1, h)
+		m2.Write(h)
+		io.ReadFull(m2, r)
+		m1.Write(r)
+		io.ReadFull(m1, p)
+		m2.Write(p)
+		marks <- [2]byte{versionOf(h[len(magic)+1:]), versionOf(r[len(magic)+1 : helloLen])}
+	}()
+	if err := Dial(d, secret, purpose); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
+	}
+	if v := <-marks; v != [2]byte{version, version} {
+		t.Fatalf("two members of this version spoke versions %v", v)
+	}
+}
+
+// The network cannot change the version: a mark taken off a nonce, or put
+// on one, leaves the MACs unequal, and the handshake is refused.
+func TestVersionCannotBeChangedOnTheWay(t *testing.T) {
+	const purpose = "raft/g1"
+	for _, tc := range []struct {
+		name        string
+		dialer      func(net.Conn) error
+		toAcceptor  func([]byte)
+		toDialer    func([]byte)
+		acceptorOld bool
+	}{
+		{name: "the dialer's mark taken off", dialer: func(c net.Conn) error { return Dial(c, secret, purpose) },
+			toAcceptor: func(h []byte) { h[len(magic)+1] ^= 1 }},
+		{name: "the acceptor's mark taken off", dialer: func(c net.Conn) error { return Dial(c, secret, purpose) },
+			toDialer: func(r []byte) { r[len(magic)+1] ^= 1 }},
+		{name: "a mark put on an old dialer's nonce", dialer: func(c net.Conn) error { return v1Dial(c, purpose) },
+			toAcceptor: func(h []byte) { copy(h[len(magic)+1:], versionMark) }},
+	} {
+		d, m1 := net.Pipe()
+		m2, a := net.Pipe()
+		accepted := make(chan error, 1)
+		go func() { accepted <- Accept(a, secret, purpose); a.Close() }()
+		go func() { // the network between them
+			defer m1.Close()
+			defer m2.Close()
+			h := make([]byte, helloLen)
+			if _, err := io.ReadFull(m1, h); err != nil {
+				return
+			}
+			if tc.toAcceptor != nil {
+				tc.toAcceptor(h)
+			}
+			m2.Write(h)
+			r := make([]byte, helloLen+macLen)
+			if _, err := io.ReadFull(m2, r); err != nil {
+				return
+			}
+			if tc.toDialer != nil {
+				tc.toDialer(r)
+			}
+			m1.Write(r)
+			p := make([]byte, macLen)
+			if _, err := io.ReadFull(m1, p); err != nil {
+				return
+			}
+			m2.Write(p)
+		}()
+		de := tc.dialer(d)
+		d.Close()
+		ae := <-accepted
+		if de == nil && ae == nil {
+			t.Errorf("%s: both ends took the handshake", tc.name)
+		}
+		if ae == nil {
+			t.Errorf("%s: the acceptor took it (dialer: %v)", tc.name, de)
+		}
 	}
 }
