@@ -33,6 +33,9 @@
 //   - Check parses a command without the state, exactly as its apply
 //     would, so a replicated node logs only well-formed commands.
 //
+// Its tests include scripts in testdata/apply (datadriven_test.go):
+// commands at instants, and what the machine answers and holds.
+//
 // # Where things are
 //
 //   - The machine and its apply: machine.go (Apply, Check, Advance, Sweep),
@@ -68,6 +71,10 @@
 //     alike during a rolling upgrade).
 //   - Memory: stores.go (whether a command would add a record, for
 //     maxmemory).
+//   - Errors: errors.go (an error as a reply), reason.go (why a command
+//     answered an error, typed, for the doors that are not RESP:
+//     Outcome.Reason, ReplyError), redirect.go (MOVED, TRYAGAIN,
+//     CLUSTERDOWN as typed refusals).
 //   - Encodings and reading: kinds.go (each kind's TYPE name and snapshot
 //     encoding), digest.go (DEBUG DIGEST), inline.go, zones.go, debug.go.
 //
