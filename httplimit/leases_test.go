@@ -93,17 +93,25 @@ func (returnFails) Do(ctx context.Context, args ...any) *redis.Cmd {
 	return cmd
 }
 
+// oneDescriptorLeases are leases of 10 s for domain d, every request the
+// descriptor k=v, on the clock *now.
+func oneDescriptorLeases(t *testing.T, now *time.Time) *Leases {
+	t.Helper()
+	l, err := WithLeases(Rules{Domain: "d", Descriptors: func(*http.Request, string) [][]Entry {
+		return [][]Entry{{{Key: "k", Value: "v"}}}
+	}}, LeaseOptions{Holder: "h", TTL: 10 * time.Second, Now: func() time.Time { return *now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // A renewal whose return does not reach sluice leaves what the lease held
 // this process's: the lease is still held there, so its units are still
 // used here.
 func TestLeaseKeptWhenItsReturnFails(t *testing.T) {
 	now := time.Unix(1e9, 0)
-	l, err := WithLeases(Rules{Domain: "d", Descriptors: func(*http.Request, string) [][]Entry {
-		return [][]Entry{{{Key: "k", Value: "v"}}}
-	}}, LeaseOptions{Holder: "h", TTL: 10 * time.Second, Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := oneDescriptorLeases(t, &now)
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
 	ctx := context.Background()
 	check := func() bool {
@@ -144,12 +152,7 @@ func TestLeaseKeptWhenItsReturnFails(t *testing.T) {
 // request would ask for a second one.
 func TestForgetIdleKeepsLeasesBeingRenewed(t *testing.T) {
 	now := time.Unix(1e9, 0)
-	l, err := WithLeases(Rules{Domain: "d", Descriptors: func(*http.Request, string) [][]Entry {
-		return [][]Entry{{{Key: "k", Value: "v"}}}
-	}}, LeaseOptions{Holder: "h", TTL: 10 * time.Second, Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := oneDescriptorLeases(t, &now)
 	ended := now.Add(-time.Second)
 	for i := range maxLeases {
 		l.held["d"+strconv.Itoa(i)] = &heldLease{until: ended, renewing: i%2 == 0, known: true}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/machine"
-	"github.com/sluice-rl/sluice/raftmux"
 )
 
 // Calls forwarded at once go in batches (fewer than the calls), each
@@ -21,12 +20,7 @@ import (
 func TestDecideGoesInBatches(t *testing.T) {
 	var decided atomic.Int64
 	release := make(chan struct{})
-	mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mux.Close()
-	ln, _ := mux.Members("g1")
+	mux, ln := listenMembers(t, "g1")
 	var batches atomic.Int64
 	srv := mustServe(t, ln, ServerConfig{Group: "g1", Decide: counted(&batches, eachCall(func(cmd [][]byte) (machine.Outcome, string, error) {
 		decided.Add(1)
@@ -66,7 +60,7 @@ func TestDecideGoesInBatches(t *testing.T) {
 	if decided.Load() != calls || batches.Load() >= calls {
 		t.Fatalf("%d decided of %d, in %d batches", decided.Load(), calls, batches.Load())
 	}
-	_, err = c.Decide(ctx, to, [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte("follower"), []byte("0")})
+	_, err := c.Decide(ctx, to, [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte("follower"), []byte("0")})
 	if leader, ok := LeaderOf(err); !ok || leader != "127.0.0.1:9" || !NothingApplied(err) {
 		t.Fatalf("a call at a follower: %v", err)
 	}

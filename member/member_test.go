@@ -173,12 +173,7 @@ func TestCallsAndWhatBecameOfThem(t *testing.T) {
 // refused before anything is applied — the mux routes by the connection's
 // header, the server checks the request's own group as well.
 func TestApplyOfAnotherGroupIsRefused(t *testing.T) {
-	mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mux.Close()
-	ln, _ := mux.Members("g1")
+	mux, ln := listenMembers(t, "g1")
 	var applied atomic.Int64
 	srv := mustServe(t, ln, ServerConfig{Group: "g2", Apply: func(context.Context, [][]byte) ([]byte, string, error) {
 		applied.Add(1)
@@ -254,12 +249,7 @@ func TestReportCrossesWhole(t *testing.T) {
 // another.
 func TestReportOverThePort(t *testing.T) {
 	want := Report{Leader: true, LogTime: 42, Fenced: true, Slots: shardmap.Report{Epoch: 2, Ranges: [][2]int{{5, 9}}}}
-	mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mux.Close()
-	ln, _ := mux.Members("g1")
+	mux, ln := listenMembers(t, "g1")
 	srv := mustServe(t, ln, ServerConfig{Group: "g1", Report: func() Report { return want }})
 	defer srv.Stop()
 	c := NewClient(ClientConfig{})
@@ -284,12 +274,7 @@ func TestPartOverThePort(t *testing.T) {
 		Head: [][]byte{[]byte("COST"), []byte("2")}, Descriptors: [][][]byte{{[]byte("DESCRIPTOR"), []byte("user"), []byte("u")}},
 		Deadline: 1_767_225_600_000_000_000}
 	var got *machine.PartRequest
-	mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mux.Close()
-	ln, _ := mux.Members("g1")
+	mux, ln := listenMembers(t, "g1")
 	srv := mustServe(t, ln, ServerConfig{Group: "g1", Part: func(_ context.Context, r *machine.PartRequest) (machine.PartResult, string, error) {
 		got = r
 		switch r.Domain {
@@ -337,12 +322,7 @@ func TestPartOverThePort(t *testing.T) {
 // refusal as Limited with its statuses); a member that does not lead
 // says who does, and nothing was applied.
 func TestDecideOverThePort(t *testing.T) {
-	mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mux.Close()
-	ln, _ := mux.Members("g1")
+	mux, ln := listenMembers(t, "g1")
 	srv := mustServe(t, ln, ServerConfig{Group: "g1", Decide: eachCall(func(cmd [][]byte) (machine.Outcome, string, error) {
 		switch string(cmd[1]) {
 		case "follower":
@@ -434,6 +414,22 @@ func eachCall(decide func(cmd [][]byte) (machine.Outcome, string, error)) Decide
 	}
 }
 
+// listenMembers is a member port on 127.0.0.1 (no secret) and its
+// member-call listener for group, closed when the test ends.
+func listenMembers(t testing.TB, group string) (*raftmux.Mux, net.Listener) {
+	t.Helper()
+	mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mux.Close() })
+	ln, err := mux.Members(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mux, ln
+}
+
 // mustServe is Serve that fails the test on an invalid config.
 func mustServe(t testing.TB, ln net.Listener, cfg ServerConfig) *Server {
 	t.Helper()
@@ -453,12 +449,7 @@ func TestServerConfig(t *testing.T) {
 			t.Fatalf("group of %d bytes: %v", len(group), err)
 		}
 	}
-	mux, err := raftmux.Listen("127.0.0.1:0", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mux.Close()
-	ln, _ := mux.Members("g1")
+	mux, ln := listenMembers(t, "g1")
 	srv := mustServe(t, ln, ServerConfig{Group: "g1"})
 	defer srv.Stop()
 	c := NewClient(ClientConfig{})
