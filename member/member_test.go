@@ -180,10 +180,7 @@ func TestApplyOfAnotherGroupIsRefused(t *testing.T) {
 		return []byte("+OK\r\n"), "", nil
 	}})
 	defer srv.Stop()
-	c := NewClient(ClientConfig{})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	c, ctx := testClient(t)
 	if _, err := c.Apply(ctx, Addr{Port: mux.Addr().String(), Group: "g1"}, [][]byte{[]byte("APPLY")}); !errors.Is(err, ErrWrongGroup) || !NothingApplied(err) {
 		t.Fatalf("a call for g1 to g2's server: %v", err)
 	}
@@ -252,10 +249,7 @@ func TestReportOverThePort(t *testing.T) {
 	mux, ln := listenMembers(t, "g1")
 	srv := mustServe(t, ln, ServerConfig{Group: "g1", Report: func() Report { return want }})
 	defer srv.Stop()
-	c := NewClient(ClientConfig{})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	c, ctx := testClient(t)
 	got, err := c.Report(ctx, Addr{Port: mux.Addr().String(), Group: "g1"})
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("report: %+v %v", got, err)
@@ -288,10 +282,7 @@ func TestPartOverThePort(t *testing.T) {
 		return want, "", nil
 	}})
 	defer srv.Stop()
-	c := NewClient(ClientConfig{})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	c, ctx := testClient(t)
 	to := Addr{Port: mux.Addr().String(), Group: "g1"}
 	res, err := c.Part(ctx, to, sent)
 	if err != nil || !reflect.DeepEqual(res, want) {
@@ -348,10 +339,7 @@ func TestDecideOverThePort(t *testing.T) {
 		return machine.Outcome{Limited: true, Statuses: []machine.RLSStatus{{Code: 2, RequestsPerUnit: 5, Unit: 1, Remaining: 0, ResetSeconds: 3}}}, "", nil
 	})})
 	defer srv.Stop()
-	c := NewClient(ClientConfig{})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	c, ctx := testClient(t)
 	to := Addr{Port: mux.Addr().String(), Group: "g1"}
 	call := func(domain string) (machine.Outcome, error) {
 		return c.Decide(ctx, to, [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte(domain), []byte("1")})
@@ -430,6 +418,15 @@ func listenMembers(t testing.TB, group string) (*raftmux.Mux, net.Listener) {
 	return mux, ln
 }
 
+// testClient is a client without a secret, and a context of 5 s, both
+// ended with the test.
+func testClient(t *testing.T) (*Client, context.Context) {
+	c := NewClient(ClientConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(func() { cancel(); c.Close() })
+	return c, ctx
+}
+
 // mustServe is Serve that fails the test on an invalid config.
 func mustServe(t testing.TB, ln net.Listener, cfg ServerConfig) *Server {
 	t.Helper()
@@ -452,10 +449,7 @@ func TestServerConfig(t *testing.T) {
 	mux, ln := listenMembers(t, "g1")
 	srv := mustServe(t, ln, ServerConfig{Group: "g1"})
 	defer srv.Stop()
-	c := NewClient(ClientConfig{})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	c, ctx := testClient(t)
 	to := Addr{Port: mux.Addr().String(), Group: "g1"}
 	if _, err := c.Apply(ctx, to, [][]byte{[]byte("APPLY")}); !errors.Is(err, ErrRefused) {
 		t.Fatalf("Apply without an applier: %v", err)
