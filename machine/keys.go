@@ -222,7 +222,8 @@ func (x *exec) flushAll() {
 		}
 		for _, k := range kept {
 			s, _ := x.lockKey(k.key)
-			if _, err := s.Insert(k.key, k.kind, k.expireAt, k.obj); err == nil {
+			// The apply level is the log's, never journaled (level.go).
+			if _, err := s.Insert(k.key, k.kind, k.expireAt, k.obj); err == nil && k.kind != keyspace.KindLevel {
 				x.journaled(x.m.changed(k.key, k.kind, k.expireAt, k.obj))
 			}
 			x.unlock(s)
@@ -282,7 +283,10 @@ func (m *Machine) deleted(key []byte) Ticket {
 	return m.durable.QuotaDeleted(key)
 }
 
-// keptConfig is an override or scale a flush puts back.
+// keptConfig is an override, a scale or the log's apply level, which a
+// flush puts back: configuration, not counters. (The level's record went
+// with a flush once: a member restored from a snapshot taken after it read
+// the log as level 0 while the others applied it at 1.)
 type keptConfig struct {
 	key      []byte
 	kind     keyspace.Kind
@@ -300,7 +304,7 @@ func keepConfig(slots func(i int) *keyspace.Slot, now int64) []keptConfig {
 			continue
 		}
 		s.Keys(now, func(key []byte, e keyspace.Entry) bool {
-			if k := e.Kind(); k == keyspace.KindOverride || k == keyspace.KindScale {
+			if k := e.Kind(); k == keyspace.KindOverride || k == keyspace.KindScale || k == keyspace.KindLevel {
 				kept = append(kept, keptConfig{key: bytes.Clone(key), kind: k, expireAt: s.ExpireAt(e), obj: s.Object(e)})
 			}
 			return true

@@ -70,6 +70,27 @@ func TestLevelRisesNeverFalls(t *testing.T) {
 	}
 }
 
+// The level is the log's configuration: FLUSHALL keeps its record, so a
+// member restored from a snapshot taken after a flush applies at the
+// level the others do; a single node's (no record) stays as set.
+func TestLevelSurvivesFlushAll(t *testing.T) {
+	m := New(Options{})
+	atLevel(m, 1)
+	do(m, t0, "CL.THROTTLE", "k", "5", "1", "60")
+	if got := do(m, t0+1, "FLUSHALL"); got != "+OK\r\n" {
+		t.Fatal(got)
+	}
+	if got := snapshotCopy(t, m, nil).AppliedLevel(); got != 1 {
+		t.Fatalf("restored after FLUSHALL at level %d", got)
+	}
+	alone := New(Options{})
+	alone.SetLevelAlone(Level)
+	do(alone, t0, "FLUSHALL")
+	if alone.AppliedLevel() != Level || alone.Keys().Stats().Keys != 0 {
+		t.Fatalf("alone after FLUSHALL: level %d, %d keys", alone.AppliedLevel(), alone.Keys().Stats().Keys)
+	}
+}
+
 // Below level 1 a log is applied as sluice 0.4.0 applied it — a member of
 // that release beside this one in a group being upgraded applies every
 // entry alike: a settled reservation's id is not kept (a late copy of its
