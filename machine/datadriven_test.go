@@ -20,7 +20,9 @@ import (
 // TestApplyDataDriven runs the scripts in testdata/apply, in etcd-raft's
 // style: each block applies commands at an instant and shows what the
 // machine answered, or shows its state. Each script starts on an empty
-// machine whose log is at this binary's apply level. Directives:
+// machine whose log is at this binary's apply level. Every command is
+// applied to a twin as well — the machine restored from a snapshot taken
+// before the block — and must answer alike (a restarted replica). Directives:
 //
 //	apply at=<seconds>            one command a line (words split on spaces,
 //	                              "quoted" words Go-unquoted); one reply a line
@@ -43,6 +45,10 @@ func TestApplyDataDriven(t *testing.T) {
 		// members all run it.
 		m := New(Options{})
 		atLevel(m, Level)
+		// twin is m restored from a snapshot before each block, given the
+		// same commands: a replica that restarted from that snapshot must
+		// answer alike.
+		twin := snapshotCopy(t, m, nil)
 		now := t0
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			if d.HasArg("at") {
@@ -56,6 +62,7 @@ func TestApplyDataDriven(t *testing.T) {
 				}
 				now = at
 			}
+			defer func() { twin = snapshotCopy(t, m, nil) }()
 			switch d.Cmd {
 			case "apply":
 				var out strings.Builder
@@ -63,13 +70,19 @@ func TestApplyDataDriven(t *testing.T) {
 					if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
 						continue
 					}
-					out.WriteString(applyLine(m, now, splitWords(t, line)))
+					words := splitWords(t, line)
+					got := applyLine(m, now, words)
+					if again := applyLine(twin, now, words); again != got {
+						d.Fatalf(t, "%s: %s, and from a snapshot taken before the block %s", line, got, again)
+					}
+					out.WriteString(got)
 					out.WriteByte('\n')
 				}
 				return out.String()
 			case "rules":
 				var name string
 				d.ScanArgs(t, "name", &name)
+				do(twin, now, "RL.RULES", "LOAD", name, d.Input)
 				return render([]byte(do(m, now, "RL.RULES", "LOAD", name, d.Input))) + "\n"
 			case "keys":
 				return liveKeys(m, now)
