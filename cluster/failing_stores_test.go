@@ -26,6 +26,21 @@ func TestFailingStores(t *testing.T) {
 		t.Fatalf("a failed write stored entries up to %d", last)
 	}
 
+	// The wrapper says what the store says of gaps: Raft clears a store
+	// that takes none after a snapshot's install, and compacts the others.
+	if logs.IsMonotonic() {
+		t.Fatal("an in-memory store wrapped reads as monotonic")
+	}
+	wal, _, closer, err := openWALStores(filepath.Join(t.TempDir(), walDir), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	var wrapped raft.LogStore = failingLog{LogStore: wal, points: points}
+	if m, ok := wrapped.(raft.MonotonicLogStore); !ok || !m.IsMonotonic() {
+		t.Fatal("raft-wal wrapped does not read as monotonic: a follower's log would keep a gap after a snapshot")
+	}
+
 	dir := t.TempDir()
 	files, err := raft.NewFileSnapshotStore(dir, 2, nil)
 	if err != nil {
