@@ -40,7 +40,7 @@ test: provision lint test-go test-node ## install what is missing, vet, then eve
 # -count=1: the end-to-end tests build bin/sluice themselves, which Go's test
 # cache does not see, so a cached pass could hide a change to the server.
 test-go:
-	$(GO) test -race -count=1 -timeout 9m ./...
+	$(GO) test -race -count=1 -timeout 10m ./...
 
 test-node: build ## ioredis against bin/sluice (needs Node.js >= 20 and npm)
 	@test -d tests/node/node_modules || npm ci --prefix tests/node --no-audit --no-fund
