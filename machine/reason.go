@@ -1,5 +1,7 @@
 package machine
 
+import "strconv"
+
 // Reason is why a command answered an error instead of its result, typed,
 // so a door that is not RESP picks its protocol's code (a gRPC code, an
 // HTTP status) from it and never from the error's text. The text
@@ -39,7 +41,7 @@ func (r Reason) String() string {
 	if int(r) < len(reasonNames) {
 		return reasonNames[r]
 	}
-	return "reason(" + string(rune('0'+r%10)) + ")"
+	return "reason(" + strconv.Itoa(int(r)) + ")"
 }
 
 // ReplyError is an applied command's error answer as an error: why, and
