@@ -194,15 +194,9 @@ func refusalOf(err error) error {
 	return nil
 }
 
-// ApplyHere logs one command when this node leads and returns its reply
-// (RESP2); ok is false when it does not (nothing was logged: the caller
-// asks the leader). A check's coordinator applies its own group's part so.
-func (r Replicated) ApplyHere(args [][]byte) (reply []byte, ok bool, err error) {
-	reply, _, ok, err = r.applyHere(args)
-	return reply, ok, err
-}
-
-// applyHere is ApplyHere with the apply's typed outcome.
+// applyHere logs one command when this node leads and returns its reply
+// and typed outcome; ok is false when it does not (nothing was logged:
+// the caller asks the leader).
 func (r Replicated) applyHere(args [][]byte) (reply []byte, out machine.Outcome, ok bool, err error) {
 	if !r.Node.Serving() {
 		return nil, out, false, nil
@@ -270,6 +264,36 @@ func (r Replicated) applyForMember(args [][]byte) (reply []byte, out machine.Out
 		return nil, out, "", fmt.Errorf("%w: %w", member.ErrUnknownOutcome, err)
 	}
 	return reply, out, "", nil
+}
+
+// Place logs a placement request another member sent (or this member's
+// own group's, LocalPlace) through this group's log, checked as a
+// client's command is: its typed result from the apply's outcome, no
+// reply read — a member.PlaceFunc.
+func (r Replicated) Place(req *machine.PlacementRequest) (machine.PlacementResult, string, error) {
+	args, err := req.Command()
+	if err != nil {
+		return machine.PlacementResult{}, "", fmt.Errorf("%w: %w", member.ErrRefused, err)
+	}
+	_, out, leader, err := r.applyForMember(args)
+	if err != nil {
+		return machine.PlacementResult{}, leader, err
+	}
+	res, err := machine.PlacementOf(out)
+	if err == nil && req.Kind == machine.PlaceDigest {
+		res.Config, err = r.Node.Machine().ConfigDigest()
+	}
+	return res, "", err
+}
+
+// LocalPlace is Place for this member's own group: ok false when this
+// member does not lead it (nothing was logged).
+func (r Replicated) LocalPlace(req *machine.PlacementRequest) (machine.PlacementResult, bool, error) {
+	res, _, err := r.Place(req)
+	if errors.Is(err, member.ErrNotLeader) {
+		return res, false, nil
+	}
+	return res, true, err
 }
 
 // Part decides a part of a check across groups here, as its group's

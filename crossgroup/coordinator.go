@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +25,6 @@ import (
 	"github.com/sluice-rl/sluice/internal/failpoint"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/member"
-	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/shardmap"
 )
 
@@ -79,15 +77,14 @@ type Config struct {
 	// slots its log owns) on the member port; nil: claims are not
 	// refreshed on a fenced part (the probe still learns them).
 	ReportOf func(ctx context.Context, g int) (member.Report, error)
-	// Local, when set, applies a command for this member's own group here,
-	// through its log, instead of over a connection to itself: it returns
-	// the reply, or ok false when this member cannot (it does not lead;
-	// nothing was logged). The leader coordinating a check saves the round
-	// trip to itself.
-	Local func(args [][]byte) (reply []byte, ok bool, err error)
-	// LocalPart is Local for a part of a check: decided here, through
-	// the log, its typed result read from the apply's outcome.
-	LocalPart func(req *machine.PartRequest) (res machine.PartResult, ok bool, err error)
+	// LocalPlace, when set, logs a placement request for this member's
+	// own group here, through its log, instead of over a connection to
+	// itself: it returns the apply's typed result, or ok false when this
+	// member cannot (it does not lead; nothing was logged). LocalPart is
+	// the same for a part of a check: the leader coordinating a check
+	// saves the round trip to itself.
+	LocalPlace func(req *machine.PlacementRequest) (res machine.PlacementResult, ok bool, err error)
+	LocalPart  func(req *machine.PartRequest) (res machine.PartResult, ok bool, err error)
 	// Timeout bounds one part's call (default 2 s).
 	Timeout time.Duration
 	// FinishRetry is how long a cancel that could not be sent is sent
@@ -181,7 +178,7 @@ func New(cfg Config) (*Coordinator, error) {
 // Members reaches other members on their member port (member.Client):
 // a command members send each other applied, a part of a check decided.
 type Members interface {
-	Apply(ctx context.Context, to member.Addr, command [][]byte) ([]byte, error)
+	Place(ctx context.Context, to member.Addr, req *machine.PlacementRequest) (machine.PlacementResult, error)
 	Part(ctx context.Context, to member.Addr, req *machine.PartRequest) (machine.PartResult, error)
 }
 
@@ -226,73 +223,35 @@ func (c *Coordinator) memberAt(addr string) (member.Addr, error) {
 	return to, nil
 }
 
-// words are args as a command's words.
-func words(args []any) [][]byte {
-	out := make([][]byte, len(args))
-	for i, a := range args {
-		switch v := a.(type) {
-		case string:
-			out[i] = []byte(v)
-		case []byte:
-			out[i] = v
-		case int:
-			out[i] = strconv.AppendInt(nil, int64(v), 10)
-		default:
-			out[i] = fmt.Append(nil, v)
-		}
-	}
-	return out
-}
-
-// decoded is a reply as the callers read one: int64, string, []any,
-// nil for a null, an error reply as a resp.ReplyError.
-func decoded(reply []byte) (any, error) {
-	v, err := resp.DecodeReply(reply)
-	if errors.Is(err, resp.ErrNull) {
-		return nil, nil
-	}
-	return v, err
-}
-
-// send applies args, a command members send each other, at to.
-func (c *Coordinator) send(ctx context.Context, to member.Addr, args ...any) (any, error) {
-	reply, err := c.cfg.Members.Apply(ctx, to, words(args))
-	if err != nil {
-		return nil, err
-	}
-	return decoded(reply)
-}
-
-// call sends args to group g's leader.
-func (c *Coordinator) call(ctx context.Context, g int, args ...any) (any, error) {
-	if g == c.cfg.Router.Self() && c.cfg.Local != nil {
-		reply, ok, err := c.cfg.Local(words(args))
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return decoded(reply)
+// place sends req to group g's leader: logged here when this member
+// leads it (LocalPlace), else on the leader's member port.
+func (c *Coordinator) place(ctx context.Context, g int, req *machine.PlacementRequest) (machine.PlacementResult, error) {
+	if g == c.cfg.Router.Self() && c.cfg.LocalPlace != nil {
+		res, ok, err := c.cfg.LocalPlace(req)
+		if ok || err != nil {
+			return res, err
 		}
 	}
 	to, err := c.leaderAt(g)
 	if err != nil {
-		return nil, err
+		return machine.PlacementResult{}, err
 	}
-	return c.send(ctx, to, args...)
+	return c.cfg.Members.Place(ctx, to, req)
 }
 
-// CallGroup sends args to group g's leader (slot migration's imports).
-func (c *Coordinator) CallGroup(ctx context.Context, g int, args ...any) (any, error) {
-	return c.call(ctx, g, args...)
+// PlaceGroup sends req to group g's leader (slot migration's imports and
+// configuration).
+func (c *Coordinator) PlaceGroup(ctx context.Context, g int, req *machine.PlacementRequest) (machine.PlacementResult, error) {
+	return c.place(ctx, g, req)
 }
 
-// CallMember sends args to the member at addr (a redirect's target).
-func (c *Coordinator) CallMember(ctx context.Context, addr string, args ...any) (any, error) {
+// PlaceMember sends req to the member at addr (a redirect's target).
+func (c *Coordinator) PlaceMember(ctx context.Context, addr string, req *machine.PlacementRequest) (machine.PlacementResult, error) {
 	to, err := c.memberAt(addr)
 	if err != nil {
-		return nil, err
+		return machine.PlacementResult{}, err
 	}
-	return c.send(ctx, to, args...)
+	return c.cfg.Members.Place(ctx, to, req)
 }
 
 // Drain waits for the cancels in flight.

@@ -62,8 +62,8 @@ type sentCancel struct {
 	slots []int
 }
 
-func (f *fakeMembers) Apply(context.Context, member.Addr, [][]byte) ([]byte, error) {
-	return nil, member.ErrRefused // a check's parts go as Part
+func (f *fakeMembers) Place(context.Context, member.Addr, *machine.PlacementRequest) (machine.PlacementResult, error) {
+	return machine.PlacementResult{}, member.ErrRefused // a check's parts go as Part
 }
 
 func (f *fakeMembers) Part(_ context.Context, to member.Addr, req *machine.PartRequest) (machine.PartResult, error) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/shardmap"
 )
 
@@ -26,11 +27,7 @@ func (c *Coordinator) Propagate(ctx context.Context, args [][]byte) error {
 // all: with a hundred groups, one lost call in each attempt is the rule,
 // not the exception.
 func (c *Coordinator) PropagateExcept(ctx context.Context, args [][]byte, skip string) error {
-	words := make([]any, 0, len(args)+2)
-	words = append(words, "RL.PART", "APPLY")
-	for _, a := range args {
-		words = append(words, string(a))
-	}
+	req := &machine.PlacementRequest{Kind: machine.PlaceApply, Config: args}
 	m := c.cfg.Router.Map()
 	pending := func(g int) bool { return m.Groups[g].ID != skip }
 	var errs []error
@@ -42,7 +39,7 @@ func (c *Coordinator) PropagateExcept(ctx context.Context, args [][]byte, skip s
 			case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
 			}
 		}
-		_, errs = c.fanOut(ctx, m, words, pending)
+		_, errs = c.fanOut(ctx, m, req, pending)
 		failed := errs
 		pending = func(g int) bool { return failed[g] != nil }
 		if errors.Join(errs...) == nil {
@@ -60,11 +57,7 @@ const propagateAttempts = 3
 // in every group with this one's: "" when all agree, else each group's
 // digest ("g1 3fa2… g2 none"). A group that cannot be asked is an error.
 func (c *Coordinator) RulesDiffer(ctx context.Context, domain string) (string, error) {
-	words := []any{"RL.PART", "DIGEST"}
-	if domain != "" {
-		words = append(words, domain)
-	}
-	digests, err := c.everyOther(ctx, words, "")
+	digests, err := c.everyOther(ctx, &machine.PlacementRequest{Kind: machine.PlaceDigest, Domain: domain}, "")
 	if err != nil {
 		return "", err
 	}
@@ -92,19 +85,18 @@ func (c *Coordinator) RulesDiffer(ctx context.Context, domain string) (string, e
 	return b.String(), nil
 }
 
-// everyOther sends words to every other group's leader in parallel, and
-// returns each group's string reply (this group's is left empty); the
-// error names the groups that did not answer.
-func (c *Coordinator) everyOther(ctx context.Context, words []any, skip string) ([]string, error) {
+// everyOther sends req, a digest's, to every other group's leader in
+// parallel, and returns each group's digest (this group's is left empty);
+// the error names the groups that did not answer.
+func (c *Coordinator) everyOther(ctx context.Context, req *machine.PlacementRequest, skip string) ([]string, error) {
 	m := c.cfg.Router.Map()
-	replies, errs := c.fanOut(ctx, m, words, func(g int) bool { return m.Groups[g].ID != skip })
+	replies, errs := c.fanOut(ctx, m, req, func(g int) bool { return m.Groups[g].ID != skip })
 	return replies, errors.Join(errs...)
 }
 
-// fanOut sends words to the leader of every other live group of m that
-// want accepts, in parallel: each group's string reply and error, by
-// index.
-func (c *Coordinator) fanOut(ctx context.Context, m *shardmap.Map, words []any, want func(g int) bool) ([]string, []error) {
+// fanOut sends req to the leader of every other live group of m that want
+// accepts, in parallel: each group's digest and error, by index.
+func (c *Coordinator) fanOut(ctx context.Context, m *shardmap.Map, req *machine.PlacementRequest, want func(g int) bool) ([]string, []error) {
 	replies := make([]string, len(m.Groups))
 	errs := make([]error, len(m.Groups))
 	var wg sync.WaitGroup
@@ -117,10 +109,8 @@ func (c *Coordinator) fanOut(ctx context.Context, m *shardmap.Map, words []any, 
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 			defer cancel()
-			v, err := c.call(ctx, g, words...)
-			if err == nil {
-				replies[g], _ = v.(string)
-			}
+			res, err := c.place(ctx, g, req)
+			replies[g] = res.Digest
 			if err != nil {
 				errs[g] = fmt.Errorf("group %s: %w", m.Groups[g].ID, err)
 			}

@@ -33,14 +33,14 @@ type flakyMembers struct {
 	calls map[string]int
 }
 
-func (f *flakyMembers) Apply(_ context.Context, to member.Addr, _ [][]byte) ([]byte, error) {
+func (f *flakyMembers) Place(_ context.Context, to member.Addr, _ *machine.PlacementRequest) (machine.PlacementResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls[to.Port]++
 	if f.calls[to.Port] <= f.fails[to.Port] {
-		return nil, errors.New("the call was lost")
+		return machine.PlacementResult{}, errors.New("the call was lost")
 	}
-	return []byte("+OK\r\n"), nil
+	return machine.PlacementResult{}, nil
 }
 
 func (f *flakyMembers) Part(context.Context, member.Addr, *machine.PartRequest) (machine.PartResult, error) {

@@ -29,6 +29,14 @@ func (m *Machine) ExportConfig() (SlotExport, error) {
 	return m.export([][2]int{{0, slot.Count - 1}}, configKind)
 }
 
+// ConfigDigest is the digest of the machine's whole configuration
+// (ExportConfig's): equal on two machines exactly when a configuration
+// copy would change nothing.
+func (m *Machine) ConfigDigest() (string, error) {
+	exp, err := m.ExportConfig()
+	return exp.Digest, err
+}
+
 func configCommands() []*Command {
 	return []*Command{{
 		Name: "sluice.config", Arity: 3, Flags: []string{"write", "admin", "denyoom"}, slots: allSlots, fromMember: true,

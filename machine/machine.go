@@ -239,6 +239,8 @@ type Outcome struct {
 	// Lease is RL.LEASE's typed result when it answered one (Leased).
 	Lease  LeaseResult
 	Leased bool
+	// Digest is RL.PART DIGEST's answer (a placement request's).
+	Digest string
 }
 
 // Commands lists the machine's commands in table order, the internal

@@ -267,7 +267,8 @@ func runPart(x *exec, args [][]byte) {
 		if len(args) == 3 {
 			domain = string(args[2])
 		}
-		x.w.BulkString(x.m.RulesDigest(domain))
+		x.out.Digest = x.m.RulesDigest(domain)
+		x.w.BulkString(x.out.Digest)
 	}
 }
 

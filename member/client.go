@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/memberpb"
 	"github.com/sluice-rl/sluice/raftmux"
 )
@@ -140,33 +139,6 @@ func (c *Client) conn(to Addr) (*grpc.ClientConn, error) {
 	}
 	c.conns[to] = cc
 	return cc, nil
-}
-
-// Apply asks the member at to, as its group's leader, to apply command
-// through its log, and returns the reply. Its errors wrap the package's
-// sentinels; ErrNotLeader's message names the leader the member knows.
-func (c *Client) Apply(ctx context.Context, to Addr, command [][]byte) ([]byte, error) {
-	cc, err := c.conn(to)
-	if err != nil {
-		return nil, err
-	}
-	if err := ready(ctx, cc); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, to.Port, err)
-	}
-	out, err := memberpb.NewMemberClient(cc).Apply(ctx, &memberpb.ApplyRequest{Group: to.Group, Command: command})
-	if err != nil {
-		return nil, callError(to, err)
-	}
-	if err := errOf(out.GetCode()); err != nil {
-		if out.GetCode() == memberpb.Code_NOT_LEADER {
-			return nil, &NotLeaderError{Leader: out.GetLeader(), Detail: out.GetDetail()}
-		}
-		return nil, fmt.Errorf("%w (%s)", err, out.GetDetail())
-	}
-	if out.GetRefusal() == memberpb.Refusal_STALE_EPOCH {
-		return nil, &machine.StaleEpochError{Epoch: out.GetEpoch(), Reply: out.GetDetail()}
-	}
-	return out.GetReply(), nil
 }
 
 // Report asks the member at to what it knows of its group.

@@ -29,6 +29,11 @@ func TestMessagesRoundTripAndCuts(t *testing.T) {
 		&memberpb.ApplyRequest{Group: "g2", Command: [][]byte{[]byte("RL.PART"), []byte("RESERVE"), {0, 1, 2}, []byte("")}},
 		&memberpb.ApplyReply{Code: memberpb.Code_APPLIED, Reply: []byte(":1\r\n")},
 		&memberpb.ApplyReply{Code: memberpb.Code_NOT_LEADER, Detail: "not the leader", Leader: "127.0.0.1:7001"},
+		placeMessage("g2", &machine.PlacementRequest{Kind: machine.PlaceImport, Epoch: 9, Ranges: [][2]int{{0, 5}, {9, 9}}, Digest: "ab",
+			Payload: []byte{0, 1, 2}}),
+		placeMessage("g2", &machine.PlacementRequest{Kind: machine.PlaceApply, Config: [][]byte{[]byte("RL.SCALE"), []byte("x"), []byte("")}}),
+		placeReply(machine.PlacementResult{}, "", &machine.StaleEpochError{Epoch: 4, Reply: "STALEEPOCH 4"}),
+		placeReply(machine.PlacementResult{Digest: "3fa2"}, "", nil),
 		partMessage("g2", &machine.PartRequest{Kind: machine.PartReserve, RLS: true, Domain: "x", Rules: "abcd", ID: "id1", TTL: 10,
 			Head: [][]byte{[]byte("1")}, Descriptors: [][][]byte{{[]byte("1"), []byte("-"), []byte("k"), []byte("v")}, {[]byte("")}}}),
 		partReply(machine.PartResult{Limited: true, Check: machine.CheckResult{Limited: true, Limit: 10, Remaining: 0, RetryAfter: 3, Name: "per-user", Window: 60},
@@ -67,9 +72,9 @@ func TestMessagesRoundTripAndCuts(t *testing.T) {
 	}
 }
 
-// servePort is a member port for group on loopback whose calls apply
-// with apply.
-func servePort(t *testing.T, secret []byte, group string, apply Applier) string {
+// servePort is a member port for group on loopback whose placement
+// requests are logged with place.
+func servePort(t *testing.T, secret []byte, group string, place PlaceFunc) string {
 	t.Helper()
 	mux, err := raftmux.Listen("127.0.0.1:0", secret, nil)
 	if err != nil {
@@ -79,7 +84,7 @@ func servePort(t *testing.T, secret []byte, group string, apply Applier) string 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := Serve(ln, ServerConfig{Group: group, Apply: apply})
+	srv, err := Serve(ln, ServerConfig{Group: group, Place: place})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,70 +92,87 @@ func servePort(t *testing.T, secret []byte, group string, apply Applier) string 
 	return mux.Addr().String()
 }
 
+// digestOf asks for domain's digest: the tests' placement request.
+func digestOf(domain string) *machine.PlacementRequest {
+	return &machine.PlacementRequest{Kind: machine.PlaceDigest, Domain: domain}
+}
+
 func TestCallsAndWhatBecameOfThem(t *testing.T) {
 	secret := []byte("a cluster secret of some length")
 	var applied atomic.Int64
-	port := servePort(t, secret, "g1", func(_ context.Context, cmd [][]byte) ([]byte, string, error) {
-		switch string(cmd[0]) {
-		case "APPLY":
+	port := servePort(t, secret, "g1", func(_ context.Context, req *machine.PlacementRequest) (machine.PlacementResult, string, error) {
+		switch req.Domain {
+		case "applied":
 			applied.Add(1)
-			return []byte("+OK " + string(bytes.Join(cmd[1:], []byte(" "))) + "\r\n"), "", nil
-		case "FOLLOWER":
-			return nil, "127.0.0.1:6380", ErrNotLeader
-		case "ELECTING":
-			return nil, "", fmt.Errorf("%w: the leader changed", ErrNotApplied)
-		case "LOST":
-			return nil, "", errors.New("raft: timed out enqueuing")
-		case "STALE":
-			return nil, "", &machine.StaleEpochError{Epoch: 7, Reply: "STALEEPOCH 7 this group is past the import's epoch 5"}
+			return machine.PlacementResult{Digest: "d-" + req.Domain}, "", nil
+		case "follower":
+			return machine.PlacementResult{}, "127.0.0.1:6380", ErrNotLeader
+		case "electing":
+			return machine.PlacementResult{}, "", fmt.Errorf("%w: the leader changed", ErrNotApplied)
+		case "lost":
+			return machine.PlacementResult{}, "", errors.New("raft: timed out enqueuing")
+		case "stale":
+			return machine.PlacementResult{}, "", &machine.StaleEpochError{Epoch: 7, Reply: "STALEEPOCH 7 this group is past the import's epoch 5"}
+		case "answered":
+			return machine.PlacementResult{}, "", &machine.ReplyError{Reason: machine.ReasonRulesDiffer, Reply: "ERR words nobody reads"}
 		}
-		return nil, "", fmt.Errorf("%w: not a member command", ErrRefused)
+		return machine.PlacementResult{}, "", fmt.Errorf("%w: not a member command", ErrRefused)
 	})
 	c := NewClient(ClientConfig{Secret: secret})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	to := Addr{Port: port, Group: "g1"}
-	call := func(to Addr, words ...string) ([]byte, error) {
-		cmd := make([][]byte, len(words))
-		for i, w := range words {
-			cmd[i] = []byte(w)
-		}
-		return c.Apply(ctx, to, cmd)
+	call := func(to Addr, domain string) (machine.PlacementResult, error) {
+		return c.Place(ctx, to, digestOf(domain))
 	}
-	if reply, err := call(to, "APPLY", "a", "b"); err != nil || string(reply) != "+OK a b\r\n" {
-		t.Fatalf("applied: %q %v", reply, err)
+	if res, err := call(to, "applied"); err != nil || res.Digest != "d-applied" {
+		t.Fatalf("applied: %+v %v", res, err)
 	}
-	_, err := call(to, "FOLLOWER")
+	_, err := call(to, "follower")
 	if leader, ok := LeaderOf(err); !ok || leader != "127.0.0.1:6380" || !errors.Is(err, ErrNotLeader) || !NothingApplied(err) {
 		t.Fatalf("not leader: %v (%q)", err, leader)
 	}
-	if _, err := call(to, "ELECTING"); !errors.Is(err, ErrNotApplied) || !NothingApplied(err) {
+	if _, err := call(to, "electing"); !errors.Is(err, ErrNotApplied) || !NothingApplied(err) {
 		t.Fatalf("not applied: %v", err)
 	}
-	if _, err := call(to, "LOST"); !errors.Is(err, ErrUnknownOutcome) || NothingApplied(err) {
+	if _, err := call(to, "lost"); !errors.Is(err, ErrUnknownOutcome) || NothingApplied(err) {
 		t.Fatalf("an error of no known kind must be an unknown outcome: %v", err)
 	}
-	// An import refused at a passed epoch crosses typed, with the epoch.
+	// An import refused at a passed epoch crosses typed, with the epoch;
+	// an applied request's error with its reason.
 	var stale *machine.StaleEpochError
-	if _, err := call(to, "STALE"); !errors.As(err, &stale) || stale.Epoch != 7 || !errors.Is(err, machine.ErrStaleEpoch) {
+	if _, err := call(to, "stale"); !errors.As(err, &stale) || stale.Epoch != 7 || !errors.Is(err, machine.ErrStaleEpoch) {
 		t.Fatalf("a stale import: %v", err)
 	}
-	if _, err := call(to, "FLUSHALL"); !errors.Is(err, ErrRefused) {
+	var answered *machine.ReplyError
+	if _, err := call(to, "answered"); !errors.As(err, &answered) || answered.Reason != machine.ReasonRulesDiffer {
+		t.Fatalf("an applied request's error: %v", err)
+	}
+	if _, err := call(to, "other"); !errors.Is(err, ErrRefused) {
 		t.Fatalf("refused: %v", err)
 	}
-	if _, err := call(Addr{Port: port, Group: "g2"}, "APPLY"); !errors.Is(err, ErrWrongGroup) && !errors.Is(err, ErrUnreachable) {
+	if _, err := call(Addr{Port: port, Group: "g2"}, "applied"); !errors.Is(err, ErrWrongGroup) && !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("another group: %v", err)
 	}
-	if _, err := call(to); !errors.Is(err, ErrRefused) {
-		t.Fatalf("no command: %v", err)
+	// A request no group can log is refused before it is sent; one of a
+	// kind the receiver does not know, by the receiver.
+	if _, err := c.Place(ctx, to, &machine.PlacementRequest{Kind: machine.PlaceImport}); !errors.Is(err, ErrRefused) {
+		t.Fatalf("an import of nothing: %v", err)
+	}
+	cc, err := c.conn(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := memberpb.NewMemberClient(cc).Place(ctx, &memberpb.PlaceRequest{Group: "g1", Kind: 99}); err != nil || out.GetCode() != memberpb.Code_REFUSED {
+		t.Fatalf("a kind this version does not know: %v %v", out, err)
 	}
 	// A caller without the secret, or with another, is never heard.
 	before := applied.Load()
 	for _, s := range [][]byte{nil, []byte("another secret of some length")} {
 		stranger := NewClient(ClientConfig{Secret: s})
 		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := stranger.Apply(sctx, to, [][]byte{[]byte("APPLY")})
+		_, err := stranger.Place(sctx, to, digestOf("applied"))
 		scancel()
 		stranger.Close()
 		if err == nil || !NothingApplied(err) && !errors.Is(err, ErrUnknownOutcome) {
@@ -164,25 +186,40 @@ func TestCallsAndWhatBecameOfThem(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	gone := ln.Addr().String()
 	ln.Close()
-	if _, err := call(Addr{Port: gone, Group: "g1"}, "APPLY"); !errors.Is(err, ErrUnreachable) {
+	if _, err := call(Addr{Port: gone, Group: "g1"}, "applied"); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("nothing listening: %v", err)
 	}
 }
 
 // A call that names another group than the one its server applies for is
 // refused before anything is applied — the mux routes by the connection's
-// header, the server checks the request's own group as well.
+// header, the server checks the request's own group as well (a 0.4.0
+// member's Apply too).
 func TestApplyOfAnotherGroupIsRefused(t *testing.T) {
 	mux, ln := listenMembers(t, "g1")
 	var applied atomic.Int64
-	srv := mustServe(t, ln, ServerConfig{Group: "g2", Apply: func(context.Context, [][]byte) ([]byte, string, error) {
-		applied.Add(1)
-		return []byte("+OK\r\n"), "", nil
-	}})
+	srv := mustServe(t, ln, ServerConfig{Group: "g2",
+		Place: func(context.Context, *machine.PlacementRequest) (machine.PlacementResult, string, error) {
+			applied.Add(1)
+			return machine.PlacementResult{}, "", nil
+		},
+		Apply: func(context.Context, [][]byte) ([]byte, string, error) {
+			applied.Add(1)
+			return []byte("+OK\r\n"), "", nil
+		}})
 	defer srv.Stop()
 	c, ctx := testClient(t)
-	if _, err := c.Apply(ctx, Addr{Port: mux.Addr().String(), Group: "g1"}, [][]byte{[]byte("APPLY")}); !errors.Is(err, ErrWrongGroup) || !NothingApplied(err) {
+	to := Addr{Port: mux.Addr().String(), Group: "g1"}
+	if _, err := c.Place(ctx, to, digestOf("")); !errors.Is(err, ErrWrongGroup) || !NothingApplied(err) {
 		t.Fatalf("a call for g1 to g2's server: %v", err)
+	}
+	cc, err := c.conn(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := memberpb.NewMemberClient(cc).Apply(ctx, &memberpb.ApplyRequest{Group: "g1", Command: [][]byte{[]byte("RL.PART"), []byte("DIGEST")}})
+	if err != nil || out.GetCode() != memberpb.Code_WRONG_GROUP {
+		t.Fatalf("a 0.4.0 member's call for g1 to g2's server: %v %v", out, err)
 	}
 	if applied.Load() != 0 {
 		t.Fatal("a call for another group was applied")
@@ -193,10 +230,11 @@ func TestApplyOfAnotherGroupIsRefused(t *testing.T) {
 // before the member server sees a byte.
 func TestMemberPortClosesWhoCannotProveMembership(t *testing.T) {
 	var calls atomic.Int64
-	port := servePort(t, []byte("a cluster secret of some length"), "g1", func(context.Context, [][]byte) ([]byte, string, error) {
-		calls.Add(1)
-		return nil, "", nil
-	})
+	port := servePort(t, []byte("a cluster secret of some length"), "g1",
+		func(context.Context, *machine.PlacementRequest) (machine.PlacementResult, string, error) {
+			calls.Add(1)
+			return machine.PlacementResult{}, "", nil
+		})
 	c, err := net.Dial("tcp", port)
 	if err != nil {
 		t.Fatal(err)
@@ -454,8 +492,8 @@ func TestServerConfig(t *testing.T) {
 	defer srv.Stop()
 	c, ctx := testClient(t)
 	to := Addr{Port: mux.Addr().String(), Group: "g1"}
-	if _, err := c.Apply(ctx, to, [][]byte{[]byte("APPLY")}); !errors.Is(err, ErrRefused) {
-		t.Fatalf("Apply without an applier: %v", err)
+	if _, err := c.Place(ctx, to, digestOf("")); !errors.Is(err, ErrRefused) {
+		t.Fatalf("Place without a handler: %v", err)
 	}
 	if _, err := c.Report(ctx, to); !errors.Is(err, ErrRefused) {
 		t.Fatalf("Report without a reporter: %v", err)

@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/memberpb"
 )
 
@@ -17,21 +16,24 @@ import (
 // its records, in chunks the mover sizes below this).
 const MaxMessage = 64 << 20
 
-// Applier applies an internal command for a member that asked, through
-// the group's log. It returns the applied command's reply, or an error
+// Applier applies an internal command a member of 0.4.0 sent (as Apply,
+// see legacy.go), through the group's log. It returns the applied
+// command's reply, or an error
 // wrapping one of the package's sentinels (ErrNotLeader with the leader's
 // client address in leader, ErrRefused, ErrNotApplied, ErrUnknownOutcome),
 // or the applied command's typed refusal (*machine.StaleEpochError).
 type Applier func(ctx context.Context, command [][]byte) (reply []byte, leader string, err error)
 
-// ServerConfig is what a member's server needs. Each of Apply, Report,
-// Part and Decide may be nil: its calls are then refused (REFUSED,
-// nothing applied).
+// ServerConfig is what a member's server needs. Each of Place, Apply,
+// Report, Part and Decide may be nil: its calls are then refused
+// (REFUSED, nothing applied).
 type ServerConfig struct {
 	// Group is the id of this member's group (1 to 255 bytes, as the
 	// member port's header carries it): a call naming another is refused.
 	Group string
-	// Apply applies what a member asks.
+	// Place logs the placement requests members send.
+	Place PlaceFunc
+	// Apply applies what a member of 0.4.0 asks (its placement requests).
 	Apply Applier
 	// Report is what this member knows of its group, now.
 	Report func() Report
@@ -80,34 +82,6 @@ func Serve(ln net.Listener, cfg ServerConfig) (*Server, error) {
 func (s *Server) Stop() { s.grpc.Stop() }
 
 type service struct{ s *Server }
-
-func (v service) Apply(ctx context.Context, in *memberpb.ApplyRequest) (*memberpb.ApplyReply, error) {
-	cfg := &v.s.cfg
-	if in.GetGroup() != cfg.Group {
-		return &memberpb.ApplyReply{Code: memberpb.Code_WRONG_GROUP,
-			Detail: fmt.Sprintf("this member is of group %s, not %s", cfg.Group, in.GetGroup())}, nil
-	}
-	if len(in.GetCommand()) == 0 {
-		return &memberpb.ApplyReply{Code: memberpb.Code_REFUSED, Detail: "no command"}, nil
-	}
-	if cfg.Apply == nil {
-		return &memberpb.ApplyReply{Code: memberpb.Code_REFUSED, Detail: "not a command this member takes"}, nil
-	}
-	reply, leader, err := cfg.Apply(ctx, in.GetCommand())
-	var stale *machine.StaleEpochError
-	if errors.As(err, &stale) {
-		return &memberpb.ApplyReply{Code: memberpb.Code_APPLIED, Refusal: memberpb.Refusal_STALE_EPOCH, Epoch: stale.Epoch,
-			Detail: stale.Reply}, nil
-	}
-	if err != nil {
-		code := codeOf(err)
-		if code == memberpb.Code_REFUSED {
-			cfg.Log.Warn("a member's call was refused", "command", string(in.GetCommand()[0]), "err", err)
-		}
-		return &memberpb.ApplyReply{Code: code, Detail: err.Error(), Leader: leader}, nil
-	}
-	return &memberpb.ApplyReply{Code: memberpb.Code_APPLIED, Reply: reply}, nil
-}
 
 func (v service) Report(_ context.Context, in *memberpb.ReportRequest) (*memberpb.MemberReport, error) {
 	cfg := &v.s.cfg

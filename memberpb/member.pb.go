@@ -98,6 +98,69 @@ func (Code) EnumDescriptor() ([]byte, []int) {
 	return file_member_proto_rawDescGZIP(), []int{0}
 }
 
+// PlaceKind is what a placement request asks (machine.PlacementKind).
+type PlaceKind int32
+
+const (
+	PlaceKind_PLACE_KIND_UNSPECIFIED PlaceKind = 0
+	// Take slots moved from another group: ranges, their records (payload,
+	// digest) and their ownership at epoch.
+	PlaceKind_IMPORT PlaceKind = 1
+	// Make another group's whole configuration (payload, digest) this
+	// group's.
+	PlaceKind_CONFIG PlaceKind = 2
+	// Apply config, a configuration command another group applied, here
+	// too.
+	PlaceKind_APPLY_CONFIG PlaceKind = 3
+	// Answer the digest of the group's rules for domain ("" for all).
+	PlaceKind_DIGEST PlaceKind = 4
+)
+
+// Enum value maps for PlaceKind.
+var (
+	PlaceKind_name = map[int32]string{
+		0: "PLACE_KIND_UNSPECIFIED",
+		1: "IMPORT",
+		2: "CONFIG",
+		3: "APPLY_CONFIG",
+		4: "DIGEST",
+	}
+	PlaceKind_value = map[string]int32{
+		"PLACE_KIND_UNSPECIFIED": 0,
+		"IMPORT":                 1,
+		"CONFIG":                 2,
+		"APPLY_CONFIG":           3,
+		"DIGEST":                 4,
+	}
+)
+
+func (x PlaceKind) Enum() *PlaceKind {
+	p := new(PlaceKind)
+	*p = x
+	return p
+}
+
+func (x PlaceKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PlaceKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_member_proto_enumTypes[1].Descriptor()
+}
+
+func (PlaceKind) Type() protoreflect.EnumType {
+	return &file_member_proto_enumTypes[1]
+}
+
+func (x PlaceKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PlaceKind.Descriptor instead.
+func (PlaceKind) EnumDescriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{1}
+}
+
 type PartKind int32
 
 const (
@@ -149,11 +212,11 @@ func (x PartKind) String() string {
 }
 
 func (PartKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_member_proto_enumTypes[1].Descriptor()
+	return file_member_proto_enumTypes[2].Descriptor()
 }
 
 func (PartKind) Type() protoreflect.EnumType {
-	return &file_member_proto_enumTypes[1]
+	return &file_member_proto_enumTypes[2]
 }
 
 func (x PartKind) Number() protoreflect.EnumNumber {
@@ -162,7 +225,7 @@ func (x PartKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PartKind.Descriptor instead.
 func (PartKind) EnumDescriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{1}
+	return file_member_proto_rawDescGZIP(), []int{2}
 }
 
 // Refusal says why a group refused a part it was asked (nothing charged).
@@ -228,11 +291,11 @@ func (x Refusal) String() string {
 }
 
 func (Refusal) Descriptor() protoreflect.EnumDescriptor {
-	return file_member_proto_enumTypes[2].Descriptor()
+	return file_member_proto_enumTypes[3].Descriptor()
 }
 
 func (Refusal) Type() protoreflect.EnumType {
-	return &file_member_proto_enumTypes[2]
+	return &file_member_proto_enumTypes[3]
 }
 
 func (x Refusal) Number() protoreflect.EnumNumber {
@@ -241,7 +304,7 @@ func (x Refusal) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Refusal.Descriptor instead.
 func (Refusal) EnumDescriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{2}
+	return file_member_proto_rawDescGZIP(), []int{3}
 }
 
 // Reason is why an answer is an error (machine.Reason): the doors pick
@@ -302,11 +365,11 @@ func (x Reason) String() string {
 }
 
 func (Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_member_proto_enumTypes[3].Descriptor()
+	return file_member_proto_enumTypes[4].Descriptor()
 }
 
 func (Reason) Type() protoreflect.EnumType {
-	return &file_member_proto_enumTypes[3]
+	return &file_member_proto_enumTypes[4]
 }
 
 func (x Reason) Number() protoreflect.EnumNumber {
@@ -315,7 +378,7 @@ func (x Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Reason.Descriptor instead.
 func (Reason) EnumDescriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{3}
+	return file_member_proto_rawDescGZIP(), []int{4}
 }
 
 type ApplyRequest struct {
@@ -466,6 +529,218 @@ func (x *ApplyReply) GetEpoch() uint64 {
 	return 0
 }
 
+type PlaceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// group is the id of the group the sender means (WRONG_GROUP
+	// otherwise).
+	Group   string       `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Kind    PlaceKind    `protobuf:"varint,2,opt,name=kind,proto3,enum=sluice.member.v1.PlaceKind" json:"kind,omitempty"`
+	Epoch   uint64       `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Ranges  []*SlotRange `protobuf:"bytes,4,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	Digest  string       `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"`
+	Payload []byte       `protobuf:"bytes,6,opt,name=payload,proto3" json:"payload,omitempty"`
+	// config is APPLY_CONFIG's command, its name first, as the log carries
+	// it.
+	Config        [][]byte `protobuf:"bytes,7,rep,name=config,proto3" json:"config,omitempty"`
+	Domain        string   `protobuf:"bytes,8,opt,name=domain,proto3" json:"domain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlaceRequest) Reset() {
+	*x = PlaceRequest{}
+	mi := &file_member_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlaceRequest) ProtoMessage() {}
+
+func (x *PlaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_member_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlaceRequest.ProtoReflect.Descriptor instead.
+func (*PlaceRequest) Descriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PlaceRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *PlaceRequest) GetKind() PlaceKind {
+	if x != nil {
+		return x.Kind
+	}
+	return PlaceKind_PLACE_KIND_UNSPECIFIED
+}
+
+func (x *PlaceRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *PlaceRequest) GetRanges() []*SlotRange {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+func (x *PlaceRequest) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *PlaceRequest) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *PlaceRequest) GetConfig() [][]byte {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *PlaceRequest) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+type PlaceReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code: APPLIED when the group logged the request (reason, refusal say
+	// whether it answered an error); the others as ApplyReply's.
+	Code Code `protobuf:"varint,1,opt,name=code,proto3,enum=sluice.member.v1.Code" json:"code,omitempty"`
+	// detail says why, for people: never parsed.
+	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	Leader string `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	// refusal: STALE_EPOCH for an import the group is past (epoch: the
+	// group's); unset otherwise.
+	Refusal Refusal `protobuf:"varint,4,opt,name=refusal,proto3,enum=sluice.member.v1.Refusal" json:"refusal,omitempty"`
+	Epoch   uint64  `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// reason: the applied request answered an error (detail is its text).
+	Reason Reason `protobuf:"varint,6,opt,name=reason,proto3,enum=sluice.member.v1.Reason" json:"reason,omitempty"`
+	// digest is DIGEST's answer: the digest of the group's rules; config
+	// that of its whole configuration (rules, overrides, scales).
+	Digest        string `protobuf:"bytes,7,opt,name=digest,proto3" json:"digest,omitempty"`
+	Config        string `protobuf:"bytes,8,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlaceReply) Reset() {
+	*x = PlaceReply{}
+	mi := &file_member_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlaceReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlaceReply) ProtoMessage() {}
+
+func (x *PlaceReply) ProtoReflect() protoreflect.Message {
+	mi := &file_member_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlaceReply.ProtoReflect.Descriptor instead.
+func (*PlaceReply) Descriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PlaceReply) GetCode() Code {
+	if x != nil {
+		return x.Code
+	}
+	return Code_CODE_UNSPECIFIED
+}
+
+func (x *PlaceReply) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *PlaceReply) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *PlaceReply) GetRefusal() Refusal {
+	if x != nil {
+		return x.Refusal
+	}
+	return Refusal_REFUSAL_UNSPECIFIED
+}
+
+func (x *PlaceReply) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *PlaceReply) GetReason() Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return Reason_REASON_UNSPECIFIED
+}
+
+func (x *PlaceReply) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *PlaceReply) GetConfig() string {
+	if x != nil {
+		return x.Config
+	}
+	return ""
+}
+
 type ReportRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// group is the id of the group the sender means (WRONG_GROUP otherwise).
@@ -476,7 +751,7 @@ type ReportRequest struct {
 
 func (x *ReportRequest) Reset() {
 	*x = ReportRequest{}
-	mi := &file_member_proto_msgTypes[2]
+	mi := &file_member_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -488,7 +763,7 @@ func (x *ReportRequest) String() string {
 func (*ReportRequest) ProtoMessage() {}
 
 func (x *ReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[2]
+	mi := &file_member_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -501,7 +776,7 @@ func (x *ReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRequest.ProtoReflect.Descriptor instead.
 func (*ReportRequest) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{2}
+	return file_member_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReportRequest) GetGroup() string {
@@ -522,7 +797,7 @@ type SlotRange struct {
 
 func (x *SlotRange) Reset() {
 	*x = SlotRange{}
-	mi := &file_member_proto_msgTypes[3]
+	mi := &file_member_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +809,7 @@ func (x *SlotRange) String() string {
 func (*SlotRange) ProtoMessage() {}
 
 func (x *SlotRange) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[3]
+	mi := &file_member_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +822,7 @@ func (x *SlotRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotRange.ProtoReflect.Descriptor instead.
 func (*SlotRange) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{3}
+	return file_member_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SlotRange) GetFrom() uint32 {
@@ -579,7 +854,7 @@ type JobView struct {
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_member_proto_msgTypes[4]
+	mi := &file_member_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +866,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[4]
+	mi := &file_member_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +879,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{4}
+	return file_member_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *JobView) GetTarget() string {
@@ -655,7 +930,7 @@ type MemberReport struct {
 
 func (x *MemberReport) Reset() {
 	*x = MemberReport{}
-	mi := &file_member_proto_msgTypes[5]
+	mi := &file_member_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +942,7 @@ func (x *MemberReport) String() string {
 func (*MemberReport) ProtoMessage() {}
 
 func (x *MemberReport) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[5]
+	mi := &file_member_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +955,7 @@ func (x *MemberReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberReport.ProtoReflect.Descriptor instead.
 func (*MemberReport) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{5}
+	return file_member_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MemberReport) GetCode() Code {
@@ -749,7 +1024,7 @@ type Words struct {
 
 func (x *Words) Reset() {
 	*x = Words{}
-	mi := &file_member_proto_msgTypes[6]
+	mi := &file_member_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +1036,7 @@ func (x *Words) String() string {
 func (*Words) ProtoMessage() {}
 
 func (x *Words) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[6]
+	mi := &file_member_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +1049,7 @@ func (x *Words) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Words.ProtoReflect.Descriptor instead.
 func (*Words) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{6}
+	return file_member_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Words) GetWords() [][]byte {
@@ -820,7 +1095,7 @@ type PartRequest struct {
 
 func (x *PartRequest) Reset() {
 	*x = PartRequest{}
-	mi := &file_member_proto_msgTypes[7]
+	mi := &file_member_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +1107,7 @@ func (x *PartRequest) String() string {
 func (*PartRequest) ProtoMessage() {}
 
 func (x *PartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[7]
+	mi := &file_member_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +1120,7 @@ func (x *PartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartRequest.ProtoReflect.Descriptor instead.
 func (*PartRequest) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{7}
+	return file_member_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PartRequest) GetGroup() string {
@@ -982,7 +1257,7 @@ type SettleRow struct {
 
 func (x *SettleRow) Reset() {
 	*x = SettleRow{}
-	mi := &file_member_proto_msgTypes[8]
+	mi := &file_member_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1269,7 @@ func (x *SettleRow) String() string {
 func (*SettleRow) ProtoMessage() {}
 
 func (x *SettleRow) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[8]
+	mi := &file_member_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1282,7 @@ func (x *SettleRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleRow.ProtoReflect.Descriptor instead.
 func (*SettleRow) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{8}
+	return file_member_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SettleRow) GetOrder() int32 {
@@ -1068,7 +1343,7 @@ type CheckResult struct {
 
 func (x *CheckResult) Reset() {
 	*x = CheckResult{}
-	mi := &file_member_proto_msgTypes[9]
+	mi := &file_member_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1355,7 @@ func (x *CheckResult) String() string {
 func (*CheckResult) ProtoMessage() {}
 
 func (x *CheckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[9]
+	mi := &file_member_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1368,7 @@ func (x *CheckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResult.ProtoReflect.Descriptor instead.
 func (*CheckResult) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{9}
+	return file_member_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CheckResult) GetLimited() bool {
@@ -1166,7 +1441,7 @@ type RLSStatus struct {
 
 func (x *RLSStatus) Reset() {
 	*x = RLSStatus{}
-	mi := &file_member_proto_msgTypes[10]
+	mi := &file_member_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1453,7 @@ func (x *RLSStatus) String() string {
 func (*RLSStatus) ProtoMessage() {}
 
 func (x *RLSStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[10]
+	mi := &file_member_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1466,7 @@ func (x *RLSStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RLSStatus.ProtoReflect.Descriptor instead.
 func (*RLSStatus) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{10}
+	return file_member_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RLSStatus) GetCode() int32 {
@@ -1285,7 +1560,7 @@ type PartReply struct {
 
 func (x *PartReply) Reset() {
 	*x = PartReply{}
-	mi := &file_member_proto_msgTypes[11]
+	mi := &file_member_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1572,7 @@ func (x *PartReply) String() string {
 func (*PartReply) ProtoMessage() {}
 
 func (x *PartReply) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[11]
+	mi := &file_member_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1585,7 @@ func (x *PartReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartReply.ProtoReflect.Descriptor instead.
 func (*PartReply) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{11}
+	return file_member_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PartReply) GetCode() Code {
@@ -1387,7 +1662,7 @@ type DecideBatchRequest struct {
 
 func (x *DecideBatchRequest) Reset() {
 	*x = DecideBatchRequest{}
-	mi := &file_member_proto_msgTypes[12]
+	mi := &file_member_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1674,7 @@ func (x *DecideBatchRequest) String() string {
 func (*DecideBatchRequest) ProtoMessage() {}
 
 func (x *DecideBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[12]
+	mi := &file_member_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1687,7 @@ func (x *DecideBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideBatchRequest.ProtoReflect.Descriptor instead.
 func (*DecideBatchRequest) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{12}
+	return file_member_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DecideBatchRequest) GetGroup() string {
@@ -1445,7 +1720,7 @@ type DecideBatchReply struct {
 
 func (x *DecideBatchReply) Reset() {
 	*x = DecideBatchReply{}
-	mi := &file_member_proto_msgTypes[13]
+	mi := &file_member_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1732,7 @@ func (x *DecideBatchReply) String() string {
 func (*DecideBatchReply) ProtoMessage() {}
 
 func (x *DecideBatchReply) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[13]
+	mi := &file_member_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1745,7 @@ func (x *DecideBatchReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideBatchReply.ProtoReflect.Descriptor instead.
 func (*DecideBatchReply) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{13}
+	return file_member_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DecideBatchReply) GetCode() Code {
@@ -1530,7 +1805,7 @@ type DecideReply struct {
 
 func (x *DecideReply) Reset() {
 	*x = DecideReply{}
-	mi := &file_member_proto_msgTypes[14]
+	mi := &file_member_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1817,7 @@ func (x *DecideReply) String() string {
 func (*DecideReply) ProtoMessage() {}
 
 func (x *DecideReply) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[14]
+	mi := &file_member_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1830,7 @@ func (x *DecideReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideReply.ProtoReflect.Descriptor instead.
 func (*DecideReply) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{14}
+	return file_member_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DecideReply) GetCode() Code {
@@ -1649,7 +1924,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_member_proto_msgTypes[15]
+	mi := &file_member_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1936,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[15]
+	mi := &file_member_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1949,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{15}
+	return file_member_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LeaseResult) GetGranted() int64 {
@@ -1727,7 +2002,26 @@ const file_member_proto_rawDesc = "" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\tR\x06leader\x123\n" +
 	"\arefusal\x18\x05 \x01(\x0e2\x19.sluice.member.v1.RefusalR\arefusal\x12\x14\n" +
-	"\x05epoch\x18\x06 \x01(\x04R\x05epoch\"%\n" +
+	"\x05epoch\x18\x06 \x01(\x04R\x05epoch\"\x82\x02\n" +
+	"\fPlaceRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12/\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1b.sluice.member.v1.PlaceKindR\x04kind\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x123\n" +
+	"\x06ranges\x18\x04 \x03(\v2\x1b.sluice.member.v1.SlotRangeR\x06ranges\x12\x16\n" +
+	"\x06digest\x18\x05 \x01(\tR\x06digest\x12\x18\n" +
+	"\apayload\x18\x06 \x01(\fR\apayload\x12\x16\n" +
+	"\x06config\x18\a \x03(\fR\x06config\x12\x16\n" +
+	"\x06domain\x18\b \x01(\tR\x06domain\"\x95\x02\n" +
+	"\n" +
+	"PlaceReply\x12*\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\x123\n" +
+	"\arefusal\x18\x04 \x01(\x0e2\x19.sluice.member.v1.RefusalR\arefusal\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x120\n" +
+	"\x06reason\x18\x06 \x01(\x0e2\x18.sluice.member.v1.ReasonR\x06reason\x12\x16\n" +
+	"\x06digest\x18\a \x01(\tR\x06digest\x12\x16\n" +
+	"\x06config\x18\b \x01(\tR\x06config\"%\n" +
 	"\rReportRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"/\n" +
 	"\tSlotRange\x12\x12\n" +
@@ -1845,7 +2139,16 @@ const file_member_proto_rawDesc = "" +
 	"\vWRONG_GROUP\x10\x03\x12\v\n" +
 	"\aREFUSED\x10\x04\x12\x0f\n" +
 	"\vNOT_APPLIED\x10\x05\x12\x13\n" +
-	"\x0fUNKNOWN_OUTCOME\x10\x06*`\n" +
+	"\x0fUNKNOWN_OUTCOME\x10\x06*]\n" +
+	"\tPlaceKind\x12\x1a\n" +
+	"\x16PLACE_KIND_UNSPECIFIED\x10\x00\x12\n" +
+	"\n" +
+	"\x06IMPORT\x10\x01\x12\n" +
+	"\n" +
+	"\x06CONFIG\x10\x02\x12\x10\n" +
+	"\fAPPLY_CONFIG\x10\x03\x12\n" +
+	"\n" +
+	"\x06DIGEST\x10\x04*`\n" +
 	"\bPartKind\x12\x19\n" +
 	"\x15PART_KIND_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aRESERVE\x10\x01\x12\n" +
@@ -1875,9 +2178,10 @@ const file_member_proto_rawDesc = "" +
 	"\x0eREASON_NOT_NOW\x10\x04\x12\x17\n" +
 	"\x13REASON_RULES_DIFFER\x10\x05\x12\x18\n" +
 	"\x14REASON_OUT_OF_MEMORY\x10\x06\x12\x12\n" +
-	"\x0eREASON_UNKNOWN\x10\a2\xb7\x02\n" +
+	"\x0eREASON_UNKNOWN\x10\a2\xfe\x02\n" +
 	"\x06Member\x12E\n" +
-	"\x05Apply\x12\x1e.sluice.member.v1.ApplyRequest\x1a\x1c.sluice.member.v1.ApplyReply\x12I\n" +
+	"\x05Apply\x12\x1e.sluice.member.v1.ApplyRequest\x1a\x1c.sluice.member.v1.ApplyReply\x12E\n" +
+	"\x05Place\x12\x1e.sluice.member.v1.PlaceRequest\x1a\x1c.sluice.member.v1.PlaceReply\x12I\n" +
 	"\x06Report\x12\x1f.sluice.member.v1.ReportRequest\x1a\x1e.sluice.member.v1.MemberReport\x12B\n" +
 	"\x04Part\x12\x1d.sluice.member.v1.PartRequest\x1a\x1b.sluice.member.v1.PartReply\x12W\n" +
 	"\vDecideBatch\x12$.sluice.member.v1.DecideBatchRequest\x1a\".sluice.member.v1.DecideBatchReplyB&Z$github.com/sluice-rl/sluice/memberpbb\x06proto3"
@@ -1894,66 +2198,76 @@ func file_member_proto_rawDescGZIP() []byte {
 	return file_member_proto_rawDescData
 }
 
-var file_member_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_member_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_member_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_member_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_member_proto_goTypes = []any{
 	(Code)(0),                  // 0: sluice.member.v1.Code
-	(PartKind)(0),              // 1: sluice.member.v1.PartKind
-	(Refusal)(0),               // 2: sluice.member.v1.Refusal
-	(Reason)(0),                // 3: sluice.member.v1.Reason
-	(*ApplyRequest)(nil),       // 4: sluice.member.v1.ApplyRequest
-	(*ApplyReply)(nil),         // 5: sluice.member.v1.ApplyReply
-	(*ReportRequest)(nil),      // 6: sluice.member.v1.ReportRequest
-	(*SlotRange)(nil),          // 7: sluice.member.v1.SlotRange
-	(*JobView)(nil),            // 8: sluice.member.v1.JobView
-	(*MemberReport)(nil),       // 9: sluice.member.v1.MemberReport
-	(*Words)(nil),              // 10: sluice.member.v1.Words
-	(*PartRequest)(nil),        // 11: sluice.member.v1.PartRequest
-	(*SettleRow)(nil),          // 12: sluice.member.v1.SettleRow
-	(*CheckResult)(nil),        // 13: sluice.member.v1.CheckResult
-	(*RLSStatus)(nil),          // 14: sluice.member.v1.RLSStatus
-	(*PartReply)(nil),          // 15: sluice.member.v1.PartReply
-	(*DecideBatchRequest)(nil), // 16: sluice.member.v1.DecideBatchRequest
-	(*DecideBatchReply)(nil),   // 17: sluice.member.v1.DecideBatchReply
-	(*DecideReply)(nil),        // 18: sluice.member.v1.DecideReply
-	(*LeaseResult)(nil),        // 19: sluice.member.v1.LeaseResult
+	(PlaceKind)(0),             // 1: sluice.member.v1.PlaceKind
+	(PartKind)(0),              // 2: sluice.member.v1.PartKind
+	(Refusal)(0),               // 3: sluice.member.v1.Refusal
+	(Reason)(0),                // 4: sluice.member.v1.Reason
+	(*ApplyRequest)(nil),       // 5: sluice.member.v1.ApplyRequest
+	(*ApplyReply)(nil),         // 6: sluice.member.v1.ApplyReply
+	(*PlaceRequest)(nil),       // 7: sluice.member.v1.PlaceRequest
+	(*PlaceReply)(nil),         // 8: sluice.member.v1.PlaceReply
+	(*ReportRequest)(nil),      // 9: sluice.member.v1.ReportRequest
+	(*SlotRange)(nil),          // 10: sluice.member.v1.SlotRange
+	(*JobView)(nil),            // 11: sluice.member.v1.JobView
+	(*MemberReport)(nil),       // 12: sluice.member.v1.MemberReport
+	(*Words)(nil),              // 13: sluice.member.v1.Words
+	(*PartRequest)(nil),        // 14: sluice.member.v1.PartRequest
+	(*SettleRow)(nil),          // 15: sluice.member.v1.SettleRow
+	(*CheckResult)(nil),        // 16: sluice.member.v1.CheckResult
+	(*RLSStatus)(nil),          // 17: sluice.member.v1.RLSStatus
+	(*PartReply)(nil),          // 18: sluice.member.v1.PartReply
+	(*DecideBatchRequest)(nil), // 19: sluice.member.v1.DecideBatchRequest
+	(*DecideBatchReply)(nil),   // 20: sluice.member.v1.DecideBatchReply
+	(*DecideReply)(nil),        // 21: sluice.member.v1.DecideReply
+	(*LeaseResult)(nil),        // 22: sluice.member.v1.LeaseResult
 }
 var file_member_proto_depIdxs = []int32{
 	0,  // 0: sluice.member.v1.ApplyReply.code:type_name -> sluice.member.v1.Code
-	2,  // 1: sluice.member.v1.ApplyReply.refusal:type_name -> sluice.member.v1.Refusal
-	7,  // 2: sluice.member.v1.JobView.ranges:type_name -> sluice.member.v1.SlotRange
-	0,  // 3: sluice.member.v1.MemberReport.code:type_name -> sluice.member.v1.Code
-	7,  // 4: sluice.member.v1.MemberReport.ranges:type_name -> sluice.member.v1.SlotRange
-	8,  // 5: sluice.member.v1.MemberReport.jobs:type_name -> sluice.member.v1.JobView
-	1,  // 6: sluice.member.v1.PartRequest.kind:type_name -> sluice.member.v1.PartKind
-	10, // 7: sluice.member.v1.PartRequest.descriptors:type_name -> sluice.member.v1.Words
-	13, // 8: sluice.member.v1.PartRequest.reply:type_name -> sluice.member.v1.CheckResult
-	0,  // 9: sluice.member.v1.PartReply.code:type_name -> sluice.member.v1.Code
-	2,  // 10: sluice.member.v1.PartReply.refusal:type_name -> sluice.member.v1.Refusal
-	13, // 11: sluice.member.v1.PartReply.check:type_name -> sluice.member.v1.CheckResult
-	14, // 12: sluice.member.v1.PartReply.statuses:type_name -> sluice.member.v1.RLSStatus
-	12, // 13: sluice.member.v1.PartReply.settled:type_name -> sluice.member.v1.SettleRow
-	10, // 14: sluice.member.v1.DecideBatchRequest.calls:type_name -> sluice.member.v1.Words
-	0,  // 15: sluice.member.v1.DecideBatchReply.code:type_name -> sluice.member.v1.Code
-	18, // 16: sluice.member.v1.DecideBatchReply.replies:type_name -> sluice.member.v1.DecideReply
-	0,  // 17: sluice.member.v1.DecideReply.code:type_name -> sluice.member.v1.Code
-	14, // 18: sluice.member.v1.DecideReply.statuses:type_name -> sluice.member.v1.RLSStatus
-	2,  // 19: sluice.member.v1.DecideReply.refusal:type_name -> sluice.member.v1.Refusal
-	19, // 20: sluice.member.v1.DecideReply.lease:type_name -> sluice.member.v1.LeaseResult
-	3,  // 21: sluice.member.v1.DecideReply.reason:type_name -> sluice.member.v1.Reason
-	4,  // 22: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
-	6,  // 23: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
-	11, // 24: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
-	16, // 25: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
-	5,  // 26: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
-	9,  // 27: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
-	15, // 28: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
-	17, // 29: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
-	26, // [26:30] is the sub-list for method output_type
-	22, // [22:26] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	3,  // 1: sluice.member.v1.ApplyReply.refusal:type_name -> sluice.member.v1.Refusal
+	1,  // 2: sluice.member.v1.PlaceRequest.kind:type_name -> sluice.member.v1.PlaceKind
+	10, // 3: sluice.member.v1.PlaceRequest.ranges:type_name -> sluice.member.v1.SlotRange
+	0,  // 4: sluice.member.v1.PlaceReply.code:type_name -> sluice.member.v1.Code
+	3,  // 5: sluice.member.v1.PlaceReply.refusal:type_name -> sluice.member.v1.Refusal
+	4,  // 6: sluice.member.v1.PlaceReply.reason:type_name -> sluice.member.v1.Reason
+	10, // 7: sluice.member.v1.JobView.ranges:type_name -> sluice.member.v1.SlotRange
+	0,  // 8: sluice.member.v1.MemberReport.code:type_name -> sluice.member.v1.Code
+	10, // 9: sluice.member.v1.MemberReport.ranges:type_name -> sluice.member.v1.SlotRange
+	11, // 10: sluice.member.v1.MemberReport.jobs:type_name -> sluice.member.v1.JobView
+	2,  // 11: sluice.member.v1.PartRequest.kind:type_name -> sluice.member.v1.PartKind
+	13, // 12: sluice.member.v1.PartRequest.descriptors:type_name -> sluice.member.v1.Words
+	16, // 13: sluice.member.v1.PartRequest.reply:type_name -> sluice.member.v1.CheckResult
+	0,  // 14: sluice.member.v1.PartReply.code:type_name -> sluice.member.v1.Code
+	3,  // 15: sluice.member.v1.PartReply.refusal:type_name -> sluice.member.v1.Refusal
+	16, // 16: sluice.member.v1.PartReply.check:type_name -> sluice.member.v1.CheckResult
+	17, // 17: sluice.member.v1.PartReply.statuses:type_name -> sluice.member.v1.RLSStatus
+	15, // 18: sluice.member.v1.PartReply.settled:type_name -> sluice.member.v1.SettleRow
+	13, // 19: sluice.member.v1.DecideBatchRequest.calls:type_name -> sluice.member.v1.Words
+	0,  // 20: sluice.member.v1.DecideBatchReply.code:type_name -> sluice.member.v1.Code
+	21, // 21: sluice.member.v1.DecideBatchReply.replies:type_name -> sluice.member.v1.DecideReply
+	0,  // 22: sluice.member.v1.DecideReply.code:type_name -> sluice.member.v1.Code
+	17, // 23: sluice.member.v1.DecideReply.statuses:type_name -> sluice.member.v1.RLSStatus
+	3,  // 24: sluice.member.v1.DecideReply.refusal:type_name -> sluice.member.v1.Refusal
+	22, // 25: sluice.member.v1.DecideReply.lease:type_name -> sluice.member.v1.LeaseResult
+	4,  // 26: sluice.member.v1.DecideReply.reason:type_name -> sluice.member.v1.Reason
+	5,  // 27: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
+	7,  // 28: sluice.member.v1.Member.Place:input_type -> sluice.member.v1.PlaceRequest
+	9,  // 29: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
+	14, // 30: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
+	19, // 31: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
+	6,  // 32: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
+	8,  // 33: sluice.member.v1.Member.Place:output_type -> sluice.member.v1.PlaceReply
+	12, // 34: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
+	18, // 35: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
+	20, // 36: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
+	32, // [32:37] is the sub-list for method output_type
+	27, // [27:32] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_member_proto_init() }
@@ -1966,8 +2280,8 @@ func file_member_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_member_proto_rawDesc), len(file_member_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   16,
+			NumEnums:      5,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

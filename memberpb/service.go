@@ -15,6 +15,7 @@ const ServiceName = "sluice.member.v1.Member"
 
 const (
 	applyMethod  = "/" + ServiceName + "/Apply"
+	placeMethod  = "/" + ServiceName + "/Place"
 	reportMethod = "/" + ServiceName + "/Report"
 	partMethod   = "/" + ServiceName + "/Part"
 	decideMethod = "/" + ServiceName + "/DecideBatch"
@@ -23,6 +24,7 @@ const (
 // MemberServer is what a member serves to the others.
 type MemberServer interface {
 	Apply(context.Context, *ApplyRequest) (*ApplyReply, error)
+	Place(context.Context, *PlaceRequest) (*PlaceReply, error)
 	Report(context.Context, *ReportRequest) (*MemberReport, error)
 	Part(context.Context, *PartRequest) (*PartReply, error)
 	DecideBatch(context.Context, *DecideBatchRequest) (*DecideBatchReply, error)
@@ -33,70 +35,40 @@ func RegisterMemberServer(s grpc.ServiceRegistrar, srv MemberServer) {
 	s.RegisterService(&serviceDesc, srv)
 }
 
+// unary describes the method name whose request is a *Req, served by
+// serve.
+func unary[Req any](name string, serve func(MemberServer, context.Context, *Req) (any, error)) grpc.MethodDesc {
+	full := "/" + ServiceName + "/" + name
+	return grpc.MethodDesc{
+		MethodName: name,
+		Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+			in := new(Req)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			if icpt == nil {
+				return serve(srv.(MemberServer), ctx, in)
+			}
+			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: full}
+			return icpt(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+				return serve(srv.(MemberServer), ctx, req.(*Req))
+			})
+		},
+	}
+}
+
 var serviceDesc = grpc.ServiceDesc{
 	ServiceName: ServiceName,
 	HandlerType: (*MemberServer)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "Apply",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-			in := new(ApplyRequest)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			if icpt == nil {
-				return srv.(MemberServer).Apply(ctx, in)
-			}
-			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: applyMethod}
-			return icpt(ctx, in, info, func(ctx context.Context, req any) (any, error) {
-				return srv.(MemberServer).Apply(ctx, req.(*ApplyRequest))
-			})
-		},
-	}, {
-		MethodName: "Report",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-			in := new(ReportRequest)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			if icpt == nil {
-				return srv.(MemberServer).Report(ctx, in)
-			}
-			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: reportMethod}
-			return icpt(ctx, in, info, func(ctx context.Context, req any) (any, error) {
-				return srv.(MemberServer).Report(ctx, req.(*ReportRequest))
-			})
-		},
-	}, {
-		MethodName: "Part",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-			in := new(PartRequest)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			if icpt == nil {
-				return srv.(MemberServer).Part(ctx, in)
-			}
-			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: partMethod}
-			return icpt(ctx, in, info, func(ctx context.Context, req any) (any, error) {
-				return srv.(MemberServer).Part(ctx, req.(*PartRequest))
-			})
-		},
-	}, {
-		MethodName: "DecideBatch",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-			in := new(DecideBatchRequest)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			if icpt == nil {
-				return srv.(MemberServer).DecideBatch(ctx, in)
-			}
-			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: decideMethod}
-			return icpt(ctx, in, info, func(ctx context.Context, req any) (any, error) {
-				return srv.(MemberServer).DecideBatch(ctx, req.(*DecideBatchRequest))
-			})
-		},
-	}},
+	Methods: []grpc.MethodDesc{
+		unary("Apply", func(s MemberServer, ctx context.Context, in *ApplyRequest) (any, error) { return s.Apply(ctx, in) }),
+		unary("Place", func(s MemberServer, ctx context.Context, in *PlaceRequest) (any, error) { return s.Place(ctx, in) }),
+		unary("Report", func(s MemberServer, ctx context.Context, in *ReportRequest) (any, error) { return s.Report(ctx, in) }),
+		unary("Part", func(s MemberServer, ctx context.Context, in *PartRequest) (any, error) { return s.Part(ctx, in) }),
+		unary("DecideBatch", func(s MemberServer, ctx context.Context, in *DecideBatchRequest) (any, error) {
+			return s.DecideBatch(ctx, in)
+		}),
+	},
 	Metadata: "member.proto",
 }
 
@@ -106,39 +78,37 @@ type MemberClient struct{ cc grpc.ClientConnInterface }
 // NewMemberClient is a client on cc.
 func NewMemberClient(cc grpc.ClientConnInterface) *MemberClient { return &MemberClient{cc: cc} }
 
-// Apply asks the member to apply an internal command.
-func (c *MemberClient) Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyReply, error) {
-	out := new(ApplyReply)
-	if err := c.cc.Invoke(ctx, applyMethod, in, out, opts...); err != nil {
+// invoke calls method with in and is its reply.
+func invoke[Rep any](ctx context.Context, cc grpc.ClientConnInterface, method string, in any, opts []grpc.CallOption) (*Rep, error) {
+	out := new(Rep)
+	if err := cc.Invoke(ctx, method, in, out, opts...); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// Apply asks a member of 0.4.0 to apply an internal command.
+func (c *MemberClient) Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyReply, error) {
+	return invoke[ApplyReply](ctx, c.cc, applyMethod, in, opts)
+}
+
+// Place asks the member to log a placement request.
+func (c *MemberClient) Place(ctx context.Context, in *PlaceRequest, opts ...grpc.CallOption) (*PlaceReply, error) {
+	return invoke[PlaceReply](ctx, c.cc, placeMethod, in, opts)
 }
 
 // Report asks the member what it knows of its group.
 func (c *MemberClient) Report(ctx context.Context, in *ReportRequest, opts ...grpc.CallOption) (*MemberReport, error) {
-	out := new(MemberReport)
-	if err := c.cc.Invoke(ctx, reportMethod, in, out, opts...); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return invoke[MemberReport](ctx, c.cc, reportMethod, in, opts)
 }
 
 // Part asks the member to decide, reserve or cancel its group's part.
 func (c *MemberClient) Part(ctx context.Context, in *PartRequest, opts ...grpc.CallOption) (*PartReply, error) {
-	out := new(PartReply)
-	if err := c.cc.Invoke(ctx, partMethod, in, out, opts...); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return invoke[PartReply](ctx, c.cc, partMethod, in, opts)
 }
 
 // DecideBatch asks the member, its group's leader, to run clients'
 // RL.SHOULDRATELIMIT calls.
 func (c *MemberClient) DecideBatch(ctx context.Context, in *DecideBatchRequest, opts ...grpc.CallOption) (*DecideBatchReply, error) {
-	out := new(DecideBatchReply)
-	if err := c.cc.Invoke(ctx, decideMethod, in, out, opts...); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return invoke[DecideBatchReply](ctx, c.cc, decideMethod, in, opts)
 }

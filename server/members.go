@@ -90,6 +90,9 @@ func (s *Server) serveMembers() error {
 	forwarded := rls.NewNodeDecider(s.env, s.node, rls.ForwardOptions{}, nil)
 	var err error
 	s.members, err = member.Serve(s.memberLn, member.ServerConfig{Group: s.cfg.Replication.groupID(), Apply: s.applyForMember, Log: s.log,
+		Place: func(_ context.Context, req *machine.PlacementRequest) (machine.PlacementResult, string, error) {
+			return rep.Place(req)
+		},
 		Decide: forwarded.DecideAllHere,
 		Report: func() member.Report { return rep.Report(time.Now()) },
 		Part: func(_ context.Context, req *machine.PartRequest) (machine.PartResult, string, error) {
@@ -109,7 +112,7 @@ func (s *Server) closeMemberPort() {
 	}
 }
 
-// applyForMember applies a command another member sent through this
+// applyForMember applies a command a member of 0.4.0 sent through this
 // group's log (commands.Replicated.ApplyForMember).
 func (s *Server) applyForMember(_ context.Context, args [][]byte) ([]byte, string, error) {
 	return commands.Replicated{Node: s.node}.ApplyForMember(args)

@@ -283,7 +283,7 @@ func (s *Server) startNode() error {
 				_, addr, ok := n.Leader()
 				return addr, ok && addr != ""
 			},
-			Local: commands.Replicated{Node: n}.ApplyHere, LocalPart: commands.Replicated{Node: n}.LocalPart, ReportOf: s.groupReport,
+			LocalPlace: commands.Replicated{Node: n}.LocalPlace, LocalPart: commands.Replicated{Node: n}.LocalPart, ReportOf: s.groupReport,
 			Failpoints: s.cfg.Failpoints})
 		if err != nil {
 			n.Close()
@@ -292,7 +292,7 @@ func (s *Server) startNode() error {
 		}
 		s.env.CrossGroup = s.coord
 		s.moves, err = slotmove.New(slotmove.Config{Router: router, Machine: s.env.Machine, Log: s.log, NodeID: s.env.NodeID,
-			Serving: n.Serving, CallGroup: s.coord.CallGroup, CallMember: s.coord.CallMember, Propagate: s.coord.PropagateExcept,
+			Serving: n.Serving, PlaceGroup: s.coord.PlaceGroup, PlaceMember: s.coord.PlaceMember, Propagate: s.coord.PropagateExcept,
 			ReportOf: s.groupReport,
 			Apply:    commands.Replicated{Node: n}.ApplyOne})
 		if err != nil {

@@ -188,7 +188,7 @@ func (c *Cluster) attach(m *Member, n *cluster.Node) error {
 	m.Node, m.Router = n, router
 	m.Coord, err = crossgroup.New(crossgroup.Config{Router: router, Machine: mach, Timeout: 3 * time.Second,
 		Members: members{c}, MemberAt: c.memberAt,
-		Local: commands.Replicated{Node: n}.ApplyHere, LocalPart: commands.Replicated{Node: n}.LocalPart,
+		LocalPlace: commands.Replicated{Node: n}.LocalPlace, LocalPart: commands.Replicated{Node: n}.LocalPart,
 		Log: c.cfg.Log, OwnLeader: func() (string, bool) {
 			_, addr, ok := n.Leader()
 			return addr, ok && addr != ""
@@ -200,7 +200,7 @@ func (c *Cluster) attach(m *Member, n *cluster.Node) error {
 	// Slot migrations driven as a server drives them: their imports go
 	// through the same lossy calls as the checks' parts.
 	m.Moves, err = slotmove.New(slotmove.Config{Router: router, Machine: mach, NodeID: m.ID, Log: c.cfg.Log,
-		Serving: func() bool { return n.Serving() && !m.cut.Load() }, CallGroup: m.Coord.CallGroup, CallMember: m.Coord.CallMember,
+		Serving: func() bool { return n.Serving() && !m.cut.Load() }, PlaceGroup: m.Coord.PlaceGroup, PlaceMember: m.Coord.PlaceMember,
 		ReportOf:   func(_ context.Context, g int) (member.Report, error) { return c.reportOf(router, g) },
 		ChunkSlots: 8, ChunkKeys: 20,
 		Apply: rep.ApplyOne})
@@ -422,28 +422,38 @@ func (c *Cluster) reportOf(router *shardmap.Router, g int) (member.Report, error
 	return commands.Replicated{Node: m.Node}.Report(time.Now()), nil
 }
 
-// Part is Apply for a part of a check, typed, losing some calls as Apply
-// does.
+// Part delivers a part of a check.
 func (k members) Part(_ context.Context, to member.Addr, req *machine.PartRequest) (machine.PartResult, error) {
-	c := k.c
+	return deliver(k.c, to, func(r commands.Replicated) (machine.PartResult, string, error) { return r.Part(req) })
+}
+
+// Place delivers a placement request.
+func (k members) Place(_ context.Context, to member.Addr, req *machine.PlacementRequest) (machine.PlacementResult, error) {
+	return deliver(k.c, to, func(r commands.Replicated) (machine.PlacementResult, string, error) { return r.Place(req) })
+}
+
+// deliver runs call at the member at to, as the member port would: some
+// calls are lost before they are sent, some after they applied.
+func deliver[R any](c *Cluster, to member.Addr, call func(commands.Replicated) (R, string, error)) (R, error) {
+	var none R
 	if rand.Int64N(1_000_000) < c.unsent.Load() {
 		c.Unsent.Add(1)
-		return machine.PartResult{}, fmt.Errorf("%w: %w before it was sent", member.ErrUnreachable, errDropped)
+		return none, fmt.Errorf("%w: %w before it was sent", member.ErrUnreachable, errDropped)
 	}
 	m := c.byAddr[to.Port]
 	if m == nil || m.cut.Load() {
-		return machine.PartResult{}, fmt.Errorf("%w: %w: no member at %s", member.ErrUnreachable, errDropped, to.Port)
+		return none, fmt.Errorf("%w: %w: no member at %s", member.ErrUnreachable, errDropped, to.Port)
 	}
 	if c.Map.Groups[m.Group].ID != to.Group {
-		return machine.PartResult{}, member.ErrWrongGroup
+		return none, member.ErrWrongGroup
 	}
-	res, leader, err := commands.Replicated{Node: m.Node}.Part(req)
+	res, leader, err := call(commands.Replicated{Node: m.Node})
 	if errors.Is(err, member.ErrNotLeader) {
-		return res, &member.NotLeaderError{Leader: leader}
+		return none, &member.NotLeaderError{Leader: leader}
 	}
 	if rand.Int64N(1_000_000) < c.lost.Load() {
 		c.Lost.Add(1)
-		return machine.PartResult{}, fmt.Errorf("%w: %w after it applied", member.ErrUnknownOutcome, errDropped)
+		return none, fmt.Errorf("%w: %w after it applied", member.ErrUnknownOutcome, errDropped)
 	}
 	return res, err
 }
@@ -460,28 +470,4 @@ func (c *Cluster) memberAt(addr string) (member.Addr, bool) {
 		return member.Addr{}, false
 	}
 	return member.Addr{Port: addr, Group: c.Map.Groups[m.Group].ID}, true
-}
-
-func (k members) Apply(_ context.Context, to member.Addr, command [][]byte) ([]byte, error) {
-	c := k.c
-	if rand.Int64N(1_000_000) < c.unsent.Load() {
-		c.Unsent.Add(1)
-		return nil, fmt.Errorf("%w: %w before it was sent", member.ErrUnreachable, errDropped)
-	}
-	m := c.byAddr[to.Port]
-	if m == nil || m.cut.Load() {
-		return nil, fmt.Errorf("%w: %w: no member at %s", member.ErrUnreachable, errDropped, to.Port)
-	}
-	if c.Map.Groups[m.Group].ID != to.Group {
-		return nil, member.ErrWrongGroup
-	}
-	reply, leader, err := commands.Replicated{Node: m.Node}.ApplyForMember(command)
-	if errors.Is(err, member.ErrNotLeader) {
-		return nil, &member.NotLeaderError{Leader: leader}
-	}
-	if rand.Int64N(1_000_000) < c.lost.Load() {
-		c.Lost.Add(1)
-		return nil, fmt.Errorf("%w: %w after it applied", member.ErrUnknownOutcome, errDropped)
-	}
-	return reply, err
 }

@@ -70,11 +70,13 @@ type Config struct {
 	Apply func(args [][]byte) error
 	// Serving reports whether this member leads its group.
 	Serving func() bool
-	// CallGroup sends a command members send each other to group g's
-	// leader on its member port; CallMember to the member at addr. Replies
-	// as resp.DecodeReply reads them (nil for a null).
-	CallGroup  func(ctx context.Context, g int, args ...any) (any, error)
-	CallMember func(ctx context.Context, addr string, args ...any) (any, error)
+	// PlaceGroup sends a placement request (an import, a configuration
+	// copy, a digest asked) to group g's leader on its member port;
+	// PlaceMember to the member at addr. Their errors are member's
+	// sentinels, or the applied request's (*machine.StaleEpochError,
+	// *machine.ReplyError).
+	PlaceGroup  func(ctx context.Context, g int, req *machine.PlacementRequest) (machine.PlacementResult, error)
+	PlaceMember func(ctx context.Context, addr string, req *machine.PlacementRequest) (machine.PlacementResult, error)
 	// ReportOf asks group g's leader what it knows of its group (its
 	// epoch, its slots) on the member port.
 	ReportOf func(ctx context.Context, g int) (member.Report, error)
@@ -103,8 +105,8 @@ type Config struct {
 
 // Validate fills defaults and checks the config.
 func (c *Config) Validate() error {
-	if c.Router == nil || c.Machine == nil || c.Apply == nil || c.Serving == nil || c.CallGroup == nil || c.ReportOf == nil {
-		return errors.New("slotmove: Router, Machine, Apply, Serving, CallGroup and ReportOf are required")
+	if c.Router == nil || c.Machine == nil || c.Apply == nil || c.Serving == nil || c.PlaceGroup == nil || c.ReportOf == nil {
+		return errors.New("slotmove: Router, Machine, Apply, Serving, PlaceGroup and ReportOf are required")
 	}
 	if c.ChunkSlots == 0 {
 		c.ChunkSlots = 64
@@ -390,17 +392,15 @@ func (d *Driver) finish(j *machine.Job) error {
 	if err != nil {
 		return err
 	}
-	args := []any{"SLUICE.IMPORT", strconv.FormatUint(j.PendingEpoch, 10), exp.Digest, exp.Payload}
-	for _, r := range j.Pending {
-		args = append(args, rangeArg(r))
-	}
+	req := &machine.PlacementRequest{Kind: machine.PlaceImport, Epoch: j.PendingEpoch, Digest: exp.Digest, Payload: exp.Payload,
+		Ranges: j.Pending}
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Timeout)
 	defer cancel()
-	_, err = d.cfg.CallGroup(ctx, g, args...)
-	if err != nil && d.cfg.CallMember != nil {
+	_, err = d.cfg.PlaceGroup(ctx, g, req)
+	if err != nil && d.cfg.PlaceMember != nil {
 		// A leader changed since the probe: follow its redirect once.
 		if addr, ok := member.LeaderOf(err); ok {
-			_, err = d.cfg.CallMember(ctx, addr, args...)
+			_, err = d.cfg.PlaceMember(ctx, addr, req)
 		}
 	}
 	var stale *machine.StaleEpochError
@@ -540,59 +540,63 @@ func (d *Driver) Migrate(specs []Spec) error {
 	return nil
 }
 
-// sameConfig makes target group g decide by this group's rules before
-// slots move to it (a group added later has only its own --rules files):
-// when its rules differ, it is given this group's configuration (rules,
-// overrides, scales: SLUICE.CONFIG); one whose rules still differ refuses
-// the migration, naming both digests.
+// sameConfig makes target group g decide by this group's configuration
+// before slots move to it (a group added later has only its own --rules
+// files; one that missed an override is behind): when its configuration
+// differs — rules, overrides, scales; a member of 0.4.0 says only its
+// rules' digest — it is given this group's (SLUICE.CONFIG); one whose
+// configuration still differs refuses the migration, naming both digests.
 func (d *Driver) sameConfig(g int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Timeout)
 	defer cancel()
 	id := d.cfg.Router.Map().Groups[g].ID
-	mine := d.cfg.Machine.RulesDigest("")
+	mine, err := d.cfg.Machine.ConfigDigest()
+	if err != nil {
+		return err
+	}
+	rules := d.cfg.Machine.RulesDigest("")
+	same := func(theirs machine.PlacementResult) bool {
+		if theirs.Config != "" {
+			return theirs.Config == mine
+		}
+		return theirs.Digest == rules
+	}
 	// A group just added may not have a leader known here yet: ask
 	// again until the timeout.
-	theirs, err := d.rulesDigestOf(ctx, g)
+	theirs, err := d.digestsOf(ctx, g)
 	for err != nil && ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
 		case <-time.After(100 * time.Millisecond):
-			theirs, err = d.rulesDigestOf(ctx, g)
+			theirs, err = d.digestsOf(ctx, g)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("%w: group %s's rules could not be read: %w", ErrRefused, id, err)
+		return fmt.Errorf("%w: group %s's configuration could not be read: %w", ErrRefused, id, err)
 	}
-	if theirs == mine {
+	if same(theirs) {
 		return nil
 	}
 	exp, err := d.cfg.Machine.ExportConfig()
 	if err != nil {
 		return err
 	}
-	if _, err := d.cfg.CallGroup(ctx, g, "SLUICE.CONFIG", exp.Digest, exp.Payload); err != nil {
-		return fmt.Errorf("%w: group %s decides by other rules (%s) than this group (%s), and did not take this group's: %w", ErrRefused, id, theirs, mine, err)
+	if _, err := d.cfg.PlaceGroup(ctx, g, &machine.PlacementRequest{Kind: machine.PlaceConfig, Digest: exp.Digest, Payload: exp.Payload}); err != nil {
+		return fmt.Errorf("%w: group %s decides by another configuration (rules %s) than this group (rules %s), and did not take this group's: %w",
+			ErrRefused, id, theirs.Digest, rules, err)
 	}
-	if theirs, err = d.rulesDigestOf(ctx, g); err != nil || theirs != mine {
-		return fmt.Errorf("%w: group %s decides by other rules (%s) than this group (%s): load the same rules there", ErrRefused, id, theirs, mine)
+	if theirs, err = d.digestsOf(ctx, g); err != nil || !same(theirs) {
+		return fmt.Errorf("%w: group %s decides by another configuration (rules %s) than this group (rules %s): load the same rules there",
+			ErrRefused, id, theirs.Digest, rules)
 	}
-	d.cfg.Log.Info("gave a migration's target group this group's configuration", "group", id, "rules", mine)
+	d.cfg.Log.Info("gave a migration's target group this group's configuration", "group", id, "rules", rules, "config", mine)
 	return nil
 }
 
-// rulesDigestOf is group g's digest of all its rules (RL.PART DIGEST).
-func (d *Driver) rulesDigestOf(ctx context.Context, g int) (string, error) {
-	v, err := d.cfg.CallGroup(ctx, g, "RL.PART", "DIGEST")
-	if err != nil {
-		return "", err
-	}
-	switch s := v.(type) {
-	case string:
-		return s, nil
-	case []byte:
-		return string(s), nil
-	}
-	return "", fmt.Errorf("%w: RL.PART DIGEST answered %T", ErrRefused, v)
+// digestsOf is what group g's leader says of its configuration's digests
+// (a placement request of PlaceDigest).
+func (d *Driver) digestsOf(ctx context.Context, g int) (machine.PlacementResult, error) {
+	return d.cfg.PlaceGroup(ctx, g, &machine.PlacementRequest{Kind: machine.PlaceDigest})
 }
 
 // Cancel cancels the running jobs; it returns how many were running.

@@ -37,7 +37,9 @@ func newDriver(t *testing.T, m *machine.Machine, cfg Config) *Driver {
 	cfg.Router, cfg.Machine = r, m
 	cfg.Serving = func() bool { return false }
 	cfg.Apply = func([][]byte) error { return nil }
-	cfg.CallGroup = func(context.Context, int, ...any) (any, error) { return nil, nil }
+	cfg.PlaceGroup = func(context.Context, int, *machine.PlacementRequest) (machine.PlacementResult, error) {
+		return machine.PlacementResult{}, nil
+	}
 	cfg.ReportOf = func(context.Context, int) (member.Report, error) { return member.Report{}, member.ErrUnreachable }
 	d, err := New(cfg)
 	if err != nil {
@@ -166,8 +168,8 @@ func TestStaleImportIsCutAgainAboveTheTargetsEpoch(t *testing.T) {
 		applied = append(applied, words)
 		return nil
 	}
-	d.cfg.CallGroup = func(context.Context, int, ...any) (any, error) {
-		return nil, &machine.StaleEpochError{Epoch: 9, Reply: "a refusal whose words say nothing"}
+	d.cfg.PlaceGroup = func(context.Context, int, *machine.PlacementRequest) (machine.PlacementResult, error) {
+		return machine.PlacementResult{}, &machine.StaleEpochError{Epoch: 9, Reply: "a refusal whose words say nothing"}
 	}
 	j := m.Owned().Jobs[0]
 	if len(j.Pending) == 0 {
@@ -192,5 +194,56 @@ func TestApplyErrorIsTyped(t *testing.T) {
 	var re *machine.ReplyError
 	if err := d.apply("SLUICE.JOB", "CANCEL"); !errors.As(err, &re) || re.Reason != machine.ReasonInvalid || !strings.HasPrefix(err.Error(), "SLUICE.JOB: ") {
 		t.Fatalf("an error answer: %v", err)
+	}
+}
+
+// A target whose rules agree but whose configuration does not (an
+// override it missed) is given this group's; one of 0.4.0, which says
+// only its rules' digest, is compared by its rules.
+func TestTargetWithAnotherConfigurationIsGivenThisGroups(t *testing.T) {
+	m := machine.New(machine.Options{})
+	for _, c := range [][]string{{"RL.RULES", "LOAD", "x.yaml", "domain: x\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 10}\n"},
+		{"RL.OVERRIDE", "SET", "x", "50", "day", "DESCRIPTOR", "user", "vip"}} {
+		var b [][]byte
+		for _, a := range c {
+			b = append(b, []byte(a))
+		}
+		var w resp.Writer
+		m.ApplyArgs(1_800_000_000_000_000_000, b, &w)
+		if w.Buf[0] == '-' {
+			t.Fatalf("%s: %s", c[0], w.Buf)
+		}
+	}
+	mine, err := m.ConfigDigest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := m.RulesDigest("")
+	for _, tc := range []struct {
+		theirs machine.PlacementResult
+		copied bool
+	}{
+		{machine.PlacementResult{Digest: rules, Config: "another"}, true},
+		{machine.PlacementResult{Digest: rules, Config: mine}, false},
+		{machine.PlacementResult{Digest: rules}, false},        // 0.4.0, same rules
+		{machine.PlacementResult{Digest: "other rules"}, true}, // 0.4.0, other rules
+	} {
+		d := newDriver(t, m, Config{})
+		theirs, copied := tc.theirs, false
+		d.cfg.PlaceGroup = func(_ context.Context, _ int, req *machine.PlacementRequest) (machine.PlacementResult, error) {
+			switch req.Kind {
+			case machine.PlaceConfig:
+				if req.Digest != mine {
+					t.Fatalf("copied %s, not this group's configuration %s", req.Digest, mine)
+				}
+				copied, theirs = true, machine.PlacementResult{Digest: rules, Config: mine}
+			case machine.PlaceDigest:
+				return theirs, nil
+			}
+			return machine.PlacementResult{}, nil
+		}
+		if err := d.sameConfig(1); err != nil || copied != tc.copied {
+			t.Fatalf("theirs %+v: copied %v, err %v", tc.theirs, copied, err)
+		}
 	}
 }

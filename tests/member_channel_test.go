@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -10,15 +11,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/member"
-	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
 
-// AsMember sends words to group g's leader on its member port, as another
-// member would (secret: the cluster's, nil for none), and returns the
-// reply as go-redis would read it.
-func (sc *ShardedCluster) AsMember(t *testing.T, g int, secret []byte, words ...string) (any, error) {
+// AsMember sends req to group g's leader on its member port, as another
+// member would (secret: the cluster's, nil for none), and returns its
+// answer.
+func (sc *ShardedCluster) AsMember(t *testing.T, g int, secret []byte, req *machine.PlacementRequest) (machine.PlacementResult, error) {
 	t.Helper()
 	leader := sc.Leader(t, g)
 	j := 0
@@ -29,17 +30,18 @@ func (sc *ShardedCluster) AsMember(t *testing.T, g int, secret []byte, words ...
 	}
 	c := member.NewClient(member.ClientConfig{Secret: secret})
 	defer c.Close()
-	cmd := make([][]byte, len(words))
-	for i, w := range words {
-		cmd[i] = []byte(w)
-	}
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	reply, err := c.Apply(cctx, member.Addr{Port: sc.RaftAddrs[g][j], Group: fmt.Sprintf("g%d", g+1)}, cmd)
-	if err != nil {
-		return nil, err
+	return c.Place(cctx, member.Addr{Port: sc.RaftAddrs[g][j], Group: fmt.Sprintf("g%d", g+1)}, req)
+}
+
+// asConfig is a placement request applying a configuration command.
+func asConfig(words ...string) *machine.PlacementRequest {
+	req := &machine.PlacementRequest{Kind: machine.PlaceApply}
+	for _, w := range words {
+		req.Config = append(req.Config, []byte(w))
 	}
-	return resp.DecodeReply(reply)
+	return req
 }
 
 // Issue #44: what only a member may ask is not a client's to ask. Every
@@ -164,22 +166,22 @@ func TestInternalCommandsOnlyOnTheMemberPort(t *testing.T) {
 
 	// The member port hears a member with the secret, and no one else.
 	for _, s := range [][]byte{nil, []byte("not this cluster's secret, long")} {
-		if v, err := sc.AsMember(t, 1, s, "RL.PART", "DIGEST", "x"); err == nil {
+		if v, err := sc.AsMember(t, 1, s, &machine.PlacementRequest{Kind: machine.PlaceDigest, Domain: "x"}); err == nil {
 			t.Fatalf("the member port answered a caller without the secret: %v", v)
 		} else if !member.NothingApplied(err) && !strings.Contains(err.Error(), "unknown") {
 			t.Fatalf("a caller without the secret: %v", err)
 		}
 	}
-	d1, err := sc.AsMember(t, 0, []byte(secretText), "RL.PART", "DIGEST", "x")
+	d1, err := sc.AsMember(t, 0, []byte(secretText), &machine.PlacementRequest{Kind: machine.PlaceDigest, Domain: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d2, err := sc.AsMember(t, 1, []byte(secretText), "RL.PART", "DIGEST", "x")
-	if err != nil || d1 != d2 || d1 == "" {
+	d2, err := sc.AsMember(t, 1, []byte(secretText), &machine.PlacementRequest{Kind: machine.PlaceDigest, Domain: "x"})
+	if err != nil || d1 != d2 || d1.Digest == "" || d1.Digest == machine.NoRules {
 		t.Fatalf("the groups' digests over the member port: %v %v %v", d1, d2, err)
 	}
-	if _, err := sc.AsMember(t, 1, []byte(secretText), "CL.THROTTLE", "k", "9", "1", "86400", "1"); err == nil || !strings.Contains(err.Error(), "refused") {
-		t.Fatalf("a client command on the member port: %v", err)
+	if _, err := sc.AsMember(t, 1, []byte(secretText), asConfig("CL.THROTTLE", "k", "9", "1", "86400", "1")); !errors.Is(err, member.ErrRefused) {
+		t.Fatalf("a client command as configuration on the member port: %v", err)
 	}
 
 	// Checks across both groups cross the member port: all or nothing.

@@ -181,7 +181,7 @@ func TestCrossGroupRulesMustAgree(t *testing.T) {
 	}
 	// Group 2 alone gets a larger endpoint limit.
 	other := strings.Replace(crossRules, "requests_per_unit: 3,", "requests_per_unit: 30,", 1)
-	if _, err := sc.AsMember(t, 1, nil, "RL.PART", "APPLY", "RL.RULES", "LOAD", "x.yaml", other); err != nil {
+	if _, err := sc.AsMember(t, 1, nil, asConfig("RL.RULES", "LOAD", "x.yaml", other)); err != nil {
 		t.Fatal(err)
 	}
 	err := cc.Do(ctx(t), "RL.RULES", "LIST").Err()

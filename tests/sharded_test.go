@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -492,22 +493,32 @@ func TestCrossGroupCheckAllOrNothing(t *testing.T) {
 	}
 
 	// An override and a scale set through one node apply in every group:
-	// each group lists them from its own copy.
+	// each group's own copy of the configuration changes (a scale's record
+	// holds the instant its group applied it: the groups' copies differ
+	// by it).
+	configs := func() [2]string {
+		var d [2]string
+		for g := range 2 {
+			res, err := sc.AsMember(t, g, nil, &machine.PlacementRequest{Kind: machine.PlaceDigest})
+			if err != nil || res.Config == "" {
+				t.Fatalf("group %d's configuration: %+v %v", g+1, res, err)
+			}
+			d[g] = res.Config
+		}
+		return d
+	}
+	before := configs()
 	if err := cc.Do(ctx(t), "RL.OVERRIDE", "SET", "x", 50, "day", "DESCRIPTOR", "user", "vip").Err(); err != nil {
 		t.Fatal(err)
 	}
+	overridden := configs()
 	if err := cc.Do(ctx(t), "RL.SCALE", "SET", "x", "0.5").Err(); err != nil {
 		t.Fatal(err)
 	}
-	for g := range 2 {
-		ov, err := sc.AsMember(t, g, nil, "RL.PART", "APPLY", "RL.OVERRIDE", "LIST", "x")
-		if v, ok := ov.([]any); err != nil || !ok || len(v) != 1 {
-			t.Fatalf("group %d's overrides: %v %v", g+1, ov, err)
-		}
-		scale, err := sc.AsMember(t, g, nil, "RL.PART", "APPLY", "RL.SCALE", "GET", "x")
-		if v, ok := scale.([]any); err != nil || !ok || len(v) == 0 || v[0] != "0.500000" {
-			t.Fatalf("group %d's scale: %v %v", g+1, scale, err)
-		}
+	scaled := configs()
+	if before[0] != before[1] || overridden[0] != overridden[1] ||
+		overridden[0] == before[0] || scaled[0] == overridden[0] || scaled[1] == overridden[1] {
+		t.Fatalf("the groups' configurations: before %v, after the override %v, after the scale %v", before, overridden, scaled)
 	}
 	if err := cc.Do(ctx(t), "RL.SCALE", "SET", "x", "1").Err(); err != nil {
 		t.Fatal(err)
