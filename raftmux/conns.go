@@ -71,11 +71,12 @@ const (
 	refusedProof                  // the cluster's secret not proven
 	refusedTLS                    // the TLS handshake failed
 	refusedSilent                 // nothing sent after the handshake
+	refusedVersion                // a header of a version this member does not read
 	refusalKinds
 )
 
 var refusalNames = [refusalKinds]string{"accept_failed", "over_max_conns", "over_max_pending", "no_header",
-	"group_not_hosted", "not_proven", "tls_failed", "silent"}
+	"group_not_hosted", "not_proven", "tls_failed", "silent", "bad_version"}
 
 // refusals counts refused connections and says so at most once per
 // refusalLogEvery, with the counts since it last spoke and the last

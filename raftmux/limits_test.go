@@ -36,9 +36,9 @@ func TestLimitsHoldAgainstAFlood(t *testing.T) {
 				t.Fatal(err)
 			}
 			if len(flood)%10 == 0 {
-				c.Write(header(route{Member, "g1\x1b[31mevil"})) // not hosted, and bytes no log may echo
+				c.Write(header(route{Member, "g1\x1b[31mevil"}, false)) // not hosted, and bytes no log may echo
 			} else {
-				c.Write(header(route{Member, "g1"}))
+				c.Write(header(route{Member, "g1"}, false))
 			}
 			flood = append(flood, c)
 			if open, pending := m.Conns(); open > int64(limits.MaxConns) || pending > int64(limits.MaxPending) {
@@ -61,7 +61,7 @@ func TestLimitsHoldAgainstAFlood(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.Write(header(route{Member, "g1"}))
+			c.Write(header(route{Member, "g1"}, false))
 			silent = append(silent, c)
 		}
 		for _, c := range silent {

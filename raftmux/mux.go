@@ -7,9 +7,16 @@
 // own, or a group's member-call listener.
 //
 // The header is one byte of length and the group's id (1 to 255 bytes)
-// for Raft; a zero byte, then the same, for member calls. A connection
-// that does not send it within HeaderTimeout, or names a group this
-// process does not host, is closed. With a cluster secret, both ends then
+// for Raft; a zero byte, then the same, for member calls — the form every
+// release since 0.4.0 sends, version 1 by its shape. A versioned header
+// is two zero bytes, its version, its purpose (0 Raft, 1 member calls),
+// then the length and the group's id: a mux accepts it at HeaderVersion
+// and refuses (closes, counted as bad_version) a version it does not
+// know. A member sends the versioned form only when Guard.VersionedHeader
+// says every member of the cluster accepts it (0.4.0 closes it): accept
+// first, send in the release after. A connection that does not send its
+// header within HeaderTimeout, or names a group this process does not
+// host, is closed. With a cluster secret, both ends then
 // prove they hold it (package memberauth, bound to the purpose) before
 // anything behind the mux hears a byte; with TLS (Guard), the connection
 // is then encrypted, Raft and member calls alike.
@@ -36,6 +43,10 @@ import (
 // header when the dialer gave no deadline.
 const HeaderTimeout = 5 * time.Second
 
+// HeaderVersion is the version of the versioned header this mux reads
+// and sends.
+const HeaderVersion = 1
+
 // Errors.
 var (
 	// ErrClosed: the mux or the layer is closed.
@@ -43,6 +54,9 @@ var (
 	// ErrGroup: a group id that cannot be a header (empty, over 255
 	// bytes), or one asked for twice.
 	ErrGroup = errors.New("raftmux: bad group")
+	// ErrVersion: a versioned header of a version this member does not
+	// read (a newer member's).
+	ErrVersion = errors.New("raftmux: a header version this member does not read")
 )
 
 // Kind is what a connection carries.
@@ -69,6 +83,10 @@ type route struct {
 type Guard struct {
 	Secret               []byte
 	ServerTLS, ClientTLS *tls.Config
+	// VersionedHeader sends the versioned header (HeaderVersion) on
+	// dialed connections: only once no member of 0.4.0 is left, which
+	// closes it. Accepted connections may use either form.
+	VersionedHeader bool
 	// Limits bound the connections a mux accepts (zero fields: the
 	// defaults).
 	Limits Limits
@@ -278,6 +296,11 @@ func (m *Mux) route(c net.Conn) {
 	deadline := time.Now().Add(m.limits.Handshake)
 	c.SetDeadline(deadline)
 	r, err := readHeader(c)
+	if errors.Is(err, ErrVersion) {
+		m.refusals.note(m.log, refusedVersion, c.RemoteAddr())
+		c.Close()
+		return
+	}
 	if err != nil {
 		m.refusals.note(m.log, refusedHeader, c.RemoteAddr())
 		c.Close()
@@ -332,23 +355,42 @@ func (m *Mux) route(c net.Conn) {
 	}
 }
 
-// readHeader reads a connection's header.
+// readHeader reads a connection's header, of either form.
 func readHeader(c io.Reader) (route, error) {
-	var n [1]byte
-	if _, err := io.ReadFull(c, n[:]); err != nil {
+	var b [1]byte
+	next := func() (byte, error) {
+		_, err := io.ReadFull(c, b[:])
+		return b[0], err
+	}
+	n, err := next()
+	if err != nil {
 		return route{}, err
 	}
 	r := route{kind: Raft}
-	if n[0] == 0 {
+	if n == 0 {
 		r.kind = Member
-		if _, err := io.ReadFull(c, n[:]); err != nil {
+		if n, err = next(); err != nil {
 			return route{}, err
 		}
 	}
-	if n[0] == 0 {
+	if n == 0 {
+		// The versioned form: version, purpose, length.
+		var h [3]byte
+		if _, err := io.ReadFull(c, h[:]); err != nil {
+			return route{}, err
+		}
+		if h[0] != HeaderVersion {
+			return route{}, fmt.Errorf("%w: %d (this member reads %d)", ErrVersion, h[0], HeaderVersion)
+		}
+		if h[1] > byte(Member) {
+			return route{}, fmt.Errorf("%w: purpose %d", ErrGroup, h[1])
+		}
+		r.kind, n = Kind(h[1]), h[2]
+	}
+	if n == 0 {
 		return route{}, ErrGroup
 	}
-	name := make([]byte, n[0])
+	name := make([]byte, n)
 	if _, err := io.ReadFull(c, name); err != nil {
 		return route{}, err
 	}
@@ -356,10 +398,14 @@ func readHeader(c io.Reader) (route, error) {
 	return r, nil
 }
 
-// header is the header of a connection for r.
-func header(r route) []byte {
+// header is the header of a connection for r: the versioned form, or the
+// form 0.4.0 reads.
+func header(r route, versioned bool) []byte {
 	var h []byte
-	if r.kind == Member {
+	switch {
+	case versioned:
+		h = append(h, 0, 0, HeaderVersion, byte(r.kind))
+	case r.kind == Member:
 		h = append(h, 0)
 	}
 	h = append(h, byte(len(r.group)))
@@ -440,7 +486,7 @@ func dial(ctx context.Context, address string, r route, guard Guard) (net.Conn, 
 		deadline = time.Now().Add(HeaderTimeout)
 	}
 	c.SetWriteDeadline(deadline)
-	if _, err := c.Write(header(r)); err != nil {
+	if _, err := c.Write(header(r, guard.VersionedHeader)); err != nil {
 		c.Close()
 		return nil, err
 	}

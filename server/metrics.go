@@ -71,7 +71,7 @@ var metricDescs = []struct {
 	{"sluice_raft_leader_live", "1 while this node leads and serves, or follows a leader it heard from within the heartbeat timeout.", nil},
 	{"sluice_cluster_map_epoch", "A sharded member's cluster map epoch: the highest any group's log claims its slots at.", nil},
 	{"sluice_member_port_connections", "Connections the member port holds (--member-max-conns), and of them those pending: not yet through header, proof, TLS and first byte (at most 256).", []string{"state"}},
-	{"sluice_member_port_refused_total", "Member port connections refused and closed, by reason: over_max_conns, over_max_pending, no_header, group_not_hosted, not_proven, tls_failed, silent, accept_failed.", []string{"reason"}},
+	{"sluice_member_port_refused_total", "Member port connections refused and closed, by reason: over_max_conns, over_max_pending, no_header, group_not_hosted, not_proven, tls_failed, silent, bad_version, accept_failed.", []string{"reason"}},
 	{"sluice_cluster_conflicting_slots", "Slots two groups claim at one epoch, as this member has learned: no group decides for them (CLUSTERDOWN) until one is given them at a later epoch. Never above 0 in a healthy cluster.", nil},
 	{"sluice_crossgroup_checks_total", "Checks this member coordinated across groups, by how they ended: admitted, refused, failed.", []string{"outcome"}},
 	{"sluice_crossgroup_parts_total", "The parts those checks were split into (the groups each touched, summed).", nil},
