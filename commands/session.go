@@ -2,7 +2,7 @@ package commands
 
 import (
 	"errors"
-	"strings"
+	"fmt"
 	"time"
 
 	"github.com/sluice-rl/sluice/machine"
@@ -49,7 +49,7 @@ func (s *Session) Do(args [][]byte) ([]byte, error) {
 	}
 	if s.conn.DurablePending() {
 		if err := s.conn.AwaitDurable(); err != nil {
-			return nil, errors.Join(ErrNotDurable, errors.New(strings.TrimPrefix(err.Error(), "persist: ")))
+			return nil, fmt.Errorf("%w: %w", ErrNotDurable, err)
 		}
 	}
 	return s.w.Buf, nil
@@ -120,7 +120,7 @@ func (s *Session) DecideAll(cmds [][][]byte) ([]machine.Outcome, error) {
 	}
 	if s.conn.DurablePending() {
 		if err := s.conn.AwaitDurable(); err != nil {
-			return nil, errors.Join(ErrNotDurable, errors.New(strings.TrimPrefix(err.Error(), "persist: ")))
+			return nil, fmt.Errorf("%w: %w", ErrNotDurable, err)
 		}
 	}
 	return outs, nil

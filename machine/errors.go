@@ -19,9 +19,15 @@ func ErrorReply(err error) string {
 	if errors.As(err, &fe) {
 		return string(fe)
 	}
+	return "ERR " + withoutPackage(err)
+}
+
+// withoutPackage is err's message without its package prefix ("gcra: zero
+// rates …" → "zero rates …"), for a reply that says it in its own words.
+func withoutPackage(err error) string {
 	msg := err.Error()
 	if i := strings.Index(msg, ": "); i > 0 && !strings.ContainsAny(msg[:i], " ") {
 		msg = msg[i+2:]
 	}
-	return "ERR " + msg
+	return msg
 }

@@ -388,7 +388,7 @@ func parseOverrideSet(domain string, args [][]byte) (*OverrideState, []byte, str
 	// apply: as a GCRA rate (the strictest reading) it must not pass one
 	// unit per nanosecond.
 	if err := (gcra.Limit{MaxBurst: max(o.Burst, 0), Count: o.Limit, Period: o.Window}).Validate(); err != nil {
-		return nil, nil, "ERR override not applicable: " + strings.TrimPrefix(ErrorReply(err), "ERR ")
+		return nil, nil, "ERR override not applicable: " + withoutPackage(err)
 	}
 	for _, e := range req.entries {
 		o.Entries = append(o.Entries, policy.Entry{Key: string(e.Key), Value: string(e.Value)})
