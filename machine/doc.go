@@ -63,9 +63,14 @@
 //     part of a check across groups: RL.PART, and Split, how a check is
 //     cut by group), partrequest.go (a part typed as members send it, its
 //     typed result, the refusals members act on: ErrFenced,
-//     ErrRulesDiffer, ErrHeldElsewhere, ErrHeldOther), config_copy.go
-//     (SLUICE.CONFIG: a group's configuration given to a migration's
-//     target).
+//     ErrRulesDiffer, ErrHeldElsewhere, ErrHeldOther), placement.go (what
+//     one group asks of another's log besides parts: an import, a
+//     configuration copy, configuration for every group, a rules digest),
+//     config_copy.go (SLUICE.CONFIG: a group's configuration given to a
+//     migration's target).
+//
+// docs/design/machine-rooms.md is the plan to split these into packages
+// by room, and what references must be cut first.
 //   - Versions: level.go (the log's apply level: SLUICE.LEVEL, and what a
 //     log below a level is applied as, so members of two releases apply
 //     alike during a rolling upgrade).
@@ -76,7 +81,8 @@
 //     Outcome.Reason, ReplyError), redirect.go (MOVED, TRYAGAIN,
 //     CLUSTERDOWN as typed refusals).
 //   - Encodings and reading: kinds.go (each kind's TYPE name and snapshot
-//     encoding), digest.go (DEBUG DIGEST), inline.go, zones.go, debug.go.
+//     encoding), codec.go (reading the records' varint encodings),
+//     digest.go (DEBUG DIGEST), inline.go, zones.go, debug.go.
 //
 // The connection and server surface (CLIENT, CONFIG, INFO, HELLO, AUTH,
 // COMMAND, DEBUG …) lives in package commands and never reaches the

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"math"
 	"math/bits"
 	"slices"
 
@@ -357,52 +356,4 @@ func decodeScale(b []byte) (*ScaleState, error) {
 		return nil, ErrCorruptPolicy
 	}
 	return s, nil
-}
-
-// byteReader reads the encodings above, remembering the first fault.
-type byteReader struct {
-	b   []byte
-	bad bool
-}
-
-func (d *byteReader) uvarint(max int) int {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 || v > uint64(max) {
-		d.bad = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return int(v)
-}
-
-// uvarint64 reads an unsigned varint of any size.
-func (d *byteReader) uvarint64() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.bad = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *byteReader) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.bad = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *byteReader) bytes() []byte {
-	n := d.uvarint(math.MaxInt32)
-	if d.bad || n > len(d.b) {
-		d.bad = true
-		return nil
-	}
-	out := d.b[:n]
-	d.b = d.b[n:]
-	return out
 }
