@@ -113,6 +113,9 @@ type CheckedBatch struct {
 	n        int
 }
 
+// Len is how many commands the entry holds.
+func (b CheckedBatch) Len() int { return b.n }
+
 // Check checks the whole entry without calling anything, so a state
 // machine can reject a corrupt entry before it changes anything (its
 // clock included).

@@ -127,3 +127,22 @@ func TestFSMCorruptEntry(t *testing.T) {
 		t.Fatal("corrupt entries changed the state")
 	}
 }
+
+// BenchmarkFSMApply applies an entry of 16 CL.THROTTLE commands (a -P 16
+// pipeline's) whose replies someone waits for: the leader's apply.
+func BenchmarkFSMApply(b *testing.B) {
+	f := newFSM()
+	cmds := make([][][]byte, 16)
+	for i := range cmds {
+		cmds[i] = words("CL.THROTTLE", fmt.Sprintf("user:%d", i), "1000000", "1000000", "1")
+	}
+	stamp := int64(1_795_000_000_000_000_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		stamp += 1000
+		res, ok := f.Apply(&raft.Log{Type: raft.LogCommand, Data: AppendBatch(nil, stamp, cmds)}).(*applied)
+		if !ok || len(res.ends) != len(cmds) {
+			b.Fatal("no replies")
+		}
+	}
+}
