@@ -88,12 +88,14 @@ func StartPlainServer(t testing.TB, extra ...string) *Server {
 
 // Server is a running sluice process.
 type Server struct {
-	// bin is the binary it runs ("": binary).
-	bin     string
-	t       testing.TB
-	Addr    string
-	DataDir string
-	Args    []string
+	// bin is the binary it runs ("": binary); ThisBuild are arguments
+	// given only when it runs this build (what an older one would refuse).
+	bin       string
+	ThisBuild []string
+	t         testing.TB
+	Addr      string
+	DataDir   string
+	Args      []string
 	// TLS, when set, is how the harness's clients reach a server started
 	// with --tls-cert-file.
 	TLS *tls.Config
@@ -161,6 +163,8 @@ func (s *Server) TryStart() error {
 	bin := binary
 	if s.bin != "" {
 		bin = s.bin
+	} else {
+		args = append(args, s.ThisBuild...)
 	}
 	s.cmd = exec.Command(bin, args...)
 	if s.Argv != nil {

@@ -351,8 +351,10 @@ func startRobust(t *testing.T, sc robustnessScenario) *robustCluster {
 		rc.cl = NewCluster(t, sc.members)
 		if sc.upgrade {
 			previous := previousRelease(t, os.Getenv("SLUICE_ROBUSTNESS_SCENARIO") == sc.name)
-			for _, s := range rc.cl.Nodes {
-				s.bin = previous
+			for i, s := range rc.cl.Nodes {
+				// Once upgraded, a member keeps an apply trace (the
+				// previous release has none to keep).
+				s.bin, s.ThisBuild = previous, []string{"--failpoints", strings.TrimPrefix(rc.traceArg(t, i), ",")}
 			}
 		}
 		rc.cl.Start(func(i int, raft []string) []string {
