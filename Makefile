@@ -51,7 +51,7 @@ robustness: ## histories under faults checked by the limiter's model (porcupine)
 	SLUICE_ROBUSTNESS=1 SLUICE_ROBUSTNESS_SEED=$(SEED) SLUICE_ROBUSTNESS_SCENARIO=$(SCENARIO) \
 		SLUICE_ROBUSTNESS_RACE=$(ROBUST_RACE) \
 		SLUICE_ROBUSTNESS_DURATION=$(or $(DURATION),$(if $(LONG),30m,20s)) \
-		$(GO) test $(if $(filter 1,$(ROBUST_RACE)),-race) -count=1 -timeout $(if $(LONG),0,10m) -run '^TestRobustness$$' -v ./tests/
+		$(GO) test $(if $(filter 1,$(ROBUST_RACE)),-race) -count=1 -timeout $(if $(LONG),0,10m) -run '^(TestRobustness|TestPlacementAcrossVersions)$$' -v ./tests/
 
 check-dashboards: ## the Grafana dashboard and alert rules against a real Prometheus (needs Debian's prometheus, root)
 	./scripts/check_dashboards.sh

@@ -59,6 +59,14 @@ func StartShardedClusterVia(t *testing.T, n int, slots [][]string, perNode func(
 // TLS the harness reaches the members with (nil: plain TCP).
 func startSharded(t *testing.T, epoch, n int, slots [][]string, perNode func(g, j int, raft [][]string) []string, tlsCfg *tls.Config, extra ...string) *ShardedCluster {
 	t.Helper()
+	return startShardedOf(t, epoch, n, slots, perNode, nil, tlsCfg, extra...)
+}
+
+// startShardedOf is startSharded whose member j of group g runs the
+// binary bins(g, j) ("" or a nil bins: this build).
+func startShardedOf(t *testing.T, epoch, n int, slots [][]string, perNode func(g, j int, raft [][]string) []string, bins func(g, j int) string,
+	tlsCfg *tls.Config, extra ...string) *ShardedCluster {
+	t.Helper()
 	sc := &ShardedCluster{}
 	var b strings.Builder
 	fmt.Fprintf(&b, "epoch: %d\ngroups:\n", epoch)
@@ -89,6 +97,9 @@ func startSharded(t *testing.T, epoch, n int, slots [][]string, perNode func(g, 
 				"--node-id", fmt.Sprintf("g%dn%d", g+1, j+1), "--cluster-map", sc.MapPath}, extra...)
 			if perNode != nil {
 				s.Args = append(s.Args, perNode(g, j, sc.RaftAddrs)...)
+			}
+			if bins != nil {
+				s.bin = bins(g, j)
 			}
 			s.Start()
 			t.Cleanup(s.Kill)
