@@ -1585,10 +1585,18 @@ func (r *Raft) appendEntries(rpc RPC, a *AppendEntriesRequest) {
 		metrics.MeasureSince([]string{"raft", "rpc", "appendEntries", "storeLogs"}, start)
 	}
 
-	// Update the commit index
-	if a.LeaderCommitIndex > 0 && a.LeaderCommitIndex > r.getCommitIndex() {
+	// Update the commit index, no further than the last entry this request
+	// showed to be the leader's (sluice patch, PATCHES.md): entries past it
+	// may be a deposed leader's own, which the leader has overwritten.
+	// The Raft paper: commitIndex = min(leaderCommit, index of last new
+	// entry); getLastIndex() here committed such an entry.
+	lastVerified := a.PrevLogEntry
+	if n := len(a.Entries); n > 0 {
+		lastVerified = a.Entries[n-1].Index
+	}
+	if a.LeaderCommitIndex > 0 && a.LeaderCommitIndex > r.getCommitIndex() && lastVerified > r.getCommitIndex() {
 		start := time.Now()
-		idx := min(a.LeaderCommitIndex, r.getLastIndex())
+		idx := min(a.LeaderCommitIndex, lastVerified)
 		r.setCommitIndex(idx)
 		if r.configurations.latestIndex <= idx {
 			r.setCommittedConfiguration(r.configurations.latest, r.configurations.latestIndex)
