@@ -28,14 +28,8 @@ func placeAsApply(ctx context.Context, cc *grpc.ClientConn, to Addr, req *machin
 	if err != nil {
 		return machine.PlacementResult{}, callError(to, err)
 	}
-	if err := errOf(out.GetCode()); err != nil {
-		if out.GetCode() == memberpb.Code_NOT_LEADER {
-			return machine.PlacementResult{}, &NotLeaderError{Leader: out.GetLeader(), Detail: out.GetDetail()}
-		}
-		return machine.PlacementResult{}, fmt.Errorf("%w (%s)", err, out.GetDetail())
-	}
-	if out.GetRefusal() == memberpb.Refusal_STALE_EPOCH {
-		return machine.PlacementResult{}, &machine.StaleEpochError{Epoch: out.GetEpoch(), Reply: out.GetDetail()}
+	if err := notPlaced(out); err != nil {
+		return machine.PlacementResult{}, err
 	}
 	v, err := resp.DecodeReply(out.GetReply())
 	var applied resp.ReplyError

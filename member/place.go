@@ -73,16 +73,34 @@ func placeReply(res machine.PlacementResult, leader string, err error) *memberpb
 	return &memberpb.PlaceReply{Code: memberpb.Code_APPLIED, Digest: res.Digest, Config: res.Config}
 }
 
-// placeResult reads a placement request's answer off the wire.
-func placeResult(out *memberpb.PlaceReply) (machine.PlacementResult, error) {
+// placeAnswer is what PlaceReply and 0.4.0's ApplyReply both say.
+type placeAnswer interface {
+	GetCode() memberpb.Code
+	GetLeader() string
+	GetDetail() string
+	GetRefusal() memberpb.Refusal
+	GetEpoch() uint64
+}
+
+// notPlaced is why out says its request was not applied (a sentinel), or
+// was refused at an epoch its group is past; nil when it applied.
+func notPlaced(out placeAnswer) error {
 	if err := errOf(out.GetCode()); err != nil {
 		if out.GetCode() == memberpb.Code_NOT_LEADER {
-			return machine.PlacementResult{}, &NotLeaderError{Leader: out.GetLeader(), Detail: out.GetDetail()}
+			return &NotLeaderError{Leader: out.GetLeader(), Detail: out.GetDetail()}
 		}
-		return machine.PlacementResult{}, fmt.Errorf("%w (%s)", err, out.GetDetail())
+		return fmt.Errorf("%w (%s)", err, out.GetDetail())
 	}
 	if out.GetRefusal() == memberpb.Refusal_STALE_EPOCH {
-		return machine.PlacementResult{}, &machine.StaleEpochError{Epoch: out.GetEpoch(), Reply: out.GetDetail()}
+		return &machine.StaleEpochError{Epoch: out.GetEpoch(), Reply: out.GetDetail()}
+	}
+	return nil
+}
+
+// placeResult reads a placement request's answer off the wire.
+func placeResult(out *memberpb.PlaceReply) (machine.PlacementResult, error) {
+	if err := notPlaced(out); err != nil {
+		return machine.PlacementResult{}, err
 	}
 	if out.GetReason() != memberpb.Reason_REASON_UNSPECIFIED || out.GetDetail() != "" {
 		return machine.PlacementResult{}, &machine.ReplyError{Reason: reasonOf(out.GetReason()), Reply: out.GetDetail()}
