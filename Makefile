@@ -43,10 +43,7 @@ test-go:
 	$(GO) test -race -count=1 -timeout 10m ./...
 
 test-raft: ## hashicorp/raft's own test suite on the in-tree patched copy (third_party/hashicorp-raft, PATCHES.md)
-	$(GO) test -count=1 -timeout 15m -skip '$(RAFT_UPSTREAM_FAILS)' github.com/hashicorp/raft
-
-# Tests of hashicorp/raft v1.8.0 that fail here unpatched as well (PATCHES.md).
-RAFT_UPSTREAM_FAILS = ^(TestFileSS_BadPerm|TestEmitsLogStoreMetrics|TestRaft_ProtocolVersion_Upgrade_1_2|TestRaft_ProtocolVersion_Upgrade_2_3)$$
+	GO=$(GO) ./scripts/test_raft.sh
 
 test-node: build ## ioredis against bin/sluice (needs Node.js >= 20 and npm)
 	@test -d tests/node/node_modules || npm ci --prefix tests/node --no-audit --no-fund
