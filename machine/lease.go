@@ -31,7 +31,7 @@ import (
 // RL.LEASE by its domain; a member of another group answers MOVED to the
 // counter's slot (Command.RouteKey), which the counter's owner takes.
 
-func leaseCommands() []*Command {
+func leaseCommands(m *Machine) []*Command {
 	return []*Command{{
 		Name: "rl.lease", Decides: true, slots: allSlots, Arity: -9, Flags: []string{"write", "denyoom"},
 		FirstKey: 1, LastKey: 1, Step: 1, keys: leaseKeys,
@@ -44,7 +44,7 @@ func leaseCommands() []*Command {
 				{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{{Name: "key", Type: "string"}, {Name: "value", Type: "string"}}},
 			}},
 		},
-		run: runLease, check: checkLease,
+		run: runLease, check: checkLease, route: m.leaseRouteKey,
 	}}
 }
 

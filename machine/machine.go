@@ -83,8 +83,8 @@ func New(opts Options) *Machine {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Machine{keys: keyspace.New(), durable: opts.Durable, log: log, byName: map[string]*Command{}}
-	for _, group := range [][]*Command{gcraCommands(), windowCommands(), concCommands(), quotaCommands(), policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), reserveCommands(), leaseCommands(), partCommands(), fenceCommands(), slotMoveCommands(), configCommands(), groupCommands(), levelCommands(), keyCommands(), serverKeyCommands(), debugCommands(), txCommands()} {
-		for _, c := range group {
+	for _, r := range rooms() {
+		for _, c := range r.commands(m) {
 			if _, dup := m.byName[c.Name]; dup {
 				panic("machine: duplicate command " + c.Name)
 			}
@@ -94,7 +94,6 @@ func New(opts Options) *Machine {
 			m.sorted = append(m.sorted, c)
 		}
 	}
-	m.byName["rl.lease"].route = m.leaseRouteKey
 	return m
 }
 
@@ -104,8 +103,13 @@ func New(opts Options) *Machine {
 // here.
 func (m *Machine) SetDurability(d Durability) {
 	m.durable = d
-	if d != nil {
-		m.journalMoves(d)
+	if d == nil {
+		return
+	}
+	for _, r := range rooms() {
+		if r.durable != nil {
+			r.durable(m, d)
+		}
 	}
 }
 
@@ -155,12 +159,11 @@ func (m *Machine) Changes() int64 { return m.changes.Load() }
 // snapshot, before anything is applied.
 func (m *Machine) Restore(applied int64) {
 	m.applied.Store(applied)
-	m.reloadRules()
-	m.reloadOwnership()
-	m.reloadGroups()
-	m.reloadLevel()
-	m.moveLegacyRecords(applied)
-	m.findPolicyRecords()
+	for _, r := range rooms() {
+		if r.restored != nil {
+			r.restored(m, applied)
+		}
+	}
 }
 
 // ReadInstant is the instant a read given now is served at: now, or the

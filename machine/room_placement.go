@@ -1,0 +1,29 @@
+package machine
+
+import "github.com/sluice-rl/sluice/keyspace"
+
+// The placement room: which slots this group owns (the fence), slot jobs
+// and moves, the groups of a sharded cluster, the configuration copy and
+// the typed placement requests (fence.go, slotjobs.go, slotmove.go,
+// groups.go, config_copy.go, placement.go, redirect.go).
+
+func placementRoom() room {
+	return room{
+		commands: func(*Machine) []*Command {
+			return concat(fenceCommands(), slotMoveCommands(), configCommands(), groupCommands())
+		},
+		restored: func(m *Machine, _ int64) {
+			m.reloadOwnership()
+			m.reloadGroups()
+		},
+	}
+}
+
+func placementKinds() []kindRow {
+	return []kindRow{
+		{kind: keyspace.KindOwnership, name: "slot-ownership",
+			encode: encodeAs[*Ownership], decode: decodeTo(decodeOwnership)},
+		{kind: keyspace.KindGroups, name: "cluster-groups",
+			encode: encodeAs[*GroupList], decode: decodeTo(decodeGroupList)},
+	}
+}

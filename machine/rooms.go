@@ -1,0 +1,29 @@
+package machine
+
+// The machine's rooms. The core (the apply rule, the command table, the
+// keyspace's kinds, snapshots) names no room: each room declares what it
+// adds — commands, kinds of record, what it reloads after a restore — and
+// this file, the assembly, is the one place that lists them all. See
+// docs/design/machine-rooms.md for where this is going: each room its own
+// package, the assembly a facade.
+
+// room is one concern of the machine as the core sees it.
+type room struct {
+	// commands are the commands the room adds to m's table.
+	commands func(m *Machine) []*Command
+	// restored, when set, reloads what the room mirrors from the
+	// keyspace, once a restore has loaded it (applied is its instant).
+	restored func(m *Machine, applied int64)
+	// durable, when set, is told the machine's durable store once it has
+	// one (what a restore changed and must journal).
+	durable func(m *Machine, d Durability)
+}
+
+// rooms are the machine's rooms, in the order their commands are listed
+// and their restores run.
+func rooms() []room {
+	return []room{limitersRoom(), decideRoom(), reserveRoom(), placementRoom(), coreRoom()}
+}
+
+// kinds are every room's kinds of record.
+var kinds = newKindTable(limiterKinds(), decideKinds(), reserveKinds(), placementKinds(), coreKinds())
