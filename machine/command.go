@@ -49,6 +49,10 @@ type Command struct {
 	// first (RL.LEASE's counter, which the machine's rules name): nil
 	// from it falls back to the first.
 	route func(args [][]byte) []byte
+	// stores, when set, is Machine.Stores for the command: whether an
+	// apply could add or grow a record. nil: it stores when one of its
+	// keys holds no record.
+	stores func(m *Machine, args [][]byte, now int64) bool
 	// keys, for a command whose keys are not at fixed positions
 	// (movablekeys), finds their indexes in args (COMMAND GETKEYS).
 	keys func(args [][]byte) []int

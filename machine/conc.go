@@ -16,7 +16,7 @@ import (
 
 func concCommands() []*Command {
 	return []*Command{{
-		Name: "conc.acquire", Decides: true, Arity: 5, Flags: []string{"write", "denyoom", "fast"},
+		Name: "conc.acquire", Decides: true, stores: alwaysStores, Arity: 5, Flags: []string{"write", "denyoom", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
 		Group: "sluice", Since: "1.0.0", Complexity: "O(N) where N is the number of leases the key holds",
 		Summary: "Takes a concurrency lease for a request id: replies [limited, limit, remaining, retry_after, reset_after].",
@@ -288,12 +288,4 @@ func runConcGet(x *exec, args [][]byte) {
 	x.w.Int(int64(live))
 	x.w.Int(next)
 	x.w.Int(last)
-}
-
-// replyFlag is a yes/no answer as Redis' integer reply.
-func replyFlag(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }

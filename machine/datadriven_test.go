@@ -28,6 +28,10 @@ import (
 //	                              "quoted" words Go-unquoted); one reply a line
 //	rules name=<file> [at=…]      RL.RULES LOAD of the block's YAML
 //	keys                          the live keys and their kinds, sorted
+//	stores                        one command a line: "stores" when it could
+//	                              add or grow a record (Machine.Stores: what
+//	                              maxmemory refuses), else "in place";
+//	                              nothing is applied
 //	snapshot                      the machine replaced by a copy through a
 //	                              snapshot (what a restarted replica holds)
 //
@@ -86,6 +90,16 @@ func TestApplyDataDriven(t *testing.T) {
 				return render([]byte(do(m, now, "RL.RULES", "LOAD", name, d.Input))) + "\n"
 			case "keys":
 				return liveKeys(m, now)
+			case "stores":
+				var out strings.Builder
+				for _, line := range strings.Split(d.Input, "\n") {
+					if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+						continue
+					}
+					out.WriteString(storesLine(m, now, splitWords(t, line)))
+					out.WriteByte('\n')
+				}
+				return out.String()
 			case "snapshot":
 				m = snapshotCopy(t, m, nil)
 				return "ok\n"
@@ -110,6 +124,27 @@ func applyLine(m *Machine, now int64, words []string) string {
 		line += " [" + out.Reason.String() + "]"
 	}
 	return line
+}
+
+// storesLine says whether a well-formed command could store more; a
+// malformed one shows the error it gets (Stores is asked only of those
+// that pass Check).
+func storesLine(m *Machine, now int64, words []string) string {
+	args := make([][]byte, len(words))
+	for i, w := range words {
+		args[i] = []byte(w)
+	}
+	cmd := m.Lookup(args[0])
+	if cmd == nil || !cmd.ArityOK(len(args)) {
+		return "(error) unknown or of the wrong arity"
+	}
+	if bad := cmd.Check(m, args); bad != "" {
+		return "(error) " + bad
+	}
+	if m.Stores(cmd, args, now) {
+		return "stores"
+	}
+	return "in place"
 }
 
 // seconds reads a decimal number of seconds as nanoseconds, exactly.

@@ -33,7 +33,7 @@ import (
 
 func leaseCommands(m *Machine) []*Command {
 	return []*Command{{
-		Name: "rl.lease", Decides: true, slots: allSlots, Arity: -9, Flags: []string{"write", "denyoom"},
+		Name: "rl.lease", Decides: true, stores: leaseStores, slots: allSlots, Arity: -9, Flags: []string{"write", "denyoom"},
 		FirstKey: 1, LastKey: 1, Step: 1, keys: leaseKeys,
 		Group: "sluice", Since: "1.4.0", Complexity: "O(D + H) where D is the number of descriptor entries and H the holders of the bucket",
 		Summary: "Leases units of a bucket's limit to a holder for ttl seconds, to decide with locally: replies [granted, ttl_ms, refresh_ms], charged now and shared among the bucket's holders by what they ask; the same holder and bucket again while held replies the current grant. RL.LEASE RETURN <domain> <holder> UNUSED <n> DESCRIPTOR … gives back what was not used (RL.SETTLE's reply, nil when nothing is held).",
@@ -165,16 +165,6 @@ func runLease(x *exec, args [][]byte) {
 		return
 	}
 	lease(x, &r)
-}
-
-// LeaseResult is an RL.LEASE's typed answer.
-type LeaseResult struct {
-	// Granted is what the holder may admit until TTL (ns) from the
-	// grant's instant; it should ask again after Refresh (ns).
-	Granted, TTL, Refresh int64
-	// Unlimited: no rule limits the bucket (Granted is what was asked,
-	// nothing is charged or held). Denied: a rule refuses every unit.
-	Unlimited, Denied bool
 }
 
 // leaseBucket is the bucket's name: a hash of its descriptor's entries,
@@ -435,4 +425,10 @@ func returnLease(x *exec, r *leaseRequest) {
 	id := appendLeaseID(nil, r.holder, leaseBucket(r.desc))
 	head := appendLeaseKey(nil, slot.Of(p.checks[0].key), "grant", view(r.domain), id)
 	settle(x, settling{domain: r.domain, id: id, headKey: head, unused: r.n, mode: settleReturn, head: true})
+}
+
+// leaseStores is RL.LEASE's stores: a holder's lease and the bucket's
+// demand; a return frees.
+func leaseStores(_ *Machine, args [][]byte, _ int64) bool {
+	return len(args) < 2 || !resp.EqualFold(args[1], "return")
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluice-rl/sluice/conc"
 	"github.com/sluice-rl/sluice/keyspace"
-	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/window"
 )
@@ -199,51 +198,6 @@ func (m *Machine) advance(now int64) int64 {
 // overwrite in place, instead of removing it and appending a new one.
 func (m *Machine) Sweep(cursor *keyspace.SweepCursor, budget int, grace time.Duration) (examined, removed int) {
 	return m.keys.Sweep(m.applied.Load()-int64(grace), cursor, budget)
-}
-
-// Outcome is what an apply tells its caller besides the reply.
-type Outcome struct {
-	// Limited is set when a limiter refused the request.
-	Limited bool
-	// Limit and RetryAfter are a refusal's limit and retry_after (seconds,
-	// -1: never), as its reply gives them.
-	Limit, RetryAfter int64
-	// Rule is the rule RL.CHECK's reply names (nil otherwise); Shadow a
-	// shadow-mode rule that would have refused the request (nil if none).
-	Rule, Shadow *policy.Rule
-	// Ticket is the journaled change the reply must wait for.
-	Ticket Ticket
-	// Statuses are RL.SHOULDRATELIMIT's typed result, one per descriptor
-	// (the reply is written from them). Like every slice in an Outcome,
-	// they are the caller's: no later apply writes them.
-	Statuses []RLSStatus
-	// Parts, for a transaction that ran (EXEC), are where its reply's
-	// elements are: element i is reply[Parts[i]:Parts[i+1]]; nil when it
-	// did not run (Err says why, or, with no Err, a watched key changed).
-	Parts []int
-	// Err is the error reply's text (without the '-') when a limiter
-	// command (Command.Decides) or a transaction answered an error, or any
-	// command panicked; "" otherwise. Reason says the same, typed: what a
-	// door acts on.
-	Err    string
-	Reason Reason
-	// Settled are a settle's rows, in the reserve's order (RL.SETTLE,
-	// RL.CANCEL, RL.PART SETTLE and CANCEL that found something held:
-	// Held).
-	Settled []SettleRow
-	Held    bool
-	// Refusal says why, when Err is a part's refusal members act on
-	// (ErrFenced, ErrRulesDiffer); nil otherwise.
-	Refusal error
-	// Check is RL.CHECK's (and RL.RESERVE's, a part's) typed result when
-	// the command answered one (Checked).
-	Check   CheckResult
-	Checked bool
-	// Lease is RL.LEASE's typed result when it answered one (Leased).
-	Lease  LeaseResult
-	Leased bool
-	// Digest is RL.PART DIGEST's answer (a placement request's).
-	Digest string
 }
 
 // Commands lists the machine's commands in table order, the internal

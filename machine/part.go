@@ -48,7 +48,7 @@ import (
 
 func partCommands() []*Command {
 	return []*Command{{
-		Name: "rl.part", slots: allSlots, Arity: -2, Flags: []string{"write", "denyoom"}, fromMember: true,
+		Name: "rl.part", slots: allSlots, stores: alwaysStores, Arity: -2, Flags: []string{"write", "denyoom"}, fromMember: true,
 		Group: "sluice", Since: "1.3.0", Complexity: "O(D) where D is the number of descriptor entries",
 		Summary:     "RESERVE|CANCEL|DECIDE|APPLY|DIGEST …: a group's part of a check across groups, sent by the coordinator of a sharded cluster.",
 		subcommands: partSubcommands,

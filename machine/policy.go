@@ -15,7 +15,7 @@ import (
 
 func policyCommands() []*Command {
 	return []*Command{{
-		Name: "rl.check", Decides: true, slots: allSlots, Arity: -5, Flags: []string{"write", "denyoom", "fast"},
+		Name: "rl.check", Decides: true, stores: storesCounters, slots: allSlots, Arity: -5, Flags: []string{"write", "denyoom", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
 		Group: "sluice", Since: "1.1.0", Complexity: "O(D) where D is the number of descriptor entries",
 		Summary: "Checks a request's descriptors against the rules of a domain, charging every matched limit or none: replies [limited, limit, remaining, retry_after, reset_after, rule, window].",
@@ -221,4 +221,39 @@ func scaleAt(s *keyspace.Slot, key []byte, now int64) int64 {
 		return ScaleUnit
 	}
 	return st.At(now)
+}
+
+// storesCounters reports whether an RL.CHECK or RL.SHOULDRATELIMIT would
+// create a counter: one of the limits it matches has none yet.
+func storesCounters(m *Machine, args [][]byte, now int64) bool {
+	p := m.plan()
+	defer m.release(p)
+	domain := view(args[1])
+	if resp.EqualFold(args[0], "rl.shouldratelimit") {
+		if parseShouldRateLimit(m, args, p) != "" {
+			return true
+		}
+		m.planShouldRateLimit(p, domain, false)
+	} else {
+		if parseDescriptors(args[2:], p) != "" {
+			return true
+		}
+		d := m.rules().Domain(domain)
+		if d == nil {
+			return false // nothing is limited, nothing stored
+		}
+		p.forDomain(domain, false)
+		p.addMatched(d)
+	}
+	for _, sp := range p.spans {
+		if !m.exists(p.span(sp.counter), now) {
+			return true
+		}
+	}
+	for i := range p.checks {
+		if p.checks[i].kind == keyspace.KindSlidingLog {
+			return true // an exact log grows by each request it admits
+		}
+	}
+	return false
 }

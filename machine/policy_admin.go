@@ -32,7 +32,7 @@ func policyAdminCommands() []*Command {
 		}}, {Name: "arg", Type: "string", Optional: true, Multiple: true}},
 		run: runRules, check: checkRules, subcommands: []string{"load", "load-files", "clear", "list"},
 	}, {
-		Name: "rl.override", everyGroup: true, Arity: -3, Flags: []string{"write", "denyoom"},
+		Name: "rl.override", everyGroup: true, stores: alwaysStores, Arity: -3, Flags: []string{"write", "denyoom"},
 		FirstKey: 2, LastKey: 2, Step: 1, Journaled: true,
 		Group: "sluice", Since: "1.1.0", Complexity: "O(D) for SET and DEL; O(N) in the keys of the domain's slot for LIST",
 		Summary: "SET <domain> <requests> <unit|seconds> [BURST n] [START unix] [UNTIL unix] DESCRIPTOR k v [k v ...] | DEL <domain> DESCRIPTOR k v [...] | LIST <domain>: per-descriptor limits set at run time.",

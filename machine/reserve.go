@@ -27,7 +27,7 @@ func reserveCommands() []*Command {
 		{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{{Name: "key", Type: "string"}, {Name: "value", Type: "string"}}},
 	}}
 	return []*Command{{
-		Name: "rl.reserve", Decides: true, slots: allSlots, Arity: -7, Flags: []string{"write", "denyoom"},
+		Name: "rl.reserve", Decides: true, stores: alwaysStores, slots: allSlots, Arity: -7, Flags: []string{"write", "denyoom"},
 		FirstKey: 1, LastKey: 1, Step: 1,
 		Group: "sluice", Since: "1.3.0", Complexity: "O(D) where D is the number of descriptor entries",
 		Summary: "RL.CHECK that holds what it charged under a reservation id for ttl seconds, to be settled with the actual cost: replies as RL.CHECK; the same id again while held replies the same and charges nothing, and once settled is refused until its ttl ends.",

@@ -4,125 +4,16 @@ import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
-	"github.com/sluice-rl/sluice/resp"
 )
 
 // The typed results of a decision, and their RESP form. A door that is
 // not RESP (gRPC, HTTP) reads the typed result from the apply's Outcome;
 // the RESP reply is written from the same value.
 
-// CheckResult is RL.CHECK's and RL.CHECKALL's answer: the binding limit,
-// in redis-cell's terms.
-type CheckResult struct {
-	// Limited: the request was refused (nothing was charged).
-	Limited bool
-	// Limit, Remaining are the binding limit's burst + 1 (or requests
-	// per window) and what is left of it; RetryAfter (-1: never, or not
-	// refused) and ResetAfter are whole seconds.
-	Limit, Remaining, RetryAfter, ResetAfter int64
-	// Name names the binding limit (a rule's id, RL.CHECKALL's key); ""
-	// when no limit applies.
-	Name string
-	// Window is the policy window in seconds: the time over which Limit
-	// holds (RateLimit-Policy's w).
-	Window int64
-}
-
-// noLimit is the answer when no limit applies: unlimited.
-var noLimit = CheckResult{Limit: -1, Remaining: -1, RetryAfter: -1}
-
-// WriteCheck writes r as RL.CHECK's seven-element reply (a check a
-// coordinator answered from its parts).
-func WriteCheck(w *resp.Writer, r CheckResult) { writeCheck(w, r) }
-
 // answerCheck answers r, the typed result in the outcome and its reply.
 func (x *exec) answerCheck(r CheckResult) {
 	x.out.Check, x.out.Checked = r, true
 	writeCheck(x.w, r)
-}
-
-// writeCheck writes r as a seven-element reply.
-func writeCheck(w *resp.Writer, r CheckResult) {
-	w.Array(7)
-	w.Int(replyFlag(r.Limited))
-	w.Int(r.Limit)
-	w.Int(r.Remaining)
-	w.Int(r.RetryAfter)
-	w.Int(r.ResetAfter)
-	w.BulkString(r.Name)
-	w.Int(r.Window)
-}
-
-// RLSStatus is one descriptor's status in a RL.SHOULDRATELIMIT decision, as
-// Envoy's DescriptorStatus carries it.
-type RLSStatus struct {
-	// Code is RLSCodeOK or RLSCodeOverLimit.
-	Code int
-	// RequestsPerUnit and Unit are the limit in force (an RL.OVERRIDE or
-	// RL.SCALE applied); RequestsPerUnit -1 and Unit NoUnit when none
-	// applies. Name is its rule's name.
-	RequestsPerUnit int64
-	Unit            policy.Unit
-	// Multiplier is how many units the window is (a rule's
-	// unit_multiplier; 1 otherwise, 0 with no limit).
-	Multiplier int64
-	Name       string
-	// Remaining is what is left of the limit (4294967295 for an unlimited
-	// rule, 0 with no rule).
-	Remaining int64
-	// ResetSeconds is duration_until_reset (-1: none).
-	ResetSeconds int64
-	// Shadow: a shadow-mode rule would have refused the descriptor.
-	Shadow bool
-	// PolicyQuota and PolicyWindow (seconds) are the quota policy the
-	// remaining counts against (RateLimit-Policy); -1, 0 when no limit
-	// applies.
-	PolicyQuota, PolicyWindow int64
-}
-
-// HasLimit reports whether a limit applied to the descriptor.
-func (s *RLSStatus) HasLimit() bool { return s.RequestsPerUnit >= 0 }
-
-// noRLSLimit is the status of a descriptor no limit applies to.
-var noRLSLimit = RLSStatus{Code: RLSCodeOK, RequestsPerUnit: -1, ResetSeconds: -1, PolicyQuota: -1}
-
-// WriteRLS writes an RL.SHOULDRATELIMIT reply (a check a coordinator
-// decided across groups).
-func WriteRLS(w *resp.Writer, refused bool, statuses []RLSStatus) { writeRLS(w, refused, statuses) }
-
-// Uncharged is s, the status of a descriptor its group admitted, as it
-// reads when the check was refused (by another group) and so charged
-// nothing: what remains is what was there, as a refused check's statuses
-// say in one group.
-func (s RLSStatus) Uncharged(hits int64) RLSStatus {
-	if s.Code == RLSCodeOK && !s.Shadow && s.HasLimit() {
-		s.Remaining = min(s.Remaining+max(hits, 0), s.RequestsPerUnit)
-	}
-	return s
-}
-
-// writeRLS writes RL.SHOULDRATELIMIT's reply: the overall code, then each
-// status's nine fields.
-func writeRLS(w *resp.Writer, refused bool, statuses []RLSStatus) {
-	w.Array(1 + len(statuses))
-	if refused {
-		w.Int(RLSCodeOverLimit)
-	} else {
-		w.Int(RLSCodeOK)
-	}
-	for i := range statuses {
-		s := &statuses[i]
-		w.Array(9)
-		w.Int(int64(s.Code))
-		w.Int(s.RequestsPerUnit)
-		w.BulkString(s.Unit.String())
-		w.BulkString(s.Name)
-		w.Int(s.Remaining)
-		w.Int(s.ResetSeconds)
-		w.Int(replyFlag(s.Shadow))
-		w.Int(s.PolicyQuota)
-		w.Int(s.PolicyWindow)
-	}
 }
 
 // checkResult is the answer a decided plan gives RL.CHECK: its binding

@@ -37,9 +37,6 @@ import (
 // have refused it.
 
 const (
-	// RLSCodeOK and RLSCodeOverLimit are Envoy's RateLimitResponse codes.
-	RLSCodeOK        = 1
-	RLSCodeOverLimit = 2
 	// rlsUnlimitedRemaining is the remaining Envoy reports for an unlimited
 	// descriptor (math.MaxUint32).
 	rlsUnlimitedRemaining = 1<<32 - 1
@@ -50,7 +47,7 @@ const (
 
 func rlsCommands() []*Command {
 	return []*Command{{
-		Name: "rl.shouldratelimit", Decides: true, slots: allSlots, Arity: -9, Flags: []string{"write", "denyoom", "fast"},
+		Name: "rl.shouldratelimit", Decides: true, stores: storesCounters, slots: allSlots, Arity: -9, Flags: []string{"write", "denyoom", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
 		Group: "sluice", Since: "1.2.0", Complexity: "O(D) where D is the number of descriptor entries",
 		Summary: "Envoy's ShouldRateLimit: <domain> <hits_addend> then per descriptor <entries> <hits|-> <requests_per_unit|-> <unit|-> <key> <value> ...; replies [overall, [code, requests_per_unit, unit, name, remaining, duration_until_reset, shadow] ...].",

@@ -81,28 +81,6 @@ type settling struct {
 	tombstone int64
 }
 
-// SettleRow is what a settle did to one limit of a reservation: RL.SETTLE's
-// reply lists them in the reserve's order (Order).
-type SettleRow struct {
-	Order                               int
-	Name                                string
-	Reserved, Actual, Refunded, Charged int64
-}
-
-// WriteSettle writes RL.SETTLE's reply: per limit [name, reserved, actual,
-// refunded, charged].
-func WriteSettle(w *resp.Writer, rows []SettleRow) {
-	w.Array(len(rows))
-	for _, r := range rows {
-		w.Array(5)
-		w.BulkString(r.Name)
-		w.Int(r.Reserved)
-		w.Int(r.Actual)
-		w.Int(r.Refunded)
-		w.Int(r.Charged)
-	}
-}
-
 // heldRecord is a reservation's record read for a settle: where it is,
 // what it held when read (nil: nothing, or a tombstone), and what tells
 // whether it changed since (sameAs).

@@ -157,7 +157,7 @@ var errBadPayload = errors.New("the payload does not decode")
 
 func slotMoveCommands() []*Command {
 	return []*Command{
-		{Name: "sluice.import", Arity: -5, Flags: []string{"write", "admin", "denyoom"}, slots: allSlots, fromMember: true,
+		{Name: "sluice.import", Arity: -5, stores: alwaysStores, Flags: []string{"write", "admin", "denyoom"}, slots: allSlots, fromMember: true,
 			Group: "cluster", Since: "1.4.0", Complexity: "O(N) where N is the number of records",
 			Summary: "SLUICE.IMPORT <epoch> <digest> <payload> <from-to> …: takes slots moved from another group, their records and ownership at epoch (sent by the group moving them).",
 			Args: []Arg{{Name: "epoch", Type: "integer"}, {Name: "digest", Type: "string"}, {Name: "payload", Type: "string"},

@@ -26,7 +26,7 @@ import (
 
 func txCommands() []*Command {
 	return []*Command{{
-		Name: "exec", Arity: -2, Flags: []string{"write", "denyoom"},
+		Name: "exec", Arity: -2, stores: neverStores, Flags: []string{"write", "denyoom"},
 		Group: "transactions", Since: "1.2.0", Complexity: "O(N) in the commands and watched keys",
 		Summary:  "A transaction as the machine applies it: <watched> [<key> <version>]... then <argc> <args>... per command.",
 		internal: true,

@@ -17,7 +17,7 @@ func windowCommands() []*Command {
 		{Name: "cost", Type: "integer", Token: "COST", Optional: true},
 	}
 	return []*Command{{
-		Name: "sw.check", Decides: true, Arity: -4, Flags: []string{"write", "denyoom", "fast"},
+		Name: "sw.check", Decides: true, stores: windowStores, Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 		FirstKey: 1, LastKey: 1, Step: 1,
 		Group: "sluice", Since: "1.0.0", Complexity: "O(1); O(log N) with EXACT, N the timestamps in the window",
 		Summary: "Sliding window rate limiting (approximate counter, or the exact log with EXACT): replies [limited, limit, remaining, retry_after, reset_after].",
@@ -253,4 +253,15 @@ func storeLogOr(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, next
 	}
 	_, err := s.Insert(key, keyspace.KindSlidingLog, expireAt, &obj)
 	return err
+}
+
+// windowStores is SW.CHECK's stores: an exact log grows by each request it
+// admits; a counter stores only when its key is new.
+func windowStores(m *Machine, args [][]byte, now int64) bool {
+	for _, a := range args[4:] {
+		if resp.EqualFold(a, "exact") {
+			return true
+		}
+	}
+	return !m.exists(args[1], now)
 }
