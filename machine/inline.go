@@ -2,7 +2,6 @@ package machine
 
 import (
 	"github.com/sluice-rl/sluice/keyspace"
-	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/window"
 )
 
@@ -13,79 +12,12 @@ import (
 // are the kinds' record encodings (window.CounterState.AppendRecord;
 // quotas' quota.State.AppendRecord), shorter than the AppendBinary
 // encodings snapshots, the quota journal and DEBUG DIGEST hold:
-// AppendState and StoreState convert. The other inline kinds hold their
-// AppendBinary encodings as they are.
+// AppendState and StoreState convert (limiterKinds declares the
+// conversions). The other inline kinds hold their AppendBinary encodings
+// as they are.
 
 // maxInlineWindow bounds the encodings: four uvarints.
 const maxInlineWindow = 4 * 10
-
-// inlineKind reports whether keys of kind keep their state inline.
-// Quotas do too (machine/quota.go), their zone as its number in the
-// compiled-in tz database, loaded through the machine's zone cache.
-func inlineKind(kind keyspace.Kind) bool {
-	return kind == keyspace.KindSlidingCounter || kind == keyspace.KindFixedWindow || kind == keyspace.KindQuota ||
-		kind == keyspace.KindLeases || kind == keyspace.KindSlidingLog ||
-		kind == keyspace.KindReservation || kind == keyspace.KindReservationPart || kind == keyspace.KindLease
-}
-
-// AppendState appends the encoding of e's state, as EncodeState writes
-// it, whether the state is inline or an object. The caller holds the
-// slot's lock.
-func AppendState(dst []byte, s *keyspace.Slot, e keyspace.Entry) ([]byte, error) {
-	if e.Inline() {
-		switch e.Kind() {
-		case keyspace.KindSlidingCounter:
-			st, err := window.DecodeCounterRecord(s.State(e))
-			if err != nil {
-				return dst, err
-			}
-			return st.AppendBinary(dst), nil
-		case keyspace.KindFixedWindow:
-			st, err := window.DecodeFixedRecord(s.State(e))
-			if err != nil {
-				return dst, err
-			}
-			return st.AppendBinary(dst), nil
-		case keyspace.KindQuota:
-			return quota.RecordToBinary(dst, s.State(e))
-		}
-		return append(dst, s.State(e)...), nil
-	}
-	return EncodeState(dst, e.Kind(), s.Object(e))
-}
-
-// StoreState inserts key holding obj (a state DecodeState returned) the
-// way the machine keeps its kind: inline or as the object. The caller
-// holds the slot's lock.
-func StoreState(s *keyspace.Slot, key []byte, kind keyspace.Kind, word int64, obj any) error {
-	if !inlineKind(kind) {
-		_, err := s.Insert(key, kind, word, obj)
-		return err
-	}
-	state, err := EncodeState(nil, kind, obj) // also checks obj is kind's
-	if err != nil {
-		return err
-	}
-	switch st := obj.(type) {
-	case *window.CounterState:
-		state = st.AppendRecord(state[:0])
-	case *window.FixedState:
-		state = st.AppendRecord(state[:0])
-	case *quota.State:
-		if state, err = st.AppendRecord(state[:0]); err != nil {
-			return err
-		}
-	}
-	if len(state) > keyspace.MaxInlineState {
-		// Only leases, sliding logs and reservations of many limits grow
-		// past a record (they are objects then); the other inline kinds
-		// are a few bytes.
-		_, err = s.Insert(key, kind, word, obj)
-		return err
-	}
-	_, err = s.InsertState(key, kind, word, state)
-	return err
-}
 
 // windowStateOf reads a found window key's inline state.
 func windowStateOf[S any](s *keyspace.Slot, e keyspace.Entry) (S, error) {

@@ -34,6 +34,14 @@ type kindRow struct {
 	encode func(dst []byte, obj any) ([]byte, bool)
 	// decode rebuilds what encode encoded.
 	decode func(b []byte, zone zoneFunc) (any, error)
+	// inline kinds keep their state in their keyspace record, not as an
+	// object, unless it is longer than a record holds (inline.go).
+	inline bool
+	// toRecord and toBinary, for an inline kind whose record is not its
+	// encode's bytes, convert: obj to its record, a record to encode's
+	// bytes. nil: the record is encode's bytes.
+	toRecord func(dst []byte, obj any) ([]byte, error)
+	toBinary func(dst, record []byte) ([]byte, error)
 }
 
 // kindTable is every room's kinds by number; it is built once, at
@@ -123,6 +131,48 @@ func EncodeState(dst []byte, kind keyspace.Kind, obj any) ([]byte, error) {
 func Journaled(kind keyspace.Kind) bool {
 	r := kinds.row(kind)
 	return r != nil && r.journaled
+}
+
+// AppendState appends the encoding of e's state, as EncodeState writes
+// it, whether the state is inline or an object. The caller holds the
+// slot's lock.
+func AppendState(dst []byte, s *keyspace.Slot, e keyspace.Entry) ([]byte, error) {
+	if !e.Inline() {
+		return EncodeState(dst, e.Kind(), s.Object(e))
+	}
+	if r := kinds.row(e.Kind()); r != nil && r.toBinary != nil {
+		return r.toBinary(dst, s.State(e))
+	}
+	return append(dst, s.State(e)...), nil
+}
+
+// StoreState inserts key holding obj (a state DecodeState returned) the
+// way the machine keeps its kind: inline or as the object. The caller
+// holds the slot's lock.
+func StoreState(s *keyspace.Slot, key []byte, kind keyspace.Kind, word int64, obj any) error {
+	r := kinds.row(kind)
+	if r == nil || !r.inline {
+		_, err := s.Insert(key, kind, word, obj)
+		return err
+	}
+	state, err := EncodeState(nil, kind, obj) // also checks obj is kind's
+	if err != nil {
+		return err
+	}
+	if r.toRecord != nil {
+		if state, err = r.toRecord(state[:0], obj); err != nil {
+			return err
+		}
+	}
+	if len(state) > keyspace.MaxInlineState {
+		// Only leases, sliding logs and reservations of many limits grow
+		// past a record (they are objects then); the other inline kinds
+		// are a few bytes.
+		_, err = s.Insert(key, kind, word, obj)
+		return err
+	}
+	_, err = s.InsertState(key, kind, word, state)
+	return err
 }
 
 // DecodeState rebuilds the object EncodeState encoded. zone loads quota

@@ -14,7 +14,7 @@ func reserveRoom() room {
 }
 
 func reserveKinds() []kindRow {
-	reservation := kindRow{encode: encodeAs[*ReservationState], decode: decodeTo(decodeReservation)}
+	reservation := kindRow{inline: true, encode: encodeAs[*ReservationState], decode: decodeTo(decodeReservation)}
 	return []kindRow{
 		with(reservation, keyspace.KindReservation, "ratelimit-reservation"),
 		with(reservation, keyspace.KindReservationPart, "ratelimit-reservation-part"),
