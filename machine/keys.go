@@ -42,12 +42,8 @@ func keyCommands() []*Command {
 // SCAN, DBSIZE, EXISTS, TYPE, TTL, DEL, CLUSTER COUNTKEYSINSLOT …): they
 // change only through the commands that own them.
 func Internal(k keyspace.Kind) bool {
-	switch k {
-	case keyspace.KindRules, keyspace.KindOverride, keyspace.KindScale, keyspace.KindOwnership, keyspace.KindGroups,
-		keyspace.KindReservation, keyspace.KindReservationPart, keyspace.KindLeaseDemand, keyspace.KindLease, keyspace.KindLevel:
-		return true
-	}
-	return false
+	r := kinds.row(k)
+	return r != nil && r.internal
 }
 
 // UserKey reports the kinds of record that are users' keys (limiters'
@@ -217,23 +213,17 @@ func runFlush(x *exec, args [][]byte) {
 func (x *exec) flushAll() {
 	var kept []keptConfig
 	defer func() {
-		if st := x.m.ruleState.Load(); st != nil {
-			x.setRules(st)
+		for _, r := range rooms() {
+			if r.flushed != nil {
+				r.flushed(x)
+			}
 		}
 		for _, k := range kept {
 			s, _ := x.lockKey(k.key)
 			// The apply level is the log's, never journaled (level.go).
-			if _, err := s.Insert(k.key, k.kind, k.expireAt, k.obj); err == nil && k.kind != keyspace.KindLevel {
+			if _, err := s.Insert(k.key, k.kind, k.expireAt, k.obj); err == nil && Journaled(k.kind) {
 				x.journaled(x.m.changed(k.key, k.kind, k.expireAt, k.obj))
 			}
-			x.unlock(s)
-		}
-		if o := x.m.owned.Load(); o != nil {
-			x.setOwnership(o)
-		}
-		if l := x.m.groups.Load(); l != nil {
-			s, _ := x.lockKey([]byte(GroupsKey))
-			x.setGroups(s, l)
 			x.unlock(s)
 		}
 	}()
@@ -304,7 +294,8 @@ func keepConfig(slots func(i int) *keyspace.Slot, now int64) []keptConfig {
 			continue
 		}
 		s.Keys(now, func(key []byte, e keyspace.Entry) bool {
-			if k := e.Kind(); k == keyspace.KindOverride || k == keyspace.KindScale || k == keyspace.KindLevel {
+			if r := kinds.row(e.Kind()); r != nil && r.kept {
+				k := e.Kind()
 				kept = append(kept, keptConfig{key: bytes.Clone(key), kind: k, expireAt: s.ExpireAt(e), obj: s.Object(e)})
 			}
 			return true

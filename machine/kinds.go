@@ -34,6 +34,10 @@ type kindRow struct {
 	encode func(dst []byte, obj any) ([]byte, bool)
 	// decode rebuilds what encode encoded.
 	decode func(b []byte, zone zoneFunc) (any, error)
+	// internal kinds are sluice's own records, not users' keys (Internal).
+	internal bool
+	// kept kinds are configuration a flush puts back (keepConfig).
+	kept bool
 	// inline kinds keep their state in their keyspace record, not as an
 	// object, unless it is longer than a record holds (inline.go).
 	inline bool

@@ -16,7 +16,7 @@ func coreRoom() room {
 }
 
 func coreKinds() []kindRow {
-	return []kindRow{{kind: keyspace.KindLevel, name: "apply-level",
+	return []kindRow{{kind: keyspace.KindLevel, name: "apply-level", internal: true, kept: true,
 		encode: encodeAs[*LevelState], decode: decodeTo(decodeLevel)}}
 }
 

@@ -17,17 +17,22 @@ func decideRoom() room {
 			m.moveLegacyRecords(applied)
 			m.findPolicyRecords()
 		},
+		flushed: func(x *exec) {
+			if st := x.m.ruleState.Load(); st != nil {
+				x.setRules(st)
+			}
+		},
 		durable: func(m *Machine, d Durability) { m.journalMoves(d) },
 	}
 }
 
 func decideKinds() []kindRow {
 	return []kindRow{
-		{kind: keyspace.KindRules, name: "ratelimit-rules",
+		{kind: keyspace.KindRules, name: "ratelimit-rules", internal: true,
 			encode: encodeAs[*RulesState], decode: decodeTo(decodeRules)},
-		{kind: keyspace.KindOverride, name: "ratelimit-override", journaled: true,
+		{kind: keyspace.KindOverride, name: "ratelimit-override", journaled: true, internal: true, kept: true,
 			encode: encodeAs[*OverrideState], decode: decodeTo(decodeOverride)},
-		{kind: keyspace.KindScale, name: "ratelimit-scale", journaled: true,
+		{kind: keyspace.KindScale, name: "ratelimit-scale", journaled: true, internal: true, kept: true,
 			encode: encodeAs[*ScaleState], decode: decodeTo(decodeScale)},
 	}
 }

@@ -16,14 +16,24 @@ func placementRoom() room {
 			m.reloadOwnership()
 			m.reloadGroups()
 		},
+		flushed: func(x *exec) {
+			if o := x.m.owned.Load(); o != nil {
+				x.setOwnership(o)
+			}
+			if l := x.m.groups.Load(); l != nil {
+				s, _ := x.lockKey([]byte(GroupsKey))
+				x.setGroups(s, l)
+				x.unlock(s)
+			}
+		},
 	}
 }
 
 func placementKinds() []kindRow {
 	return []kindRow{
-		{kind: keyspace.KindOwnership, name: "slot-ownership",
+		{kind: keyspace.KindOwnership, name: "slot-ownership", internal: true,
 			encode: encodeAs[*Ownership], decode: decodeTo(decodeOwnership)},
-		{kind: keyspace.KindGroups, name: "cluster-groups",
+		{kind: keyspace.KindGroups, name: "cluster-groups", internal: true,
 			encode: encodeAs[*GroupList], decode: decodeTo(decodeGroupList)},
 	}
 }

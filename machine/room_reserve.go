@@ -14,12 +14,12 @@ func reserveRoom() room {
 }
 
 func reserveKinds() []kindRow {
-	reservation := kindRow{inline: true, encode: encodeAs[*ReservationState], decode: decodeTo(decodeReservation)}
+	reservation := kindRow{inline: true, internal: true, encode: encodeAs[*ReservationState], decode: decodeTo(decodeReservation)}
 	return []kindRow{
 		with(reservation, keyspace.KindReservation, "ratelimit-reservation"),
 		with(reservation, keyspace.KindReservationPart, "ratelimit-reservation-part"),
 		with(reservation, keyspace.KindLease, "ratelimit-lease"),
-		{kind: keyspace.KindLeaseDemand, name: "ratelimit-lease-demand",
+		{kind: keyspace.KindLeaseDemand, name: "ratelimit-lease-demand", internal: true,
 			encode: encodeAs[*LeaseDemand], decode: decodeTo(decodeLeaseDemand)},
 	}
 }

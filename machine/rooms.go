@@ -14,6 +14,10 @@ type room struct {
 	// restored, when set, reloads what the room mirrors from the
 	// keyspace, once a restore has loaded it (applied is its instant).
 	restored func(m *Machine, applied int64)
+	// flushed, when set, puts back the configuration the room mirrors
+	// (a flush drops every key; configuration is not data). The records
+	// of kinds marked kept are put back by the core.
+	flushed func(x *exec)
 	// durable, when set, is told the machine's durable store once it has
 	// one (what a restore changed and must journal).
 	durable func(m *Machine, d Durability)
