@@ -249,3 +249,26 @@ func (x *exec) adjustLimits(p *plan, now int64, domain *keyspace.Slot) {
 		}
 	}
 }
+
+// fenceChecks refuses a multi-limit check whose counters sit in a slot
+// this group does not own (nil: all owned). Such a check reached the log
+// because the member that routed it had not yet heard that the slot moved
+// (a check whose counters it knew to be elsewhere it splits across the
+// groups): nothing is charged, and asked again it goes where the counters
+// are now — TRYAGAIN, which cluster clients retry, where CROSSSLOT would
+// tell them the request can never succeed.
+func (m *Machine) fenceChecks(checks []limitCheck) error {
+	for i := range checks {
+		if s, o, ok := m.unowned(checks[i].key); ok {
+			return fenceError(countersMoved(s, o))
+		}
+	}
+	return nil
+}
+
+// countersMoved is the reply to a check with a counter in slot s, which
+// another group owns now.
+func countersMoved(s int, o *Ownership) string {
+	return "TRYAGAIN the check's counters are not all in this group's slots (slot " + strconv.Itoa(s) +
+		", cluster map epoch " + strconv.FormatUint(o.Epoch, 10) + "): asked again, it goes where they are now"
+}

@@ -8,6 +8,11 @@ import (
 	"github.com/sluice-rl/sluice/resp"
 )
 
+// ErrFenced: a counter's slot is not this group's (a slot moved; the
+// coordinator's map is behind). Nothing was charged. A fenced apply's
+// Outcome.Refusal.
+var ErrFenced = errors.New("machine: a counter's slot is not this group's")
+
 // ErrorReply turns an error from an algorithm or the keyspace into a RESP
 // error: WRONGTYPE for a key of another kind, else "ERR" and the message
 // without its package prefix ("gcra: zero rates …" → "ERR zero rates …").

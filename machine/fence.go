@@ -5,8 +5,6 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/sluice-rl/sluice/keyspace"
-	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -102,97 +100,6 @@ func (m *Machine) OwnsSlot(s int) bool {
 // Owned is the slots this group owns (nil: every slot).
 func (m *Machine) Owned() *Ownership { return m.owned.Load() }
 
-func fenceCommands() []*Command {
-	return []*Command{{
-		Name: "sluice.own", Arity: -2, Flags: []string{"write", "admin"},
-		Group: "cluster", Since: "1.3.0", Complexity: "O(R) where R is the number of ranges",
-		Summary:  "SLUICE.OWN <epoch> <from-to> …: the slots this group owns at the cluster map's epoch (logged by its leader).",
-		internal: true, slots: ownershipSlots,
-		run: runOwn, check: func(_ *Machine, args [][]byte) string {
-			_, _, bad := parseOwn(args)
-			return bad
-		},
-	}}
-}
-
-func ownershipSlots([][]byte) ([]int, bool) {
-	return []int{slot.Of([]byte(OwnershipKey))}, false
-}
-
-// parseOwn reads SLUICE.OWN's epoch and ranges.
-func parseOwn(args [][]byte) (uint64, [][2]int, string) {
-	epoch, err := strconv.ParseUint(string(args[1]), 10, 64)
-	if err != nil || epoch == 0 {
-		return 0, nil, "ERR the epoch must be a positive integer"
-	}
-	var ranges [][2]int
-	for _, a := range args[2:] {
-		from, to, ok := slot.ParseRange(string(a))
-		if !ok {
-			return 0, nil, "ERR slot range '" + resp.Clip(a, 32) + "' is not <from>-<to> in 0-16383"
-		}
-		ranges = append(ranges, [2]int{from, to})
-	}
-	return epoch, ranges, ""
-}
-
-// runOwn is SLUICE.OWN: a later epoch replaces the ownership, the same
-// epoch again is a no-op when it names the same slots, an older one is
-// refused.
-func runOwn(x *exec, args [][]byte) {
-	epoch, ranges, bad := parseOwn(args)
-	if bad != "" {
-		x.fail(bad)
-		return
-	}
-	next := newOwnership(epoch, ranges)
-	if cur := x.m.owned.Load(); cur != nil {
-		next.Jobs = cur.Jobs // a map's ownership keeps the group's migrations
-		switch {
-		case epoch < cur.Epoch:
-			x.fail("ERR stale cluster map: epoch " + strconv.FormatUint(epoch, 10) + ", this group is at epoch " + strconv.FormatUint(cur.Epoch, 10))
-			return
-		case epoch == cur.Epoch && next.bits != cur.bits:
-			x.fail("ERR cluster map epoch " + strconv.FormatUint(epoch, 10) + " already gave this group other slots")
-			return
-		case epoch == cur.Epoch:
-			x.w.OK()
-			return
-		}
-	}
-	x.setOwnership(next)
-	x.w.OK()
-}
-
-// setOwnership stores o under OwnershipKey and makes it the one applies
-// fence by.
-func (x *exec) setOwnership(o *Ownership) {
-	key := []byte(OwnershipKey)
-	s, now := x.lockKey(key)
-	defer x.unlock(s)
-	if e, ok := s.Get(key, now); ok {
-		s.Delete(e)
-	}
-	if _, err := s.Insert(key, keyspace.KindOwnership, 0, o); err != nil {
-		x.error(err)
-		return
-	}
-	x.m.owned.Store(o)
-}
-
-// reloadOwnership points owned at what OwnershipKey holds (after a
-// restore).
-func (m *Machine) reloadOwnership() {
-	key := []byte(OwnershipKey)
-	s := m.keys.LockKey(key)
-	defer s.Unlock()
-	var o *Ownership
-	if e, ok := s.Get(key, m.applied.Load()); ok && e.Kind() == keyspace.KindOwnership {
-		o, _ = s.Object(e).(*Ownership)
-	}
-	m.owned.Store(o)
-}
-
 // notOwned is the reply to a command for slot s this group does not own.
 func notOwned(s int, o *Ownership) string {
 	return "TRYAGAIN slot " + strconv.Itoa(s) + " is not this group's (cluster map epoch " + strconv.FormatUint(o.Epoch, 10) + ")"
@@ -227,53 +134,15 @@ type fenceError string
 
 func (e fenceError) Error() string { return string(e) }
 
-// fenceChecks refuses a multi-limit check whose counters sit in a slot
-// this group does not own (nil: all owned). Such a check reached the log
-// because the member that routed it had not yet heard that the slot moved
-// (a check whose counters it knew to be elsewhere it splits across the
-// groups): nothing is charged, and asked again it goes where the counters
-// are now — TRYAGAIN, which cluster clients retry, where CROSSSLOT would
-// tell them the request can never succeed.
-func (m *Machine) fenceChecks(checks []limitCheck) error {
-	o := m.owned.Load()
+// unowned is the slot of key when this group does not own it, with the
+// ownership that says so (ok false: owned, or no map fences this group).
+func (m *Machine) unowned(key []byte) (s int, o *Ownership, ok bool) {
+	o = m.owned.Load()
 	if o == nil {
-		return nil
+		return 0, nil, false
 	}
-	for i := range checks {
-		if s := slot.Of(checks[i].key); !o.Owns(s) {
-			return fenceError(countersMoved(s, o))
-		}
+	if s = slot.Of(key); o.Owns(s) {
+		return 0, nil, false
 	}
-	return nil
-}
-
-// countersMoved is the reply to a check with a counter in slot s, which
-// another group owns now.
-func countersMoved(s int, o *Ownership) string {
-	return "TRYAGAIN the check's counters are not all in this group's slots (slot " + strconv.Itoa(s) +
-		", cluster map epoch " + strconv.FormatUint(o.Epoch, 10) + "): asked again, it goes where they are now"
-}
-
-// spansGroups is the reply to a held reservation with a counter in slot s,
-// which another group owns, when the reservation is one record (made
-// before the group fenced by a map): such a record does not move with its
-// counters, so asking again does not help. (A sharded group's
-// reservations are a part per counter's slot, which moves with it.)
-func spansGroups(s int, o *Ownership) string {
-	return "CROSSSLOT the check's counters are not all in this group's slots (slot " + strconv.Itoa(s) +
-		", cluster map epoch " + strconv.FormatUint(o.Epoch, 10) + ")"
-}
-
-// fenceHeld is fenceChecks for a reservation's counters.
-func (m *Machine) fenceHeld(r *ReservationState) error {
-	o := m.owned.Load()
-	if o == nil {
-		return nil
-	}
-	for i := range r.Limits {
-		if s := slot.Of(r.Limits[i].Key); !o.Owns(s) {
-			return fenceError(spansGroups(s, o))
-		}
-	}
-	return nil
+	return s, o, true
 }

@@ -9,9 +9,6 @@ import (
 // Why a group refused a part of a check across groups, as its apply's
 // Outcome.Refusal says (the error reply says it to people).
 var (
-	// ErrFenced: a counter's slot is not this group's (a slot moved; the
-	// coordinator's map is behind). Nothing was charged.
-	ErrFenced = errors.New("machine: a counter's slot is not this group's")
 	// ErrRulesDiffer: this group's rules for the domain are not the
 	// coordinator's. Nothing was charged.
 	ErrRulesDiffer = errors.New("machine: this group's rules for the domain differ from the coordinator's")

@@ -353,3 +353,23 @@ func (m *Machine) HeldReserve(domain string, id []byte) (reply CheckResult, args
 	}
 	return r.Reply, r.Args, true
 }
+
+// spansGroups is the reply to a held reservation with a counter in slot s,
+// which another group owns, when the reservation is one record (made
+// before the group fenced by a map): such a record does not move with its
+// counters, so asking again does not help. (A sharded group's
+// reservations are a part per counter's slot, which moves with it.)
+func spansGroups(s int, o *Ownership) string {
+	return "CROSSSLOT the check's counters are not all in this group's slots (slot " + strconv.Itoa(s) +
+		", cluster map epoch " + strconv.FormatUint(o.Epoch, 10) + ")"
+}
+
+// fenceHeld is fenceChecks for a reservation's counters.
+func (m *Machine) fenceHeld(r *ReservationState) error {
+	for i := range r.Limits {
+		if s, o, ok := m.unowned(r.Limits[i].Key); ok {
+			return fenceError(spansGroups(s, o))
+		}
+	}
+	return nil
+}
