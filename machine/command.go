@@ -221,6 +221,3 @@ func (c *Command) Slots(dst []int, args [][]byte) (slots []int, all bool) {
 
 // allSlots is the slots declaration of a command that may touch any slot.
 func allSlots([][]byte) ([]int, bool) { return nil, true }
-
-// rulesSlots is the slots declaration of RL.RULES: the rules' key.
-func rulesSlots([][]byte) ([]int, bool) { return []int{slot.Of([]byte(RulesKey))}, false }

@@ -123,7 +123,7 @@ func runConfig(x *exec, args [][]byte) {
 		_, err := s.Insert(r.key, r.kind, r.word, objs[i])
 		if err == nil {
 			x.journaled(x.m.changed(r.key, r.kind, r.word, objs[i]))
-			x.m.policyRecords.Store(true)
+			x.m.decide.policyRecords.Store(true)
 		}
 		x.unlock(s)
 		if err != nil {

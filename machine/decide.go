@@ -76,7 +76,7 @@ type verdict struct {
 }
 
 func (m *Machine) plan() *plan {
-	if p, ok := m.plans.Get().(*plan); ok {
+	if p, ok := m.decide.plans.Get().(*plan); ok {
 		return p
 	}
 	return &plan{
@@ -94,7 +94,7 @@ func (m *Machine) release(p *plan) {
 	p.records, p.domain, p.scale, p.cost, p.anchor = false, "", keySpan{}, 0, nil
 	p.reserving.start("", nil, 0, 0, 0, nil) // nothing kept; its scratch stays
 	clear(p.reserving.kept[:cap(p.reserving.kept)])
-	m.plans.Put(p)
+	m.decide.plans.Put(p)
 }
 
 // forDomain starts planning a request of domain; records says whether its

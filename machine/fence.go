@@ -93,12 +93,12 @@ func decodeOwnership(b []byte) (*Ownership, error) {
 // OwnsSlot reports whether this group's log gives it slot s (false before
 // any map: a router asks it only in a sharded cluster).
 func (m *Machine) OwnsSlot(s int) bool {
-	o := m.owned.Load()
+	o := m.placement.owned.Load()
 	return o != nil && o.Owns(s)
 }
 
 // Owned is the slots this group owns (nil: every slot).
-func (m *Machine) Owned() *Ownership { return m.owned.Load() }
+func (m *Machine) Owned() *Ownership { return m.placement.owned.Load() }
 
 // notOwned is the reply to a command for slot s this group does not own.
 func notOwned(s int, o *Ownership) string {
@@ -111,7 +111,7 @@ func notOwned(s int, o *Ownership) string {
 // a domain's records (rules, overrides, scale, reservations) are
 // configuration every group keeps, never fenced.
 func (m *Machine) fence(cmd *Command, args [][]byte) string {
-	o := m.owned.Load()
+	o := m.placement.owned.Load()
 	if o == nil || cmd.internal || cmd.everyGroup {
 		return ""
 	}
@@ -137,7 +137,7 @@ func (e fenceError) Error() string { return string(e) }
 // unowned is the slot of key when this group does not own it, with the
 // ownership that says so (ok false: owned, or no map fences this group).
 func (m *Machine) unowned(key []byte) (s int, o *Ownership, ok bool) {
-	o = m.owned.Load()
+	o = m.placement.owned.Load()
 	if o == nil {
 		return 0, nil, false
 	}

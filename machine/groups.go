@@ -36,7 +36,7 @@ type GroupSpec struct {
 }
 
 // Groups is the list this group's log holds (nil: none).
-func (m *Machine) Groups() *GroupList { return m.groups.Load() }
+func (m *Machine) Groups() *GroupList { return m.placement.groups.Load() }
 
 func (l *GroupList) find(id string) int {
 	for i := range l.Groups {
@@ -141,7 +141,7 @@ func runGroups(x *exec, args [][]byte) {
 	s, _ := x.lockKey(key)
 	defer x.unlock(s)
 	next := &GroupList{}
-	if cur := x.m.groups.Load(); cur != nil {
+	if cur := x.m.placement.groups.Load(); cur != nil {
 		next.Groups = slices.Clone(cur.Groups)
 	}
 	id := string(args[2])
@@ -188,7 +188,7 @@ func (x *exec) setGroups(s *keyspace.Slot, l *GroupList) {
 		x.error(err)
 		return
 	}
-	x.m.groups.Store(l)
+	x.m.placement.groups.Store(l)
 }
 
 // reloadGroups points groups at what GroupsKey holds (after a restore).
@@ -200,5 +200,5 @@ func (m *Machine) reloadGroups() {
 	if e, ok := s.Get(key, m.applied.Load()); ok && e.Kind() == keyspace.KindGroups {
 		l, _ = s.Object(e).(*GroupList)
 	}
-	m.groups.Store(l)
+	m.placement.groups.Store(l)
 }

@@ -211,7 +211,7 @@ func (m *Machine) planLease(p *plan, r *leaseRequest) string {
 		return bad
 	}
 	domain := view(r.domain)
-	p.forDomain(domain, m.policyRecords.Load())
+	p.forDomain(domain, m.decide.policyRecords.Load())
 	if d := m.rules().Domain(domain); d != nil {
 		p.addMatched(d)
 	}
@@ -332,7 +332,7 @@ func lease(x *exec, r *leaseRequest) {
 		h := &p.reserving
 		h.start(domain, id, now, r.ttl, grant, nil)
 		h.headKey, h.headSlot, h.headKind = headKey, ds, x.grantKind(ds, headKey, now)
-		h.split = x.m.owned.Load() != nil
+		h.split = x.m.placement.owned.Load() != nil
 		_, refused, err := multiCheck(x, now, grant, p.checks, h)
 		if err != nil {
 			x.error(err)

@@ -3,7 +3,6 @@ package machine
 import (
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,36 +35,20 @@ type Machine struct {
 	// machine was made. Only applies move it (never CONFIG RESETSTAT), so
 	// a snapshot can tell whether anything may have changed.
 	changes atomic.Int64
-	// owned mirrors OwnershipKey: the slots this group owns (nil: all;
-	// fence.go).
-	owned atomic.Pointer[Ownership]
-	// groups mirrors GroupsKey: the groups added to or removed from a
-	// running sharded cluster (nil: none).
-	groups atomic.Pointer[GroupList]
 	// level mirrors LevelKey: the log's apply level (levels).
-	level atomic.Uint32
-	// reservations counts RL.RESERVE's reservations by how they ended.
-	reservations struct{ reserved, settled, cancelled atomic.Int64 }
-	durable      Durability
-	log          *slog.Logger
-	zones        zoneCache
+	level   atomic.Uint32
+	durable Durability
+	log     *slog.Logger
+	zones   zoneCache
 	// frozen is the open point-in-time view, if any (see Freeze).
 	frozen atomic.Pointer[Frozen]
-	// ruleState mirrors the value of RulesKey (nil: no rules), so RL.CHECK
-	// finds the rules without locking that key's slot. Only applies that
-	// change RulesKey, and Restore, set it.
-	ruleState atomic.Pointer[RulesState]
-	// policyRecords is set once an override or scale record may exist: until
-	// then RL.CHECK skips looking for them. It never goes back to false; it
-	// only saves lookups that would find nothing, and changes no reply.
-	policyRecords atomic.Bool
-	// plans pools the decision core's working memory (*plan, decide.go).
-	plans sync.Pool
-	// moved are the records Restore moved to a new key, to journal once
-	// the machine has a durable store (migrate.go).
-	moved  []movedRecord
-	byName map[string]*Command
-	sorted []*Command
+	// The rooms' state (rooms.go): what each mirrors of its records,
+	// and its pools. Only the room's own code reads its fields.
+	decide    decideState
+	placement placementState
+	reserve   reserveState
+	byName    map[string]*Command
+	sorted    []*Command
 	// storeFaults, set only by this package's tests, makes a multi-limit
 	// check's n-th store fail (storeFault), as a full slot or refused
 	// memory would.
@@ -130,26 +113,8 @@ func (m *Machine) Keys() keyspace.View { return m.keys.View() }
 // (persist, a Raft snapshot restore): the only writers besides an apply.
 func (m *Machine) Store() *keyspace.Keyspace { return m.keys }
 
-// Rules is the loaded rule set (nil: none). It must not be changed.
-func (m *Machine) Rules() *RulesState { return m.ruleState.Load() }
-
 // Applied is the last applied instant, Unix ns.
 func (m *Machine) Applied() int64 { return m.applied.Load() }
-
-// ReservationCounts are the reservations made, settled and cancelled since
-// the machine was made (or restored); held is what the keyspace holds, and
-// the rest expired.
-type ReservationCounts struct {
-	Reserved, Settled, Cancelled, Held, Expired int64
-}
-
-// Reservations counts the reservations (RL.RESERVE) by how they ended.
-func (m *Machine) Reservations() ReservationCounts {
-	c := ReservationCounts{Reserved: m.reservations.reserved.Load(), Settled: m.reservations.settled.Load(),
-		Cancelled: m.reservations.cancelled.Load(), Held: int64(m.keys.Stats().Reservations)}
-	c.Expired = max(c.Reserved-c.Settled-c.Cancelled-c.Held, 0)
-	return c
-}
 
 // Changes counts the writes applied since the machine was made.
 func (m *Machine) Changes() int64 { return m.changes.Load() }

@@ -28,7 +28,7 @@ type movedRecord struct {
 // moveLegacyRecords moves the records under a legacy key (see above).
 // Nothing else runs while a machine restores.
 func (m *Machine) moveLegacyRecords(now int64) {
-	m.moved = m.moved[:0] // what an earlier restore moved is gone with its state
+	m.decide.moved = m.decide.moved[:0] // what an earlier restore moved is gone with its state
 	var found []movedRecord
 	for i := range slot.Count {
 		s := m.keys.Lock(i)
@@ -61,7 +61,7 @@ func (m *Machine) moveLegacyRecords(now int64) {
 			}
 		}
 		s.Unlock()
-		m.moved = append(m.moved, r)
+		m.decide.moved = append(m.decide.moved, r)
 	}
 	if len(found) > 0 {
 		m.log.Info("moved domain records to the domain's own slot", "records", len(found))
@@ -73,7 +73,7 @@ func (m *Machine) moveLegacyRecords(now int64) {
 
 // journalMoves journals what moveLegacyRecords moved, to d.
 func (m *Machine) journalMoves(d Durability) {
-	for _, r := range m.moved {
+	for _, r := range m.decide.moved {
 		s := m.keys.LockKey(r.from)
 		d.QuotaDeleted(r.from)
 		s.Unlock()
@@ -88,5 +88,5 @@ func (m *Machine) journalMoves(d Durability) {
 		d.RecordChanged(r.to, r.kind, r.expireAt, state)
 		s.Unlock()
 	}
-	m.moved = nil
+	m.decide.moved = nil
 }

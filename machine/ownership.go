@@ -55,7 +55,7 @@ func runOwn(x *exec, args [][]byte) {
 		return
 	}
 	next := newOwnership(epoch, ranges)
-	if cur := x.m.owned.Load(); cur != nil {
+	if cur := x.m.placement.owned.Load(); cur != nil {
 		next.Jobs = cur.Jobs // a map's ownership keeps the group's migrations
 		switch {
 		case epoch < cur.Epoch:
@@ -86,7 +86,7 @@ func (x *exec) setOwnership(o *Ownership) {
 		x.error(err)
 		return
 	}
-	x.m.owned.Store(o)
+	x.m.placement.owned.Store(o)
 }
 
 // reloadOwnership points owned at what OwnershipKey holds (after a
@@ -99,5 +99,5 @@ func (m *Machine) reloadOwnership() {
 	if e, ok := s.Get(key, m.applied.Load()); ok && e.Kind() == keyspace.KindOwnership {
 		o, _ = s.Object(e).(*Ownership)
 	}
-	m.owned.Store(o)
+	m.placement.owned.Store(o)
 }

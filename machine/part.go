@@ -406,7 +406,7 @@ func hold(x *exec, domain []byte, pt *part) {
 			x.error(err)
 			return
 		}
-		x.m.reservations.reserved.Add(1)
+		x.m.reserve.reserved.Add(1)
 	}
 	x.answerCheck(r.Reply)
 }

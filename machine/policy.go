@@ -96,7 +96,7 @@ func view(b []byte) string {
 
 // rules is the loaded rule set, or nil.
 func (m *Machine) rules() *policy.Set {
-	if st := m.ruleState.Load(); st != nil {
+	if st := m.decide.ruleState.Load(); st != nil {
 		return st.Set
 	}
 	return nil
@@ -129,7 +129,7 @@ func runRLCheck(x *exec, args [][]byte) {
 		x.answerCheck(noLimit)
 		return
 	}
-	p.forDomain(domain, x.m.policyRecords.Load())
+	p.forDomain(domain, x.m.decide.policyRecords.Load())
 	p.addMatched(d)
 	if len(p.checks) == 0 {
 		x.answerCheck(noLimit)

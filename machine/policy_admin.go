@@ -120,7 +120,7 @@ func runRules(x *exec, args [][]byte) {
 		x.fail(bad)
 		return
 	}
-	cur := x.m.ruleState.Load()
+	cur := x.m.decide.ruleState.Load()
 	switch {
 	case resp.EqualFold(args[1], "load"), resp.EqualFold(args[1], "load-files"):
 		client := resp.EqualFold(args[1], "load")
@@ -204,13 +204,13 @@ func (x *exec) setRules(st *RulesState) {
 			return
 		}
 	}
-	x.m.ruleState.Store(st)
+	x.m.decide.ruleState.Store(st)
 }
 
 // findPolicyRecords sets policyRecords if a restored state holds an
 // override or a scale.
 func (m *Machine) findPolicyRecords() {
-	if m.policyRecords.Load() {
+	if m.decide.policyRecords.Load() {
 		return
 	}
 	now := m.applied.Load()
@@ -219,14 +219,14 @@ func (m *Machine) findPolicyRecords() {
 		if s.Len() > 0 {
 			s.Keys(now, func(_ []byte, e keyspace.Entry) bool {
 				if e.Kind() == keyspace.KindOverride || e.Kind() == keyspace.KindScale {
-					m.policyRecords.Store(true)
+					m.decide.policyRecords.Store(true)
 					return false
 				}
 				return true
 			})
 		}
 		s.Unlock()
-		if m.policyRecords.Load() {
+		if m.decide.policyRecords.Load() {
 			return
 		}
 	}
@@ -241,7 +241,7 @@ func (m *Machine) reloadRules() {
 	if e, ok := s.Get(key, m.applied.Load()); ok && e.Kind() == keyspace.KindRules {
 		st, _ = s.Object(e).(*RulesState)
 	}
-	m.ruleState.Store(st)
+	m.decide.ruleState.Store(st)
 }
 
 // listRules answers RL.RULES LIST [domain]: one entry per rule, in domain
@@ -424,7 +424,7 @@ func overrideSet(x *exec, domain string, args [][]byte) {
 	if found {
 		s.Delete(e)
 	}
-	x.m.policyRecords.Store(true)
+	x.m.decide.policyRecords.Store(true)
 	if _, err := s.Insert(key, keyspace.KindOverride, o.Until, o); err != nil {
 		x.error(err)
 		return
@@ -510,7 +510,7 @@ func runScale(x *exec, args [][]byte) {
 		if e, found := s.Get(key, now); found {
 			s.Delete(e)
 		}
-		x.m.policyRecords.Store(true)
+		x.m.decide.policyRecords.Store(true)
 		if _, err := s.Insert(key, keyspace.KindScale, 0, st); err != nil {
 			x.error(err)
 			return

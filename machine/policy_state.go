@@ -136,7 +136,7 @@ func digestOf(domain string, source []byte) string {
 // RulesDigest identifies the rules of domain in force ("" for the whole
 // set), NoRules when there are none: equal digests, equal rules.
 func (m *Machine) RulesDigest(domain string) string {
-	st := m.ruleState.Load()
+	st := m.decide.ruleState.Load()
 	if st == nil {
 		return NoRules
 	}

@@ -119,7 +119,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 		return
 	}
 	domain := view(args[1])
-	p.forDomain(domain, x.m.policyRecords.Load())
+	p.forDomain(domain, x.m.decide.policyRecords.Load())
 	if d := x.m.rules().Domain(domain); d != nil {
 		p.addMatched(d)
 	}
@@ -149,7 +149,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 	h.start(domain, args[2], now, ttl, p.cost, orders)
 	if head {
 		h.headKey, h.headSlot = headKey, ds
-		h.split = x.m.owned.Load() != nil
+		h.split = x.m.placement.owned.Load() != nil
 		h.args = ReserveArgsSum(args[3:])
 	}
 	if head && x.at(1) { // level 1: a settled id is kept (levels)
@@ -204,7 +204,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 			return
 		}
 		if head {
-			x.m.reservations.reserved.Add(1)
+			x.m.reserve.reserved.Add(1)
 		}
 	}
 	x.answerCheck(res)
@@ -212,7 +212,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 
 // fenceSlot refuses a write to a record of slot s this group does not own.
 func (m *Machine) fenceSlot(s int) error {
-	if o := m.owned.Load(); o != nil && !o.Owns(s) {
+	if o := m.placement.owned.Load(); o != nil && !o.Owns(s) {
 		return fenceError(notOwned(s, o))
 	}
 	return nil

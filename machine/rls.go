@@ -243,7 +243,7 @@ func shouldRateLimit(x *exec, args [][]byte, held *heldAs) {
 		return
 	}
 	domain := view(args[1])
-	x.m.planShouldRateLimit(p, domain, x.m.policyRecords.Load())
+	x.m.planShouldRateLimit(p, domain, x.m.decide.policyRecords.Load())
 	var v verdict
 	if len(p.checks) > 0 {
 		p.seal()

@@ -1,11 +1,25 @@
 package machine
 
-import "github.com/sluice-rl/sluice/keyspace"
+import (
+	"sync/atomic"
+
+	"github.com/sluice-rl/sluice/keyspace"
+)
 
 // The placement room: which slots this group owns (the fence), slot jobs
 // and moves, the groups of a sharded cluster, the configuration copy and
 // the typed placement requests (fence.go, slotjobs.go, slotmove.go,
 // groups.go, config_copy.go, placement.go, redirect.go).
+
+// placementState is what the placement room mirrors of its records.
+type placementState struct {
+	// owned mirrors OwnershipKey: the slots this group owns (nil: all;
+	// fence.go).
+	owned atomic.Pointer[Ownership]
+	// groups mirrors GroupsKey: the groups added to or removed from a
+	// running sharded cluster (nil: none).
+	groups atomic.Pointer[GroupList]
+}
 
 func placementRoom() room {
 	return room{
@@ -17,10 +31,10 @@ func placementRoom() room {
 			m.reloadGroups()
 		},
 		flushed: func(x *exec) {
-			if o := x.m.owned.Load(); o != nil {
+			if o := x.m.placement.owned.Load(); o != nil {
 				x.setOwnership(o)
 			}
-			if l := x.m.groups.Load(); l != nil {
+			if l := x.m.placement.groups.Load(); l != nil {
 				s, _ := x.lockKey([]byte(GroupsKey))
 				x.setGroups(s, l)
 				x.unlock(s)

@@ -1,10 +1,17 @@
 package machine
 
-import "github.com/sluice-rl/sluice/keyspace"
+import (
+	"sync/atomic"
+
+	"github.com/sluice-rl/sluice/keyspace"
+)
 
 // The reserve room: reservations and their settles, leases, and a group's
 // part of a check across groups (reserve.go, settle.go, reservation.go,
 // lease*.go, part*.go).
+
+// reserveState counts RL.RESERVE's reservations by how they ended.
+type reserveState struct{ reserved, settled, cancelled atomic.Int64 }
 
 func reserveRoom() room {
 	return room{commands: func(m *Machine) []*Command {
@@ -29,4 +36,19 @@ func reserveKinds() []kindRow {
 func with(r kindRow, kind keyspace.Kind, name string) kindRow {
 	r.kind, r.name = kind, name
 	return r
+}
+
+// ReservationCounts are the reservations made, settled and cancelled since
+// the machine was made (or restored); held is what the keyspace holds, and
+// the rest expired.
+type ReservationCounts struct {
+	Reserved, Settled, Cancelled, Held, Expired int64
+}
+
+// Reservations counts the reservations (RL.RESERVE) by how they ended.
+func (m *Machine) Reservations() ReservationCounts {
+	c := ReservationCounts{Reserved: m.reserve.reserved.Load(), Settled: m.reserve.settled.Load(),
+		Cancelled: m.reserve.cancelled.Load(), Held: int64(m.keys.Stats().Reservations)}
+	c.Expired = max(c.Reserved-c.Settled-c.Cancelled-c.Held, 0)
+	return c
 }

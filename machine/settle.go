@@ -267,9 +267,9 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 		case r.kind != keyspace.KindReservation || r.grant:
 			// Parts, and leases, are not reservations of their own.
 		case st.mode == settleCancel:
-			x.m.reservations.cancelled.Add(1)
+			x.m.reserve.cancelled.Add(1)
 		default:
-			x.m.reservations.settled.Add(1)
+			x.m.reserve.settled.Add(1)
 		}
 		for j := range r.state.Limits {
 			l := &r.state.Limits[j]

@@ -240,7 +240,7 @@ func runImport(x *exec, args [][]byte) {
 		x.fail(bad)
 		return
 	}
-	cur := x.m.owned.Load()
+	cur := x.m.placement.owned.Load()
 	if cur == nil {
 		x.fail("ERR this group fences by no cluster map: it cannot import slots")
 		return
@@ -317,7 +317,7 @@ func (x *exec) dropMovable(ranges [][2]int) {
 func (x *exec) updateOwnership(fn func(cur *Ownership, now int64) (*Ownership, string)) {
 	key := []byte(OwnershipKey)
 	s, now := x.lockKey(key)
-	cur := x.m.owned.Load()
+	cur := x.m.placement.owned.Load()
 	if cur == nil {
 		x.unlock(s)
 		x.fail("ERR this group fences by no cluster map")
@@ -438,7 +438,7 @@ const jobSyntax = "ERR SLUICE.JOB takes ADD <id> <target-group> <source-node> <t
 // the target group; its records here go. Without a pending chunk it is a
 // repeat: a no-op.
 func runMoved(x *exec, args [][]byte) {
-	cur := x.m.owned.Load()
+	cur := x.m.placement.owned.Load()
 	if cur == nil {
 		x.fail("ERR this group fences by no cluster map")
 		return
