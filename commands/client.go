@@ -3,6 +3,8 @@ package commands
 import (
 	"strconv"
 	"strings"
+
+	"github.com/sluice-rl/sluice/cmdspec"
 )
 
 // ConnFlags are the per-connection modes a client switches on with
@@ -154,8 +156,8 @@ func appendClientLine(b []byte, ci *ClientInfo, closing bool) []byte {
 
 func clientCommands() []*Command {
 	sub := func(name string, arity int, flags []string, summary string, run func(*Ctx, [][]byte), args ...Arg) *Command {
-		return &Command{Name: name, Arity: arity, Flags: flags, Group: "connection", Since: "2.4.0",
-			Summary: summary, Complexity: "O(1)", Run: run, Args: args}
+		return &Command{Spec: cmdspec.Spec{Name: name, Arity: arity, Flags: flags, Group: "connection", Since: "2.4.0",
+			Summary: summary, Complexity: "O(1)", Args: args}, Run: run}
 	}
 	std := []string{"noscript", "loading", "stale"}
 	admin := []string{"admin", "noscript", "loading", "stale"}
@@ -165,9 +167,8 @@ func clientCommands() []*Command {
 		{Name: "normal", Type: "pure-token", Token: "NORMAL"}, {Name: "master", Type: "pure-token", Token: "MASTER"},
 		{Name: "replica", Type: "pure-token", Token: "REPLICA"}, {Name: "pubsub", Type: "pure-token", Token: "PUBSUB"}}}
 	return []*Command{{
-		Name: "client", Arity: -2, Group: "connection", Since: "2.4.0",
-		Summary: "A container for client connection commands.", Complexity: "Depends on subcommand.",
-		Subs: []*Command{
+		Spec: cmdspec.Spec{Name: "client", Arity: -2, Group: "connection", Since: "2.4.0",
+			Summary: "A container for client connection commands.", Complexity: "Depends on subcommand."}, Subs: []*Command{
 			sub("id", 2, std, "Returns the unique client ID of the connection.", runClientID),
 			sub("setname", 3, std, "Sets the connection name.", runClientSetName,
 				Arg{Name: "connection-name", Type: "string"}),

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/slot"
@@ -20,8 +21,8 @@ import (
 
 func clusterCommands() []*Command {
 	sub := func(name string, arity int, summary string, run func(*Ctx, [][]byte), args ...Arg) *Command {
-		return &Command{Name: name, Arity: arity, Flags: []string{"loading", "stale"}, Group: "cluster",
-			Since: "3.0.0", Summary: summary, Complexity: "O(1)", Run: run, Args: args}
+		return &Command{Spec: cmdspec.Spec{Name: name, Arity: arity, Flags: []string{"loading", "stale"}, Group: "cluster",
+			Since: "3.0.0", Summary: summary, Complexity: "O(1)", Args: args}, Run: run}
 	}
 	shards := sub("shards", 2, "Returns the mapping of cluster slots to shards.", runClusterShards)
 	shards.Since = "7.0.0"
@@ -31,33 +32,32 @@ func clusterCommands() []*Command {
 	myShardID.Since = "7.2.0"
 	ok := func(c *Ctx, _ [][]byte) { c.W.OK() }
 	return []*Command{
-		{Name: "cluster", Arity: -2, Group: "cluster", Since: "3.0.0",
-			Summary: "A container for Redis Cluster commands.", Complexity: "Depends on subcommand.",
-			Subs: append([]*Command{
-				sub("info", 2, "Returns information about the state of a node.", runClusterInfo),
-				sub("myid", 2, "Returns the ID of a node.", func(c *Ctx, _ [][]byte) { c.W.BulkString(c.myID()) }),
-				myShardID,
-				sub("nodes", 2, "Returns the cluster configuration for a node.", runClusterNodes),
-				sub("slots", 2, "Returns the mapping of cluster slots to nodes.", runClusterSlots),
-				shards,
-				sub("keyslot", 3, "Returns the hash slot for a key.", func(c *Ctx, args [][]byte) {
-					c.W.Int(int64(slot.Of(args[2])))
-				}, Arg{Name: "key", Type: "string"}),
-				sub("countkeysinslot", 3, "Returns the number of keys in a hash slot.", runClusterCountKeys,
-					Arg{Name: "slot", Type: "integer"}),
-				sub("getkeysinslot", 4, "Returns the key names in a hash slot.", runClusterGetKeys,
-					Arg{Name: "slot", Type: "integer"}, Arg{Name: "count", Type: "integer"}),
-				sub("help", 2, "Returns helpful text about the different subcommands.", runClusterHelp),
-			}, migrationCommands()...)},
-		{Name: "readonly", Arity: 1, Flags: []string{"loading", "stale", "fast"}, Group: "cluster", Since: "3.0.0",
+		{Spec: cmdspec.Spec{Name: "cluster", Arity: -2, Group: "cluster", Since: "3.0.0",
+			Summary: "A container for Redis Cluster commands.", Complexity: "Depends on subcommand."}, Subs: append([]*Command{
+			sub("info", 2, "Returns information about the state of a node.", runClusterInfo),
+			sub("myid", 2, "Returns the ID of a node.", func(c *Ctx, _ [][]byte) { c.W.BulkString(c.myID()) }),
+			myShardID,
+			sub("nodes", 2, "Returns the cluster configuration for a node.", runClusterNodes),
+			sub("slots", 2, "Returns the mapping of cluster slots to nodes.", runClusterSlots),
+			shards,
+			sub("keyslot", 3, "Returns the hash slot for a key.", func(c *Ctx, args [][]byte) {
+				c.W.Int(int64(slot.Of(args[2])))
+			}, Arg{Name: "key", Type: "string"}),
+			sub("countkeysinslot", 3, "Returns the number of keys in a hash slot.", runClusterCountKeys,
+				Arg{Name: "slot", Type: "integer"}),
+			sub("getkeysinslot", 4, "Returns the key names in a hash slot.", runClusterGetKeys,
+				Arg{Name: "slot", Type: "integer"}, Arg{Name: "count", Type: "integer"}),
+			sub("help", 2, "Returns helpful text about the different subcommands.", runClusterHelp),
+		}, migrationCommands()...)},
+		{Spec: cmdspec.Spec{Name: "readonly", Arity: 1, Flags: []string{"loading", "stale", "fast"}, Group: "cluster", Since: "3.0.0",
 			Summary:    "Enables read-only queries for a connection to a Redis Cluster replica node (accepted).",
-			Complexity: "O(1)", Run: func(c *Ctx, _ [][]byte) { c.Conn.setFlag(FlagReadOnly, true); c.W.OK() }},
-		{Name: "readwrite", Arity: 1, Flags: []string{"loading", "stale", "fast"}, Group: "cluster", Since: "3.0.0",
+			Complexity: "O(1)"}, Run: func(c *Ctx, _ [][]byte) { c.Conn.setFlag(FlagReadOnly, true); c.W.OK() }},
+		{Spec: cmdspec.Spec{Name: "readwrite", Arity: 1, Flags: []string{"loading", "stale", "fast"}, Group: "cluster", Since: "3.0.0",
 			Summary:    "Enables read-write queries for a connection to a Redis Cluster replica node (accepted).",
-			Complexity: "O(1)", Run: func(c *Ctx, _ [][]byte) { c.Conn.setFlag(FlagReadOnly, false); c.W.OK() }},
-		{Name: "asking", Arity: 1, Flags: []string{"fast"}, Group: "cluster", Since: "3.0.0",
+			Complexity: "O(1)"}, Run: func(c *Ctx, _ [][]byte) { c.Conn.setFlag(FlagReadOnly, false); c.W.OK() }},
+		{Spec: cmdspec.Spec{Name: "asking", Arity: 1, Flags: []string{"fast"}, Group: "cluster", Since: "3.0.0",
 			Summary:    "Signals that a cluster client is following an -ASK redirect (sluice never sends one).",
-			Complexity: "O(1)", Run: ok},
+			Complexity: "O(1)"}, Run: ok},
 	}
 }
 

@@ -3,12 +3,14 @@ package commands
 import (
 	"slices"
 	"strings"
+
+	"github.com/sluice-rl/sluice/cmdspec"
 )
 
 func commandCommand() *Command {
 	sub := func(name string, arity int, summary string, run func(*Ctx, [][]byte), args ...Arg) *Command {
-		return &Command{Name: name, Arity: arity, Flags: []string{"loading", "stale"}, Group: "server",
-			Since: "7.0.0", Summary: summary, Complexity: "O(N) where N is the number of commands", Run: run, Args: args}
+		return &Command{Spec: cmdspec.Spec{Name: name, Arity: arity, Flags: []string{"loading", "stale"}, Group: "server",
+			Since: "7.0.0", Summary: summary, Complexity: "O(N) where N is the number of commands", Args: args}, Run: run}
 	}
 	names := Arg{Name: "command-name", Type: "string", Optional: true, Multiple: true}
 	full := []Arg{{Name: "command", Type: "string"}, {Name: "arg", Type: "string", Optional: true, Multiple: true}}
@@ -22,10 +24,9 @@ func commandCommand() *Command {
 		func(c *Ctx, args [][]byte) { c.commandGetKeys(args, false) }, full...)
 	getkeys.Since = "2.8.13"
 	return &Command{
-		Name: "command", Arity: -1, Flags: []string{"loading", "stale"}, Group: "server", Since: "2.8.13",
-		Summary: "Returns detailed information about all commands.", Complexity: "O(N) where N is the total number of commands",
-		Tips: []string{"nondeterministic_output_order"},
-		Run:  func(c *Ctx, _ [][]byte) { c.commandInfos(c.Env.Table.Commands()) },
+		Spec: cmdspec.Spec{Name: "command", Arity: -1, Flags: []string{"loading", "stale"}, Group: "server", Since: "2.8.13",
+			Summary: "Returns detailed information about all commands.", Complexity: "O(N) where N is the total number of commands",
+			Tips: []string{"nondeterministic_output_order"}}, Run: func(c *Ctx, _ [][]byte) { c.commandInfos(c.Env.Table.Commands()) },
 		Subs: []*Command{
 			count,
 			sub("list", -2, "Returns a list of command names.", runCommandList,
@@ -234,7 +235,7 @@ func (cmd *Command) keyFlags() []string {
 	if len(cmd.KeyFlags) > 0 {
 		return cmd.KeyFlags
 	}
-	if slices.Contains(cmd.Flags, "readonly") {
+	if cmd.HasFlag("readonly") {
 		return []string{"RO", "ACCESS"}
 	}
 	return []string{"RW", "ACCESS", "UPDATE"}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/internal/memsize"
 )
 
@@ -135,25 +136,24 @@ var configParams = []configParam{
 func configCommand() *Command {
 	flags := []string{"admin", "noscript", "loading", "stale"}
 	sub := func(name string, arity int, summary string, run func(*Ctx, [][]byte), args ...Arg) *Command {
-		return &Command{Name: name, Arity: arity, Flags: flags, Group: "server", Since: "2.0.0",
+		return &Command{Spec: cmdspec.Spec{Name: name, Arity: arity, Flags: flags, Group: "server", Since: "2.0.0",
 			Summary: summary, Complexity: "O(N) when N is the number of configuration parameters provided",
-			Run: run, Args: args}
+			Args: args}, Run: run}
 	}
 	help := sub("help", 2, "Returns helpful text about the different subcommands.", runConfigHelp)
 	help.Flags = []string{"loading", "stale"}
-	return &Command{Name: "config", Arity: -2, Group: "server", Since: "2.0.0",
-		Summary: "A container for server configuration commands.", Complexity: "Depends on subcommand.",
-		Subs: []*Command{
-			sub("get", -3, "Returns the effective values of configuration parameters.", runConfigGet,
-				Arg{Name: "parameter", Type: "string", Multiple: true}),
-			sub("set", -4, "Sets configuration parameters in-flight (maxclients, timeout, maxmemory, maxmemory-clients; others are immutable).", runConfigSet,
-				Arg{Name: "data", Type: "block", Multiple: true, Sub: []Arg{
-					{Name: "parameter", Type: "string"}, {Name: "value", Type: "string"}}}),
-			sub("resetstat", 2, "Resets the server's statistics.", runConfigResetStat),
-			sub("rewrite", 2, "Persists the effective configuration to file (sluice has no config file).",
-				func(c *Ctx, _ [][]byte) { c.W.Error("ERR The server is running without a config file") }),
-			help,
-		}}
+	return &Command{Spec: cmdspec.Spec{Name: "config", Arity: -2, Group: "server", Since: "2.0.0",
+		Summary: "A container for server configuration commands.", Complexity: "Depends on subcommand."}, Subs: []*Command{
+		sub("get", -3, "Returns the effective values of configuration parameters.", runConfigGet,
+			Arg{Name: "parameter", Type: "string", Multiple: true}),
+		sub("set", -4, "Sets configuration parameters in-flight (maxclients, timeout, maxmemory, maxmemory-clients; others are immutable).", runConfigSet,
+			Arg{Name: "data", Type: "block", Multiple: true, Sub: []Arg{
+				{Name: "parameter", Type: "string"}, {Name: "value", Type: "string"}}}),
+		sub("resetstat", 2, "Resets the server's statistics.", runConfigResetStat),
+		sub("rewrite", 2, "Persists the effective configuration to file (sluice has no config file).",
+			func(c *Ctx, _ [][]byte) { c.W.Error("ERR The server is running without a config file") }),
+		help,
+	}}
 }
 
 // runConfigGet is CONFIG GET pattern [pattern …]: a map of every parameter

@@ -3,43 +3,38 @@ package commands
 import (
 	"strconv"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/internal/secret"
 )
 
 func connectionCommands() []*Command {
 	return []*Command{
-		{Name: "ping", Arity: -1, Flags: []string{"fast"}, Group: "connection", Since: "1.0.0",
+		{Spec: cmdspec.Spec{Name: "ping", Arity: -1, Flags: []string{"fast"}, Group: "connection", Since: "1.0.0",
 			Summary: "Returns the server's liveliness response.", Complexity: "O(1)",
-			Args: []Arg{{Name: "message", Type: "string", Optional: true}}, Run: runPing,
-			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}},
-		{Name: "echo", Arity: 2, Flags: []string{"fast"}, Group: "connection", Since: "1.0.0",
+			Args: []Arg{{Name: "message", Type: "string", Optional: true}}, Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}}, Run: runPing},
+		{Spec: cmdspec.Spec{Name: "echo", Arity: 2, Flags: []string{"fast"}, Group: "connection", Since: "1.0.0",
 			Summary: "Returns the given string.", Complexity: "O(1)",
-			Args: []Arg{{Name: "message", Type: "string"}}, Run: runEcho},
-		{Name: "quit", Arity: -1, Flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
-			Group: "connection", Since: "1.0.0", Summary: "Closes the connection.", Complexity: "O(1)",
-			NoAuth: true, Run: runQuit},
-		{Name: "select", Arity: 2, Flags: []string{"loading", "stale", "fast"}, Group: "connection", Since: "1.0.0",
+			Args: []Arg{{Name: "message", Type: "string"}}}, Run: runEcho},
+		{Spec: cmdspec.Spec{Name: "quit", Arity: -1, Flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
+			Group: "connection", Since: "1.0.0", Summary: "Closes the connection.", Complexity: "O(1)"}, NoAuth: true, Run: runQuit},
+		{Spec: cmdspec.Spec{Name: "select", Arity: 2, Flags: []string{"loading", "stale", "fast"}, Group: "connection", Since: "1.0.0",
 			Summary: "Changes the selected database (sluice has only database 0).", Complexity: "O(1)",
-			Args: []Arg{{Name: "index", Type: "integer"}}, Run: runSelect},
-		{Name: "auth", Arity: -2, Flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
+			Args: []Arg{{Name: "index", Type: "integer"}}}, Run: runSelect},
+		{Spec: cmdspec.Spec{Name: "auth", Arity: -2, Flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
 			Group: "connection", Since: "1.0.0", Summary: "Authenticates the connection.", Complexity: "O(N)",
-			Args:   []Arg{{Name: "username", Type: "string", Optional: true}, {Name: "password", Type: "string"}},
-			NoAuth: true, Run: runAuth},
-		{Name: "hello", Arity: -1, Flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
+			Args: []Arg{{Name: "username", Type: "string", Optional: true}, {Name: "password", Type: "string"}}}, NoAuth: true, Run: runAuth},
+		{Spec: cmdspec.Spec{Name: "hello", Arity: -1, Flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
 			Group: "connection", Since: "6.0.0", Summary: "Handshakes with the server: protocol, authentication, name.",
-			Complexity: "O(1)", NoAuth: true, Run: runHello,
-			Args: []Arg{{Name: "protover", Type: "integer", Optional: true},
+			Complexity: "O(1)", Args: []Arg{{Name: "protover", Type: "integer", Optional: true},
 				{Name: "auth", Type: "block", Token: "AUTH", Optional: true, Sub: []Arg{
 					{Name: "username", Type: "string"}, {Name: "password", Type: "string"}}},
-				{Name: "clientname", Type: "string", Token: "SETNAME", Optional: true}}},
-		{Name: "reset", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
-			Group: "connection", Since: "6.2.0", Summary: "Resets the connection.", Complexity: "O(1)",
-			NoAuth: true, Run: runReset},
-		{Name: "wait", Arity: 3, Flags: []string{"noscript"}, Group: "generic", Since: "3.0.0",
+				{Name: "clientname", Type: "string", Token: "SETNAME", Optional: true}}}, NoAuth: true, Run: runHello},
+		{Spec: cmdspec.Spec{Name: "reset", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
+			Group: "connection", Since: "6.2.0", Summary: "Resets the connection.", Complexity: "O(1)"}, NoAuth: true, Run: runReset},
+		{Spec: cmdspec.Spec{Name: "wait", Arity: 3, Flags: []string{"noscript"}, Group: "generic", Since: "3.0.0",
 			Summary:    "Waits for writes to be acknowledged by replicas (a single node has none: 0 at once).",
 			Complexity: "O(1)", Tips: []string{"request_policy:all_shards", "response_policy:agg_min"},
-			ACLCategories: []string{"@connection"}, Run: runWait,
-			Args: []Arg{{Name: "numreplicas", Type: "integer"}, {Name: "timeout", Type: "integer"}}},
+			ACLCategories: []string{"@connection"}, Args: []Arg{{Name: "numreplicas", Type: "integer"}, {Name: "timeout", Type: "integer"}}}, Run: runWait},
 	}
 }
 

@@ -3,6 +3,7 @@ package commands
 import (
 	"encoding/json"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/hot"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/resp"
@@ -72,10 +73,10 @@ func (e *Env) refusedOutcome(cmd *Command, args [][]byte, out machine.Outcome) {
 }
 
 func hotCommands() []*Command {
-	return []*Command{{Name: "throttled.top", Arity: -1, Flags: []string{"readonly", "loading", "stale"}, Group: "sluice", Since: "1.1.0",
+	return []*Command{{Spec: cmdspec.Spec{Name: "throttled.top", Arity: -1, Flags: []string{"readonly", "loading", "stale"}, Group: "sluice", Since: "1.1.0",
 		Summary:    "Returns the most-refused keys of the recent window: [key, refusals] pairs, most first (estimates; see the README).",
 		Complexity: "O(C log C) where C is the sketch's capacity",
-		Args:       []Arg{{Name: "count", Type: "integer", Optional: true}}, Run: runThrottledTop}}
+		Args:       []Arg{{Name: "count", Type: "integer", Optional: true}}}, Run: runThrottledTop}}
 }
 
 // runThrottledTop is THROTTLED.TOP [count] (default 10).

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/resp"
 )
 
@@ -84,41 +85,40 @@ func commandstat(cmd *Command) string {
 
 func latencyCommand() *Command {
 	sub := func(name string, arity int, summary string, run func(*Ctx, [][]byte), args ...Arg) *Command {
-		return &Command{Name: name, Arity: arity, Flags: []string{"admin", "noscript", "loading", "stale"},
-			Group: "server", Since: "2.8.13", Summary: summary, Complexity: "O(1)", Run: run, Args: args}
+		return &Command{Spec: cmdspec.Spec{Name: name, Arity: arity, Flags: []string{"admin", "noscript", "loading", "stale"},
+			Group: "server", Since: "2.8.13", Summary: summary, Complexity: "O(1)", Args: args}, Run: run}
 	}
 	histogram := sub("histogram", -2, "Returns the cumulative distribution of latencies of a subset or all commands.",
 		runLatencyHistogram, Arg{Name: "command", Type: "string", Optional: true, Multiple: true})
 	histogram.Since = "7.0.0"
 	histogram.Complexity = "O(N) where N is the number of commands with latency information being retrieved."
-	return &Command{Name: "latency", Arity: -2, Group: "server", Since: "2.8.13",
-		Summary: "A container for latency diagnostics commands.", Complexity: "Depends on subcommand.",
-		Subs: []*Command{
-			histogram,
-			// The latency monitor (latency-monitor-threshold) is off, as it
-			// is in Redis by default: no events, nothing to reset.
-			sub("latest", 2, "Returns the latest latency samples for all events.", func(c *Ctx, _ [][]byte) { c.W.Array(0) }),
-			sub("history", 3, "Returns timestamp-latency samples for an event.", func(c *Ctx, _ [][]byte) { c.W.Array(0) },
-				Arg{Name: "event", Type: "string"}),
-			sub("reset", -2, "Resets the latency data for one or more events.", func(c *Ctx, _ [][]byte) { c.W.Int(0) },
-				Arg{Name: "event", Type: "string", Optional: true, Multiple: true}),
-			sub("doctor", 2, "Returns a human-readable latency analysis report.", func(c *Ctx, _ [][]byte) {
-				c.W.Verbatim("Dave, the latency monitor is off (as in Redis by default). Per-command latency: LATENCY HISTOGRAM and INFO commandstats.\n")
-			}),
-			sub("graph", 3, "Returns a latency graph for an event.", func(c *Ctx, args [][]byte) {
-				c.W.Error("ERR No samples available for event '" + resp.Clip(args[2], 128) + "'")
-			}, Arg{Name: "event", Type: "string"}),
-			sub("help", 2, "Returns helpful text about the different subcommands.", func(c *Ctx, _ [][]byte) {
-				c.W.BulkStrings([]string{"LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-					"HISTOGRAM [COMMAND ...]", "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
-					"    If no commands are specified then all histograms are replied.",
-					"LATEST", "    Return the latest latency samples for all events (none: the latency monitor is off).",
-					"HISTORY <event>", "    Return time-latency samples for the specified event.",
-					"RESET [<event> ...]", "    Reset latency data of one or more events.",
-					"DOCTOR", "    Return a human readable latency analysis report.",
-					"HELP", "    Print this help."})
-			}),
-		},
+	return &Command{Spec: cmdspec.Spec{Name: "latency", Arity: -2, Group: "server", Since: "2.8.13",
+		Summary: "A container for latency diagnostics commands.", Complexity: "Depends on subcommand."}, Subs: []*Command{
+		histogram,
+		// The latency monitor (latency-monitor-threshold) is off, as it
+		// is in Redis by default: no events, nothing to reset.
+		sub("latest", 2, "Returns the latest latency samples for all events.", func(c *Ctx, _ [][]byte) { c.W.Array(0) }),
+		sub("history", 3, "Returns timestamp-latency samples for an event.", func(c *Ctx, _ [][]byte) { c.W.Array(0) },
+			Arg{Name: "event", Type: "string"}),
+		sub("reset", -2, "Resets the latency data for one or more events.", func(c *Ctx, _ [][]byte) { c.W.Int(0) },
+			Arg{Name: "event", Type: "string", Optional: true, Multiple: true}),
+		sub("doctor", 2, "Returns a human-readable latency analysis report.", func(c *Ctx, _ [][]byte) {
+			c.W.Verbatim("Dave, the latency monitor is off (as in Redis by default). Per-command latency: LATENCY HISTOGRAM and INFO commandstats.\n")
+		}),
+		sub("graph", 3, "Returns a latency graph for an event.", func(c *Ctx, args [][]byte) {
+			c.W.Error("ERR No samples available for event '" + resp.Clip(args[2], 128) + "'")
+		}, Arg{Name: "event", Type: "string"}),
+		sub("help", 2, "Returns helpful text about the different subcommands.", func(c *Ctx, _ [][]byte) {
+			c.W.BulkStrings([]string{"LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+				"HISTOGRAM [COMMAND ...]", "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+				"    If no commands are specified then all histograms are replied.",
+				"LATEST", "    Return the latest latency samples for all events (none: the latency monitor is off).",
+				"HISTORY <event>", "    Return time-latency samples for the specified event.",
+				"RESET [<event> ...]", "    Reset latency data of one or more events.",
+				"DOCTOR", "    Return a human readable latency analysis report.",
+				"HELP", "    Print this help."})
+		}),
+	},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluice-rl/sluice/cluster"
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/slot"
 	"github.com/sluice-rl/sluice/slotmove"
@@ -18,8 +19,8 @@ import (
 
 func migrationCommands() []*Command {
 	sub := func(name string, arity int, summary string, run func(*Ctx, [][]byte), args ...Arg) *Command {
-		return &Command{Name: name, Arity: arity, Flags: []string{"admin"}, Group: "cluster",
-			Since: "9.0.0", Summary: summary, Complexity: "O(N)", Run: run, Args: args}
+		return &Command{Spec: cmdspec.Spec{Name: name, Arity: arity, Flags: []string{"admin"}, Group: "cluster",
+			Since: "9.0.0", Summary: summary, Complexity: "O(N)", Args: args}, Run: run}
 	}
 	return []*Command{
 		sub("migrateslots", -7, "Moves slot ranges from this group to a target node's group, chunk by chunk (sent to the source group's leader).", runMigrateSlots,

@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/machine"
 )
 
@@ -67,18 +68,18 @@ func (e *Env) durableErr() string {
 
 func persistCommands() []*Command {
 	return []*Command{
-		{Name: "save", Arity: 1, Waits: true, Flags: []string{"admin", "noscript", "no_async_loading", "no_multi"}, Group: "server",
+		{Spec: cmdspec.Spec{Name: "save", Arity: 1, Flags: []string{"admin", "noscript", "no_async_loading", "no_multi"}, Group: "server",
 			Since: "1.0.0", Complexity: "O(N) where N is the total number of keys",
 			Summary: "Writes a snapshot of every key to the data directory before replying.",
-			Tips:    []string{"request_policy:all_nodes", "response_policy:all_succeeded"}, Run: runSave},
-		{Name: "bgsave", Arity: -1, Flags: []string{"admin", "noscript", "no_async_loading"}, Group: "server",
+			Tips:    []string{"request_policy:all_nodes", "response_policy:all_succeeded"}}, Waits: true, Run: runSave},
+		{Spec: cmdspec.Spec{Name: "bgsave", Arity: -1, Flags: []string{"admin", "noscript", "no_async_loading"}, Group: "server",
 			Since: "1.0.0", Complexity: "O(1) to start; the snapshot is O(N)",
 			Summary: "Writes a snapshot of every key to the data directory in the background.",
 			Tips:    []string{"request_policy:all_nodes", "response_policy:all_succeeded"},
-			Args:    []Arg{{Name: "schedule", Type: "pure-token", Token: "SCHEDULE", Optional: true}}, Run: runBGSave},
-		{Name: "lastsave", Arity: 1, Flags: []string{"loading", "stale", "fast"}, Group: "server",
+			Args:    []Arg{{Name: "schedule", Type: "pure-token", Token: "SCHEDULE", Optional: true}}}, Run: runBGSave},
+		{Spec: cmdspec.Spec{Name: "lastsave", Arity: 1, Flags: []string{"loading", "stale", "fast"}, Group: "server",
 			Since: "1.0.0", Complexity: "O(1)", Summary: "Returns the Unix time of the last successful snapshot.",
-			Tips: []string{"nondeterministic_output"}, Run: runLastSave},
+			Tips: []string{"nondeterministic_output"}}, Run: runLastSave},
 	}
 }
 

@@ -3,6 +3,7 @@ package commands
 import (
 	"strconv"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/pubsub"
 )
 
@@ -16,28 +17,27 @@ func pubsubCommands() []*Command {
 	flags := []string{"pubsub", "noscript", "loading", "stale"}
 	chans := Arg{Name: "channel", Type: "string", Multiple: true}
 	return []*Command{
-		{Name: "subscribe", Arity: -2, Flags: flags, Group: "pubsub", Since: "2.0.0", Complexity: "O(N) where N is the number of channels to subscribe to.",
-			Summary: "Listens for messages published to channels.", Args: []Arg{chans}, Run: runSubscribe},
-		{Name: "unsubscribe", Arity: -1, Flags: flags, Group: "pubsub", Since: "2.0.0", Complexity: "O(N) where N is the number of channels to unsubscribe.",
-			Summary: "Stops listening to messages posted to channels.", Args: []Arg{{Name: "channel", Type: "string", Optional: true, Multiple: true}}, Run: runUnsubscribe},
-		{Name: "psubscribe", Arity: -2, Flags: flags, Group: "pubsub", Since: "2.0.0", Complexity: "O(N) where N is the number of patterns to subscribe to.",
-			Summary: "Listens for messages published to channels that match one or more patterns.", Args: []Arg{{Name: "pattern", Type: "pattern", Multiple: true}}, Run: runPSubscribe},
-		{Name: "punsubscribe", Arity: -1, Flags: flags, Group: "pubsub", Since: "2.0.0", Complexity: "O(N) where N is the number of patterns to unsubscribe.",
-			Summary: "Stops listening to messages published to channels that match one or more patterns.", Args: []Arg{{Name: "pattern", Type: "pattern", Optional: true, Multiple: true}}, Run: runPUnsubscribe},
-		{Name: "publish", Arity: 3, Flags: []string{"pubsub", "loading", "stale", "fast"}, Group: "pubsub", Since: "2.0.0",
+		{Spec: cmdspec.Spec{Name: "subscribe", Arity: -2, Flags: flags, Group: "pubsub", Since: "2.0.0", Complexity: "O(N) where N is the number of channels to subscribe to.",
+			Summary: "Listens for messages published to channels.", Args: []Arg{chans}}, Run: runSubscribe},
+		{Spec: cmdspec.Spec{Name: "unsubscribe", Arity: -1, Flags: flags, Group: "pubsub", Since: "2.0.0", Complexity: "O(N) where N is the number of channels to unsubscribe.",
+			Summary: "Stops listening to messages posted to channels.", Args: []Arg{{Name: "channel", Type: "string", Optional: true, Multiple: true}}}, Run: runUnsubscribe},
+		{Spec: cmdspec.Spec{Name: "psubscribe", Arity: -2, Flags: flags, Group: "pubsub", Since: "2.0.0", Complexity: "O(N) where N is the number of patterns to subscribe to.",
+			Summary: "Listens for messages published to channels that match one or more patterns.", Args: []Arg{{Name: "pattern", Type: "pattern", Multiple: true}}}, Run: runPSubscribe},
+		{Spec: cmdspec.Spec{Name: "punsubscribe", Arity: -1, Flags: flags, Group: "pubsub", Since: "2.0.0", Complexity: "O(N) where N is the number of patterns to unsubscribe.",
+			Summary: "Stops listening to messages published to channels that match one or more patterns.", Args: []Arg{{Name: "pattern", Type: "pattern", Optional: true, Multiple: true}}}, Run: runPUnsubscribe},
+		{Spec: cmdspec.Spec{Name: "publish", Arity: 3, Flags: []string{"pubsub", "loading", "stale", "fast"}, Group: "pubsub", Since: "2.0.0",
 			Complexity: "O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client).",
-			Summary:    "Posts a message to a channel.", Args: []Arg{{Name: "channel", Type: "string"}, {Name: "message", Type: "string"}}, Run: runPublish},
-		{Name: "pubsub", Arity: -2, Group: "pubsub", Since: "2.8.0", Summary: "A container for Pub/Sub commands.", Complexity: "Depends on subcommand.",
-			Subs: []*Command{
-				{Name: "channels", Arity: -2, Flags: []string{"pubsub", "loading", "stale"}, Group: "pubsub", Since: "2.8.0",
-					Summary: "Returns the active channels.", Complexity: "O(N) where N is the number of active channels",
-					Args: []Arg{{Name: "pattern", Type: "pattern", Optional: true}}, Run: runPubsubChannels},
-				{Name: "numsub", Arity: -2, Flags: []string{"pubsub", "loading", "stale"}, Group: "pubsub", Since: "2.8.0",
-					Summary: "Returns a count of subscribers to channels.", Complexity: "O(N) for the number of requested channels",
-					Args: []Arg{{Name: "channel", Type: "string", Optional: true, Multiple: true}}, Run: runPubsubNumSub},
-				{Name: "numpat", Arity: 2, Flags: []string{"pubsub", "loading", "stale"}, Group: "pubsub", Since: "2.8.0",
-					Summary: "Returns a count of unique pattern subscriptions.", Complexity: "O(1)", Run: runPubsubNumPat},
-			}},
+			Summary:    "Posts a message to a channel.", Args: []Arg{{Name: "channel", Type: "string"}, {Name: "message", Type: "string"}}}, Run: runPublish},
+		{Spec: cmdspec.Spec{Name: "pubsub", Arity: -2, Group: "pubsub", Since: "2.8.0", Summary: "A container for Pub/Sub commands.", Complexity: "Depends on subcommand."}, Subs: []*Command{
+			{Spec: cmdspec.Spec{Name: "channels", Arity: -2, Flags: []string{"pubsub", "loading", "stale"}, Group: "pubsub", Since: "2.8.0",
+				Summary: "Returns the active channels.", Complexity: "O(N) where N is the number of active channels",
+				Args: []Arg{{Name: "pattern", Type: "pattern", Optional: true}}}, Run: runPubsubChannels},
+			{Spec: cmdspec.Spec{Name: "numsub", Arity: -2, Flags: []string{"pubsub", "loading", "stale"}, Group: "pubsub", Since: "2.8.0",
+				Summary: "Returns a count of subscribers to channels.", Complexity: "O(N) for the number of requested channels",
+				Args: []Arg{{Name: "channel", Type: "string", Optional: true, Multiple: true}}}, Run: runPubsubNumSub},
+			{Spec: cmdspec.Spec{Name: "numpat", Arity: 2, Flags: []string{"pubsub", "loading", "stale"}, Group: "pubsub", Since: "2.8.0",
+				Summary: "Returns a count of unique pattern subscriptions.", Complexity: "O(1)"}, Run: runPubsubNumPat},
+		}},
 	}
 }
 

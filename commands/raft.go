@@ -3,28 +3,29 @@ package commands
 import (
 	"strconv"
 	"strings"
+
+	"github.com/sluice-rl/sluice/cmdspec"
 )
 
 // replicationCommands are ROLE and the RAFT admin command.
 func replicationCommands() []*Command {
 	sub := func(name string, arity int, summary string, run func(*Ctx, [][]byte), args ...Arg) *Command {
-		return &Command{Name: name, Arity: arity, Flags: []string{"admin", "noscript", "loading", "stale"}, Group: "server",
-			Since: "1.0.0", Summary: summary, Complexity: "O(N) in the members", Run: run, Args: args}
+		return &Command{Spec: cmdspec.Spec{Name: name, Arity: arity, Flags: []string{"admin", "noscript", "loading", "stale"}, Group: "server",
+			Since: "1.0.0", Summary: summary, Complexity: "O(N) in the members", Args: args}, Run: run}
 	}
 	return []*Command{
-		{Name: "role", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast"}, Group: "server", Since: "2.8.12",
-			Summary: "Returns the replication role: master (the leader, or a single node) or slave.", Complexity: "O(1)", Run: runRole},
-		{Name: "raft", Arity: -2, Waits: true, Group: "server", Since: "1.0.0",
-			Summary: "Replication admin: members, leader, term and indexes; add and remove voters; transfer leadership; snapshot.", Complexity: "Depends on subcommand.",
-			Subs: []*Command{
-				sub("info", 2, "Returns this node's Raft state, term, indexes and every member with its role.", runRaftInfo),
-				sub("add", -4, "Adds a voting member: RAFT ADD <id> <client-addr> [<raft-addr>] (on the leader).", runRaftAdd,
-					Arg{Name: "id", Type: "string"}, Arg{Name: "client-addr", Type: "string"}, Arg{Name: "raft-addr", Type: "string", Optional: true}),
-				sub("remove", 3, "Removes a member: RAFT REMOVE <id> (on the leader).", runRaftRemove, Arg{Name: "id", Type: "string"}),
-				sub("transfer", -2, "Hands leadership to a member, or to the most up-to-date one: RAFT TRANSFER [<id>] (on the leader).", runRaftTransfer,
-					Arg{Name: "id", Type: "string", Optional: true}),
-				sub("snapshot", 2, "Takes a Raft snapshot now.", runRaftSnapshot),
-			}},
+		{Spec: cmdspec.Spec{Name: "role", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast"}, Group: "server", Since: "2.8.12",
+			Summary: "Returns the replication role: master (the leader, or a single node) or slave.", Complexity: "O(1)"}, Run: runRole},
+		{Spec: cmdspec.Spec{Name: "raft", Arity: -2, Group: "server", Since: "1.0.0",
+			Summary: "Replication admin: members, leader, term and indexes; add and remove voters; transfer leadership; snapshot.", Complexity: "Depends on subcommand."}, Waits: true, Subs: []*Command{
+			sub("info", 2, "Returns this node's Raft state, term, indexes and every member with its role.", runRaftInfo),
+			sub("add", -4, "Adds a voting member: RAFT ADD <id> <client-addr> [<raft-addr>] (on the leader).", runRaftAdd,
+				Arg{Name: "id", Type: "string"}, Arg{Name: "client-addr", Type: "string"}, Arg{Name: "raft-addr", Type: "string", Optional: true}),
+			sub("remove", 3, "Removes a member: RAFT REMOVE <id> (on the leader).", runRaftRemove, Arg{Name: "id", Type: "string"}),
+			sub("transfer", -2, "Hands leadership to a member, or to the most up-to-date one: RAFT TRANSFER [<id>] (on the leader).", runRaftTransfer,
+				Arg{Name: "id", Type: "string", Optional: true}),
+			sub("snapshot", 2, "Takes a Raft snapshot now.", runRaftSnapshot),
+		}},
 	}
 }
 

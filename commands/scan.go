@@ -3,6 +3,7 @@ package commands
 import (
 	"strconv"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/slot"
@@ -19,20 +20,19 @@ import (
 
 func scanCommands() []*Command {
 	return []*Command{
-		{Name: "scan", Arity: -2, Flags: []string{"readonly"}, Group: "generic", Since: "2.8.0",
+		{Spec: cmdspec.Spec{Name: "scan", Arity: -2, Flags: []string{"readonly"}, Group: "generic", Since: "2.8.0",
 			Summary: "Iterates over the key names, one hash slot at a time.", Complexity: "O(1) for every call. O(N) for a complete iteration.",
 			Tips: []string{"nondeterministic_output", "request_policy:special", "response_policy:special"},
 			Args: []Arg{{Name: "cursor", Type: "integer"},
 				{Name: "pattern", Type: "pattern", Token: "MATCH", Optional: true},
 				{Name: "count", Type: "integer", Token: "COUNT", Optional: true},
-				{Name: "type", Type: "string", Token: "TYPE", Optional: true}},
-			Run: runScan},
-		{Name: "keys", Arity: 2, Flags: []string{"readonly"}, Group: "generic", Since: "1.0.0",
+				{Name: "type", Type: "string", Token: "TYPE", Optional: true}}}, Run: runScan},
+		{Spec: cmdspec.Spec{Name: "keys", Arity: 2, Flags: []string{"readonly"}, Group: "generic", Since: "1.0.0",
 			Summary: "Returns all key names that match a pattern.", Complexity: "O(N) with N being the number of keys.",
 			Tips: []string{"request_policy:all_shards", "nondeterministic_output_order"},
-			Args: []Arg{{Name: "pattern", Type: "pattern"}}, Run: runKeys,
+			Args: []Arg{{Name: "pattern", Type: "pattern"}}}, Run: runKeys,
 			// A walk of every slot: off the event loop, so the loop's other
-			// clients are served meanwhile (3M keys took the loop 1.8 s).
+			// clients are served meanwhile (3M keys took the loop 1.8 s).,
 			Waits: true},
 	}
 }

@@ -8,25 +8,25 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/slot"
 )
 
 func serverCommands() []*Command {
 	return []*Command{
-		{Name: "info", Arity: -1, Flags: []string{"loading", "stale"}, Group: "server", Since: "1.0.0",
+		{Spec: cmdspec.Spec{Name: "info", Arity: -1, Flags: []string{"loading", "stale"}, Group: "server", Since: "1.0.0",
 			Summary: "Returns information and statistics about the server.", Complexity: "O(1)",
 			Tips:          []string{"nondeterministic_output", "request_policy:all_shards", "response_policy:special"},
 			ACLCategories: []string{"@dangerous"},
-			Args:          []Arg{{Name: "section", Type: "string", Optional: true, Multiple: true}}, Run: runInfo},
-		{Name: "time", Arity: 1, Flags: []string{"loading", "stale", "fast"}, Group: "server", Since: "2.6.0",
-			Summary: "Returns the server time (the test clock when it is set).", Complexity: "O(1)", Run: runTime,
-			Tips: []string{"nondeterministic_output"}},
+			Args:          []Arg{{Name: "section", Type: "string", Optional: true, Multiple: true}}}, Run: runInfo},
+		{Spec: cmdspec.Spec{Name: "time", Arity: 1, Flags: []string{"loading", "stale", "fast"}, Group: "server", Since: "2.6.0",
+			Summary: "Returns the server time (the test clock when it is set).", Complexity: "O(1)", Tips: []string{"nondeterministic_output"}}, Run: runTime},
 		// Waits: DIGEST walks every key, GC stops the world, SLEEP sleeps;
 		// none of that may hold up the event loop's other clients.
-		{Name: "debug", Arity: -2, Waits: true, Flags: []string{"admin", "noscript", "loading", "stale"}, Group: "server",
+		{Spec: cmdspec.Spec{Name: "debug", Arity: -2, Flags: []string{"admin", "noscript", "loading", "stale"}, Group: "server",
 			Since: "1.0.0", Summary: "DEBUG DIGEST, DEBUG DIGEST-SLOTS <from> <to>; test hooks: DEBUG CLOCK SET <unix-ns> | ADVANCE <ns> | GET | REAL, DEBUG GC, DEBUG SLEEP <seconds>, DEBUG APPLY-PANIC <key>. Needs --enable-debug-command.",
-			Complexity: "O(1)", Run: runDebug, Args: []Arg{{Name: "subcommand", Type: "string"},
-				{Name: "arg", Type: "string", Optional: true, Multiple: true}}},
+			Complexity: "O(1)", Args: []Arg{{Name: "subcommand", Type: "string"},
+				{Name: "arg", Type: "string", Optional: true, Multiple: true}}}, Waits: true, Run: runDebug},
 		commandCommand(),
 		configCommand(),
 	}

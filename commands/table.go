@@ -1,41 +1,20 @@
 package commands
 
 import (
-	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/machine"
 )
 
 // Command describes one command: what COMMAND reports about it and the
 // function that runs it.
 type Command struct {
-	// Name is the lower-case name ("cl.throttle"); a subcommand's is its
-	// own word ("setname").
-	Name string
-	// Arity follows Redis: n > 0 means exactly n words with the name, n < 0
-	// at least -n.
-	Arity int
-	// Flags are Redis' command flags (write, readonly, fast, denyoom, …).
-	Flags []string
-	// FirstKey, LastKey and Step give the key positions (0 when keyless,
-	// LastKey -1 for "to the end").
-	FirstKey, LastKey, Step int
-	// Group, Summary, Since and Complexity are COMMAND DOCS text.
-	Group, Summary, Since, Complexity string
-	// Args documents the arguments for COMMAND DOCS, in order.
-	Args []Arg
-	// KeyFlags are the key-spec flags COMMAND reports for the key
-	// arguments (RW, UPDATE, ACCESS …); empty derives them from Flags.
-	KeyFlags []string
-	// Tips are COMMAND's tips ("request_policy:all_shards" …), which
-	// cluster clients read to route commands.
-	Tips []string
-	// ACLCategories are extra categories beyond those Flags and Group
-	// imply ("@dangerous" …), with the '@'.
-	ACLCategories []string
+	// Spec is what COMMAND says of it (a machine command's is the
+	// machine's: one description for both tables).
+	cmdspec.Spec
 	// NoAuth lets an unauthenticated connection run the command.
 	NoAuth bool
 	// Waits says the command may block its caller on a disk write or a
@@ -66,7 +45,7 @@ type Command struct {
 
 // Arg documents one argument for COMMAND DOCS; it is the machine's type,
 // so both tables document arguments alike.
-type Arg = machine.Arg
+type Arg = cmdspec.Arg
 
 // FullName is the name Redis uses in errors and COMMAND: "client|setname".
 func (c *Command) FullName() string {
@@ -150,10 +129,10 @@ func NewTable(m *machine.Machine) *Table {
 	}
 	sort.Slice(t.sorted, func(i, j int) bool { return t.sorted[i].Name < t.sorted[j].Name })
 	if mc := m.Lookup([]byte("debug")); mc != nil && mc.Internal() {
-		t.applyPanic = &Command{Name: "apply-panic", Arity: mc.Arity, Flags: mc.Flags, Machine: mc}
+		t.applyPanic = &Command{Spec: cmdspec.Spec{Name: "apply-panic", Arity: mc.Arity, Flags: mc.Flags}, Machine: mc}
 	}
 	if mc := m.Lookup([]byte("exec")); mc != nil && mc.Internal() {
-		t.txExec = &Command{Name: "exec", Arity: mc.Arity, Flags: mc.Flags, Machine: mc}
+		t.txExec = &Command{Spec: cmdspec.Spec{Name: "exec", Arity: mc.Arity, Flags: mc.Flags}, Machine: mc}
 	}
 	return t
 }
@@ -302,13 +281,7 @@ func machineCommands(m *machine.Machine) []*Command {
 		if mc.Internal() || mc.FromMember() {
 			continue // no client door knows them
 		}
-		cmds = append(cmds, &Command{
-			Name: mc.Name, Arity: mc.Arity, Flags: mc.Flags,
-			FirstKey: mc.FirstKey, LastKey: mc.LastKey, Step: mc.Step,
-			Group: mc.Group, Summary: mc.Summary, Since: mc.Since, Complexity: mc.Complexity,
-			Args: mc.Args, KeyFlags: mc.KeyFlags, Tips: mc.Tips, ACLCategories: mc.ACLCategories,
-			Machine: mc, denyOOM: slices.Contains(mc.Flags, "denyoom"),
-		})
+		cmds = append(cmds, &Command{Spec: mc.Spec, Machine: mc, denyOOM: mc.HasFlag("denyoom")})
 		if mc.MovableKeys() {
 			cmds[len(cmds)-1].KeysOf = mc.KeysOf
 		}

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/machine"
 	"github.com/sluice-rl/sluice/resp"
 )
@@ -53,18 +54,18 @@ func (t *txState) reset() { *t = txState{} }
 
 func txCommands() []*Command {
 	return []*Command{
-		{Name: "multi", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, Group: "transactions",
-			Since: "1.2.0", Complexity: "O(1)", Summary: "Starts a transaction.", Run: runMulti},
-		{Name: "exec", Arity: 1, Flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, Group: "transactions",
-			Since: "1.2.0", Complexity: "Depends on commands in the transaction", Summary: "Executes all commands in a transaction.", Run: runExec},
-		{Name: "discard", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, Group: "transactions",
-			Since: "2.0.0", Complexity: "O(N), when N is the number of queued commands", Summary: "Discards a transaction.", Run: runDiscard},
-		{Name: "watch", Arity: -2, Flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, Group: "transactions",
+		{Spec: cmdspec.Spec{Name: "multi", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, Group: "transactions",
+			Since: "1.2.0", Complexity: "O(1)", Summary: "Starts a transaction."}, Run: runMulti},
+		{Spec: cmdspec.Spec{Name: "exec", Arity: 1, Flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, Group: "transactions",
+			Since: "1.2.0", Complexity: "Depends on commands in the transaction", Summary: "Executes all commands in a transaction."}, Run: runExec},
+		{Spec: cmdspec.Spec{Name: "discard", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, Group: "transactions",
+			Since: "2.0.0", Complexity: "O(N), when N is the number of queued commands", Summary: "Discards a transaction."}, Run: runDiscard},
+		{Spec: cmdspec.Spec{Name: "watch", Arity: -2, Flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, Group: "transactions",
 			FirstKey: 1, LastKey: -1, Step: 1, KeyFlags: []string{"RO"},
 			Since: "2.2.0", Complexity: "O(1) for every key.", Summary: "Monitors changes to keys to determine the execution of a transaction.",
-			Args: []Arg{{Name: "key", Type: "key", Multiple: true}}, Run: runWatch},
-		{Name: "unwatch", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, Group: "transactions",
-			Since: "2.2.0", Complexity: "O(1)", Summary: "Forgets about watched keys of a transaction.", Run: runUnwatch},
+			Args: []Arg{{Name: "key", Type: "key", Multiple: true}}}, Run: runWatch},
+		{Spec: cmdspec.Spec{Name: "unwatch", Arity: 1, Flags: []string{"noscript", "loading", "stale", "fast", "allow_busy"}, Group: "transactions",
+			Since: "2.2.0", Complexity: "O(1)", Summary: "Forgets about watched keys of a transaction."}, Run: runUnwatch},
 	}
 }
 

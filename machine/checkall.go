@@ -3,6 +3,7 @@ package machine
 import (
 	"strconv"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/resp"
@@ -15,18 +16,17 @@ import (
 
 func checkAllCommands() []*Command {
 	return []*Command{{
-		Name: "rl.checkall", Decides: true, Arity: -5, Flags: []string{"write", "denyoom", "fast", "movablekeys"},
-		Group: "sluice", Since: "1.1.0", Complexity: "O(N) where N is the number of limits",
-		Summary: "Checks several limits at one instant and charges all or none: [COST n] LIMIT <key> GCRA <max_burst> <count> <period> | FIXED|SLIDING|SLIDING-EXACT <limit> <window> | QUOTA <limit> <period> [ANCHOR s] [TZ zone] ...; replies as RL.CHECK, naming the binding key.",
-		Args: []Arg{
-			{Name: "cost", Type: "integer", Token: "COST", Optional: true},
-			{Name: "limit", Type: "block", Token: "LIMIT", Multiple: true, Sub: []Arg{
-				{Name: "key", Type: "key"},
-				{Name: "algorithm", Type: "string"},
-				{Name: "param", Type: "string", Multiple: true},
-			}},
-		},
-		run: runCheckAll, keys: checkAllKeys,
+		Spec: cmdspec.Spec{Name: "rl.checkall", Arity: -5, Flags: []string{"write", "denyoom", "fast", "movablekeys"},
+			Group: "sluice", Since: "1.1.0", Complexity: "O(N) where N is the number of limits",
+			Summary: "Checks several limits at one instant and charges all or none: [COST n] LIMIT <key> GCRA <max_burst> <count> <period> | FIXED|SLIDING|SLIDING-EXACT <limit> <window> | QUOTA <limit> <period> [ANCHOR s] [TZ zone] ...; replies as RL.CHECK, naming the binding key.",
+			Args: []Arg{
+				{Name: "cost", Type: "integer", Token: "COST", Optional: true},
+				{Name: "limit", Type: "block", Token: "LIMIT", Multiple: true, Sub: []Arg{
+					{Name: "key", Type: "key"},
+					{Name: "algorithm", Type: "string"},
+					{Name: "param", Type: "string", Multiple: true},
+				}},
+			}}, Decides: true, run: runCheckAll, keys: checkAllKeys,
 		check: func(m *Machine, args [][]byte) string {
 			var buf [4]limitCheck
 			_, _, bad := m.parseCheckAll(args, buf[:0])

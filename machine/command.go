@@ -3,6 +3,7 @@ package machine
 import (
 	"sync/atomic"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -10,28 +11,10 @@ import (
 // it, and the function that applies it. The server surface (package
 // commands) lists these beside its own, so COMMAND describes them all.
 type Command struct {
-	// Name is the lower-case name ("cl.throttle").
-	Name string
-	// Arity follows Redis: n > 0 means exactly n words with the name, n < 0
-	// at least -n.
-	Arity int
-	// Flags are Redis' command flags (write, readonly, fast, denyoom, …).
-	// "write" decides whether an apply moves the applied instant.
-	Flags []string
-	// FirstKey, LastKey and Step give the key positions (0 when keyless,
-	// LastKey -1 for "to the end").
-	FirstKey, LastKey, Step int
-	// Group, Summary, Since and Complexity are COMMAND DOCS text.
-	Group, Summary, Since, Complexity string
-	// Args documents the arguments for COMMAND DOCS, in order.
-	Args []Arg
-	// KeyFlags are the key-spec flags (RW, UPDATE, ACCESS …); empty derives
-	// them from Flags.
-	KeyFlags []string
-	// Tips are COMMAND's tips, which cluster clients read to route.
-	Tips []string
-	// ACLCategories are extra categories beyond those Flags and Group imply.
-	ACLCategories []string
+	// Spec is what COMMAND says of it: its name, arity, flags, key
+	// positions and docs. "write" in Flags decides whether an apply moves
+	// the applied instant.
+	cmdspec.Spec
 	// Journaled marks commands whose changes are written through to the
 	// durable store. Whether the store can take a change is decided before
 	// the apply, by the caller, never inside it.
@@ -82,21 +65,7 @@ type Command struct {
 }
 
 // Arg documents one argument for COMMAND DOCS.
-type Arg struct {
-	Name string
-	// Type is Redis' argument type: key, integer, string, pure-token, oneof …
-	Type string
-	// Token is the literal word that introduces an option ("COST").
-	Token    string
-	Optional bool
-	// Multiple marks an argument that may repeat.
-	Multiple bool
-	// Sub are the alternatives of a "oneof" or the parts of a "block".
-	Sub []Arg
-	// Display is the placeholder help shows for a value argument; empty
-	// means Name.
-	Display string
-}
+type Arg = cmdspec.Arg
 
 // Write reports whether the command may change state.
 func (c *Command) Write() bool { return c.write }
@@ -109,14 +78,6 @@ func (c *Command) ArityOK(n int) bool {
 	return n >= -c.Arity
 }
 
-func (c *Command) hasFlag(f string) bool {
-	for _, g := range c.Flags {
-		if g == f {
-			return true
-		}
-	}
-	return false
-}
 
 // Internal reports a command that is not part of the server surface (the
 // surface reaches it through a command of its own, as DEBUG APPLY-PANIC).

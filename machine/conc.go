@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/conc"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
@@ -16,45 +17,41 @@ import (
 
 func concCommands() []*Command {
 	return []*Command{{
-		Name: "conc.acquire", Decides: true, stores: alwaysStores, Arity: 5, Flags: []string{"write", "denyoom", "fast"},
-		FirstKey: 1, LastKey: 1, Step: 1,
-		Group: "sluice", Since: "1.0.0", Complexity: "O(N) where N is the number of leases the key holds",
-		Summary: "Takes a concurrency lease for a request id: replies [limited, limit, remaining, retry_after, reset_after].",
-		Args: []Arg{
-			{Name: "key", Type: "key"},
-			{Name: "limit", Type: "integer"},
-			{Name: "lease-seconds", Type: "integer"},
-			{Name: "request-id", Type: "string"},
-		},
-		run: runConcAcquire, check: func(_ *Machine, args [][]byte) string { _, bad := parseAcquire(args); return bad },
+		Spec: cmdspec.Spec{Name: "conc.acquire", Arity: 5, Flags: []string{"write", "denyoom", "fast"},
+			FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "sluice", Since: "1.0.0", Complexity: "O(N) where N is the number of leases the key holds",
+			Summary: "Takes a concurrency lease for a request id: replies [limited, limit, remaining, retry_after, reset_after].",
+			Args: []Arg{
+				{Name: "key", Type: "key"},
+				{Name: "limit", Type: "integer"},
+				{Name: "lease-seconds", Type: "integer"},
+				{Name: "request-id", Type: "string"},
+			}}, Decides: true, stores: alwaysStores, run: runConcAcquire, check: func(_ *Machine, args [][]byte) string { _, bad := parseAcquire(args); return bad },
 	}, {
-		Name: "conc.release", Arity: 3, Flags: []string{"write", "fast"},
-		FirstKey: 1, LastKey: 1, Step: 1,
-		Group: "sluice", Since: "1.0.0", Complexity: "O(N) where N is the number of leases the key holds",
-		Summary: "Ends the lease of a request id: 1 if a live lease was released, 0 if none was held.",
-		Args: []Arg{
-			{Name: "key", Type: "key"},
-			{Name: "request-id", Type: "string"},
-		},
-		run: runConcRelease, check: func(_ *Machine, args [][]byte) string { return checkRequestID(args[2]) },
+		Spec: cmdspec.Spec{Name: "conc.release", Arity: 3, Flags: []string{"write", "fast"},
+			FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "sluice", Since: "1.0.0", Complexity: "O(N) where N is the number of leases the key holds",
+			Summary: "Ends the lease of a request id: 1 if a live lease was released, 0 if none was held.",
+			Args: []Arg{
+				{Name: "key", Type: "key"},
+				{Name: "request-id", Type: "string"},
+			}}, run: runConcRelease, check: func(_ *Machine, args [][]byte) string { return checkRequestID(args[2]) },
 	}, {
-		Name: "conc.renew", Arity: 4, Flags: []string{"write", "fast"},
-		FirstKey: 1, LastKey: 1, Step: 1,
-		Group: "sluice", Since: "1.0.0", Complexity: "O(N) where N is the number of leases the key holds",
-		Summary: "Extends the lease of a request id to end lease-seconds from now: 1 if extended, 0 if it no longer exists.",
-		Args: []Arg{
-			{Name: "key", Type: "key"},
-			{Name: "request-id", Type: "string"},
-			{Name: "lease-seconds", Type: "integer"},
-		},
-		run: runConcRenew, check: func(_ *Machine, args [][]byte) string { _, bad := parseRenew(args); return bad },
+		Spec: cmdspec.Spec{Name: "conc.renew", Arity: 4, Flags: []string{"write", "fast"},
+			FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "sluice", Since: "1.0.0", Complexity: "O(N) where N is the number of leases the key holds",
+			Summary: "Extends the lease of a request id to end lease-seconds from now: 1 if extended, 0 if it no longer exists.",
+			Args: []Arg{
+				{Name: "key", Type: "key"},
+				{Name: "request-id", Type: "string"},
+				{Name: "lease-seconds", Type: "integer"},
+			}}, run: runConcRenew, check: func(_ *Machine, args [][]byte) string { _, bad := parseRenew(args); return bad },
 	}, {
-		Name: "conc.get", Arity: 2, Flags: []string{"readonly", "fast"},
-		FirstKey: 1, LastKey: 1, Step: 1,
-		Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
-		Summary: "Describes a concurrency key: [live leases, seconds until the next lease ends, seconds until the last ends].",
-		Args:    []Arg{{Name: "key", Type: "key"}},
-		run:     runConcGet,
+		Spec: cmdspec.Spec{Name: "conc.get", Arity: 2, Flags: []string{"readonly", "fast"},
+			FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
+			Summary: "Describes a concurrency key: [live leases, seconds until the next lease ends, seconds until the last ends].",
+			Args:    []Arg{{Name: "key", Type: "key"}}}, run: runConcGet,
 	}}
 }
 

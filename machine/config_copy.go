@@ -3,6 +3,7 @@ package machine
 import (
 	"errors"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -39,11 +40,10 @@ func (m *Machine) ConfigDigest() (string, error) {
 
 func configCommands() []*Command {
 	return []*Command{{
-		Name: "sluice.config", Arity: 3, Flags: []string{"write", "admin", "denyoom"}, slots: allSlots, fromMember: true,
-		Group: "cluster", Since: "1.5.0", Complexity: "O(N) where N is the number of keys",
-		Summary: "SLUICE.CONFIG <digest> <payload>: makes another group's configuration (rules, overrides, scales) this group's (sent by a group moving slots here).",
-		Args:    []Arg{{Name: "digest", Type: "string"}, {Name: "payload", Type: "string"}},
-		run:     runConfig,
+		Spec: cmdspec.Spec{Name: "sluice.config", Arity: 3, Flags: []string{"write", "admin", "denyoom"}, Group: "cluster", Since: "1.5.0", Complexity: "O(N) where N is the number of keys",
+			Summary: "SLUICE.CONFIG <digest> <payload>: makes another group's configuration (rules, overrides, scales) this group's (sent by a group moving slots here).",
+			Args:    []Arg{{Name: "digest", Type: "string"}, {Name: "payload", Type: "string"}}}, slots: allSlots, fromMember: true,
+		run: runConfig,
 		check: func(m *Machine, args [][]byte) string {
 			_, _, bad := m.parseConfig(args)
 			return bad

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/resp"
 )
@@ -13,14 +14,13 @@ import (
 
 func debugCommands() []*Command {
 	return []*Command{{
-		Name: "debug", Arity: 3, Flags: []string{"write", "admin"},
-		FirstKey: 2, LastKey: 2, Step: 1,
-		Group: "server", Since: "1.2.0", Complexity: "O(1)",
-		Summary:     "APPLY-PANIC <key>: sets key, then panics inside the apply (tests the apply boundary).",
-		subcommands: []string{"apply-panic"},
-		internal:    true,
-		run:         runDebugApplyPanic,
-		check:       checkDebug,
+		Spec: cmdspec.Spec{Name: "debug", Arity: 3, Flags: []string{"write", "admin"},
+			FirstKey: 2, LastKey: 2, Step: 1,
+			Group: "server", Since: "1.2.0", Complexity: "O(1)",
+			Summary: "APPLY-PANIC <key>: sets key, then panics inside the apply (tests the apply boundary)."}, subcommands: []string{"apply-panic"},
+		internal: true,
+		run:      runDebugApplyPanic,
+		check:    checkDebug,
 	}}
 }
 

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/resp"
@@ -8,18 +9,17 @@ import (
 
 func gcraCommands() []*Command {
 	return []*Command{{
-		Name: "cl.throttle", Decides: true, Arity: -5, Flags: []string{"write", "denyoom", "fast"},
-		FirstKey: 1, LastKey: 1, Step: 1,
-		Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
-		Summary: "GCRA rate limiting, as redis-cell: replies [limited, limit, remaining, retry_after, reset_after].",
-		Args: []Arg{
-			{Name: "key", Type: "key"},
-			{Name: "max_burst", Type: "integer"},
-			{Name: "count", Type: "integer"},
-			{Name: "period", Type: "integer"},
-			{Name: "quantity", Type: "integer", Optional: true},
-		},
-		run: runThrottle, check: checkThrottle,
+		Spec: cmdspec.Spec{Name: "cl.throttle", Arity: -5, Flags: []string{"write", "denyoom", "fast"},
+			FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
+			Summary: "GCRA rate limiting, as redis-cell: replies [limited, limit, remaining, retry_after, reset_after].",
+			Args: []Arg{
+				{Name: "key", Type: "key"},
+				{Name: "max_burst", Type: "integer"},
+				{Name: "count", Type: "integer"},
+				{Name: "period", Type: "integer"},
+				{Name: "quantity", Type: "integer", Optional: true},
+			}}, Decides: true, run: runThrottle, check: checkThrottle,
 	}}
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -100,11 +101,10 @@ func decodeGroupList(b []byte) (*GroupList, error) {
 
 func groupCommands() []*Command {
 	return []*Command{{
-		Name: "sluice.groups", Arity: -3, Flags: []string{"write", "admin"}, internal: true, everyGroup: true,
+		Spec: cmdspec.Spec{Name: "sluice.groups", Arity: -3, Flags: []string{"write", "admin"}, Group: "cluster", Since: "1.4.0", Complexity: "O(G) where G is the number of groups",
+			Summary: "SLUICE.GROUPS ADD <id> <member-id>=<client-addr>@<raft-addr> … | DEL <id>: groups added to or removed from a running cluster."}, internal: true, everyGroup: true,
 		slots: func([][]byte) ([]int, bool) { return []int{slot.Of([]byte(GroupsKey))}, false },
-		Group: "cluster", Since: "1.4.0", Complexity: "O(G) where G is the number of groups",
-		Summary: "SLUICE.GROUPS ADD <id> <member-id>=<client-addr>@<raft-addr> … | DEL <id>: groups added to or removed from a running cluster.",
-		run:     runGroups, check: checkGroups,
+		run:   runGroups, check: checkGroups,
 	}}
 }
 

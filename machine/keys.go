@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strconv"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
@@ -14,24 +15,24 @@ func keyCommands() []*Command {
 	key := []Arg{{Name: "key", Type: "key"}}
 	keys := []Arg{{Name: "key", Type: "key", Multiple: true}}
 	return []*Command{
-		{Name: "del", Arity: -2, Flags: []string{"write"}, FirstKey: 1, LastKey: -1, Step: 1,
-			Group: "generic", Since: "1.0.0", Complexity: "O(N)", Summary: "Deletes keys.", Args: keys, run: runDel, KeyFlags: []string{"RM", "DELETE"},
-			Tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}},
-		{Name: "unlink", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: -1, Step: 1,
-			Group: "generic", Since: "4.0.0", Complexity: "O(N)", Summary: "Deletes keys.", Args: keys, run: runDel, KeyFlags: []string{"RM", "DELETE"},
-			Tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}},
-		{Name: "exists", Arity: -2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: -1, Step: 1,
-			Group: "generic", Since: "1.0.0", Complexity: "O(N)", Summary: "Counts the given keys that exist.", Args: keys, run: runExists, KeyFlags: []string{"RO"},
-			Tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}},
-		{Name: "ttl", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
-			Group: "generic", Since: "1.0.0", Complexity: "O(1)", Summary: "Returns a key's time to live in seconds.", Args: key, run: runTTL},
-		{Name: "pttl", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
-			Group: "generic", Since: "2.6.0", Complexity: "O(1)", Summary: "Returns a key's time to live in milliseconds.", Args: key, run: runTTL},
-		{Name: "type", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
-			Group: "generic", Since: "1.0.0", Complexity: "O(1)", Summary: "Returns the kind of limiter a key holds.", Args: key, run: runType, KeyFlags: []string{"RO"}},
-		{Name: "get", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
+		{Spec: cmdspec.Spec{Name: "del", Arity: -2, Flags: []string{"write"}, FirstKey: 1, LastKey: -1, Step: 1,
+			Group: "generic", Since: "1.0.0", Complexity: "O(N)", Summary: "Deletes keys.", Args: keys, KeyFlags: []string{"RM", "DELETE"},
+			Tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}}, run: runDel},
+		{Spec: cmdspec.Spec{Name: "unlink", Arity: -2, Flags: []string{"write", "fast"}, FirstKey: 1, LastKey: -1, Step: 1,
+			Group: "generic", Since: "4.0.0", Complexity: "O(N)", Summary: "Deletes keys.", Args: keys, KeyFlags: []string{"RM", "DELETE"},
+			Tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}}, run: runDel},
+		{Spec: cmdspec.Spec{Name: "exists", Arity: -2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: -1, Step: 1,
+			Group: "generic", Since: "1.0.0", Complexity: "O(N)", Summary: "Counts the given keys that exist.", Args: keys, KeyFlags: []string{"RO"},
+			Tips: []string{"request_policy:multi_shard", "response_policy:agg_sum"}}, run: runExists},
+		{Spec: cmdspec.Spec{Name: "ttl", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "generic", Since: "1.0.0", Complexity: "O(1)", Summary: "Returns a key's time to live in seconds.", Args: key}, run: runTTL},
+		{Spec: cmdspec.Spec{Name: "pttl", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "generic", Since: "2.6.0", Complexity: "O(1)", Summary: "Returns a key's time to live in milliseconds.", Args: key}, run: runTTL},
+		{Spec: cmdspec.Spec{Name: "type", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "generic", Since: "1.0.0", Complexity: "O(1)", Summary: "Returns the kind of limiter a key holds.", Args: key, KeyFlags: []string{"RO"}}, run: runType},
+		{Spec: cmdspec.Spec{Name: "get", Arity: 2, Flags: []string{"readonly", "fast"}, FirstKey: 1, LastKey: 1, Step: 1,
 			Group: "string", Since: "1.0.0", Complexity: "O(1)",
-			Summary: "Returns a CL.THROTTLE key's theoretical arrival time in Unix nanoseconds, as redis-cell stores it.", Args: key, run: runGet},
+			Summary: "Returns a CL.THROTTLE key's theoretical arrival time in Unix nanoseconds, as redis-cell stores it.", Args: key}, run: runGet},
 	}
 }
 
@@ -159,17 +160,16 @@ func runGet(x *exec, args [][]byte) {
 
 func serverKeyCommands() []*Command {
 	return []*Command{
-		{Name: "dbsize", slots: allSlots, Arity: 1, Flags: []string{"readonly", "fast"}, Group: "server", Since: "1.0.0",
-			Summary: "Returns the number of keys.", Complexity: "O(N): sluice counts live keys exactly", run: runDBSize,
-			Tips: []string{"request_policy:all_shards", "response_policy:agg_sum"}, ACLCategories: []string{"@keyspace"}},
-		{Name: "flushall", slots: allSlots, Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
+		{Spec: cmdspec.Spec{Name: "dbsize", Arity: 1, Flags: []string{"readonly", "fast"}, Group: "server", Since: "1.0.0",
+			Summary: "Returns the number of keys.", Complexity: "O(N): sluice counts live keys exactly", Tips: []string{"request_policy:all_shards", "response_policy:agg_sum"}, ACLCategories: []string{"@keyspace"}}, slots: allSlots, run: runDBSize},
+		{Spec: cmdspec.Spec{Name: "flushall", Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
 			Summary: "Removes all keys.", Complexity: "O(N)",
 			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, ACLCategories: []string{"@keyspace", "@dangerous"},
-			Args: flushArgs, run: runFlush, check: checkFlush},
-		{Name: "flushdb", slots: allSlots, Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
+			Args: flushArgs}, slots: allSlots, run: runFlush, check: checkFlush},
+		{Spec: cmdspec.Spec{Name: "flushdb", Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
 			Summary: "Removes all keys.", Complexity: "O(N)",
 			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, ACLCategories: []string{"@keyspace", "@dangerous"},
-			Args: flushArgs, run: runFlush, check: checkFlush},
+			Args: flushArgs}, slots: allSlots, run: runFlush, check: checkFlush},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"strconv"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -33,17 +34,16 @@ import (
 
 func leaseCommands(m *Machine) []*Command {
 	return []*Command{{
-		Name: "rl.lease", Decides: true, stores: leaseStores, slots: allSlots, Arity: -9, Flags: []string{"write", "denyoom"},
-		FirstKey: 1, LastKey: 1, Step: 1, keys: leaseKeys,
-		Group: "sluice", Since: "1.4.0", Complexity: "O(D + H) where D is the number of descriptor entries and H the holders of the bucket",
-		Summary: "Leases units of a bucket's limit to a holder for ttl seconds, to decide with locally: replies [granted, ttl_ms, refresh_ms], charged now and shared among the bucket's holders by what they ask; the same holder and bucket again while held replies the current grant. RL.LEASE RETURN <domain> <holder> UNUSED <n> DESCRIPTOR … gives back what was not used (RL.SETTLE's reply, nil when nothing is held).",
-		Args: []Arg{
-			{Name: "domain", Type: "key"}, {Name: "holder", Type: "string"}, {Name: "ttl-seconds", Type: "integer"},
-			{Name: "want", Type: "integer", Token: "WANT"},
-			{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Sub: []Arg{
-				{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{{Name: "key", Type: "string"}, {Name: "value", Type: "string"}}},
-			}},
-		},
+		Spec: cmdspec.Spec{Name: "rl.lease", Arity: -9, Flags: []string{"write", "denyoom"},
+			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.4.0", Complexity: "O(D + H) where D is the number of descriptor entries and H the holders of the bucket",
+			Summary: "Leases units of a bucket's limit to a holder for ttl seconds, to decide with locally: replies [granted, ttl_ms, refresh_ms], charged now and shared among the bucket's holders by what they ask; the same holder and bucket again while held replies the current grant. RL.LEASE RETURN <domain> <holder> UNUSED <n> DESCRIPTOR … gives back what was not used (RL.SETTLE's reply, nil when nothing is held).",
+			Args: []Arg{
+				{Name: "domain", Type: "key"}, {Name: "holder", Type: "string"}, {Name: "ttl-seconds", Type: "integer"},
+				{Name: "want", Type: "integer", Token: "WANT"},
+				{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Sub: []Arg{
+					{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{{Name: "key", Type: "string"}, {Name: "value", Type: "string"}}},
+				}},
+			}}, Decides: true, stores: leaseStores, slots: allSlots, keys: leaseKeys,
 		run: runLease, check: checkLease, route: m.leaseRouteKey,
 	}}
 }

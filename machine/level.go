@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -64,11 +65,10 @@ func (x *exec) at(l uint32) bool { return x.m.level.Load() >= l }
 
 func levelCommands() []*Command {
 	return []*Command{{
-		Name: "sluice.level", Arity: 2, Flags: []string{"write", "admin"}, internal: true, everyGroup: true,
+		Spec: cmdspec.Spec{Name: "sluice.level", Arity: 2, Flags: []string{"write", "admin"}, Group: "cluster", Since: "0.5.0", Complexity: "O(1)",
+			Summary: "SLUICE.LEVEL <level>: the apply level of this group's log from here on (logged by its leader once every member supports it)."}, internal: true, everyGroup: true,
 		slots: func([][]byte) ([]int, bool) { return []int{slot.Of([]byte(LevelKey))}, false },
-		Group: "cluster", Since: "0.5.0", Complexity: "O(1)",
-		Summary: "SLUICE.LEVEL <level>: the apply level of this group's log from here on (logged by its leader once every member supports it).",
-		run:     runLevel, check: func(_ *Machine, args [][]byte) string {
+		run:   runLevel, check: func(_ *Machine, args [][]byte) string {
 			_, bad := parseLevel(args)
 			return bad
 		},

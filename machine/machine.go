@@ -70,7 +70,7 @@ func New(opts Options) *Machine {
 			if _, dup := m.byName[c.Name]; dup {
 				panic("machine: duplicate command " + c.Name)
 			}
-			c.write = c.hasFlag("write")
+			c.write = c.HasFlag("write")
 			c.panics = make([]atomic.Int64, 1+len(c.subcommands))
 			m.byName[c.Name] = c
 			m.sorted = append(m.sorted, c)

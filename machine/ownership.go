@@ -3,6 +3,7 @@ package machine
 import (
 	"strconv"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -13,10 +14,9 @@ import (
 
 func fenceCommands() []*Command {
 	return []*Command{{
-		Name: "sluice.own", Arity: -2, Flags: []string{"write", "admin"},
-		Group: "cluster", Since: "1.3.0", Complexity: "O(R) where R is the number of ranges",
-		Summary:  "SLUICE.OWN <epoch> <from-to> …: the slots this group owns at the cluster map's epoch (logged by its leader).",
-		internal: true, slots: ownershipSlots,
+		Spec: cmdspec.Spec{Name: "sluice.own", Arity: -2, Flags: []string{"write", "admin"},
+			Group: "cluster", Since: "1.3.0", Complexity: "O(R) where R is the number of ranges",
+			Summary: "SLUICE.OWN <epoch> <from-to> …: the slots this group owns at the cluster map's epoch (logged by its leader)."}, internal: true, slots: ownershipSlots,
 		run: runOwn, check: func(_ *Machine, args [][]byte) string {
 			_, _, bad := parseOwn(args)
 			return bad

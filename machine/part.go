@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
@@ -48,23 +49,22 @@ import (
 
 func partCommands() []*Command {
 	return []*Command{{
-		Name: "rl.part", slots: allSlots, stores: alwaysStores, Arity: -2, Flags: []string{"write", "denyoom"}, fromMember: true,
-		Group: "sluice", Since: "1.3.0", Complexity: "O(D) where D is the number of descriptor entries",
-		Summary:     "RESERVE|CANCEL|DECIDE|APPLY|DIGEST …: a group's part of a check across groups, sent by the coordinator of a sharded cluster.",
+		Spec: cmdspec.Spec{Name: "rl.part", Arity: -2, Flags: []string{"write", "denyoom"}, Group: "sluice", Since: "1.3.0", Complexity: "O(D) where D is the number of descriptor entries",
+			Summary: "RESERVE|CANCEL|DECIDE|APPLY|DIGEST …: a group's part of a check across groups, sent by the coordinator of a sharded cluster.",
+			Args: []Arg{
+				{Name: "subcommand", Type: "oneof", Sub: []Arg{
+					{Name: "reserve", Type: "pure-token", Token: "RESERVE"},
+					{Name: "cancel", Type: "pure-token", Token: "CANCEL"},
+					{Name: "settle", Type: "pure-token", Token: "SETTLE"},
+					{Name: "hold", Type: "pure-token", Token: "HOLD"},
+					{Name: "decide", Type: "pure-token", Token: "DECIDE"},
+					{Name: "apply", Type: "pure-token", Token: "APPLY"},
+					{Name: "digest", Type: "pure-token", Token: "DIGEST"},
+				}},
+				{Name: "arg", Type: "string", Optional: true, Multiple: true},
+			}}, slots: allSlots, stores: alwaysStores, fromMember: true,
 		subcommands: partSubcommands,
-		Args: []Arg{
-			{Name: "subcommand", Type: "oneof", Sub: []Arg{
-				{Name: "reserve", Type: "pure-token", Token: "RESERVE"},
-				{Name: "cancel", Type: "pure-token", Token: "CANCEL"},
-				{Name: "settle", Type: "pure-token", Token: "SETTLE"},
-				{Name: "hold", Type: "pure-token", Token: "HOLD"},
-				{Name: "decide", Type: "pure-token", Token: "DECIDE"},
-				{Name: "apply", Type: "pure-token", Token: "APPLY"},
-				{Name: "digest", Type: "pure-token", Token: "DIGEST"},
-			}},
-			{Name: "arg", Type: "string", Optional: true, Multiple: true},
-		},
-		run: runPart,
+		run:         runPart,
 		check: func(m *Machine, args [][]byte) string {
 			_, bad := parsePart(m, args)
 			return bad

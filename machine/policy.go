@@ -3,6 +3,7 @@ package machine
 import (
 	"unsafe"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/policy"
@@ -15,20 +16,19 @@ import (
 
 func policyCommands() []*Command {
 	return []*Command{{
-		Name: "rl.check", Decides: true, stores: storesCounters, slots: allSlots, Arity: -5, Flags: []string{"write", "denyoom", "fast"},
-		FirstKey: 1, LastKey: 1, Step: 1,
-		Group: "sluice", Since: "1.1.0", Complexity: "O(D) where D is the number of descriptor entries",
-		Summary: "Checks a request's descriptors against the rules of a domain, charging every matched limit or none: replies [limited, limit, remaining, retry_after, reset_after, rule, window].",
-		Args: []Arg{
-			{Name: "domain", Type: "key"},
-			{Name: "cost", Type: "integer", Token: "COST", Optional: true},
-			{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Multiple: true, Sub: []Arg{
-				{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{
-					{Name: "key", Type: "string"}, {Name: "value", Type: "string"},
+		Spec: cmdspec.Spec{Name: "rl.check", Arity: -5, Flags: []string{"write", "denyoom", "fast"},
+			FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "sluice", Since: "1.1.0", Complexity: "O(D) where D is the number of descriptor entries",
+			Summary: "Checks a request's descriptors against the rules of a domain, charging every matched limit or none: replies [limited, limit, remaining, retry_after, reset_after, rule, window].",
+			Args: []Arg{
+				{Name: "domain", Type: "key"},
+				{Name: "cost", Type: "integer", Token: "COST", Optional: true},
+				{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Multiple: true, Sub: []Arg{
+					{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{
+						{Name: "key", Type: "string"}, {Name: "value", Type: "string"},
+					}},
 				}},
-			}},
-		},
-		run: runRLCheck, check: checkRLCheck,
+			}}, Decides: true, stores: storesCounters, slots: allSlots, run: runRLCheck, check: checkRLCheck,
 	}}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
@@ -21,44 +22,41 @@ import (
 
 func policyAdminCommands() []*Command {
 	return []*Command{{
-		Name: "rl.rules", slots: rulesSlots, everyGroup: true, Arity: -2, Flags: []string{"write", "admin", "noscript"},
-		Group: "sluice", Since: "1.1.0", Complexity: "O(N) where N is the size of the rules",
-		Summary: "LOAD <name> <yaml> [<name> <yaml> ...] loads a client's files, replacing the domains they define (all files or none); LOAD-FILES (the server's --rules files) replaces the server's files, keeping clients' other domains; CLEAR [domain] drops all rules or one domain's; LIST [domain] lists the rules.",
-		Args: []Arg{{Name: "subcommand", Type: "oneof", Sub: []Arg{
-			{Name: "load", Type: "pure-token", Token: "LOAD"},
-			{Name: "load-files", Type: "pure-token", Token: "LOAD-FILES"},
-			{Name: "clear", Type: "pure-token", Token: "CLEAR"},
-			{Name: "list", Type: "pure-token", Token: "LIST"},
-		}}, {Name: "arg", Type: "string", Optional: true, Multiple: true}},
-		run: runRules, check: checkRules, subcommands: []string{"load", "load-files", "clear", "list"},
-	}, {
-		Name: "rl.override", everyGroup: true, stores: alwaysStores, Arity: -3, Flags: []string{"write", "denyoom"},
-		FirstKey: 2, LastKey: 2, Step: 1, Journaled: true,
-		Group: "sluice", Since: "1.1.0", Complexity: "O(D) for SET and DEL; O(N) in the keys of the domain's slot for LIST",
-		Summary: "SET <domain> <requests> <unit|seconds> [BURST n] [START unix] [UNTIL unix] DESCRIPTOR k v [k v ...] | DEL <domain> DESCRIPTOR k v [...] | LIST <domain>: per-descriptor limits set at run time.",
-		Args: []Arg{
-			{Name: "subcommand", Type: "oneof", Sub: []Arg{
-				{Name: "set", Type: "pure-token", Token: "SET"},
-				{Name: "del", Type: "pure-token", Token: "DEL"},
+		Spec: cmdspec.Spec{Name: "rl.rules", Arity: -2, Flags: []string{"write", "admin", "noscript"},
+			Group: "sluice", Since: "1.1.0", Complexity: "O(N) where N is the size of the rules",
+			Summary: "LOAD <name> <yaml> [<name> <yaml> ...] loads a client's files, replacing the domains they define (all files or none); LOAD-FILES (the server's --rules files) replaces the server's files, keeping clients' other domains; CLEAR [domain] drops all rules or one domain's; LIST [domain] lists the rules.",
+			Args: []Arg{{Name: "subcommand", Type: "oneof", Sub: []Arg{
+				{Name: "load", Type: "pure-token", Token: "LOAD"},
+				{Name: "load-files", Type: "pure-token", Token: "LOAD-FILES"},
+				{Name: "clear", Type: "pure-token", Token: "CLEAR"},
 				{Name: "list", Type: "pure-token", Token: "LIST"},
-			}},
-			{Name: "domain", Type: "key"},
-			{Name: "arg", Type: "string", Optional: true, Multiple: true},
-		},
+			}}, {Name: "arg", Type: "string", Optional: true, Multiple: true}}}, slots: rulesSlots, everyGroup: true, run: runRules, check: checkRules, subcommands: []string{"load", "load-files", "clear", "list"},
+	}, {
+		Spec: cmdspec.Spec{Name: "rl.override", Arity: -3, Flags: []string{"write", "denyoom"},
+			FirstKey: 2, LastKey: 2, Step: 1, Group: "sluice", Since: "1.1.0", Complexity: "O(D) for SET and DEL; O(N) in the keys of the domain's slot for LIST",
+			Summary: "SET <domain> <requests> <unit|seconds> [BURST n] [START unix] [UNTIL unix] DESCRIPTOR k v [k v ...] | DEL <domain> DESCRIPTOR k v [...] | LIST <domain>: per-descriptor limits set at run time.",
+			Args: []Arg{
+				{Name: "subcommand", Type: "oneof", Sub: []Arg{
+					{Name: "set", Type: "pure-token", Token: "SET"},
+					{Name: "del", Type: "pure-token", Token: "DEL"},
+					{Name: "list", Type: "pure-token", Token: "LIST"},
+				}},
+				{Name: "domain", Type: "key"},
+				{Name: "arg", Type: "string", Optional: true, Multiple: true},
+			}}, everyGroup: true, stores: alwaysStores, Journaled: true,
 		run: runOverride, check: checkOverride, subcommands: []string{"set", "del", "list"},
 	}, {
-		Name: "rl.scale", everyGroup: true, Arity: -3, Flags: []string{"write", "fast"},
-		FirstKey: 2, LastKey: 2, Step: 1, Journaled: true,
-		Group: "sluice", Since: "1.1.0", Complexity: "O(1)",
-		Summary: "SET <domain> <factor> [RECOVER seconds] scales a domain's limits by a factor in (0, 1] (raised factors recover linearly); GET <domain> replies [factor, target, ms to target].",
-		Args: []Arg{
-			{Name: "subcommand", Type: "oneof", Sub: []Arg{
-				{Name: "set", Type: "pure-token", Token: "SET"},
-				{Name: "get", Type: "pure-token", Token: "GET"},
-			}},
-			{Name: "domain", Type: "key"},
-			{Name: "arg", Type: "string", Optional: true, Multiple: true},
-		},
+		Spec: cmdspec.Spec{Name: "rl.scale", Arity: -3, Flags: []string{"write", "fast"},
+			FirstKey: 2, LastKey: 2, Step: 1, Group: "sluice", Since: "1.1.0", Complexity: "O(1)",
+			Summary: "SET <domain> <factor> [RECOVER seconds] scales a domain's limits by a factor in (0, 1] (raised factors recover linearly); GET <domain> replies [factor, target, ms to target].",
+			Args: []Arg{
+				{Name: "subcommand", Type: "oneof", Sub: []Arg{
+					{Name: "set", Type: "pure-token", Token: "SET"},
+					{Name: "get", Type: "pure-token", Token: "GET"},
+				}},
+				{Name: "domain", Type: "key"},
+				{Name: "arg", Type: "string", Optional: true, Multiple: true},
+			}}, everyGroup: true, Journaled: true,
 		run: runScale, check: checkScale, subcommands: []string{"set", "get"},
 	}}
 }

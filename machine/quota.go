@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/quota"
@@ -14,7 +15,7 @@ import (
 func quotaCommands() []*Command {
 	key := []Arg{{Name: "key", Type: "key"}}
 	return []*Command{
-		{Name: "quota.check", Decides: true, Arity: -4, Flags: []string{"write", "denyoom", "fast"},
+		{Spec: cmdspec.Spec{Name: "quota.check", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Counts units against a calendar-period quota (optionally renewing on a billing anniversary): " +
 				"replies [limited, limit, remaining, retry_after, reset_after].",
@@ -31,22 +32,21 @@ func quotaCommands() []*Command {
 				{Name: "anchor", Type: "integer", Token: "ANCHOR", Optional: true},
 				{Name: "tz", Type: "string", Token: "TZ", Optional: true},
 				{Name: "cost", Type: "integer", Token: "COST", Optional: true},
-			},
-			run: runQuotaCheck, Journaled: true,
+			}}, Decides: true, run: runQuotaCheck, Journaled: true,
 			check: func(m *Machine, args [][]byte) string { _, bad := m.parseQuotaCheck(args); return bad }},
-		{Name: "quota.get", Arity: 2, Flags: []string{"readonly", "fast"},
+		{Spec: cmdspec.Spec{Name: "quota.get", Arity: 2, Flags: []string{"readonly", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Returns a quota's [used, period_start, period_end, limit, remaining] without consuming (nil if the key does not exist).",
-			Args:    key, run: runQuotaGet},
-		{Name: "quota.refund", Arity: 3, Flags: []string{"write", "fast"},
+			Args:    key}, run: runQuotaGet},
+		{Spec: cmdspec.Spec{Name: "quota.refund", Arity: 3, Flags: []string{"write", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Gives units back to the current period (never below 0); replies like QUOTA.GET.",
-			Args:    []Arg{{Name: "key", Type: "key"}, {Name: "units", Type: "integer"}}, run: runQuotaRefund, Journaled: true,
+			Args:    []Arg{{Name: "key", Type: "key"}, {Name: "units", Type: "integer"}}}, run: runQuotaRefund, Journaled: true,
 			check: func(_ *Machine, args [][]byte) string { _, bad := parseUnits(args[2]); return bad }},
-		{Name: "quota.reset", Arity: 2, Flags: []string{"write", "fast"},
+		{Spec: cmdspec.Spec{Name: "quota.reset", Arity: 2, Flags: []string{"write", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Zeroes the current period's usage; replies like QUOTA.GET.",
-			Args:    key, run: runQuotaReset, Journaled: true},
+			Args:    key}, run: runQuotaReset, Journaled: true},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
@@ -27,29 +28,26 @@ func reserveCommands() []*Command {
 		{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{{Name: "key", Type: "string"}, {Name: "value", Type: "string"}}},
 	}}
 	return []*Command{{
-		Name: "rl.reserve", Decides: true, stores: alwaysStores, slots: allSlots, Arity: -7, Flags: []string{"write", "denyoom"},
-		FirstKey: 1, LastKey: 1, Step: 1,
-		Group: "sluice", Since: "1.3.0", Complexity: "O(D) where D is the number of descriptor entries",
-		Summary: "RL.CHECK that holds what it charged under a reservation id for ttl seconds, to be settled with the actual cost: replies as RL.CHECK; the same id again while held replies the same and charges nothing, and once settled is refused until its ttl ends.",
-		Args: []Arg{
-			{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}, {Name: "ttl-seconds", Type: "integer"},
-			{Name: "cost", Type: "integer", Token: "COST", Optional: true}, descriptors,
-		},
-		run: runReserve, check: checkReserve,
+		Spec: cmdspec.Spec{Name: "rl.reserve", Arity: -7, Flags: []string{"write", "denyoom"},
+			FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "sluice", Since: "1.3.0", Complexity: "O(D) where D is the number of descriptor entries",
+			Summary: "RL.CHECK that holds what it charged under a reservation id for ttl seconds, to be settled with the actual cost: replies as RL.CHECK; the same id again while held replies the same and charges nothing, and once settled is refused until its ttl ends.",
+			Args: []Arg{
+				{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}, {Name: "ttl-seconds", Type: "integer"},
+				{Name: "cost", Type: "integer", Token: "COST", Optional: true}, descriptors,
+			}}, Decides: true, stores: alwaysStores, slots: allSlots, run: runReserve, check: checkReserve,
 	}, {
-		Name: "rl.settle", slots: allSlots, Arity: 4, Flags: []string{"write"},
-		FirstKey: 1, LastKey: 1, Step: 1,
-		Group: "sluice", Since: "1.3.0", Complexity: "O(L) where L is the number of limits reserved",
-		Summary: "Settles a reservation with the actual cost: gives back what was not used, charges what was used beyond (past the limit if it must); replies [name, reserved, actual, refunded, charged] per limit, or nil for an unknown or expired id.",
-		Args:    []Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}, {Name: "actual-cost", Type: "integer"}},
-		run:     runSettle, check: checkSettle,
+		Spec: cmdspec.Spec{Name: "rl.settle", Arity: 4, Flags: []string{"write"},
+			FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "sluice", Since: "1.3.0", Complexity: "O(L) where L is the number of limits reserved",
+			Summary: "Settles a reservation with the actual cost: gives back what was not used, charges what was used beyond (past the limit if it must); replies [name, reserved, actual, refunded, charged] per limit, or nil for an unknown or expired id.",
+			Args:    []Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}, {Name: "actual-cost", Type: "integer"}}}, slots: allSlots, run: runSettle, check: checkSettle,
 	}, {
-		Name: "rl.cancel", slots: allSlots, Arity: 3, Flags: []string{"write", "fast"},
-		FirstKey: 1, LastKey: 1, Step: 1,
-		Group: "sluice", Since: "1.3.0", Complexity: "O(L) where L is the number of limits reserved",
-		Summary: "RL.SETTLE with an actual cost of 0: gives back everything the reservation holds.",
-		Args:    []Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}},
-		run:     runSettle, check: checkSettle,
+		Spec: cmdspec.Spec{Name: "rl.cancel", Arity: 3, Flags: []string{"write", "fast"},
+			FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "sluice", Since: "1.3.0", Complexity: "O(L) where L is the number of limits reserved",
+			Summary: "RL.SETTLE with an actual cost of 0: gives back everything the reservation holds.",
+			Args:    []Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}}}, slots: allSlots, run: runSettle, check: checkSettle,
 	}}
 }
 

@@ -3,6 +3,7 @@ package machine
 import (
 	"bytes"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
@@ -47,24 +48,23 @@ const (
 
 func rlsCommands() []*Command {
 	return []*Command{{
-		Name: "rl.shouldratelimit", Decides: true, stores: storesCounters, slots: allSlots, Arity: -9, Flags: []string{"write", "denyoom", "fast"},
-		FirstKey: 1, LastKey: 1, Step: 1,
-		Group: "sluice", Since: "1.2.0", Complexity: "O(D) where D is the number of descriptor entries",
-		Summary: "Envoy's ShouldRateLimit: <domain> <hits_addend> then per descriptor <entries> <hits|-> <requests_per_unit|-> <unit|-> <key> <value> ...; replies [overall, [code, requests_per_unit, unit, name, remaining, duration_until_reset, shadow] ...].",
-		Args: []Arg{
-			{Name: "domain", Type: "key"},
-			{Name: "hits_addend", Type: "integer"},
-			{Name: "descriptor", Type: "block", Multiple: true, Sub: []Arg{
-				{Name: "entries", Type: "integer"},
-				{Name: "hits", Type: "string"},
-				{Name: "requests_per_unit", Type: "string"},
-				{Name: "unit", Type: "string"},
-				{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{
-					{Name: "key", Type: "string"}, {Name: "value", Type: "string"},
+		Spec: cmdspec.Spec{Name: "rl.shouldratelimit", Arity: -9, Flags: []string{"write", "denyoom", "fast"},
+			FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "sluice", Since: "1.2.0", Complexity: "O(D) where D is the number of descriptor entries",
+			Summary: "Envoy's ShouldRateLimit: <domain> <hits_addend> then per descriptor <entries> <hits|-> <requests_per_unit|-> <unit|-> <key> <value> ...; replies [overall, [code, requests_per_unit, unit, name, remaining, duration_until_reset, shadow] ...].",
+			Args: []Arg{
+				{Name: "domain", Type: "key"},
+				{Name: "hits_addend", Type: "integer"},
+				{Name: "descriptor", Type: "block", Multiple: true, Sub: []Arg{
+					{Name: "entries", Type: "integer"},
+					{Name: "hits", Type: "string"},
+					{Name: "requests_per_unit", Type: "string"},
+					{Name: "unit", Type: "string"},
+					{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{
+						{Name: "key", Type: "string"}, {Name: "value", Type: "string"},
+					}},
 				}},
-			}},
-		},
-		run:   runShouldRateLimit,
+			}}, Decides: true, stores: storesCounters, slots: allSlots, run: runShouldRateLimit,
 		check: checkShouldRateLimit,
 	}}
 }

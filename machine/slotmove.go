@@ -9,6 +9,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
@@ -157,24 +158,20 @@ var errBadPayload = errors.New("the payload does not decode")
 
 func slotMoveCommands() []*Command {
 	return []*Command{
-		{Name: "sluice.import", Arity: -5, stores: alwaysStores, Flags: []string{"write", "admin", "denyoom"}, slots: allSlots, fromMember: true,
-			Group: "cluster", Since: "1.4.0", Complexity: "O(N) where N is the number of records",
+		{Spec: cmdspec.Spec{Name: "sluice.import", Arity: -5, Flags: []string{"write", "admin", "denyoom"}, Group: "cluster", Since: "1.4.0", Complexity: "O(N) where N is the number of records",
 			Summary: "SLUICE.IMPORT <epoch> <digest> <payload> <from-to> …: takes slots moved from another group, their records and ownership at epoch (sent by the group moving them).",
 			Args: []Arg{{Name: "epoch", Type: "integer"}, {Name: "digest", Type: "string"}, {Name: "payload", Type: "string"},
-				{Name: "range", Type: "string", Multiple: true}},
+				{Name: "range", Type: "string", Multiple: true}}}, stores: alwaysStores, slots: allSlots, fromMember: true,
 			run: runImport, check: func(m *Machine, args [][]byte) string { _, bad := m.parseImport(args); return bad }},
-		{Name: "sluice.cut", Arity: -4, Flags: []string{"write", "admin"}, slots: ownershipSlots, internal: true,
-			Group: "cluster", Since: "1.4.0", Complexity: "O(R)",
-			Summary: "SLUICE.CUT <job> <epoch> <from-to> …: this group stops owning a chunk of a migration.",
-			run:     runCut, check: func(_ *Machine, args [][]byte) string { _, _, bad := parseOwn(args[1:]); return bad }},
-		{Name: "sluice.moved", Arity: -4, Flags: []string{"write", "admin"}, slots: allSlots, internal: true,
-			Group: "cluster", Since: "1.4.0", Complexity: "O(N) where N is the number of records moved",
-			Summary: "SLUICE.MOVED <job> <keys> <bytes> [<show-until-ms>]: the pending chunk of a migration was imported; its records here are dropped. A job this ends is shown as before until show-until-ms (Unix ms).",
-			run:     runMoved, check: checkMoved},
-		{Name: "sluice.job", Arity: -2, Flags: []string{"write", "admin"}, slots: ownershipSlots, internal: true,
-			Group: "cluster", Since: "1.4.0", Complexity: "O(J) where J is the number of jobs",
-			Summary: "SLUICE.JOB ADD <id> <target-group> <source-node> <target-node> <from-to> … | END <id> <state> [<show-until-ms>] [message] | CANCEL [<show-until-ms>]: a group's migration jobs; a job ended is shown as before until show-until-ms (Unix ms).",
-			run:     runJob, check: checkJob},
+		{Spec: cmdspec.Spec{Name: "sluice.cut", Arity: -4, Flags: []string{"write", "admin"}, Group: "cluster", Since: "1.4.0", Complexity: "O(R)",
+			Summary: "SLUICE.CUT <job> <epoch> <from-to> …: this group stops owning a chunk of a migration."}, slots: ownershipSlots, internal: true,
+			run: runCut, check: func(_ *Machine, args [][]byte) string { _, _, bad := parseOwn(args[1:]); return bad }},
+		{Spec: cmdspec.Spec{Name: "sluice.moved", Arity: -4, Flags: []string{"write", "admin"}, Group: "cluster", Since: "1.4.0", Complexity: "O(N) where N is the number of records moved",
+			Summary: "SLUICE.MOVED <job> <keys> <bytes> [<show-until-ms>]: the pending chunk of a migration was imported; its records here are dropped. A job this ends is shown as before until show-until-ms (Unix ms)."}, slots: allSlots, internal: true,
+			run: runMoved, check: checkMoved},
+		{Spec: cmdspec.Spec{Name: "sluice.job", Arity: -2, Flags: []string{"write", "admin"}, Group: "cluster", Since: "1.4.0", Complexity: "O(J) where J is the number of jobs",
+			Summary: "SLUICE.JOB ADD <id> <target-group> <source-node> <target-node> <from-to> … | END <id> <state> [<show-until-ms>] [message] | CANCEL [<show-until-ms>]: a group's migration jobs; a job ended is shown as before until show-until-ms (Unix ms)."}, slots: ownershipSlots, internal: true,
+			run: runJob, check: checkJob},
 	}
 }
 

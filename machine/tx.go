@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -26,12 +27,11 @@ import (
 
 func txCommands() []*Command {
 	return []*Command{{
-		Name: "exec", Arity: -2, stores: neverStores, Flags: []string{"write", "denyoom"},
-		Group: "transactions", Since: "1.2.0", Complexity: "O(N) in the commands and watched keys",
-		Summary:  "A transaction as the machine applies it: <watched> [<key> <version>]... then <argc> <args>... per command.",
-		internal: true,
-		run:      runTx,
-		check:    func(_ *Machine, args [][]byte) string { _, bad := parseTx(args); return bad },
+		Spec: cmdspec.Spec{Name: "exec", Arity: -2, Flags: []string{"write", "denyoom"},
+			Group: "transactions", Since: "1.2.0", Complexity: "O(N) in the commands and watched keys",
+			Summary: "A transaction as the machine applies it: <watched> [<key> <version>]... then <argc> <args>... per command."}, stores: neverStores, internal: true,
+		run:   runTx,
+		check: func(_ *Machine, args [][]byte) string { _, bad := parseTx(args); return bad },
 	}}
 }
 

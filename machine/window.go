@@ -3,6 +3,7 @@ package machine
 import (
 	"fmt"
 
+	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/resp"
@@ -17,21 +18,19 @@ func windowCommands() []*Command {
 		{Name: "cost", Type: "integer", Token: "COST", Optional: true},
 	}
 	return []*Command{{
-		Name: "sw.check", Decides: true, stores: windowStores, Arity: -4, Flags: []string{"write", "denyoom", "fast"},
-		FirstKey: 1, LastKey: 1, Step: 1,
-		Group: "sluice", Since: "1.0.0", Complexity: "O(1); O(log N) with EXACT, N the timestamps in the window",
-		Summary: "Sliding window rate limiting (approximate counter, or the exact log with EXACT): replies [limited, limit, remaining, retry_after, reset_after].",
-		Args:    append(limitArgs[:len(limitArgs):len(limitArgs)], Arg{Name: "exact", Type: "pure-token", Token: "EXACT", Optional: true}),
-		run:     runSlidingCheck,
-		check:   func(_ *Machine, args [][]byte) string { _, bad := parseWindowRequest(args, true); return bad },
+		Spec: cmdspec.Spec{Name: "sw.check", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
+			FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "sluice", Since: "1.0.0", Complexity: "O(1); O(log N) with EXACT, N the timestamps in the window",
+			Summary: "Sliding window rate limiting (approximate counter, or the exact log with EXACT): replies [limited, limit, remaining, retry_after, reset_after].",
+			Args:    append(limitArgs[:len(limitArgs):len(limitArgs)], Arg{Name: "exact", Type: "pure-token", Token: "EXACT", Optional: true})}, Decides: true, stores: windowStores, run: runSlidingCheck,
+		check: func(_ *Machine, args [][]byte) string { _, bad := parseWindowRequest(args, true); return bad },
 	}, {
-		Name: "fw.check", Decides: true, Arity: -4, Flags: []string{"write", "denyoom", "fast"},
-		FirstKey: 1, LastKey: 1, Step: 1,
-		Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
-		Summary: "Fixed window rate limiting, windows aligned to the Unix epoch: replies [limited, limit, remaining, retry_after, reset_after].",
-		Args:    limitArgs,
-		run:     runFixedCheck,
-		check:   func(_ *Machine, args [][]byte) string { _, bad := parseWindowRequest(args, false); return bad },
+		Spec: cmdspec.Spec{Name: "fw.check", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
+			FirstKey: 1, LastKey: 1, Step: 1,
+			Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
+			Summary: "Fixed window rate limiting, windows aligned to the Unix epoch: replies [limited, limit, remaining, retry_after, reset_after].",
+			Args:    limitArgs}, Decides: true, run: runFixedCheck,
+		check: func(_ *Machine, args [][]byte) string { _, bad := parseWindowRequest(args, false); return bad },
 	}}
 }
 
