@@ -78,7 +78,6 @@ func (c *Command) ArityOK(n int) bool {
 	return n >= -c.Arity
 }
 
-
 // Internal reports a command that is not part of the server surface (the
 // surface reaches it through a command of its own, as DEBUG APPLY-PANIC).
 func (c *Command) Internal() bool { return c.internal }
