@@ -2,10 +2,8 @@ package machine
 
 import (
 	"errors"
-	"strings"
 
-	"github.com/sluice-rl/sluice/keyspace"
-	"github.com/sluice-rl/sluice/resp"
+	"github.com/sluice-rl/sluice/machine/room"
 )
 
 // ErrFenced: a counter's slot is not this group's (a slot moved; the
@@ -14,25 +12,8 @@ import (
 var ErrFenced = errors.New("machine: a counter's slot is not this group's")
 
 // ErrorReply turns an error from an algorithm or the keyspace into a RESP
-// error: WRONGTYPE for a key of another kind, else "ERR" and the message
-// without its package prefix ("gcra: zero rates …" → "ERR zero rates …").
-func ErrorReply(err error) string {
-	if errors.Is(err, keyspace.ErrWrongType) {
-		return resp.ErrWrongType
-	}
-	var fe fenceError
-	if errors.As(err, &fe) {
-		return string(fe)
-	}
-	return "ERR " + withoutPackage(err)
-}
+// error (room.ErrorReply).
+func ErrorReply(err error) string { return room.ErrorReply(err) }
 
-// withoutPackage is err's message without its package prefix ("gcra: zero
-// rates …" → "zero rates …"), for a reply that says it in its own words.
-func withoutPackage(err error) string {
-	msg := err.Error()
-	if i := strings.Index(msg, ": "); i > 0 && !strings.ContainsAny(msg[:i], " ") {
-		msg = msg[i+2:]
-	}
-	return msg
-}
+// withoutPackage is err's message without its package prefix.
+func withoutPackage(err error) string { return room.WithoutPackage(err) }

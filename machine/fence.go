@@ -134,6 +134,9 @@ type fenceError string
 
 func (e fenceError) Error() string { return string(e) }
 
+// WholeReply is its text: the whole reply (room.WholeReply).
+func (e fenceError) WholeReply() string { return string(e) }
+
 // unowned is the slot of key when this group does not own it, with the
 // ownership that says so (ok false: owned, or no map fences this group).
 func (m *Machine) unowned(key []byte) (s int, o *Ownership, ok bool) {

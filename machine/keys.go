@@ -44,7 +44,7 @@ func keyCommands() []*Command {
 // change only through the commands that own them.
 func Internal(k keyspace.Kind) bool {
 	r := kinds.row(k)
-	return r != nil && r.internal
+	return r != nil && r.Internal
 }
 
 // UserKey reports the kinds of record that are users' keys (limiters'
@@ -294,7 +294,7 @@ func keepConfig(slots func(i int) *keyspace.Slot, now int64) []keptConfig {
 			continue
 		}
 		s.Keys(now, func(key []byte, e keyspace.Entry) bool {
-			if r := kinds.row(e.Kind()); r != nil && r.kept {
+			if r := kinds.row(e.Kind()); r != nil && r.Kept {
 				k := e.Kind()
 				kept = append(kept, keptConfig{key: bytes.Clone(key), kind: k, expireAt: s.ExpireAt(e), obj: s.Object(e)})
 			}

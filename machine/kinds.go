@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 )
 
 // What each keyspace kind means — the name TYPE answers and SCAN TYPE
@@ -17,36 +18,8 @@ import (
 // ErrUnencodable is a state whose type does not match its key's kind.
 var ErrUnencodable = errors.New("machine: state does not match its kind")
 
-// zoneFunc loads a quota's time zone (a cache: restoring a million keys in
-// one zone should parse it once).
-type zoneFunc func(string) (*time.Location, error)
-
-// kindRow is what one kind of record means.
-type kindRow struct {
-	kind keyspace.Kind
-	// name is TYPE's answer.
-	name string
-	// journaled kinds are written through to the quota store as they
-	// change (Durability), not only snapshotted.
-	journaled bool
-	// encode appends obj's encoding, or reports that obj is not this
-	// kind's state.
-	encode func(dst []byte, obj any) ([]byte, bool)
-	// decode rebuilds what encode encoded.
-	decode func(b []byte, zone zoneFunc) (any, error)
-	// internal kinds are sluice's own records, not users' keys (Internal).
-	internal bool
-	// kept kinds are configuration a flush puts back (keepConfig).
-	kept bool
-	// inline kinds keep their state in their keyspace record, not as an
-	// object, unless it is longer than a record holds (inline.go).
-	inline bool
-	// toRecord and toBinary, for an inline kind whose record is not its
-	// encode's bytes, convert: obj to its record, a record to encode's
-	// bytes. nil: the record is encode's bytes.
-	toRecord func(dst []byte, obj any) ([]byte, error)
-	toBinary func(dst, record []byte) ([]byte, error)
-}
+// kindRow is what one kind of record means (room.Kind).
+type kindRow = room.Kind
 
 // kindTable is every room's kinds by number; it is built once, at
 // package initialization, and never changed.
@@ -58,10 +31,10 @@ func newKindTable(rooms ...[]kindRow) *kindTable {
 	var t kindTable
 	for _, rows := range rooms {
 		for _, r := range rows {
-			if t[r.kind].name != "" {
-				panic(fmt.Sprintf("machine: kind %d declared twice", r.kind))
+			if t[r.Kind].Name != "" {
+				panic(fmt.Sprintf("machine: kind %d declared twice", r.Kind))
 			}
-			t[r.kind] = r
+			t[r.Kind] = r
 		}
 	}
 	return &t
@@ -69,42 +42,16 @@ func newKindTable(rooms ...[]kindRow) *kindTable {
 
 // row is kind's row, nil for an unknown kind.
 func (t *kindTable) row(kind keyspace.Kind) *kindRow {
-	if int(kind) >= len(t) || t[kind].name == "" {
+	if int(kind) >= len(t) || t[kind].Name == "" {
 		return nil
 	}
 	return &t[kind]
 }
 
-// appender is a state that encodes itself.
-type appender interface{ AppendBinary([]byte) []byte }
-
-// encodeAs is the encode of a kind whose state is a T.
-func encodeAs[T appender](dst []byte, obj any) ([]byte, bool) {
-	st, ok := obj.(T)
-	if !ok {
-		return dst, false
-	}
-	return st.AppendBinary(dst), true
-}
-
-// decodeTo is the decode of a kind whose decoder returns a pointer.
-func decodeTo[T any](decode func([]byte) (T, error)) func([]byte, zoneFunc) (any, error) {
-	return func(b []byte, _ zoneFunc) (any, error) { return decode(b) }
-}
-
-// decodeValue is the decode of a kind whose decoder returns a value: the
-// state is a pointer to it.
-func decodeValue[T any](decode func([]byte) (T, error)) func([]byte, zoneFunc) (any, error) {
-	return func(b []byte, _ zoneFunc) (any, error) {
-		st, err := decode(b)
-		return &st, err
-	}
-}
-
 // KindName is the name TYPE answers for a key of kind k.
 func KindName(k keyspace.Kind) string {
 	if r := kinds.row(k); r != nil {
-		return r.name
+		return r.Name
 	}
 	return "none"
 }
@@ -112,7 +59,7 @@ func KindName(k keyspace.Kind) string {
 // KindNamed is the kind TYPE calls name, for SCAN TYPE.
 func KindNamed(name string) (keyspace.Kind, bool) {
 	for k := range kinds {
-		if k != int(keyspace.KindNone) && kinds[k].name == name {
+		if k != int(keyspace.KindNone) && kinds[k].Name == name {
 			return keyspace.Kind(k), true
 		}
 	}
@@ -122,8 +69,8 @@ func KindNamed(name string) (keyspace.Kind, bool) {
 // EncodeState appends the encoding of obj, the state of a key of kind.
 // GCRA keys keep their whole state in the word: their encoding is empty.
 func EncodeState(dst []byte, kind keyspace.Kind, obj any) ([]byte, error) {
-	if r := kinds.row(kind); r != nil && r.encode != nil {
-		if out, ok := r.encode(dst, obj); ok {
+	if r := kinds.row(kind); r != nil && r.Encode != nil {
+		if out, ok := r.Encode(dst, obj); ok {
 			return out, nil
 		}
 	}
@@ -134,7 +81,7 @@ func EncodeState(dst []byte, kind keyspace.Kind, obj any) ([]byte, error) {
 // the quota store as they happen (Durability), not only snapshotted.
 func Journaled(kind keyspace.Kind) bool {
 	r := kinds.row(kind)
-	return r != nil && r.journaled
+	return r != nil && r.Journaled
 }
 
 // AppendState appends the encoding of e's state, as EncodeState writes
@@ -144,18 +91,18 @@ func AppendState(dst []byte, s *keyspace.Slot, e keyspace.Entry) ([]byte, error)
 	if !e.Inline() {
 		return EncodeState(dst, e.Kind(), s.Object(e))
 	}
-	if r := kinds.row(e.Kind()); r != nil && r.toBinary != nil {
-		return r.toBinary(dst, s.State(e))
+	if r := kinds.row(e.Kind()); r != nil && r.ToBinary != nil {
+		return r.ToBinary(dst, s.State(e))
 	}
 	return append(dst, s.State(e)...), nil
 }
 
 // StoreState inserts key holding obj (a state DecodeState returned) the
-// way the machine keeps its kind: inline or as the object. The caller
+// way the machine keeps its Kind: inline or as the object. The caller
 // holds the slot's lock.
 func StoreState(s *keyspace.Slot, key []byte, kind keyspace.Kind, word int64, obj any) error {
 	r := kinds.row(kind)
-	if r == nil || !r.inline {
+	if r == nil || !r.Inline {
 		_, err := s.Insert(key, kind, word, obj)
 		return err
 	}
@@ -163,8 +110,8 @@ func StoreState(s *keyspace.Slot, key []byte, kind keyspace.Kind, word int64, ob
 	if err != nil {
 		return err
 	}
-	if r.toRecord != nil {
-		if state, err = r.toRecord(state[:0], obj); err != nil {
+	if r.ToRecord != nil {
+		if state, err = r.ToRecord(state[:0], obj); err != nil {
 			return err
 		}
 	}
@@ -183,8 +130,8 @@ func StoreState(s *keyspace.Slot, key []byte, kind keyspace.Kind, word int64, ob
 // time zones (a cache: restoring a million keys in one zone should parse it
 // once).
 func DecodeState(kind keyspace.Kind, b []byte, zone func(string) (*time.Location, error)) (any, error) {
-	if r := kinds.row(kind); r != nil && r.decode != nil {
-		return r.decode(b, zone)
+	if r := kinds.row(kind); r != nil && r.Decode != nil {
+		return r.Decode(b, zone)
 	}
 	return nil, fmt.Errorf("unknown kind %d", kind)
 }

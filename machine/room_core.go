@@ -1,13 +1,16 @@
 package machine
 
-import "github.com/sluice-rl/sluice/keyspace"
+import (
+	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
+)
 
 // The core's own commands and kinds: the apply level, keys, the server's
 // key commands, DEBUG and transactions (level.go, keys.go, debug.go,
 // tx.go).
 
-func coreRoom() room {
-	return room{
+func coreRoom() roomHooks {
+	return roomHooks{
 		commands: func(*Machine) []*Command {
 			return concat(levelCommands(), keyCommands(), serverKeyCommands(), debugCommands(), txCommands())
 		},
@@ -16,8 +19,8 @@ func coreRoom() room {
 }
 
 func coreKinds() []kindRow {
-	return []kindRow{{kind: keyspace.KindLevel, name: "apply-level", internal: true, kept: true,
-		encode: encodeAs[*LevelState], decode: decodeTo(decodeLevel)}}
+	return []kindRow{{Kind: keyspace.KindLevel, Name: "apply-level", Internal: true, Kept: true,
+		Encode: room.EncodeAs[*LevelState], Decode: room.DecodeTo(decodeLevel)}}
 }
 
 // concat joins command lists.

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -31,8 +32,8 @@ type decideState struct {
 	moved []movedRecord
 }
 
-func decideRoom() room {
-	return room{
+func decideRoom() roomHooks {
+	return roomHooks{
 		commands: func(*Machine) []*Command {
 			return concat(policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands())
 		},
@@ -52,12 +53,12 @@ func decideRoom() room {
 
 func decideKinds() []kindRow {
 	return []kindRow{
-		{kind: keyspace.KindRules, name: "ratelimit-rules", internal: true,
-			encode: encodeAs[*RulesState], decode: decodeTo(decodeRules)},
-		{kind: keyspace.KindOverride, name: "ratelimit-override", journaled: true, internal: true, kept: true,
-			encode: encodeAs[*OverrideState], decode: decodeTo(decodeOverride)},
-		{kind: keyspace.KindScale, name: "ratelimit-scale", journaled: true, internal: true, kept: true,
-			encode: encodeAs[*ScaleState], decode: decodeTo(decodeScale)},
+		{Kind: keyspace.KindRules, Name: "ratelimit-rules", Internal: true,
+			Encode: room.EncodeAs[*RulesState], Decode: room.DecodeTo(decodeRules)},
+		{Kind: keyspace.KindOverride, Name: "ratelimit-override", Journaled: true, Internal: true, Kept: true,
+			Encode: room.EncodeAs[*OverrideState], Decode: room.DecodeTo(decodeOverride)},
+		{Kind: keyspace.KindScale, Name: "ratelimit-scale", Journaled: true, Internal: true, Kept: true,
+			Encode: room.EncodeAs[*ScaleState], Decode: room.DecodeTo(decodeScale)},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-rl/sluice/conc"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/window"
 )
@@ -12,28 +13,28 @@ import (
 // The limiters room: CL.THROTTLE/GCRA, SW.CHECK, FW.CHECK, CONC.*, QUOTA.*
 // (gcra.go, window.go, conc.go, quota.go, inline.go).
 
-func limitersRoom() room {
-	return room{commands: func(*Machine) []*Command {
+func limitersRoom() roomHooks {
+	return roomHooks{commands: func(*Machine) []*Command {
 		return concat(gcraCommands(), windowCommands(), concCommands(), quotaCommands())
 	}}
 }
 
 func limiterKinds() []kindRow {
 	return []kindRow{
-		{kind: keyspace.KindGCRA, name: "gcra", encode: encodeGCRA, decode: decodeGCRA},
-		{kind: keyspace.KindSlidingCounter, name: "sliding-counter", inline: true,
-			encode: encodeAs[*window.CounterState], decode: decodeValue(window.DecodeCounter),
-			toRecord: recordOf[*window.CounterState], toBinary: binaryOf(window.DecodeCounterRecord)},
-		{kind: keyspace.KindSlidingLog, name: "sliding-log", inline: true,
-			encode: encodeAs[*window.LogState], decode: decodeValue(window.DecodeLog)},
-		{kind: keyspace.KindFixedWindow, name: "fixed-window", inline: true,
-			encode: encodeAs[*window.FixedState], decode: decodeValue(window.DecodeFixed),
-			toRecord: recordOf[*window.FixedState], toBinary: binaryOf(window.DecodeFixedRecord)},
-		{kind: keyspace.KindLeases, name: "leases", inline: true,
-			encode: encodeAs[*conc.Leases], decode: decodeValue(conc.DecodeLeases)},
-		{kind: keyspace.KindQuota, name: "quota", journaled: true, inline: true,
-			encode: encodeAs[*quota.State], decode: decodeQuota,
-			toRecord: quotaRecord, toBinary: quota.RecordToBinary},
+		{Kind: keyspace.KindGCRA, Name: "gcra", Encode: encodeGCRA, Decode: decodeGCRA},
+		{Kind: keyspace.KindSlidingCounter, Name: "sliding-counter", Inline: true,
+			Encode: room.EncodeAs[*window.CounterState], Decode: room.DecodeValue(window.DecodeCounter),
+			ToRecord: recordOf[*window.CounterState], ToBinary: binaryOf(window.DecodeCounterRecord)},
+		{Kind: keyspace.KindSlidingLog, Name: "sliding-log", Inline: true,
+			Encode: room.EncodeAs[*window.LogState], Decode: room.DecodeValue(window.DecodeLog)},
+		{Kind: keyspace.KindFixedWindow, Name: "fixed-window", Inline: true,
+			Encode: room.EncodeAs[*window.FixedState], Decode: room.DecodeValue(window.DecodeFixed),
+			ToRecord: recordOf[*window.FixedState], ToBinary: binaryOf(window.DecodeFixedRecord)},
+		{Kind: keyspace.KindLeases, Name: "leases", Inline: true,
+			Encode: room.EncodeAs[*conc.Leases], Decode: room.DecodeValue(conc.DecodeLeases)},
+		{Kind: keyspace.KindQuota, Name: "quota", Journaled: true, Inline: true,
+			Encode: room.EncodeAs[*quota.State], Decode: decodeQuota,
+			ToRecord: quotaRecord, ToBinary: quota.RecordToBinary},
 	}
 }
 
@@ -41,14 +42,14 @@ func limiterKinds() []kindRow {
 // is empty.
 func encodeGCRA(dst []byte, obj any) ([]byte, bool) { return dst, obj == nil }
 
-func decodeGCRA(b []byte, _ zoneFunc) (any, error) {
+func decodeGCRA(b []byte, _ room.ZoneFunc) (any, error) {
 	if len(b) != 0 {
 		return nil, fmt.Errorf("GCRA record carries %d state bytes", len(b))
 	}
 	return nil, nil
 }
 
-func decodeQuota(b []byte, zone zoneFunc) (any, error) {
+func decodeQuota(b []byte, zone room.ZoneFunc) (any, error) {
 	st, err := quota.DecodeStateWith(b, zone)
 	return &st, err
 }
@@ -63,7 +64,7 @@ func recordOf[T interface{ AppendRecord([]byte) []byte }](dst []byte, obj any) (
 }
 
 // binaryOf is the toBinary of a window state whose record decode gives.
-func binaryOf[T appender](decode func([]byte) (T, error)) func(dst, record []byte) ([]byte, error) {
+func binaryOf[T room.Appender](decode func([]byte) (T, error)) func(dst, record []byte) ([]byte, error) {
 	return func(dst, record []byte) ([]byte, error) {
 		st, err := decode(record)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 )
 
 // The placement room: which slots this group owns (the fence), slot jobs
@@ -21,8 +22,8 @@ type placementState struct {
 	groups atomic.Pointer[GroupList]
 }
 
-func placementRoom() room {
-	return room{
+func placementRoom() roomHooks {
+	return roomHooks{
 		commands: func(*Machine) []*Command {
 			return concat(fenceCommands(), slotMoveCommands(), configCommands(), groupCommands())
 		},
@@ -45,9 +46,9 @@ func placementRoom() room {
 
 func placementKinds() []kindRow {
 	return []kindRow{
-		{kind: keyspace.KindOwnership, name: "slot-ownership", internal: true,
-			encode: encodeAs[*Ownership], decode: decodeTo(decodeOwnership)},
-		{kind: keyspace.KindGroups, name: "cluster-groups", internal: true,
-			encode: encodeAs[*GroupList], decode: decodeTo(decodeGroupList)},
+		{Kind: keyspace.KindOwnership, Name: "slot-ownership", Internal: true,
+			Encode: room.EncodeAs[*Ownership], Decode: room.DecodeTo(decodeOwnership)},
+		{Kind: keyspace.KindGroups, Name: "cluster-groups", Internal: true,
+			Encode: room.EncodeAs[*GroupList], Decode: room.DecodeTo(decodeGroupList)},
 	}
 }

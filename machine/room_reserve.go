@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 )
 
 // The reserve room: reservations and their settles, leases, and a group's
@@ -13,28 +14,28 @@ import (
 // reserveState counts RL.RESERVE's reservations by how they ended.
 type reserveState struct{ reserved, settled, cancelled atomic.Int64 }
 
-func reserveRoom() room {
-	return room{commands: func(m *Machine) []*Command {
+func reserveRoom() roomHooks {
+	return roomHooks{commands: func(m *Machine) []*Command {
 		cmds := concat(reserveCommands(), leaseCommands(m), partCommands())
 		return cmds
 	}}
 }
 
 func reserveKinds() []kindRow {
-	reservation := kindRow{inline: true, internal: true, encode: encodeAs[*ReservationState], decode: decodeTo(decodeReservation)}
+	reservation := kindRow{Inline: true, Internal: true, Encode: room.EncodeAs[*ReservationState], Decode: room.DecodeTo(decodeReservation)}
 	return []kindRow{
 		with(reservation, keyspace.KindReservation, "ratelimit-reservation"),
 		with(reservation, keyspace.KindReservationPart, "ratelimit-reservation-part"),
 		with(reservation, keyspace.KindLease, "ratelimit-lease"),
-		{kind: keyspace.KindLeaseDemand, name: "ratelimit-lease-demand", internal: true,
-			encode: encodeAs[*LeaseDemand], decode: decodeTo(decodeLeaseDemand)},
+		{Kind: keyspace.KindLeaseDemand, Name: "ratelimit-lease-demand", Internal: true,
+			Encode: room.EncodeAs[*LeaseDemand], Decode: room.DecodeTo(decodeLeaseDemand)},
 	}
 }
 
-// with is r for kind, named name: kinds that share a state and its
+// with is r for kind, named Name: kinds that share a state and its
 // encoding.
 func with(r kindRow, kind keyspace.Kind, name string) kindRow {
-	r.kind, r.name = kind, name
+	r.Kind, r.Name = kind, name
 	return r
 }
 

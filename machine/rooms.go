@@ -7,8 +7,8 @@ package machine
 // docs/design/machine-rooms.md for where this is going: each room its own
 // package, the assembly a facade.
 
-// room is one concern of the machine as the core sees it.
-type room struct {
+// roomHooks is one concern of the machine as the core sees it.
+type roomHooks struct {
 	// commands are the commands the room adds to m's table.
 	commands func(m *Machine) []*Command
 	// restored, when set, reloads what the room mirrors from the
@@ -25,8 +25,8 @@ type room struct {
 
 // rooms are the machine's rooms, in the order their commands are listed
 // and their restores run.
-func rooms() []room {
-	return []room{limitersRoom(), decideRoom(), reserveRoom(), placementRoom(), coreRoom()}
+func rooms() []roomHooks {
+	return []roomHooks{limitersRoom(), decideRoom(), reserveRoom(), placementRoom(), coreRoom()}
 }
 
 // kinds are every room's kinds of record.

@@ -1,0 +1,32 @@
+package room
+
+import "github.com/sluice-rl/sluice/cmdspec"
+
+// Command is a command a room declares, X being the room's view of an
+// apply (an interface the core's apply implements). The core adds it to
+// its table.
+type Command[X any] struct {
+	cmdspec.Spec
+	// Decides marks the limiter commands: their reply is a decision,
+	// allowed or limited (metrics count both).
+	Decides bool
+	// Journaled marks commands whose changes are written through to the
+	// durable store.
+	Journaled bool
+	// Run applies the command.
+	Run func(x X, args [][]byte)
+	// Check parses args as Run does and returns the error reply a
+	// malformed command gets, or "": what can be known without the state.
+	// nil: nothing to check beyond the arity.
+	Check func(args [][]byte) string
+	// Stores, when set, says whether an apply could add or grow a record
+	// (what maxmemory refuses); nil: it stores when one of its keys holds
+	// no record.
+	Stores func(keys View, args [][]byte, now int64) bool
+}
+
+// View reads the keyspace outside an apply.
+type View interface {
+	// Exists reports whether key holds a live record at now.
+	Exists(key []byte, now int64) bool
+}
