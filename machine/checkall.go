@@ -81,13 +81,13 @@ func runCheckAll(x *exec, args [][]byte) {
 	cost, checks, bad := x.m.parseCheckAll(args, p.checks)
 	if bad != "" {
 		clear(p.checks[:cap(p.checks)]) // what the parse appended holds arguments
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	p.cost, p.checks = cost, checks // the keys are the arguments
 	v, err := x.decide(p)
 	if err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	x.answerCheck(x.checkResult(p.checks, v))
@@ -173,7 +173,7 @@ func (m *Machine) parseLimit(args [][]byte, i int) (limitCheck, int, string) {
 			}
 		}
 		var bad string
-		if c.sched, bad = m.quotaSchedule(params[1], anchorArg, zoneArg); bad != "" {
+		if c.sched, bad = m.limiters.QuotaSchedule(params[1], anchorArg, zoneArg); bad != "" {
 			return c, end, bad
 		}
 		c.kind, c.quotaLimit = keyspace.KindQuota, limit

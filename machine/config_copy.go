@@ -69,7 +69,7 @@ func (m *Machine) parseConfig(args [][]byte) ([]exportRecord, []any, string) {
 			}
 			rules++
 		}
-		obj, err := DecodeState(r.kind, r.state, m.zones.load)
+		obj, err := DecodeState(r.kind, r.state, m.limiters.Zone)
 		if err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func (m *Machine) parseConfig(args [][]byte) ([]exportRecord, []any, string) {
 func runConfig(x *exec, args [][]byte) {
 	records, objs, bad := x.m.parseConfig(args)
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	// This group's overrides and scales go: the payload's replace them.
@@ -103,15 +103,15 @@ func runConfig(x *exec, args [][]byte) {
 				return true
 			})
 		}
-		x.unlock(s)
+		x.Unlock(s)
 	}
 	for _, d := range drop {
-		s, now := x.lockKey(d.key)
+		s, now := x.LockKey(d.key)
 		if e, ok := s.Get(d.key, now); ok {
 			s.Delete(e)
 			x.journaled(x.m.deleted(d.key))
 		}
-		x.unlock(s)
+		x.Unlock(s)
 	}
 	var rules *RulesState
 	for i, r := range records {
@@ -119,15 +119,15 @@ func runConfig(x *exec, args [][]byte) {
 			rules = objs[i].(*RulesState)
 			continue
 		}
-		s, _ := x.lockKey(r.key)
+		s, _ := x.LockKey(r.key)
 		_, err := s.Insert(r.key, r.kind, r.word, objs[i])
 		if err == nil {
 			x.journaled(x.m.changed(r.key, r.kind, r.word, objs[i]))
 			x.m.decide.policyRecords.Store(true)
 		}
-		x.unlock(s)
+		x.Unlock(s)
 		if err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 	}

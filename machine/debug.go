@@ -39,18 +39,18 @@ func checkDebug(_ *Machine, args [][]byte) string {
 // panics while still holding the slot.
 func runDebugApplyPanic(x *exec, args [][]byte) {
 	if bad := checkDebug(x.m, args); bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	key := args[2]
-	s, now := x.lockKey(key)
+	s, now := x.LockKey(key)
 	tat := now + 60_000_000_000
 	if e, found := s.Get(key, now); found {
 		s.Delete(e)
 	}
 	if _, err := s.Insert(key, keyspace.KindGCRA, tat, nil); err != nil {
-		x.unlock(s)
-		x.error(err)
+		x.Unlock(s)
+		x.Error(err)
 		return
 	}
 	x.w.Array(1) // a partial reply, which the boundary must drop

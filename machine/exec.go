@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/machine/limiters"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -28,9 +29,6 @@ type exec struct {
 	// transaction touches: lockKey takes nothing, unlock releases nothing
 	// (tx.go).
 	group *txLocks
-	// quota is a quota command's new state: the journal takes a pointer
-	// to it, which would move a local to the heap on every call.
-	quota quota.State
 	// bufs are the scratch's reused buffers.
 	bufs *scratchBufs
 }
@@ -39,10 +37,10 @@ type exec struct {
 // slot at a time; FlushAll locks every slot itself, outside this list).
 const maxHeld = 2
 
-// lockKey locks key's slot and returns it with the instant to apply at:
+// LockKey locks key's slot and returns it with the instant to apply at:
 // for a write the applied instant raised to now, for a read the later of
 // the two (a read moves nothing). Release it with unlock.
-func (x *exec) lockKey(key []byte) (*keyspace.Slot, int64) {
+func (x *exec) LockKey(key []byte) (*keyspace.Slot, int64) {
 	return x.lockSlot(slot.Of(key))
 }
 
@@ -93,8 +91,8 @@ func (x *exec) releaseGroup(l *txLocks, took bool) {
 	}
 }
 
-// unlock releases a slot lockKey took.
-func (x *exec) unlock(s *keyspace.Slot) {
+// Unlock releases a slot lockKey took.
+func (x *exec) Unlock(s *keyspace.Slot) {
 	if x.group != nil {
 		return // the transaction releases its slots at its end
 	}
@@ -128,8 +126,8 @@ func (x *exec) instant() int64 {
 	return x.m.ReadInstant(x.now)
 }
 
-// limiter writes a limiter decision as the five-integer reply.
-func (x *exec) limiter(res limiter.Result) {
+// Limiter writes a Limiter decision as the five-integer reply.
+func (x *exec) Limiter(res limiter.Result) {
 	reply := res.Reply()
 	if res.Limited {
 		x.out.Limited = true
@@ -146,28 +144,40 @@ func (x *exec) journaled(t Ticket) {
 	}
 }
 
-// error writes err as a RESP error; a fence's refusal is one members act
+// Error writes err as a RESP Error; a fence's refusal is one members act
 // on (Outcome.Refusal).
-func (x *exec) error(err error) {
+func (x *exec) Error(err error) {
 	var fe fenceError
 	switch {
 	case errors.As(err, &fe):
 		x.out.Refusal = ErrFenced
-		x.failFor(ReasonNotNow, ErrorReply(err))
+		x.FailFor(ReasonNotNow, ErrorReply(err))
 	case errors.Is(err, keyspace.ErrWrongType):
-		x.failFor(ReasonWrongType, ErrorReply(err))
+		x.FailFor(ReasonWrongType, ErrorReply(err))
 	default:
-		x.fail(ErrorReply(err))
+		x.Fail(ErrorReply(err))
 	}
 }
 
-// fail answers the error reply msg, which the outcome carries too (for a
+// Fail answers the error reply msg, which the outcome carries too (for a
 // door that reads typed results), for a command that was wrong
 // (ReasonInvalid).
-func (x *exec) fail(msg string) { x.failFor(ReasonInvalid, msg) }
+func (x *exec) Fail(msg string) { x.FailFor(ReasonInvalid, msg) }
 
-// failFor is fail for another reason.
-func (x *exec) failFor(r Reason, msg string) {
+// FailFor is fail for another reason.
+func (x *exec) FailFor(r Reason, msg string) {
 	x.out.Err, x.out.Reason = msg, r
 	x.w.Error(msg)
 }
+
+// Reply is where the command's reply is written (limiters.Exec).
+func (x *exec) Reply() *resp.Writer { return x.w }
+
+// QuotaChanged journals key's new quota state; the reply waits for it
+// (limiters.Exec). Call it holding the key's slot lock.
+func (x *exec) QuotaChanged(key []byte, st *quota.State) {
+	x.journaled(x.m.quotaChanged(key, st))
+}
+
+// Scratch is the limiters' buffers (limiters.Exec).
+func (x *exec) Scratch() *limiters.Scratch { return &x.bufs.lim }

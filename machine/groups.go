@@ -134,12 +134,12 @@ func checkGroups(_ *Machine, args [][]byte) string {
 // again when one did not take it).
 func runGroups(x *exec, args [][]byte) {
 	if bad := checkGroups(x.m, args); bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	key := []byte(GroupsKey)
-	s, _ := x.lockKey(key)
-	defer x.unlock(s)
+	s, _ := x.LockKey(key)
+	defer x.Unlock(s)
 	next := &GroupList{}
 	if cur := x.m.placement.groups.Load(); cur != nil {
 		next.Groups = slices.Clone(cur.Groups)
@@ -153,13 +153,13 @@ func runGroups(x *exec, args [][]byte) {
 		}
 		switch {
 		case i >= 0 && next.Groups[i].Removed:
-			x.fail("ERR group " + id + " was removed: a group id is not used again")
+			x.Fail("ERR group " + id + " was removed: a group id is not used again")
 			return
 		case i >= 0 && slices.Equal(next.Groups[i].Members, members):
 			x.w.OK()
 			return
 		case i >= 0:
-			x.fail("ERR group " + id + " exists with other members")
+			x.Fail("ERR group " + id + " exists with other members")
 			return
 		}
 		next.Groups = append(next.Groups, GroupSpec{ID: id, Members: members})
@@ -185,7 +185,7 @@ func (x *exec) setGroups(s *keyspace.Slot, l *GroupList) {
 		s.Delete(e)
 	}
 	if _, err := s.Insert(key, keyspace.KindGroups, 0, l); err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	x.m.placement.groups.Store(l)

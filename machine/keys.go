@@ -74,7 +74,7 @@ func userEntry(s *keyspace.Slot, key []byte, now int64) (keyspace.Entry, bool) {
 func runDel(x *exec, args [][]byte) {
 	n := int64(0)
 	for _, key := range args[1:] {
-		s, now := x.lockKey(key)
+		s, now := x.LockKey(key)
 		if e, ok := userEntry(s, key, now); ok {
 			if Journaled(e.Kind()) {
 				x.journaled(x.m.deleted(key))
@@ -82,7 +82,7 @@ func runDel(x *exec, args [][]byte) {
 			s.Delete(e)
 			n++
 		}
-		x.unlock(s)
+		x.Unlock(s)
 	}
 	x.w.Int(n)
 }
@@ -90,11 +90,11 @@ func runDel(x *exec, args [][]byte) {
 func runExists(x *exec, args [][]byte) {
 	n := int64(0)
 	for _, key := range args[1:] {
-		s, now := x.lockKey(key)
+		s, now := x.LockKey(key)
 		if _, ok := userEntry(s, key, now); ok {
 			n++
 		}
-		x.unlock(s)
+		x.Unlock(s)
 	}
 	x.w.Int(n)
 }
@@ -102,13 +102,13 @@ func runExists(x *exec, args [][]byte) {
 // runTTL is TTL and PTTL: -2 for a missing key, -1 for one without expiry.
 func runTTL(x *exec, args [][]byte) {
 	key := args[1]
-	s, now := x.lockKey(key)
+	s, now := x.LockKey(key)
 	e, ok := userEntry(s, key, now)
 	var exp int64
 	if ok {
 		exp = s.ExpireAt(e)
 	}
-	x.unlock(s)
+	x.Unlock(s)
 	switch {
 	case !ok:
 		x.w.Int(-2)
@@ -127,9 +127,9 @@ func runTTL(x *exec, args [][]byte) {
 
 func runType(x *exec, args [][]byte) {
 	key := args[1]
-	s, now := x.lockKey(key)
+	s, now := x.LockKey(key)
 	e, ok := userEntry(s, key, now)
-	x.unlock(s)
+	x.Unlock(s)
 	if !ok {
 		x.w.Simple("none")
 		return
@@ -141,16 +141,16 @@ func runType(x *exec, args [][]byte) {
 // does; other kinds are not strings.
 func runGet(x *exec, args [][]byte) {
 	key := args[1]
-	s, now := x.lockKey(key)
+	s, now := x.LockKey(key)
 	e, ok, err := s.GetKind(key, keyspace.KindGCRA, now)
 	var tat int64
 	if ok {
 		tat = s.Word(e)
 	}
-	x.unlock(s)
+	x.Unlock(s)
 	switch {
 	case err != nil:
-		x.error(err)
+		x.Error(err)
 	case !ok:
 		x.w.Null()
 	default:
@@ -198,7 +198,7 @@ func checkFlush(_ *Machine, args [][]byte) string {
 
 func runFlush(x *exec, args [][]byte) {
 	if bad := checkFlush(x.m, args); bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	x.flushAll()
@@ -219,12 +219,12 @@ func (x *exec) flushAll() {
 			}
 		}
 		for _, k := range kept {
-			s, _ := x.lockKey(k.key)
+			s, _ := x.LockKey(k.key)
 			// The apply level is the log's, never journaled (level.go).
 			if _, err := s.Insert(k.key, k.kind, k.expireAt, k.obj); err == nil && Journaled(k.kind) {
 				x.journaled(x.m.changed(k.key, k.kind, k.expireAt, k.obj))
 			}
-			x.unlock(s)
+			x.Unlock(s)
 		}
 	}()
 	var t Ticket

@@ -157,7 +157,7 @@ func checkLease(m *Machine, args [][]byte) string {
 func runLease(x *exec, args [][]byte) {
 	r, bad := parseLease(args)
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	if r.ret {
@@ -248,7 +248,7 @@ func lease(x *exec, r *leaseRequest) {
 	p := x.m.plan()
 	defer x.m.release(p)
 	if bad := x.m.planLease(p, r); bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	res := LeaseResult{TTL: r.ttl, Refresh: refreshOf(r.ttl)}
@@ -278,14 +278,14 @@ func lease(x *exec, r *leaseRequest) {
 	p.keys = appendLeaseKey(p.keys, at, "demand", domain, []byte(bucket))
 	demandKey := p.keys[start:len(p.keys):len(p.keys)]
 	if err := x.m.fenceSlot(at); err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	// dom is the domain's slot when the domain keeps overrides or a
 	// scale there (nil otherwise): the limits in force are read from it.
 	now, dom, took, err := x.lockPlan(p)
 	if err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	defer x.releaseGroup(&p.locks, took)
@@ -293,22 +293,22 @@ func lease(x *exec, r *leaseRequest) {
 	ds, _ := x.lockSlot(at)
 	demand, err := demandAt(ds, demandKey, now)
 	if err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	if err := demand.ask(r.holder, r.n, now+2*r.ttl, now); err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	if e, ok := ds.Get(headKey, now); ok {
 		held, err := reservationAt(ds, headKey, x.grantKind(ds, headKey, now), now)
 		if err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 		left := ds.ExpireAt(e) - now // before the store, which may move e
 		if err := storeDemand(ds, demandKey, demand); err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 		x.answerLease(LeaseResult{Granted: held.Reply.Limit, TTL: left, Refresh: refreshOf(left)})
@@ -322,7 +322,7 @@ func lease(x *exec, r *leaseRequest) {
 	x.adjustLimits(p, now, dom)
 	capacity, room, err := peekLimits(x, now, p.checks)
 	if err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	// The round: the lease's ttl periods since the epoch — equal asks take
@@ -335,18 +335,18 @@ func lease(x *exec, r *leaseRequest) {
 		h.split = x.m.placement.owned.Load() != nil
 		_, refused, err := multiCheck(x, now, grant, p.checks, h)
 		if err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 		if refused {
 			grant = 0 // a quota-mode pair that refuses together: nothing held
 		} else if err := h.keep(CheckResult{Limit: grant, Remaining: -1, RetryAfter: -1}); err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 	}
 	if err := storeDemand(ds, demandKey, demand); err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	res.Granted = grant
@@ -415,7 +415,7 @@ func returnLease(x *exec, r *leaseRequest) {
 	p := x.m.plan()
 	defer x.m.release(p)
 	if bad := x.m.planLease(p, r); bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	if len(p.checks) == 0 {

@@ -88,7 +88,7 @@ func parseLevel(args [][]byte) (uint32, string) {
 func runLevel(x *exec, args [][]byte) {
 	v, bad := parseLevel(args)
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	if v <= x.m.level.Load() {
@@ -96,13 +96,13 @@ func runLevel(x *exec, args [][]byte) {
 		return
 	}
 	key := []byte(LevelKey)
-	s, now := x.lockKey(key)
-	defer x.unlock(s)
+	s, now := x.LockKey(key)
+	defer x.Unlock(s)
 	if e, ok := s.Get(key, now); ok {
 		s.Delete(e)
 	}
 	if _, err := s.Insert(key, keyspace.KindLevel, 0, &LevelState{Level: v}); err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	x.m.level.Store(v)

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluice-rl/sluice/conc"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/limiters"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/window"
 )
@@ -39,7 +39,9 @@ type Machine struct {
 	level   atomic.Uint32
 	durable Durability
 	log     *slog.Logger
-	zones   zoneCache
+	// limiters is the limiters' room (machine/limiters): their commands
+	// and the time zones quotas have loaded.
+	limiters *limiters.Room
 	// frozen is the open point-in-time view, if any (see Freeze).
 	frozen atomic.Pointer[Frozen]
 	// The rooms' state (rooms.go): what each mirrors of its records,
@@ -54,7 +56,7 @@ type Machine struct {
 	// memory would.
 	storeFaults func(n int) error
 	// logMoveFaults, likewise, makes a sliding log's insert fail after it
-	// left its record (storeLog's delete, then insert).
+	// left its record (limiters.StoreLog's delete, then insert).
 	logMoveFaults func() error
 }
 
@@ -64,7 +66,7 @@ func New(opts Options) *Machine {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Machine{keys: keyspace.New(), durable: opts.Durable, log: log, byName: map[string]*Command{}}
+	m := &Machine{keys: keyspace.New(), durable: opts.Durable, log: log, byName: map[string]*Command{}, limiters: limiters.New()}
 	for _, r := range rooms() {
 		for _, c := range r.commands(m) {
 			if _, dup := m.byName[c.Name]; dup {
@@ -206,13 +208,10 @@ type Scratch struct {
 
 // scratchBufs are buffers an apply reuses from the last one.
 type scratchBufs struct {
-	// leases and enc are a CONC command's leases decoded from their record
-	// and their encoding on the way back (machine/conc.go).
-	leases conc.Leases
-	enc    []byte
-	// log is a sliding log decoded from its record (machine/window.go);
+	// lim are the limiters' buffers (a CONC command's leases, a sliding
+	// log, an encoding); the other rooms reuse Enc and Log.
+	lim limiters.Scratch
 	// logs are one per limit of a multi-limit check (machine/multicheck.go).
-	log  window.LogState
 	logs []window.LogState
 	// undo is a multi-limit check's notes for putting back a partial
 	// charge (machine/undo.go).

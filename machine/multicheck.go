@@ -7,6 +7,7 @@ import (
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/machine/limiters"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/slot"
@@ -160,7 +161,7 @@ func (c *limitCheck) evaluate(m *Machine, s *keyspace.Slot, now, cost int64, pre
 		c.word, c.store, c.res, err = gcra.Throttle(c.word, c.found, now, c.gcra, cost)
 	case keyspace.KindSlidingCounter:
 		if prev == nil && c.found {
-			if c.counter, err = windowStateOf[window.CounterState](s, c.entry); err != nil {
+			if c.counter, err = limiters.WindowStateOf[window.CounterState](s, c.entry); err != nil {
 				return err
 			}
 		}
@@ -181,21 +182,21 @@ func (c *limitCheck) evaluate(m *Machine, s *keyspace.Slot, now, cost int64, pre
 			}
 		}
 		c.log, c.store, c.word, c.res, err = c.log.Check(c.found, now, c.win, cost)
-		if err == nil && c.store && c.inSlot && c.entry.Inline() && !logFitsRecord(&c.log) {
+		if err == nil && c.store && c.inSlot && c.entry.Inline() && !limiters.LogFitsRecord(&c.log) {
 			// It outgrows its record and becomes an object: an insert,
 			// committed after the in-place updates (commit looks it up).
 			c.inSlot = false
 		}
 	case keyspace.KindFixedWindow:
 		if prev == nil && c.found {
-			if c.fixed, err = windowStateOf[window.FixedState](s, c.entry); err != nil {
+			if c.fixed, err = limiters.WindowStateOf[window.FixedState](s, c.entry); err != nil {
 				return err
 			}
 		}
 		c.fixed, c.store, c.word, c.res, err = c.fixed.Check(c.found, now, c.win, cost)
 	case keyspace.KindQuota:
 		if prev == nil && c.found {
-			if c.quota, err = m.quotaAt(s, c.entry); err != nil {
+			if c.quota, err = m.limiters.QuotaAt(s, c.entry); err != nil {
 				return err
 			}
 		}
@@ -229,14 +230,14 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid b
 			return nil
 		}
 	case keyspace.KindSlidingCounter:
-		return storeInline(s, c.key, c.kind, e, found, c.word, &c.counter)
+		return limiters.StoreInline(s, c.key, c.kind, e, found, c.word, &c.counter)
 	case keyspace.KindSlidingLog:
-		return storeLogOr(s, c.key, e, found, &c.log, c.word, &x.bufs.enc, x.m.logMoveFaults)
+		return limiters.StoreLogOr(s, c.key, e, found, &c.log, c.word, &x.bufs.lim.Enc, x.m.logMoveFaults)
 	case keyspace.KindFixedWindow:
-		return storeInline(s, c.key, c.kind, e, found, c.word, &c.fixed)
+		return limiters.StoreInline(s, c.key, c.kind, e, found, c.word, &c.fixed)
 	case keyspace.KindQuota:
 		// Journaled by multiCheck once every limit is stored.
-		return storeQuota(s, c.key, e, found, &c.quota)
+		return limiters.StoreQuota(s, c.key, e, found, &c.quota)
 	}
 	_, err := s.Insert(c.key, c.kind, c.word, obj)
 	return err

@@ -51,7 +51,7 @@ func parseOwn(args [][]byte) (uint64, [][2]int, string) {
 func runOwn(x *exec, args [][]byte) {
 	epoch, ranges, bad := parseOwn(args)
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	next := newOwnership(epoch, ranges)
@@ -59,10 +59,10 @@ func runOwn(x *exec, args [][]byte) {
 		next.Jobs = cur.Jobs // a map's ownership keeps the group's migrations
 		switch {
 		case epoch < cur.Epoch:
-			x.fail("ERR stale cluster map: epoch " + strconv.FormatUint(epoch, 10) + ", this group is at epoch " + strconv.FormatUint(cur.Epoch, 10))
+			x.Fail("ERR stale cluster map: epoch " + strconv.FormatUint(epoch, 10) + ", this group is at epoch " + strconv.FormatUint(cur.Epoch, 10))
 			return
 		case epoch == cur.Epoch && next.bits != cur.bits:
-			x.fail("ERR cluster map epoch " + strconv.FormatUint(epoch, 10) + " already gave this group other slots")
+			x.Fail("ERR cluster map epoch " + strconv.FormatUint(epoch, 10) + " already gave this group other slots")
 			return
 		case epoch == cur.Epoch:
 			x.w.OK()
@@ -77,13 +77,13 @@ func runOwn(x *exec, args [][]byte) {
 // fence by.
 func (x *exec) setOwnership(o *Ownership) {
 	key := []byte(OwnershipKey)
-	s, now := x.lockKey(key)
-	defer x.unlock(s)
+	s, now := x.LockKey(key)
+	defer x.Unlock(s)
 	if e, ok := s.Get(key, now); ok {
 		s.Delete(e)
 	}
 	if _, err := s.Insert(key, keyspace.KindOwnership, 0, o); err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	x.m.placement.owned.Store(o)

@@ -228,7 +228,7 @@ func parsePart(m *Machine, args [][]byte) (part, string) {
 func runPart(x *exec, args [][]byte) {
 	pt, bad := parsePart(x.m, args)
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	switch pt.sub {
@@ -236,7 +236,7 @@ func runPart(x *exec, args [][]byte) {
 		domain := view(pt.args[1])
 		if mine := x.m.RulesDigest(domain); mine != string(pt.rules) {
 			x.out.Refusal = ErrRulesDiffer
-			x.failFor(ReasonRulesDiffer, "ERR RULESDIFFER domain '"+resp.Clip(pt.args[1], 64)+"': the coordinator's rules are "+
+			x.FailFor(ReasonRulesDiffer, "ERR RULESDIFFER domain '"+resp.Clip(pt.args[1], 64)+"': the coordinator's rules are "+
 				resp.Clip(pt.rules, 64)+", this group's "+mine)
 			return
 		}
@@ -385,25 +385,25 @@ func hold(x *exec, domain []byte, pt *part) {
 	key := appendReservationKey(nil, view(domain), pt.held.id)
 	at := slot.Of(key)
 	if err := x.m.fenceSlot(at); err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	s, now := x.lockSlot(at)
-	defer x.unlock(s)
+	defer x.Unlock(s)
 	r, err := reservationAt(s, key, keyspace.KindReservation, now)
 	if err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	if r != nil && r.Args != 0 && pt.sum != 0 && r.Args != pt.sum {
 		x.out.Refusal = ErrHeldOther
-		x.fail(HeldWithOtherArgs(pt.held.id))
+		x.Fail(HeldWithOtherArgs(pt.held.id))
 		return
 	}
 	if r == nil {
 		r = &ReservationState{Reply: pt.reply, Slots: pt.settle.slots, Args: pt.sum}
 		if _, _, err := storeReservation(s, key, keyspace.KindReservation, now+pt.held.ttl, r, nil, true); err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 		x.m.reserve.reserved.Add(1)

@@ -119,7 +119,7 @@ func runRLCheck(x *exec, args [][]byte) {
 	p := x.m.plan()
 	defer x.m.release(p)
 	if bad := parseDescriptors(args[2:], p); bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	domain := view(args[1])
@@ -138,7 +138,7 @@ func runRLCheck(x *exec, args [][]byte) {
 	p.seal()
 	v, err := x.decide(p)
 	if err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	x.answerCheck(x.checkResult(p.checks, v))
@@ -246,7 +246,7 @@ func storesCounters(m *Machine, args [][]byte, now int64) bool {
 		p.addMatched(d)
 	}
 	for _, sp := range p.spans {
-		if !m.exists(p.span(sp.counter), now) {
+		if !m.Exists(p.span(sp.counter), now) {
 			return true
 		}
 	}

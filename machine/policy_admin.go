@@ -115,7 +115,7 @@ func checkRules(_ *Machine, args [][]byte) string {
 //   - LIST [domain]: the rules in force.
 func runRules(x *exec, args [][]byte) {
 	if bad := checkRules(x.m, args); bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	cur := x.m.decide.ruleState.Load()
@@ -146,7 +146,7 @@ func runRules(x *exec, args [][]byte) {
 		if len(kept) > 0 {
 			var err error
 			if st, err = ParseRules(append(kept, files...)); err != nil {
-				x.fail("ERR rules not loaded: " + oneLine(err.Error()))
+				x.Fail("ERR rules not loaded: " + oneLine(err.Error()))
 				return
 			}
 		}
@@ -164,7 +164,7 @@ func runRules(x *exec, args [][]byte) {
 		}
 		st, err := ParseRules(kept) // a subset of files that parsed together
 		if err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 		if cur != nil {
@@ -191,14 +191,14 @@ func oneLine(s string) string {
 // setRules stores st (nil: none) under RulesKey and makes it the set
 // RL.CHECK uses.
 func (x *exec) setRules(st *RulesState) {
-	s, now := x.lockKey([]byte(RulesKey))
-	defer x.unlock(s)
+	s, now := x.LockKey([]byte(RulesKey))
+	defer x.Unlock(s)
 	if e, ok := s.Get([]byte(RulesKey), now); ok {
 		s.Delete(e)
 	}
 	if st != nil {
 		if _, err := s.Insert([]byte(RulesKey), keyspace.KindRules, 0, st); err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 	}
@@ -293,7 +293,7 @@ func checkOverride(_ *Machine, args [][]byte) string {
 func runOverride(x *exec, args [][]byte) {
 	domain := string(args[2])
 	if bad := checkOverride(x.m, args); bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	switch {
@@ -301,14 +301,14 @@ func runOverride(x *exec, args [][]byte) {
 		overrideSet(x, domain, args[3:])
 	case resp.EqualFold(args[1], "del"):
 		key, _ := parseOverrideDel(domain, args[3:])
-		s, now := x.lockKey(key)
+		s, now := x.LockKey(key)
 		n := int64(0)
 		if e, ok := s.Get(key, now); ok && e.Kind() == keyspace.KindOverride {
 			s.Delete(e)
 			x.journaled(x.m.deleted(key))
 			n = 1
 		}
-		x.unlock(s)
+		x.Unlock(s)
 		x.w.Int(n)
 	default:
 		overrideList(x, domain)
@@ -399,7 +399,7 @@ func parseOverrideSet(domain string, args [][]byte) (*OverrideState, []byte, str
 func overrideSet(x *exec, domain string, args [][]byte) {
 	o, key, bad := parseOverrideSet(domain, args)
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	// The rule the descriptor matches now must take it too (a sliding log
@@ -408,14 +408,14 @@ func overrideSet(x *exec, domain string, args [][]byte) {
 		entries := make([]policy.Entry, len(o.Entries))
 		copy(entries, o.Entries)
 		if r := d.Match(entries); r != nil && r.Algorithm == policy.SlidingExact && o.Limit > window.MaxLogLimit {
-			x.fail(ErrorReply(window.ErrLogLimit) + " (the rule " + r.ID() + " is an exact sliding window)")
+			x.Fail(ErrorReply(window.ErrLogLimit) + " (the rule " + r.ID() + " is an exact sliding window)")
 			return
 		}
 	}
-	s, now := x.lockKey(key)
-	defer x.unlock(s)
+	s, now := x.LockKey(key)
+	defer x.Unlock(s)
 	if o.Until != 0 && o.Until <= now {
-		x.fail("ERR UNTIL is in the past")
+		x.Fail("ERR UNTIL is in the past")
 		return
 	}
 	e, found := s.Get(key, now)
@@ -424,7 +424,7 @@ func overrideSet(x *exec, domain string, args [][]byte) {
 	}
 	x.m.decide.policyRecords.Store(true)
 	if _, err := s.Insert(key, keyspace.KindOverride, o.Until, o); err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	x.journaled(x.m.changed(key, keyspace.KindOverride, o.Until, o))
@@ -436,9 +436,9 @@ func overrideSet(x *exec, domain string, args [][]byte) {
 // rule's), start, until (Unix seconds, 0: unbounded)].
 func overrideList(x *exec, domain string) {
 	prefix := policy.AppendDescriptorKey(nil, domain, nil)
-	s, now := x.lockKey(prefix)
+	s, now := x.LockKey(prefix)
 	found := overridesIn(s, prefix, now)
-	x.unlock(s)
+	x.Unlock(s)
 	x.w.Array(len(found))
 	for _, o := range found {
 		x.w.Array(6)
@@ -493,7 +493,7 @@ func checkScale(_ *Machine, args [][]byte) string {
 
 func runScale(x *exec, args [][]byte) {
 	if bad := checkScale(x.m, args); bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	domain := string(args[2])
@@ -501,8 +501,8 @@ func runScale(x *exec, args [][]byte) {
 	switch {
 	case resp.EqualFold(args[1], "set"):
 		factor, recovery, _ := parseScaleSet(args)
-		s, now := x.lockKey(key)
-		defer x.unlock(s)
+		s, now := x.LockKey(key)
+		defer x.Unlock(s)
 		current := scaleAt(s, key, now)
 		st := &ScaleState{From: current, To: factor, Since: now, Recovery: recovery}
 		if e, found := s.Get(key, now); found {
@@ -510,13 +510,13 @@ func runScale(x *exec, args [][]byte) {
 		}
 		x.m.decide.policyRecords.Store(true)
 		if _, err := s.Insert(key, keyspace.KindScale, 0, st); err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 		x.journaled(x.m.changed(key, keyspace.KindScale, 0, st))
 		x.w.OK()
 	default: // get
-		s, now := x.lockKey(key)
+		s, now := x.LockKey(key)
 		factor, target, left := int64(ScaleUnit), int64(ScaleUnit), int64(0)
 		if e, ok := s.Get(key, now); ok && e.Kind() == keyspace.KindScale {
 			if st, _ := s.Object(e).(*ScaleState); st != nil {
@@ -524,7 +524,7 @@ func runScale(x *exec, args [][]byte) {
 				left = max(0, st.RecoveredAt()-now) / 1_000_000
 			}
 		}
-		x.unlock(s)
+		x.Unlock(s)
 		x.w.Array(3)
 		x.w.BulkString(formatFactor(factor))
 		x.w.BulkString(formatFactor(target))

@@ -113,7 +113,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 		bad = parseDescriptors(args[4:], p)
 	}
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	domain := view(args[1])
@@ -133,13 +133,13 @@ func reserve(x *exec, args [][]byte, orders []int) {
 		p.anchor = headKey // the domain's slot, where the head is kept
 		// The head moves with the domain's slot: only its owner keeps it.
 		if err := x.m.fenceSlot(slot.Of(headKey)); err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 	}
 	now, ds, took, err := x.lockPlan(p)
 	if err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	defer x.releaseGroup(&p.locks, took)
@@ -153,29 +153,29 @@ func reserve(x *exec, args [][]byte, orders []int) {
 	if head && x.at(1) { // level 1: a settled id is kept (levels)
 		switch settled, err := h.settled(now); {
 		case err != nil:
-			x.error(err)
+			x.Error(err)
 			return
 		case settled:
 			// A late copy of a reserve whose reservation was settled (or
 			// the id reused within its ttl): it must not charge again.
-			x.fail(SettledID(args[2]))
+			x.Fail(SettledID(args[2]))
 			return
 		}
 	}
 	if r, err := h.existing(p.checks, now); err != nil || r != nil {
 		if err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 		if r.Cancelled {
 			// An earlier attempt's part was cancelled before it came
 			// (its answer was lost): this one may be that attempt, late.
-			x.failFor(ReasonNotNow, errCancelledID)
+			x.FailFor(ReasonNotNow, errCancelledID)
 			return
 		}
 		if r.Args != 0 && h.args != 0 && r.Args != h.args {
 			x.out.Refusal = ErrHeldOther
-			x.fail(HeldWithOtherArgs(args[2]))
+			x.Fail(HeldWithOtherArgs(args[2]))
 			return
 		}
 		// A retry of a reserve whose reply was lost: the same answer,
@@ -192,13 +192,13 @@ func reserve(x *exec, args [][]byte, orders []int) {
 	}
 	v, err := x.decideLocked(p, now, ds, h)
 	if err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
 	res := x.checkResult(p.checks, v)
 	if !v.refused {
 		if err := h.keep(res); err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 		if head {

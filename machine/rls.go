@@ -239,7 +239,7 @@ func shouldRateLimit(x *exec, args [][]byte, held *heldAs) {
 	p := x.m.plan()
 	defer x.m.release(p)
 	if bad := parseShouldRateLimit(x.m, args, p); bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	domain := view(args[1])
@@ -250,13 +250,13 @@ func shouldRateLimit(x *exec, args [][]byte, held *heldAs) {
 		var h *reserving
 		now, ds, took, err := x.lockPlan(p)
 		if err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 		defer x.releaseGroup(&p.locks, took)
 		if held != nil {
 			if h, err = held.start(p, string(domain), now); err != nil {
-				x.error(err)
+				x.Error(err)
 				return
 			}
 		}
@@ -268,7 +268,7 @@ func shouldRateLimit(x *exec, args [][]byte, held *heldAs) {
 			err = x.negativeHits(p, now)
 		}
 		if err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 		if v.binding >= 0 {

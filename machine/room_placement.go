@@ -36,9 +36,9 @@ func placementRoom() roomHooks {
 				x.setOwnership(o)
 			}
 			if l := x.m.placement.groups.Load(); l != nil {
-				s, _ := x.lockKey([]byte(GroupsKey))
+				s, _ := x.LockKey([]byte(GroupsKey))
 				x.setGroups(s, l)
-				x.unlock(s)
+				x.Unlock(s)
 			}
 		},
 	}

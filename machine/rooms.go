@@ -1,5 +1,10 @@
 package machine
 
+import (
+	"github.com/sluice-rl/sluice/machine/limiters"
+	"github.com/sluice-rl/sluice/machine/room"
+)
+
 // The machine's rooms. The core (the apply rule, the command table, the
 // keyspace's kinds, snapshots) names no room: each room declares what it
 // adds — commands, kinds of record, what it reloads after a restore — and
@@ -30,4 +35,30 @@ func rooms() []roomHooks {
 }
 
 // kinds are every room's kinds of record.
-var kinds = newKindTable(limiterKinds(), decideKinds(), reserveKinds(), placementKinds(), coreKinds())
+var kinds = newKindTable(limiters.Kinds(), decideKinds(), reserveKinds(), placementKinds(), coreKinds())
+
+func limitersRoom() roomHooks {
+	return roomHooks{commands: func(m *Machine) []*Command {
+		return bind(m.limiters.Commands(), func(x *exec) limiters.Exec { return x })
+	}}
+}
+
+// bind adds a room's commands to the core's table: each runs with the
+// apply seen as the room's view X (as gives it: the apply itself, which
+// implements X).
+func bind[X any](cmds []room.Command[X], as func(*exec) X) []*Command {
+	out := make([]*Command, len(cmds))
+	for i := range cmds {
+		rc := cmds[i]
+		c := &Command{Spec: rc.Spec, Decides: rc.Decides, Journaled: rc.Journaled}
+		c.run = func(x *exec, args [][]byte) { rc.Run(as(x), args) }
+		if rc.Check != nil {
+			c.check = func(_ *Machine, args [][]byte) string { return rc.Check(args) }
+		}
+		if rc.Stores != nil {
+			c.stores = func(m *Machine, args [][]byte, now int64) bool { return rc.Stores(m, args, now) }
+		}
+		out[i] = c
+	}
+	return out
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/limiters"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -49,7 +50,7 @@ const (
 func runSettle(x *exec, args [][]byte) {
 	actual, bad := parseSettle(args)
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	mode := settleActual
@@ -131,7 +132,7 @@ func settle(x *exec, st settling) {
 			// A lease's grant's kind is read with it (grantKind).
 			recs = append(recs, heldRecord{key: key, at: slot.Of(key), kind: keyspace.KindReservation, grant: st.headKey != nil})
 			if err := x.readPart(&recs[0], 0); err != nil {
-				x.error(err)
+				x.Error(err)
 				return
 			}
 		}
@@ -148,14 +149,14 @@ func settle(x *exec, st settling) {
 		for _, s := range slots {
 			if err := x.m.fenceSlot(s); err != nil {
 				x.out.Refusal = ErrHeldElsewhere
-				x.failFor(ReasonNotNow, string(err.(fenceError))+": the reservation is held across groups")
+				x.FailFor(ReasonNotNow, string(err.(fenceError))+": the reservation is held across groups")
 				return
 			}
 			start := len(p.keys)
 			p.keys = appendPartKey(p.keys, domain, st.id, s)
 			recs = append(recs, heldRecord{key: p.keys[start:len(p.keys):len(p.keys)], at: s, kind: keyspace.KindReservationPart})
 			if err := x.readPart(&recs[len(recs)-1], st.tombstone); err != nil {
-				x.error(err)
+				x.Error(err)
 				return
 			}
 		}
@@ -171,7 +172,7 @@ func settle(x *exec, st settling) {
 				// A head written before reservations were split by slot
 				// holds limits anywhere.
 				if err := x.m.fenceHeld(r.state); err != nil {
-					x.error(err)
+					x.Error(err)
 					return
 				}
 			}
@@ -186,14 +187,14 @@ func settle(x *exec, st settling) {
 			return
 		}
 	}
-	x.error(errors.New("the reservation kept changing while it was settled; try again"))
+	x.Error(errors.New("the reservation kept changing while it was settled; try again"))
 }
 
 // readPart reads the record r names; with tombstone > 0, a part not held
 // is marked cancelled for that long.
 func (x *exec) readPart(r *heldRecord, tombstone int64) error {
 	s, now := x.lockSlot(r.at)
-	defer x.unlock(s)
+	defer x.Unlock(s)
 	if r.grant {
 		r.kind = x.grantKind(s, r.key, now)
 	}
@@ -225,7 +226,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 				for j := range r.state.Limits {
 					if l := &r.state.Limits[j]; st.actual > l.Units {
 						if err := x.chargeable(l); err != nil {
-							x.fail("ERR the reservation cannot be charged beyond it: limit " + l.Name + ": " + ErrorReply(err))
+							x.Fail("ERR the reservation cannot be charged beyond it: limit " + l.Name + ": " + ErrorReply(err))
 							return true
 						}
 					}
@@ -236,7 +237,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 	if st.mode == settleReturn {
 		for i := range recs {
 			if r := &recs[i]; r.live() && r.grant && st.unused > r.state.Reply.Limit {
-				x.fail(fmt.Sprintf("ERR UNUSED %d is more than the lease granted (%d)", st.unused, r.state.Reply.Limit))
+				x.Fail(fmt.Sprintf("ERR UNUSED %d is more than the lease granted (%d)", st.unused, r.state.Reply.Limit))
 				return true
 			}
 		}
@@ -258,7 +259,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 			s.Delete(e)
 			if st.headKey == nil && st.mode != settleReturn && x.at(1) {
 				if err := x.keepSettled(s, r, st, expireAt, now); err != nil {
-					x.error(err)
+					x.Error(err)
 					return true
 				}
 			}
@@ -300,7 +301,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 		}
 	}
 	if failed != nil {
-		x.fail("ERR the reservation was settled, but a charge beyond it failed: " + ErrorReply(failed))
+		x.Fail("ERR the reservation was settled, but a charge beyond it failed: " + ErrorReply(failed))
 		return true
 	}
 	if !held {
@@ -360,8 +361,8 @@ func appendSettledMark(dst []byte, domain string, id []byte, ds int) []byte {
 // chargeable reports why l's counter cannot take a charge now (nil: it
 // can): its key holds another kind.
 func (x *exec) chargeable(l *HeldLimit) error {
-	s, now := x.lockKey(l.Key)
-	defer x.unlock(s)
+	s, now := x.LockKey(l.Key)
+	defer x.Unlock(s)
 	_, _, err := s.GetKind(l.Key, l.Kind, now)
 	return err
 }
@@ -373,8 +374,8 @@ func (x *exec) chargeable(l *HeldLimit) error {
 // quota's from its current period.
 func (x *exec) refund(l *HeldLimit, n, now int64) (int64, error) {
 	key := l.Key
-	s, _ := x.lockKey(key)
-	defer x.unlock(s)
+	s, _ := x.LockKey(key)
+	defer x.Unlock(s)
 	e, found, err := s.GetKind(key, l.Kind, now)
 	if err != nil || !found {
 		return 0, err // gone: nothing left to give back
@@ -406,9 +407,9 @@ func (x *exec) refund(l *HeldLimit, n, now int64) (int64, error) {
 		if given == 0 {
 			return 0, nil
 		}
-		return given, storeLog(s, key, e, true, &st, s.Word(e), &x.bufs.enc)
+		return given, limiters.StoreLog(s, key, e, true, &st, s.Word(e), &x.bufs.lim.Enc)
 	case keyspace.KindQuota:
-		st, err := x.m.quotaAt(s, e)
+		st, err := x.m.limiters.QuotaAt(s, e)
 		if err != nil {
 			return 0, err
 		}
@@ -423,7 +424,7 @@ func (x *exec) refund(l *HeldLimit, n, now int64) (int64, error) {
 		if err != nil || given == 0 {
 			return 0, err
 		}
-		if err := storeQuota(s, key, e, true, &st); err != nil {
+		if err := limiters.StoreQuota(s, key, e, true, &st); err != nil {
 			return 0, err
 		}
 		x.journaled(x.m.quotaChanged(key, &st))
@@ -445,8 +446,8 @@ func anchorOr(anchor, latest int64) int64 {
 // returns how many were charged.
 func (x *exec) force(l *HeldLimit, n, now int64) (int64, error) {
 	key := l.Key
-	s, _ := x.lockKey(key)
-	defer x.unlock(s)
+	s, _ := x.LockKey(key)
+	defer x.Unlock(s)
 	e, found, err := s.GetKind(key, l.Kind, now)
 	if err != nil {
 		return 0, err
@@ -484,12 +485,12 @@ func (x *exec) force(l *HeldLimit, n, now int64) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		return n, storeLog(s, key, e, found, &st, exp, &x.bufs.enc)
+		return n, limiters.StoreLog(s, key, e, found, &st, exp, &x.bufs.lim.Enc)
 	case keyspace.KindQuota:
 		if !found {
 			return 0, nil // its schedule went with it: nothing to count in
 		}
-		st, err := x.m.quotaAt(s, e)
+		st, err := x.m.limiters.QuotaAt(s, e)
 		if err != nil {
 			return 0, err
 		}
@@ -497,7 +498,7 @@ func (x *exec) force(l *HeldLimit, n, now int64) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		if err := storeQuota(s, key, e, true, &st); err != nil {
+		if err := limiters.StoreQuota(s, key, e, true, &st); err != nil {
 			return 0, err
 		}
 		x.journaled(x.m.quotaChanged(key, &st))
@@ -516,12 +517,12 @@ type settledWindow[S any] interface {
 
 // refundWindow gives n units of l back from the record e holds.
 func refundWindow[S settledWindow[S]](s *keyspace.Slot, e keyspace.Entry, l *HeldLimit, n int64) (int64, error) {
-	st, err := windowStateOf[S](s, e)
+	st, err := limiters.WindowStateOf[S](s, e)
 	if err != nil {
 		return 0, err
 	}
 	next, given := st.Refund(l.Step, anchorOr(l.Anchor, st.Latest()), n)
-	return given, storeInline(s, l.Key, l.Kind, e, true, s.Word(e), &next)
+	return given, limiters.StoreInline(s, l.Key, l.Kind, e, true, s.Word(e), &next)
 }
 
 // forceWindow charges n more units of l at now into the record e holds
@@ -530,7 +531,7 @@ func forceWindow[S settledWindow[S]](s *keyspace.Slot, e keyspace.Entry, found b
 	var st S
 	if found {
 		var err error
-		if st, err = windowStateOf[S](s, e); err != nil {
+		if st, err = limiters.WindowStateOf[S](s, e); err != nil {
 			return 0, err
 		}
 	}
@@ -538,17 +539,17 @@ func forceWindow[S settledWindow[S]](s *keyspace.Slot, e keyspace.Entry, found b
 	if err != nil {
 		return 0, err
 	}
-	return n, storeInline(s, l.Key, l.Kind, e, found, exp, &next)
+	return n, limiters.StoreInline(s, l.Key, l.Kind, e, found, exp, &next)
 }
 
 // logAt is the sliding log a record holds (decoded into the apply's
 // scratch when inline: valid until the next decode).
 func (x *exec) logAt(s *keyspace.Slot, e keyspace.Entry) (window.LogState, error) {
 	if e.Inline() {
-		if err := x.bufs.log.DecodeReusing(s.State(e)); err != nil {
+		if err := x.bufs.lim.Log.DecodeReusing(s.State(e)); err != nil {
 			return window.LogState{}, err
 		}
-		return x.bufs.log, nil
+		return x.bufs.lim.Log, nil
 	}
 	st, ok := s.Object(e).(*window.LogState)
 	if !ok || st == nil {

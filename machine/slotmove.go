@@ -201,7 +201,7 @@ func (m *Machine) parseImport(args [][]byte) (importArgs, string) {
 		if !bits.has(slot.Of(r.key)) {
 			return errors.New("key '" + resp.Clip(r.key, 32) + "' is outside the ranges")
 		}
-		obj, err := DecodeState(r.kind, r.state, m.zones.load)
+		obj, err := DecodeState(r.kind, r.state, m.limiters.Zone)
 		if err != nil {
 			return err
 		}
@@ -234,12 +234,12 @@ func (e *StaleEpochError) Unwrap() error { return ErrStaleEpoch }
 func runImport(x *exec, args [][]byte) {
 	a, bad := x.m.parseImport(args)
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	cur := x.m.placement.owned.Load()
 	if cur == nil {
-		x.fail("ERR this group fences by no cluster map: it cannot import slots")
+		x.Fail("ERR this group fences by no cluster map: it cannot import slots")
 		return
 	}
 	if cur.Epoch >= a.epoch {
@@ -250,23 +250,23 @@ func runImport(x *exec, args [][]byte) {
 		stale := &StaleEpochError{Epoch: cur.Epoch, Reply: "STALEEPOCH " + strconv.FormatUint(cur.Epoch, 10) +
 			" this group is past the import's epoch " + strconv.FormatUint(a.epoch, 10)}
 		x.out.Refusal = stale
-		x.fail(stale.Reply)
+		x.Fail(stale.Reply)
 		return
 	}
 	if cur.bits.hasAny(a.ranges) {
-		x.fail("ERR this group already owns some of the slots imported")
+		x.Fail("ERR this group already owns some of the slots imported")
 		return
 	}
 	x.dropMovable(a.ranges) // leftovers of an earlier stay here
 	for i, r := range a.records {
-		s, _ := x.lockKey(r.key)
+		s, _ := x.LockKey(r.key)
 		err := StoreState(s, r.key, r.kind, r.word, a.objs[i])
 		if err == nil && r.kind == keyspace.KindQuota {
 			x.journaled(x.m.quotaChanged(r.key, a.objs[i].(*quota.State)))
 		}
-		x.unlock(s)
+		x.Unlock(s)
 		if err != nil {
-			x.error(err)
+			x.Error(err)
 			return
 		}
 	}
@@ -285,7 +285,7 @@ func (x *exec) dropMovable(ranges [][2]int) {
 		for i := r[0]; i <= r[1]; i++ {
 			s, now := x.lockSlot(i)
 			if s.Len() == 0 {
-				x.unlock(s)
+				x.Unlock(s)
 				continue
 			}
 			keys = keys[:0]
@@ -303,7 +303,7 @@ func (x *exec) dropMovable(ranges [][2]int) {
 					s.Delete(e)
 				}
 			}
-			x.unlock(s)
+			x.Unlock(s)
 		}
 	}
 }
@@ -313,17 +313,17 @@ func (x *exec) dropMovable(ranges [][2]int) {
 // next or an error reply.
 func (x *exec) updateOwnership(fn func(cur *Ownership, now int64) (*Ownership, string)) {
 	key := []byte(OwnershipKey)
-	s, now := x.lockKey(key)
+	s, now := x.LockKey(key)
 	cur := x.m.placement.owned.Load()
 	if cur == nil {
-		x.unlock(s)
-		x.fail("ERR this group fences by no cluster map")
+		x.Unlock(s)
+		x.Fail("ERR this group fences by no cluster map")
 		return
 	}
 	next, bad := fn(cur, now)
-	x.unlock(s)
+	x.Unlock(s)
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	next.trimJobs()
@@ -339,7 +339,7 @@ func (x *exec) updateOwnership(fn func(cur *Ownership, now int64) (*Ownership, s
 func runCut(x *exec, args [][]byte) {
 	epoch, ranges, bad := parseOwn(args[1:])
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	id := string(args[1])
@@ -437,12 +437,12 @@ const jobSyntax = "ERR SLUICE.JOB takes ADD <id> <target-group> <source-node> <t
 func runMoved(x *exec, args [][]byte) {
 	cur := x.m.placement.owned.Load()
 	if cur == nil {
-		x.fail("ERR this group fences by no cluster map")
+		x.Fail("ERR this group fences by no cluster map")
 		return
 	}
 	i, ok := cur.job(string(args[1]))
 	if !ok {
-		x.fail("ERR no slot migration named " + resp.Clip(args[1], 40))
+		x.Fail("ERR no slot migration named " + resp.Clip(args[1], 40))
 		return
 	}
 	if cur.Jobs[i].Pending == nil {
@@ -483,7 +483,7 @@ func runJob(x *exec, args [][]byte) {
 		id, target, src, dst := string(args[2]), string(args[3]), string(args[4]), string(args[5])
 		_, ranges, bad := parseOwn(append([][]byte{nil, []byte("1")}, args[6:]...))
 		if bad != "" {
-			x.fail(bad)
+			x.Fail(bad)
 			return
 		}
 		x.updateOwnership(func(cur *Ownership, now int64) (*Ownership, string) {
@@ -507,7 +507,7 @@ func runJob(x *exec, args [][]byte) {
 		state := string(args[3])
 		until, msg := jobEndArgs(args[4:])
 		if state != JobSuccess && state != JobFailed && state != JobCancelled {
-			x.fail("ERR a job ends in success, failed or cancelled")
+			x.Fail("ERR a job ends in success, failed or cancelled")
 			return
 		}
 		x.updateOwnership(func(cur *Ownership, now int64) (*Ownership, string) {
@@ -545,7 +545,7 @@ func runJob(x *exec, args [][]byte) {
 			return next, ""
 		})
 	default:
-		x.fail(jobSyntax)
+		x.Fail(jobSyntax)
 	}
 }
 

@@ -19,15 +19,15 @@ func (m *Machine) Stores(cmd *Command, args [][]byte, now int64) bool {
 		return true
 	}
 	for _, k := range keys {
-		if !m.exists(args[k], now) {
+		if !m.Exists(args[k], now) {
 			return true
 		}
 	}
 	return false
 }
 
-// exists reports whether key holds a live record at now.
-func (m *Machine) exists(key []byte, now int64) bool {
+// Exists reports whether key holds a live record at now (room.View).
+func (m *Machine) Exists(key []byte, now int64) bool {
 	r := m.keys.View().ReadKey(key)
 	defer r.Unlock()
 	_, ok := r.Get(key, now)

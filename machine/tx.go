@@ -132,7 +132,7 @@ func runTx(x *exec, args [][]byte) {
 	start := len(x.w.Buf)
 	req, bad := parseTx(args)
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	l := &txLocks{ks: x.m.keys}

@@ -33,6 +33,15 @@ func (w *Writer) Simple(s string) { w.Buf = redcon.AppendString(w.Buf, s) }
 // OK writes +OK.
 func (w *Writer) OK() { w.Buf = append(w.Buf, "+OK\r\n"...) }
 
+// Flag writes a yes/no answer as Redis' integer reply: 1 or 0.
+func (w *Writer) Flag(b bool) {
+	if b {
+		w.Int(1)
+		return
+	}
+	w.Int(0)
+}
+
 // Int writes an integer.
 func (w *Writer) Int(n int64) { w.Buf = redcon.AppendInt(w.Buf, n) }
 

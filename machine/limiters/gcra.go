@@ -1,25 +1,26 @@
-package machine
+package limiters
 
 import (
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/resp"
 )
 
-func gcraCommands() []*Command {
-	return []*Command{{
+func gcraCommands() []room.Command[Exec] {
+	return []room.Command[Exec]{{
 		Spec: cmdspec.Spec{Name: "cl.throttle", Arity: -5, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1,
 			Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "GCRA rate limiting, as redis-cell: replies [limited, limit, remaining, retry_after, reset_after].",
-			Args: []Arg{
+			Args: []cmdspec.Arg{
 				{Name: "key", Type: "key"},
 				{Name: "max_burst", Type: "integer"},
 				{Name: "count", Type: "integer"},
 				{Name: "period", Type: "integer"},
 				{Name: "quantity", Type: "integer", Optional: true},
-			}}, Decides: true, run: runThrottle, check: checkThrottle,
+			}}, Decides: true, Run: runThrottle, Check: checkThrottle,
 	}}
 }
 
@@ -51,30 +52,30 @@ func parseThrottle(args [][]byte) (throttleRequest, string) {
 	}
 	limit := gcra.Limit{MaxBurst: burst, Count: count, Period: periodNs}
 	if err := limit.Validate(); err != nil {
-		return throttleRequest{}, ErrorReply(err)
+		return throttleRequest{}, room.ErrorReply(err)
 	}
 	return throttleRequest{limit: limit, quantity: quantity}, ""
 }
 
-func checkThrottle(_ *Machine, args [][]byte) string {
+func checkThrottle(args [][]byte) string {
 	_, bad := parseThrottle(args)
 	return bad
 }
 
 // runThrottle is CL.THROTTLE <key> <max_burst> <count per period> <period> [<quantity>].
-func runThrottle(x *exec, args [][]byte) {
+func runThrottle(x Exec, args [][]byte) {
 	req, bad := parseThrottle(args)
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	limit, quantity := req.limit, req.quantity
 	key := args[1]
-	s, now := x.lockKey(key)
+	s, now := x.LockKey(key)
 	e, found, err := s.GetKind(key, keyspace.KindGCRA, now)
 	if err != nil {
-		x.unlock(s)
-		x.error(err)
+		x.Unlock(s)
+		x.Error(err)
 		return
 	}
 	var tat int64
@@ -89,12 +90,12 @@ func runThrottle(x *exec, args [][]byte) {
 			_, err = s.Insert(key, keyspace.KindGCRA, newTAT, nil)
 		}
 	}
-	x.unlock(s)
+	x.Unlock(s)
 	if err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
-	x.limiter(res)
+	x.Limiter(res)
 }
 
 // parseCellInt reads an integer argument as redis-cell does (Rust's

@@ -1,4 +1,4 @@
-package machine
+package limiters
 
 import (
 	"errors"
@@ -8,21 +8,22 @@ import (
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
 )
 
-func quotaCommands() []*Command {
-	key := []Arg{{Name: "key", Type: "key"}}
-	return []*Command{
+func (r *Room) quotaCommands() []room.Command[Exec] {
+	key := []cmdspec.Arg{{Name: "key", Type: "key"}}
+	return []room.Command[Exec]{
 		{Spec: cmdspec.Spec{Name: "quota.check", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Counts units against a calendar-period quota (optionally renewing on a billing anniversary): " +
 				"replies [limited, limit, remaining, retry_after, reset_after].",
-			Args: []Arg{
+			Args: []cmdspec.Arg{
 				{Name: "key", Type: "key"},
 				{Name: "limit", Type: "integer"},
-				{Name: "period", Type: "oneof", Sub: []Arg{
+				{Name: "period", Type: "oneof", Sub: []cmdspec.Arg{
 					{Name: "hour", Type: "pure-token", Token: "HOUR"},
 					{Name: "day", Type: "pure-token", Token: "DAY"},
 					{Name: "week", Type: "pure-token", Token: "WEEK"},
@@ -32,21 +33,21 @@ func quotaCommands() []*Command {
 				{Name: "anchor", Type: "integer", Token: "ANCHOR", Optional: true},
 				{Name: "tz", Type: "string", Token: "TZ", Optional: true},
 				{Name: "cost", Type: "integer", Token: "COST", Optional: true},
-			}}, Decides: true, run: runQuotaCheck, Journaled: true,
-			check: func(m *Machine, args [][]byte) string { _, bad := m.parseQuotaCheck(args); return bad }},
+			}}, Decides: true, Run: r.runQuotaCheck, Journaled: true,
+			Check: func(args [][]byte) string { _, bad := r.parseQuotaCheck(args); return bad }},
 		{Spec: cmdspec.Spec{Name: "quota.get", Arity: 2, Flags: []string{"readonly", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Returns a quota's [used, period_start, period_end, limit, remaining] without consuming (nil if the key does not exist).",
-			Args:    key}, run: runQuotaGet},
+			Args:    key}, Run: r.runQuotaGet},
 		{Spec: cmdspec.Spec{Name: "quota.refund", Arity: 3, Flags: []string{"write", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Gives units back to the current period (never below 0); replies like QUOTA.GET.",
-			Args:    []Arg{{Name: "key", Type: "key"}, {Name: "units", Type: "integer"}}}, run: runQuotaRefund, Journaled: true,
-			check: func(_ *Machine, args [][]byte) string { _, bad := parseUnits(args[2]); return bad }},
+			Args:    []cmdspec.Arg{{Name: "key", Type: "key"}, {Name: "units", Type: "integer"}}}, Run: r.runQuotaRefund, Journaled: true,
+			Check: func(args [][]byte) string { _, bad := parseUnits(args[2]); return bad }},
 		{Spec: cmdspec.Spec{Name: "quota.reset", Arity: 2, Flags: []string{"write", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Zeroes the current period's usage; replies like QUOTA.GET.",
-			Args:    key}, run: runQuotaReset, Journaled: true},
+			Args:    key}, Run: r.runQuotaReset, Journaled: true},
 	}
 }
 
@@ -58,7 +59,7 @@ type quotaRequest struct {
 
 // parseQuotaCheck reads <key> <limit> <period> [ANCHOR <unix-s>] [TZ
 // <zone>] [COST <n>]; it returns the error reply, or "".
-func (m *Machine) parseQuotaCheck(args [][]byte) (quotaRequest, string) {
+func (r *Room) parseQuotaCheck(args [][]byte) (quotaRequest, string) {
 	limit, ok := resp.ParseInt(args[2])
 	if !ok {
 		return quotaRequest{}, resp.ErrNotInteger
@@ -91,63 +92,61 @@ func (m *Machine) parseQuotaCheck(args [][]byte) (quotaRequest, string) {
 			return quotaRequest{}, "ERR COST must not be negative"
 		}
 	}
-	sch, bad := m.quotaSchedule(args[3], anchorArg, zoneArg)
+	sch, bad := r.QuotaSchedule(args[3], anchorArg, zoneArg)
 	return quotaRequest{limit: limit, cost: cost, sch: sch}, bad
 }
 
 // runQuotaCheck is QUOTA.CHECK <key> <limit> <period> [ANCHOR <unix-s>]
 // [TZ <zone>] [COST <n>].
-func runQuotaCheck(x *exec, args [][]byte) {
-	req, bad := x.m.parseQuotaCheck(args)
+func (r *Room) runQuotaCheck(x Exec, args [][]byte) {
+	req, bad := r.parseQuotaCheck(args)
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	limit, cost, sch := req.limit, req.cost, req.sch
 
 	key := args[1]
-	s, now := x.lockKey(key)
+	s, now := x.LockKey(key)
 	e, found, err := s.GetKind(key, keyspace.KindQuota, now)
 	if err != nil {
-		x.unlock(s)
-		x.error(err)
+		x.Unlock(s)
+		x.Error(err)
 		return
 	}
 	var old quota.State
 	if found {
-		if old, err = x.m.quotaAt(s, e); err != nil {
-			x.unlock(s)
-			x.error(err)
+		if old, err = r.QuotaAt(s, e); err != nil {
+			x.Unlock(s)
+			x.Error(err)
 			return
 		}
 	}
-	next := &x.quota
+	next := &x.Scratch().Quota
 	var store bool
 	var res limiter.Result
 	*next, store, res, err = quota.Check(old, found, now, limit, sch, cost)
-	var t Ticket
 	if err == nil && store {
-		if err = storeQuota(s, key, e, found, next); err == nil {
-			t = x.m.quotaChanged(key, next)
+		if err = StoreQuota(s, key, e, found, next); err == nil {
+			x.QuotaChanged(key, next)
 		}
 	}
-	x.unlock(s)
+	x.Unlock(s)
 	if err != nil {
-		x.quotaFail(err)
+		quotaFail(x, err)
 		return
 	}
-	x.journaled(t)
-	x.limiter(res)
+	x.Limiter(res)
 }
 
-// quotaSchedule builds the calendar schedule QUOTA.CHECK and RL.CHECKALL
+// QuotaSchedule builds the calendar schedule QUOTA.CHECK and RL.CHECKALL
 // take: a period, an optional ANCHOR (Unix seconds) and TZ (an IANA zone
 // from the tz database compiled in; UTC when absent). It returns the error
 // reply, or "".
-func (m *Machine) quotaSchedule(periodArg, anchorArg, zoneArg []byte) (quota.Schedule, string) {
+func (r *Room) QuotaSchedule(periodArg, anchorArg, zoneArg []byte) (quota.Schedule, string) {
 	period, err := quota.ParsePeriod(string(periodArg))
 	if err != nil {
-		return quota.Schedule{}, ErrorReply(err)
+		return quota.Schedule{}, room.ErrorReply(err)
 	}
 	var anchor int64
 	if anchorArg != nil {
@@ -165,13 +164,13 @@ func (m *Machine) quotaSchedule(periodArg, anchorArg, zoneArg []byte) (quota.Sch
 	if zoneArg == nil {
 		zoneArg = []byte(defaultZone)
 	}
-	loc, err := m.zones.loadBytes(zoneArg)
+	loc, err := r.zones.loadBytes(zoneArg)
 	if err != nil {
-		return quota.Schedule{}, ErrorReply(err)
+		return quota.Schedule{}, room.ErrorReply(err)
 	}
 	sch, err := quota.NewScheduleIn(period, anchor, anchorArg != nil, loc)
 	if err != nil {
-		return quota.Schedule{}, ErrorReply(err)
+		return quota.Schedule{}, room.ErrorReply(err)
 	}
 	return sch, ""
 }
@@ -181,15 +180,15 @@ type quotaChange func(st *quota.State, now int64) (quota.Usage, error)
 
 // runQuotaGet is QUOTA.GET <key>. It reports the period containing now
 // (rolled over if the stored one has ended) without changing the key.
-func runQuotaGet(x *exec, args [][]byte) {
+func (r *Room) runQuotaGet(x Exec, args [][]byte) {
 	key := args[1]
-	s, now := x.lockKey(key)
+	s, now := x.LockKey(key)
 	e, found, err := s.GetKind(key, keyspace.KindQuota, now)
 	var st quota.State
 	if found {
-		st, err = x.m.quotaAt(s, e)
+		st, err = r.QuotaAt(s, e)
 	}
-	x.unlock(s)
+	x.Unlock(s)
 	if err != nil || !found {
 		replyUsage(x, quota.Usage{}, false, err)
 		return
@@ -211,87 +210,85 @@ func parseUnits(arg []byte) (int64, string) {
 }
 
 // runQuotaRefund is QUOTA.REFUND <key> <units>.
-func runQuotaRefund(x *exec, args [][]byte) {
+func (r *Room) runQuotaRefund(x Exec, args [][]byte) {
 	n, bad := parseUnits(args[2])
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
-	changeQuota(x, args[1], func(st *quota.State, now int64) (quota.Usage, error) { return st.Refund(now, n) })
+	r.changeQuota(x, args[1], func(st *quota.State, now int64) (quota.Usage, error) { return st.Refund(now, n) })
 }
 
 // runQuotaReset is QUOTA.RESET <key>.
-func runQuotaReset(x *exec, args [][]byte) {
-	changeQuota(x, args[1], (*quota.State).Reset)
+func (r *Room) runQuotaReset(x Exec, args [][]byte) {
+	r.changeQuota(x, args[1], (*quota.State).Reset)
 }
 
 // changeQuota applies change to key's state under its slot lock, moves the
 // key's expiry to the changed state's and journals it. A missing key is
 // left missing: without a schedule there is no period to change.
-func changeQuota(x *exec, key []byte, change quotaChange) {
-	s, now := x.lockKey(key)
+func (r *Room) changeQuota(x Exec, key []byte, change quotaChange) {
+	s, now := x.LockKey(key)
 	e, found, err := s.GetKind(key, keyspace.KindQuota, now)
 	if err != nil || !found {
-		x.unlock(s)
+		x.Unlock(s)
 		replyUsage(x, quota.Usage{}, false, err)
 		return
 	}
-	next := &x.quota
-	if *next, err = x.m.quotaAt(s, e); err != nil {
-		x.unlock(s)
-		x.error(err)
+	next := &x.Scratch().Quota
+	if *next, err = r.QuotaAt(s, e); err != nil {
+		x.Unlock(s)
+		x.Error(err)
 		return
 	}
 	u, err := change(next, now)
-	var t Ticket
 	if err == nil {
-		if err = storeQuota(s, key, e, true, next); err == nil {
-			t = x.m.quotaChanged(key, next)
+		if err = StoreQuota(s, key, e, true, next); err == nil {
+			x.QuotaChanged(key, next)
 		}
 	}
-	x.unlock(s)
-	x.journaled(t)
+	x.Unlock(s)
 	replyUsage(x, u, true, err)
 }
 
 // quotaError is errorReply for the quota package's wrapped errors
 // ("check: quota: instant out of supported range"): the sentinel's text.
 // quotaFail answers a quota command's error, and why.
-func (x *exec) quotaFail(err error) {
-	why := ReasonInvalid
+func quotaFail(x Exec, err error) {
+	why := room.ReasonInvalid
 	switch {
 	case errors.Is(err, keyspace.ErrWrongType):
-		why = ReasonWrongType
+		why = room.ReasonWrongType
 	case errors.Is(err, quota.ErrCorrupt):
-		why = ReasonInternal
+		why = room.ReasonInternal
 	}
-	x.failFor(why, quotaError(err))
+	x.FailFor(why, quotaError(err))
 }
 
 func quotaError(err error) string {
-	return strings.Replace(ErrorReply(err), "ERR quota: ", "ERR ", 1)
+	return strings.Replace(room.ErrorReply(err), "ERR quota: ", "ERR ", 1)
 }
 
 // defaultZone is the zone of a QUOTA.CHECK without TZ.
 const defaultZone = "UTC"
 
-// quotaAt decodes the state of quota key e (under its slot lock) from its
+// QuotaAt decodes the state of quota key e (under its slot lock) from its
 // record, without allocating.
-func (m *Machine) quotaAt(s *keyspace.Slot, e keyspace.Entry) (quota.State, error) {
+func (r *Room) QuotaAt(s *keyspace.Slot, e keyspace.Entry) (quota.State, error) {
 	if !e.Inline() {
 		return quota.State{}, quota.ErrCorrupt
 	}
-	return quota.DecodeRecord(s.State(e), m.zones.load)
+	return quota.DecodeRecord(s.State(e), r.zones.load)
 }
 
 // maxInlineQuota bounds a quota's record encoding: a flag byte and six
 // varints.
 const maxInlineQuota = 1 + 6*10
 
-// storeQuota writes quota key's state into its record: in place when e
+// StoreQuota writes quota key's state into its record: in place when e
 // (found) is its record, else as a new record. Entries of the slot other
 // than e stay valid.
-func storeQuota(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, st *quota.State) error {
+func StoreQuota(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, st *quota.State) error {
 	var buf [maxInlineQuota]byte
 	enc, err := st.AppendRecord(buf[:0])
 	if err != nil {
@@ -315,19 +312,19 @@ func storeQuota(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, st *
 // replyUsage answers QUOTA.GET, REFUND and RESET: [used, period_start,
 // period_end, limit, remaining] with the bounds in Unix seconds, or nil
 // for a missing key.
-func replyUsage(x *exec, u quota.Usage, found bool, err error) {
+func replyUsage(x Exec, u quota.Usage, found bool, err error) {
 	switch {
 	case err != nil:
-		x.quotaFail(err)
+		quotaFail(x, err)
 	case !found:
-		x.w.NullArray()
+		x.Reply().NullArray()
 	default:
-		x.w.Array(5)
-		x.w.Int(u.Used)
-		x.w.Int(floorSeconds(u.Start))
-		x.w.Int(floorSeconds(u.End))
-		x.w.Int(u.Limit)
-		x.w.Int(u.Remaining)
+		x.Reply().Array(5)
+		x.Reply().Int(u.Used)
+		x.Reply().Int(floorSeconds(u.Start))
+		x.Reply().Int(floorSeconds(u.End))
+		x.Reply().Int(u.Limit)
+		x.Reply().Int(u.Remaining)
 	}
 }
 

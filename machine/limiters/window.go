@@ -1,4 +1,4 @@
-package machine
+package limiters
 
 import (
 	"fmt"
@@ -6,31 +6,32 @@ import (
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/window"
 )
 
-func windowCommands() []*Command {
-	limitArgs := []Arg{
+func windowCommands() []room.Command[Exec] {
+	limitArgs := []cmdspec.Arg{
 		{Name: "key", Type: "key"},
 		{Name: "limit", Type: "integer"},
 		{Name: "window", Type: "integer"},
 		{Name: "cost", Type: "integer", Token: "COST", Optional: true},
 	}
-	return []*Command{{
+	return []room.Command[Exec]{{
 		Spec: cmdspec.Spec{Name: "sw.check", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1,
 			Group: "sluice", Since: "1.0.0", Complexity: "O(1); O(log N) with EXACT, N the timestamps in the window",
 			Summary: "Sliding window rate limiting (approximate counter, or the exact log with EXACT): replies [limited, limit, remaining, retry_after, reset_after].",
-			Args:    append(limitArgs[:len(limitArgs):len(limitArgs)], Arg{Name: "exact", Type: "pure-token", Token: "EXACT", Optional: true})}, Decides: true, stores: windowStores, run: runSlidingCheck,
-		check: func(_ *Machine, args [][]byte) string { _, bad := parseWindowRequest(args, true); return bad },
+			Args:    append(limitArgs[:len(limitArgs):len(limitArgs)], cmdspec.Arg{Name: "exact", Type: "pure-token", Token: "EXACT", Optional: true})}, Decides: true, Stores: windowStores, Run: runSlidingCheck,
+		Check: func(args [][]byte) string { _, bad := parseWindowRequest(args, true); return bad },
 	}, {
 		Spec: cmdspec.Spec{Name: "fw.check", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1,
 			Group: "sluice", Since: "1.0.0", Complexity: "O(1)",
 			Summary: "Fixed window rate limiting, windows aligned to the Unix epoch: replies [limited, limit, remaining, retry_after, reset_after].",
-			Args:    limitArgs}, Decides: true, run: runFixedCheck,
-		check: func(_ *Machine, args [][]byte) string { _, bad := parseWindowRequest(args, false); return bad },
+			Args:    limitArgs}, Decides: true, Run: runFixedCheck,
+		Check: func(args [][]byte) string { _, bad := parseWindowRequest(args, false); return bad },
 	}}
 }
 
@@ -85,21 +86,21 @@ func parseWindowRequest(args [][]byte, allowExact bool) (windowRequest, string) 
 	p, err := window.NewParams(limit, seconds)
 	switch {
 	case err != nil:
-		return req, ErrorReply(err)
+		return req, room.ErrorReply(err)
 	case req.cost < 0:
-		return req, ErrorReply(window.ErrCost)
+		return req, room.ErrorReply(window.ErrCost)
 	case req.exact && limit > window.MaxLogLimit:
-		return req, ErrorReply(window.ErrLogLimit)
+		return req, room.ErrorReply(window.ErrLogLimit)
 	}
 	req.params = p
 	return req, ""
 }
 
 // runSlidingCheck is SW.CHECK <key> <limit> <window-seconds> [COST <n>] [EXACT].
-func runSlidingCheck(x *exec, args [][]byte) {
+func runSlidingCheck(x Exec, args [][]byte) {
 	req, bad := parseWindowRequest(args, true)
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	if req.exact {
@@ -110,24 +111,24 @@ func runSlidingCheck(x *exec, args [][]byte) {
 }
 
 // runFixedCheck is FW.CHECK <key> <limit> <window-seconds> [COST <n>].
-func runFixedCheck(x *exec, args [][]byte) {
+func runFixedCheck(x Exec, args [][]byte) {
 	req, bad := parseWindowRequest(args, false)
 	if bad != "" {
-		x.fail(bad)
+		x.Fail(bad)
 		return
 	}
 	replyWindow(x, req, keyspace.KindFixedWindow, checkWindow[window.FixedState])
 }
 
 // replyWindow runs one check and writes its reply.
-func replyWindow(x *exec, req windowRequest, kind keyspace.Kind,
-	check func(*exec, windowRequest, keyspace.Kind) (limiter.Result, error)) {
+func replyWindow(x Exec, req windowRequest, kind keyspace.Kind,
+	check func(Exec, windowRequest, keyspace.Kind) (limiter.Result, error)) {
 	res, err := check(x, req, kind)
 	if err != nil {
-		x.error(err)
+		x.Error(err)
 		return
 	}
-	x.limiter(res)
+	x.Limiter(res)
 }
 
 // windowState is a window algorithm's per-key state; the keyspace holds a
@@ -141,16 +142,16 @@ type windowState[S any] interface {
 // window): the record's state is replaced and its expiry moved when units
 // are admitted, created only then, and left untouched otherwise. Sliding
 // logs, which can outgrow a record, go through checkLog.
-func checkWindow[S windowState[S]](x *exec, req windowRequest, kind keyspace.Kind) (limiter.Result, error) {
-	s, now := x.lockKey(req.key)
-	defer x.unlock(s)
+func checkWindow[S windowState[S]](x Exec, req windowRequest, kind keyspace.Kind) (limiter.Result, error) {
+	s, now := x.LockKey(req.key)
+	defer x.Unlock(s)
 	e, found, err := s.GetKind(req.key, kind, now)
 	if err != nil {
 		return limiter.Result{}, err
 	}
 	var old S
 	if found {
-		if old, err = windowStateOf[S](s, e); err != nil {
+		if old, err = WindowStateOf[S](s, e); err != nil {
 			return limiter.Result{}, err
 		}
 	}
@@ -158,7 +159,7 @@ func checkWindow[S windowState[S]](x *exec, req windowRequest, kind keyspace.Kin
 	if err != nil || !store {
 		return res, err
 	}
-	return res, storeInline(s, req.key, kind, e, found, expireAt, &next)
+	return res, StoreInline(s, req.key, kind, e, found, expireAt, &next)
 }
 
 // Sliding logs live in their record while their encoding fits one (a log
@@ -167,9 +168,9 @@ func checkWindow[S windowState[S]](x *exec, req windowRequest, kind keyspace.Kin
 // an object and stays one (no churn for a key around the size).
 
 // checkLog is checkWindow for sliding logs.
-func checkLog(x *exec, req windowRequest, kind keyspace.Kind) (limiter.Result, error) {
-	s, now := x.lockKey(req.key)
-	defer x.unlock(s)
+func checkLog(x Exec, req windowRequest, kind keyspace.Kind) (limiter.Result, error) {
+	s, now := x.LockKey(req.key)
+	defer x.Unlock(s)
 	e, found, err := s.GetKind(req.key, kind, now)
 	if err != nil {
 		return limiter.Result{}, err
@@ -177,10 +178,10 @@ func checkLog(x *exec, req windowRequest, kind keyspace.Kind) (limiter.Result, e
 	var old window.LogState
 	switch {
 	case found && e.Inline():
-		if err := x.bufs.log.DecodeReusing(s.State(e)); err != nil {
+		if err := x.Scratch().Log.DecodeReusing(s.State(e)); err != nil {
 			return limiter.Result{}, err
 		}
-		old = x.bufs.log
+		old = x.Scratch().Log
 	case found:
 		stored, ok := s.Object(e).(*window.LogState)
 		if !ok || stored == nil {
@@ -192,33 +193,33 @@ func checkLog(x *exec, req windowRequest, kind keyspace.Kind) (limiter.Result, e
 	if err != nil || !store {
 		return res, err
 	}
-	if err := storeLog(s, req.key, e, found, &next, expireAt, &x.bufs.enc); err != nil {
+	if err := StoreLog(s, req.key, e, found, &next, expireAt, &x.Scratch().Enc); err != nil {
 		return limiter.Result{}, err
 	}
 	if found && e.Inline() {
 		// next's arrays are the scratch's, or larger ones it grew: keep
 		// them for the next decode (the record holds its own copy).
-		x.bufs.log = next
+		x.Scratch().Log = next
 	}
 	return res, nil
 }
 
-// logFitsRecord reports whether st's encoding fits a record.
-func logFitsRecord(st *window.LogState) bool {
+// LogFitsRecord reports whether st's encoding fits a record.
+func LogFitsRecord(st *window.LogState) bool {
 	var buf [keyspace.MaxInlineState + 1]byte
 	return len(st.AppendBinary(buf[:0])) <= keyspace.MaxInlineState
 }
 
-// storeLog writes a sliding log's new state: in place into its object,
+// StoreLog writes a sliding log's new state: in place into its object,
 // into its record when it fits one (enc is the encoding's buffer), else as
 // a new object that shares no memory with next.
-func storeLog(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, next *window.LogState, expireAt int64, enc *[]byte) error {
-	return storeLogOr(s, key, e, found, next, expireAt, enc, nil)
+func StoreLog(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, next *window.LogState, expireAt int64, enc *[]byte) error {
+	return StoreLogOr(s, key, e, found, next, expireAt, enc, nil)
 }
 
-// storeLogOr is storeLog; fault, when set (tests), fails the insert of a
+// StoreLogOr is StoreLog; fault, when set (tests), fails the insert of a
 // log that left its record.
-func storeLogOr(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, next *window.LogState, expireAt int64, enc *[]byte, fault func() error) error {
+func StoreLogOr(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, next *window.LogState, expireAt int64, enc *[]byte, fault func() error) error {
 	if found && !e.Inline() {
 		stored, ok := s.Object(e).(*window.LogState)
 		if !ok || stored == nil {
@@ -254,13 +255,13 @@ func storeLogOr(s *keyspace.Slot, key []byte, e keyspace.Entry, found bool, next
 	return err
 }
 
-// windowStores is SW.CHECK's stores: an exact log grows by each request it
+// windowStores is SW.CHECK's Stores: an exact log grows by each request it
 // admits; a counter stores only when its key is new.
-func windowStores(m *Machine, args [][]byte, now int64) bool {
+func windowStores(keys room.View, args [][]byte, now int64) bool {
 	for _, a := range args[4:] {
 		if resp.EqualFold(a, "exact") {
 			return true
 		}
 	}
-	return !m.exists(args[1], now)
+	return !keys.Exists(args[1], now)
 }

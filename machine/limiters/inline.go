@@ -1,4 +1,4 @@
-package machine
+package limiters
 
 import (
 	"github.com/sluice-rl/sluice/keyspace"
@@ -19,8 +19,8 @@ import (
 // maxInlineWindow bounds the encodings: four uvarints.
 const maxInlineWindow = 4 * 10
 
-// windowStateOf reads a found window key's inline state.
-func windowStateOf[S any](s *keyspace.Slot, e keyspace.Entry) (S, error) {
+// WindowStateOf reads a found window key's inline state.
+func WindowStateOf[S any](s *keyspace.Slot, e keyspace.Entry) (S, error) {
 	var st S
 	if !e.Inline() {
 		return st, window.ErrCorrupt
@@ -37,10 +37,10 @@ func windowStateOf[S any](s *keyspace.Slot, e keyspace.Entry) (S, error) {
 	return st, err
 }
 
-// storeInline writes a window key's state inline: in place when e (found)
+// StoreInline writes a window key's state inline: in place when e (found)
 // is an inline record, else as a new record. Entries of the slot other
 // than e stay valid when e was found.
-func storeInline[S any](s *keyspace.Slot, key []byte, kind keyspace.Kind, e keyspace.Entry, found bool, word int64, st *S) error {
+func StoreInline[S any](s *keyspace.Slot, key []byte, kind keyspace.Kind, e keyspace.Entry, found bool, word int64, st *S) error {
 	var buf [maxInlineWindow]byte
 	var enc []byte
 	switch p := any(st).(type) {
