@@ -40,13 +40,18 @@
 //
 //   - The machine and its apply: machine.go (Apply, Check, Advance, Sweep),
 //     exec.go (one apply: its instant, its slot locks), command.go (the
-//     command table: arity, keys, slots), recover.go (a panic as a reply),
+//     command table: arity, keys, slots), rooms.go (the assembly: the one
+//     file that lists the rooms and binds their commands; room_*.go say
+//     what each room adds), outcome.go (an apply's Outcome and its typed
+//     results), recover.go (a panic as a reply),
 //     tx.go (EXEC of a MULTI), undo.go (all limits charged or none),
 //     durable.go (what must reach disk), freeze.go (a point-in-time view
 //     for snapshots), migrate.go (records of older versions on restore).
-//   - The limiters, one file a family: gcra.go (CL.THROTTLE), window.go
-//     (SW/FW.CHECK), conc.go (CONC.*), quota.go (QUOTA.*), checkall.go
-//     (RL.CHECKALL), keys.go (DEL, EXISTS, TTL …).
+//   - The limiters are a room of their own, package machine/limiters
+//     (CL.THROTTLE, SW/FW.CHECK, CONC.*, QUOTA.*), which sees an apply
+//     through limiters.Exec; package machine/room is the contract every
+//     room is declared in. Here: checkall.go (RL.CHECKALL), keys.go (DEL,
+//     EXISTS, TTL …).
 //   - Rules and policy checks: policy.go (RL.CHECK), decide.go and
 //     multicheck.go (planning and deciding several limits at one instant),
 //     rls.go (RL.SHOULDRATELIMIT, Envoy's request), policy_admin.go and
@@ -57,7 +62,8 @@
 //     (RL.SETTLE, RL.CANCEL, a part's settle or cancel, and the never-lax
 //     refunds), reservation.go (the records: encoding, keys, reads).
 //   - Placement in a sharded cluster: fence.go (the group's ownership: the
-//     slots its log owns, refused otherwise), slotjobs.go and slotmove.go
+//     slots its log owns, refused otherwise; the core's), ownership.go
+//     (SLUICE.OWN), slotjobs.go and slotmove.go
 //     (slot migration jobs: cut, import, moved, and the slots' export),
 //     groups.go (the groups added to a running cluster), part.go (a group's
 //     part of a check across groups: RL.PART, and Split, how a check is
@@ -69,8 +75,6 @@
 //     config_copy.go (SLUICE.CONFIG: a group's configuration given to a
 //     migration's target).
 //
-// docs/design/machine-rooms.md is the plan to split these into packages
-// by room, and what references must be cut first.
 //   - Versions: level.go (the log's apply level: SLUICE.LEVEL, and what a
 //     log below a level is applied as, so members of two releases apply
 //     alike during a rolling upgrade).
@@ -78,14 +82,17 @@
 //     maxmemory).
 //   - Errors: errors.go (an error as a reply), reason.go (why a command
 //     answered an error, typed, for the doors that are not RESP:
-//     Outcome.Reason, ReplyError), redirect.go (MOVED, TRYAGAIN,
+//     Outcome.Reason, ReplyError; declared in machine/room), redirect.go (MOVED, TRYAGAIN,
 //     CLUSTERDOWN as typed refusals).
 //   - Encodings and reading: kinds.go (each kind's TYPE name and snapshot
 //     encoding), codec.go (reading the records' varint encodings),
-//     digest.go (DEBUG DIGEST), inline.go, zones.go, debug.go.
+//     digest.go (DEBUG DIGEST), debug.go.
+//
+// docs/design/machine-rooms.md is the plan that moves the other rooms
+// (decide, reserve, placement) into packages as the limiters moved.
 //
 // The connection and server surface (CLIENT, CONFIG, INFO, HELLO, AUTH,
 // COMMAND, DEBUG …) lives in package commands and never reaches the
-// machine. Kinds, their TYPE names and their snapshot encodings are paired
-// in one place, kinds.go.
+// machine. Each kind's TYPE name and snapshot encoding is declared by its
+// room (room.Kind) and gathered in one table, kinds.go.
 package machine
