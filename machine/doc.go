@@ -47,20 +47,24 @@
 //     tx.go (EXEC of a MULTI), undo.go (all limits charged or none),
 //     durable.go (what must reach disk), freeze.go (a point-in-time view
 //     for snapshots), migrate.go (records of older versions on restore).
+//
 //   - The limiters are a room of their own, package machine/limiters
 //     (CL.THROTTLE, SW/FW.CHECK, CONC.*, QUOTA.*), which sees an apply
 //     through limiters.Exec; package machine/room is the contract every
 //     room is declared in. Here: checkall.go (RL.CHECKALL), keys.go (DEL,
 //     EXISTS, TTL …).
+//
 //   - Rules and policy checks: policy.go (RL.CHECK), decide.go and
 //     multicheck.go (planning and deciding several limits at one instant),
 //     rls.go (RL.SHOULDRATELIMIT, Envoy's request), policy_admin.go and
 //     policy_state.go (RL.RULES, RL.OVERRIDE, RL.SCALE and their state),
 //     result.go (the typed results the doors format).
+//
 //   - Reservations: reserve.go (RL.RESERVE and the holder that keeps a
 //     head and, in a sharded group, a part per counter's slot), settle.go
 //     (RL.SETTLE, RL.CANCEL, a part's settle or cancel, and the never-lax
 //     refunds), reservation.go (the records: encoding, keys, reads).
+//
 //   - Placement in a sharded cluster: fence.go (the group's ownership: the
 //     slots its log owns, refused otherwise; the core's), ownership.go
 //     (SLUICE.OWN), slotjobs.go and slotmove.go
@@ -78,12 +82,15 @@
 //   - Versions: level.go (the log's apply level: SLUICE.LEVEL, and what a
 //     log below a level is applied as, so members of two releases apply
 //     alike during a rolling upgrade).
+//
 //   - Memory: stores.go (whether a command would add a record, for
 //     maxmemory).
+//
 //   - Errors: errors.go (an error as a reply), reason.go (why a command
 //     answered an error, typed, for the doors that are not RESP:
-//     Outcome.Reason, ReplyError; declared in machine/room), redirect.go (MOVED, TRYAGAIN,
-//     CLUSTERDOWN as typed refusals).
+//     Outcome.Reason, ReplyError; declared in machine/room), redirect.go
+//     (MOVED, TRYAGAIN, CLUSTERDOWN as typed refusals).
+//
 //   - Encodings and reading: kinds.go (each kind's TYPE name and snapshot
 //     encoding), codec.go (reading the records' varint encodings),
 //     digest.go (DEBUG DIGEST), debug.go.
