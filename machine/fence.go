@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -63,26 +64,26 @@ func (o *Ownership) AppendBinary(dst []byte) []byte {
 }
 
 func decodeOwnership(b []byte) (*Ownership, error) {
-	d := byteReader{b: b}
-	epoch, n := binary.Uvarint(d.b)
+	d := room.Reader{B: b}
+	epoch, n := binary.Uvarint(d.B)
 	if n <= 0 {
 		return nil, errCorruptOwnership
 	}
-	d.b = d.b[n:]
-	count := d.uvarint(slot.Count)
+	d.B = d.B[n:]
+	count := d.Uvarint(slot.Count)
 	ranges := make([][2]int, 0, count)
 	for range count {
-		from, to := d.uvarint(slot.Count-1), d.uvarint(slot.Count-1)
-		if d.bad || from > to {
+		from, to := d.Uvarint(slot.Count-1), d.Uvarint(slot.Count-1)
+		if d.Bad || from > to {
 			return nil, errCorruptOwnership
 		}
 		ranges = append(ranges, [2]int{from, to})
 	}
 	var jobs []Job
-	if !d.bad && len(d.b) != 0 {
+	if !d.Bad && len(d.B) != 0 {
 		jobs = decodeJobs(&d) // records written before migrations have none
 	}
-	if d.bad || len(d.b) != 0 {
+	if d.Bad || len(d.B) != 0 {
 		return nil, errCorruptOwnership
 	}
 	o := newOwnership(epoch, ranges)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -73,27 +74,27 @@ func (l *GroupList) AppendBinary(dst []byte) []byte {
 var errCorruptGroups = errors.New("machine: corrupt group list record")
 
 func decodeGroupList(b []byte) (*GroupList, error) {
-	d := byteReader{b: b}
-	n := d.uvarint(1 << 16)
+	d := room.Reader{B: b}
+	n := d.Uvarint(1 << 16)
 	l := &GroupList{}
 	for range n {
 		var g GroupSpec
-		g.ID = string(d.bytes())
-		if d.bad || len(d.b) == 0 {
+		g.ID = string(d.Bytes())
+		if d.Bad || len(d.B) == 0 {
 			return nil, errCorruptGroups
 		}
-		g.Removed = d.b[0] == 1
-		d.b = d.b[1:]
-		members := d.uvarint(1 << 16)
+		g.Removed = d.B[0] == 1
+		d.B = d.B[1:]
+		members := d.Uvarint(1 << 16)
 		for range members {
-			g.Members = append(g.Members, string(d.bytes()))
+			g.Members = append(g.Members, string(d.Bytes()))
 		}
-		if d.bad {
+		if d.Bad {
 			return nil, errCorruptGroups
 		}
 		l.Groups = append(l.Groups, g)
 	}
-	if d.bad || len(d.b) != 0 {
+	if d.Bad || len(d.B) != 0 {
 		return nil, errCorruptGroups
 	}
 	return l, nil

@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/policy"
 )
 
@@ -189,27 +190,27 @@ func (r *RulesState) Bytes() int {
 }
 
 func decodeRules(b []byte) (*RulesState, error) {
-	d := byteReader{b: b}
-	n := d.uvarint(1 << 16)
+	d := room.Reader{B: b}
+	n := d.Uvarint(1 << 16)
 	files := make([]RuleFile, 0, min(n, 64))
 	for range n {
-		name := d.bytes()
-		src := d.bytes()
-		if d.bad {
+		name := d.Bytes()
+		src := d.Bytes()
+		if d.Bad {
 			break
 		}
 		files = append(files, RuleFile{Name: string(name), Source: append([]byte(nil), src...)})
 	}
-	if d.bad {
+	if d.Bad {
 		return nil, ErrCorruptPolicy
 	}
 	var digest [32]byte
 	switch {
-	case len(d.b) == 0: // before origins: every file the server's
+	case len(d.B) == 0: // before origins: every file the server's
 		digest = FilesDigestOf(files)
-	case d.b[0] == rulesTrailer && len(d.b) == 1+len(files)+32:
+	case d.B[0] == rulesTrailer && len(d.B) == 1+len(files)+32:
 		for i := range files {
-			switch d.b[1+i] {
+			switch d.B[1+i] {
 			case 0:
 			case 1:
 				files[i].Client = true
@@ -217,7 +218,7 @@ func decodeRules(b []byte) (*RulesState, error) {
 				return nil, ErrCorruptPolicy
 			}
 		}
-		copy(digest[:], d.b[1+len(files):])
+		copy(digest[:], d.B[1+len(files):])
 	default:
 		return nil, ErrCorruptPolicy
 	}
@@ -273,20 +274,20 @@ func (o *OverrideState) Bytes() int {
 }
 
 func decodeOverride(b []byte) (*OverrideState, error) {
-	d := byteReader{b: b}
-	n := d.uvarint(policy.DefaultLimits().MaxDepth)
+	d := room.Reader{B: b}
+	n := d.Uvarint(policy.DefaultLimits().MaxDepth)
 	o := &OverrideState{}
 	for range n {
-		k, v := d.bytes(), d.bytes()
-		if d.bad {
+		k, v := d.Bytes(), d.Bytes()
+		if d.Bad {
 			break
 		}
 		o.Entries = append(o.Entries, policy.Entry{Key: string(k), Value: string(v)})
 	}
 	for _, p := range []*int64{&o.Limit, &o.Window, &o.Burst, &o.Start, &o.Until} {
-		*p = d.varint()
+		*p = d.Varint()
 	}
-	if d.bad || len(d.b) != 0 || o.Limit < 0 || o.Window <= 0 || o.Burst < -1 {
+	if d.Bad || len(d.B) != 0 || o.Limit < 0 || o.Window <= 0 || o.Burst < -1 {
 		return nil, ErrCorruptPolicy
 	}
 	return o, nil
@@ -350,9 +351,9 @@ func (s *ScaleState) AppendBinary(dst []byte) []byte {
 func (s *ScaleState) Bytes() int { return 32 }
 
 func decodeScale(b []byte) (*ScaleState, error) {
-	d := byteReader{b: b}
-	s := &ScaleState{From: d.varint(), To: d.varint(), Since: d.varint(), Recovery: d.varint()}
-	if d.bad || len(d.b) != 0 || s.From <= 0 || s.From > ScaleUnit || s.To <= 0 || s.To > ScaleUnit || s.Recovery < 0 {
+	d := room.Reader{B: b}
+	s := &ScaleState{From: d.Varint(), To: d.Varint(), Since: d.Varint(), Recovery: d.Varint()}
+	if d.Bad || len(d.B) != 0 || s.From <= 0 || s.From > ScaleUnit || s.To <= 0 || s.To > ScaleUnit || s.Recovery < 0 {
 		return nil, ErrCorruptPolicy
 	}
 	return s, nil

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -136,61 +137,61 @@ func decodeReservationIn(b []byte, alias bool) (*ReservationState, error) {
 		return nil, errCorruptReservation
 	}
 	flag := b[0]
-	d := byteReader{b: b[1:]}
+	d := room.Reader{B: b[1:]}
 	r := &ReservationState{}
 	rep := &r.Reply
 	r.Cancelled = flag&tombstoneFlag != 0
 	rep.Limited = flag&limitedFlag != 0 || r.Cancelled
 	for _, p := range []*int64{&rep.Limit, &rep.Remaining, &rep.RetryAfter, &rep.ResetAfter, &rep.Window} {
-		*p = d.varint()
+		*p = d.Varint()
 	}
-	rep.Name = str(d.bytes())
-	n := d.uvarint(maxLimits)
-	if n > 0 && !d.bad {
-		r.Limits = make([]HeldLimit, 0, min(n, len(d.b)))
+	rep.Name = str(d.Bytes())
+	n := d.Uvarint(maxLimits)
+	if n > 0 && !d.Bad {
+		r.Limits = make([]HeldLimit, 0, min(n, len(d.B)))
 	}
 	for range n {
-		if d.bad {
+		if d.Bad {
 			break
 		}
-		l := HeldLimit{Key: d.bytes()}
+		l := HeldLimit{Key: d.Bytes()}
 		if !alias {
 			l.Key = append([]byte(nil), l.Key...)
 		}
-		if len(d.b) == 0 {
-			d.bad = true
+		if len(d.B) == 0 {
+			d.Bad = true
 			break
 		}
-		l.Kind, d.b = keyspace.Kind(d.b[0]), d.b[1:]
-		l.Name = str(d.bytes())
+		l.Kind, d.B = keyspace.Kind(d.B[0]), d.B[1:]
+		l.Name = str(d.Bytes())
 		for _, p := range []*int64{&l.Units, &l.Anchor, &l.Step, &l.Limit} {
-			*p = d.varint()
+			*p = d.Varint()
 		}
 		l.Order = len(r.Limits)
 		if flag&slotsFlag != 0 {
-			l.Order = d.uvarint(maxLimits)
+			l.Order = d.Uvarint(maxLimits)
 		}
 		if !refundable(l.Kind) || l.Units < 0 || l.Step < 0 {
-			d.bad = true
+			d.Bad = true
 		}
 		r.Limits = append(r.Limits, l)
 	}
-	if flag&slotsFlag != 0 && !d.bad {
-		n := d.uvarint(slot.Count)
-		if n > 0 && !d.bad {
-			r.Slots = make([]int, 0, min(n, len(d.b)))
+	if flag&slotsFlag != 0 && !d.Bad {
+		n := d.Uvarint(slot.Count)
+		if n > 0 && !d.Bad {
+			r.Slots = make([]int, 0, min(n, len(d.B)))
 		}
 		for range n {
-			s := d.uvarint(slot.Count - 1)
-			if d.bad || len(r.Slots) > 0 && s <= r.Slots[len(r.Slots)-1] {
-				d.bad = true
+			s := d.Uvarint(slot.Count - 1)
+			if d.Bad || len(r.Slots) > 0 && s <= r.Slots[len(r.Slots)-1] {
+				d.Bad = true
 				break
 			}
 			r.Slots = append(r.Slots, s)
 		}
-		r.Args = d.uvarint64()
+		r.Args = d.Uvarint64()
 	}
-	if d.bad || len(d.b) != 0 || r.Cancelled && len(r.Limits) > 0 {
+	if d.Bad || len(d.B) != 0 || r.Cancelled && len(r.Limits) > 0 {
 		return nil, errCorruptReservation
 	}
 	return r, nil

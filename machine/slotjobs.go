@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"slices"
 
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -214,25 +215,25 @@ func appendJobs(dst []byte, jobs []Job) []byte {
 }
 
 // decodeJobs reads what appendJobs wrote.
-func decodeJobs(d *byteReader) []Job {
-	n := d.uvarint(1 << 16)
+func decodeJobs(d *room.Reader) []Job {
+	n := d.Uvarint(1 << 16)
 	version := 0
-	if n == 0 && !d.bad {
-		if version = d.uvarint(jobsVersion); version != jobsVersion {
-			d.bad = true
+	if n == 0 && !d.Bad {
+		if version = d.Uvarint(jobsVersion); version != jobsVersion {
+			d.Bad = true
 			return nil
 		}
-		n = d.uvarint(1 << 16)
+		n = d.Uvarint(1 << 16)
 	}
 	jobs := make([]Job, 0, n)
-	str := func() string { return string(d.bytes()) }
+	str := func() string { return string(d.Bytes()) }
 	rgs := func() [][2]int {
-		count := d.uvarint(slot.Count)
+		count := d.Uvarint(slot.Count)
 		var out [][2]int
 		for range count {
-			from, to := d.uvarint(slot.Count-1), d.uvarint(slot.Count-1)
-			if d.bad || from > to {
-				d.bad = true
+			from, to := d.Uvarint(slot.Count-1), d.Uvarint(slot.Count-1)
+			if d.Bad || from > to {
+				d.Bad = true
 				return nil
 			}
 			out = append(out, [2]int{from, to})
@@ -242,19 +243,19 @@ func decodeJobs(d *byteReader) []Job {
 	for range n {
 		var j Job
 		j.ID, j.TargetGroup, j.SourceNode, j.TargetNode, j.State, j.Message = str(), str(), str(), str(), str(), str()
-		if len(d.b) == 0 {
-			d.bad = true
+		if len(d.B) == 0 {
+			d.Bad = true
 			break
 		}
-		j.Cancel = d.b[0] == 1
-		d.b = d.b[1:]
+		j.Cancel = d.B[0] == 1
+		d.B = d.B[1:]
 		j.Ranges, j.Done, j.Pending = rgs(), rgs(), rgs()
-		j.PendingEpoch, j.Keys, j.Bytes = d.uvarint64(), d.uvarint64(), d.uvarint64()
-		j.Created, j.Updated, j.Ended = d.varint(), d.varint(), d.varint()
+		j.PendingEpoch, j.Keys, j.Bytes = d.Uvarint64(), d.Uvarint64(), d.Uvarint64()
+		j.Created, j.Updated, j.Ended = d.Varint(), d.Varint(), d.Varint()
 		if version >= 1 {
-			j.ShowUntil = d.varint()
+			j.ShowUntil = d.Varint()
 		}
-		if d.bad {
+		if d.Bad {
 			break
 		}
 		jobs = append(jobs, j)

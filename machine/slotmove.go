@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -132,19 +133,19 @@ type exportRecord struct {
 // walkPayload calls fn for each record of p; a payload that does not
 // decode is an error.
 func walkPayload(p []byte, fn func(r exportRecord) error) error {
-	d := byteReader{b: p}
-	for len(d.b) > 0 {
+	d := room.Reader{B: p}
+	for len(d.B) > 0 {
 		var r exportRecord
-		r.kind = keyspace.Kind(d.b[0])
-		d.b = d.b[1:]
-		r.key = d.bytes()
-		if d.bad || len(d.b) < 8 {
+		r.kind = keyspace.Kind(d.B[0])
+		d.B = d.B[1:]
+		r.key = d.Bytes()
+		if d.Bad || len(d.B) < 8 {
 			return errBadPayload
 		}
-		r.word = int64(binary.LittleEndian.Uint64(d.b))
-		d.b = d.b[8:]
-		r.state = d.bytes()
-		if d.bad {
+		r.word = int64(binary.LittleEndian.Uint64(d.B))
+		d.B = d.B[8:]
+		r.state = d.Bytes()
+		if d.Bad {
 			return errBadPayload
 		}
 		if err := fn(r); err != nil {
