@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/placement"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -27,7 +28,7 @@ func configKind(k keyspace.Kind) bool {
 // ExportConfig is this group's configuration as records live at the
 // applied instant.
 func (m *Machine) ExportConfig() (SlotExport, error) {
-	return m.export([][2]int{{0, slot.Count - 1}}, configKind)
+	return m.placement.Export([][2]int{{0, slot.Count - 1}}, configKind)
 }
 
 // ConfigDigest is the digest of the machine's whole configuration
@@ -52,24 +53,24 @@ func configCommands() []*Command {
 }
 
 // parseConfig reads SLUICE.CONFIG's records, each decoded.
-func (m *Machine) parseConfig(args [][]byte) ([]exportRecord, []any, string) {
-	if payloadDigest(args[2]) != string(args[1]) {
+func (m *Machine) parseConfig(args [][]byte) ([]placement.Record, []any, string) {
+	if placement.PayloadDigest(args[2]) != string(args[1]) {
 		return nil, nil, "ERR the payload's digest is not " + string(args[1])
 	}
-	var records []exportRecord
+	var records []placement.Record
 	var objs []any
 	rules := 0
-	err := walkPayload(args[2], func(r exportRecord) error {
-		if !configKind(r.kind) {
-			return errors.New("a record of kind " + KindName(r.kind) + " is not configuration")
+	err := placement.WalkPayload(args[2], func(r placement.Record) error {
+		if !configKind(r.Kind) {
+			return errors.New("a record of kind " + KindName(r.Kind) + " is not configuration")
 		}
-		if r.kind == keyspace.KindRules {
-			if string(r.key) != RulesKey || rules > 0 {
+		if r.Kind == keyspace.KindRules {
+			if string(r.Key) != RulesKey || rules > 0 {
 				return errors.New("one rules record, at " + RulesKey)
 			}
 			rules++
 		}
-		obj, err := DecodeState(r.kind, r.state, m.limiters.Zone)
+		obj, err := DecodeState(r.Kind, r.State, m.limiters.Zone)
 		if err != nil {
 			return err
 		}
@@ -94,7 +95,7 @@ func runConfig(x *exec, args [][]byte) {
 	// This group's overrides and scales go: the payload's replace them.
 	var drop []keptConfig
 	for i := range slot.Count {
-		s, now := x.lockSlot(i)
+		s, now := x.LockSlot(i)
 		if s.Len() > 0 {
 			s.Keys(now, func(key []byte, e keyspace.Entry) bool {
 				if k := e.Kind(); k == keyspace.KindOverride || k == keyspace.KindScale {
@@ -115,14 +116,14 @@ func runConfig(x *exec, args [][]byte) {
 	}
 	var rules *RulesState
 	for i, r := range records {
-		if r.kind == keyspace.KindRules {
+		if r.Kind == keyspace.KindRules {
 			rules = objs[i].(*RulesState)
 			continue
 		}
-		s, _ := x.LockKey(r.key)
-		_, err := s.Insert(r.key, r.kind, r.word, objs[i])
+		s, _ := x.LockKey(r.Key)
+		_, err := s.Insert(r.Key, r.Kind, r.Word, objs[i])
 		if err == nil {
-			x.journaled(x.m.changed(r.key, r.kind, r.word, objs[i]))
+			x.journaled(x.m.changed(r.Key, r.Kind, r.Word, objs[i]))
 			x.m.decide.policyRecords.Store(true)
 		}
 		x.Unlock(s)

@@ -208,7 +208,7 @@ func (x *exec) lockPlan(p *plan) (now int64, domain *keyspace.Slot, took bool, e
 	took = x.holdGroup(locks)
 	now = x.lockChecks(p.checks)
 	if domainKey != nil {
-		domain, now = x.lockSlot(domainSlot)
+		domain, now = x.LockSlot(domainSlot)
 	}
 	return now, domain, took, nil
 }

@@ -41,11 +41,11 @@ const maxHeld = 2
 // for a write the applied instant raised to now, for a read the later of
 // the two (a read moves nothing). Release it with unlock.
 func (x *exec) LockKey(key []byte) (*keyspace.Slot, int64) {
-	return x.lockSlot(slot.Of(key))
+	return x.LockSlot(slot.Of(key))
 }
 
-// lockSlot is lockKey for a key in slot i.
-func (x *exec) lockSlot(i int) (*keyspace.Slot, int64) {
+// LockSlot is lockKey for a key in slot i.
+func (x *exec) LockSlot(i int) (*keyspace.Slot, int64) {
 	if x.group != nil {
 		s := x.group.slot(i)
 		if x.write {
@@ -181,3 +181,17 @@ func (x *exec) QuotaChanged(key []byte, st *quota.State) {
 
 // Scratch is the limiters' buffers (limiters.Exec).
 func (x *exec) Scratch() *limiters.Scratch { return &x.bufs.lim }
+
+// Refuse answers msg, the error reply of a command that was wrong, with
+// why as the outcome's Refusal: an error members act on (placement.Exec).
+func (x *exec) Refuse(why error, msg string) {
+	x.out.Refusal = why
+	x.Fail(msg)
+}
+
+// Failed reports whether the apply has answered an error (placement.Exec).
+func (x *exec) Failed() bool { return x.out.Err != "" }
+
+// Deleted journals key's deletion; the reply waits for it
+// (placement.Exec). Call it holding the key's slot lock.
+func (x *exec) Deleted(key []byte) { x.journaled(x.m.deleted(key)) }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -118,7 +119,7 @@ func TestFencing(t *testing.T) {
 		}
 	}
 	for i := 0; i < 12; i++ {
-		enc := newOwnership(7, [][2]int{{0, 10}, {20, 16383}}).AppendBinary(nil)
+		enc := (&Ownership{Epoch: 7, Ranges: [][2]int{{0, 10}, {20, 16383}}}).AppendBinary(nil)
 		if i < len(enc) {
 			if o, err := decodeOwnership(enc[:i]); err == nil && o == nil {
 				t.Fatal("nil without an error")
@@ -178,4 +179,11 @@ func TestSettleOfAReservationWhoseCounterMovedIsFenced(t *testing.T) {
 			t.Fatal("a refused settle changed the state")
 		}
 	}
+}
+
+// decodeOwnership decodes an ownership record as a restore does.
+func decodeOwnership(b []byte) (*Ownership, error) {
+	obj, err := DecodeState(keyspace.KindOwnership, b, nil)
+	o, _ := obj.(*Ownership)
+	return o, err
 }

@@ -290,7 +290,7 @@ func lease(x *exec, r *leaseRequest) {
 	}
 	defer x.releaseGroup(&p.locks, took)
 	// The counter's slot, which lockPlan holds: the records are there.
-	ds, _ := x.lockSlot(at)
+	ds, _ := x.LockSlot(at)
 	demand, err := demandAt(ds, demandKey, now)
 	if err != nil {
 		x.Error(err)
@@ -332,7 +332,7 @@ func lease(x *exec, r *leaseRequest) {
 		h := &p.reserving
 		h.start(domain, id, now, r.ttl, grant, nil)
 		h.headKey, h.headSlot, h.headKind = headKey, ds, x.grantKind(ds, headKey, now)
-		h.split = x.m.placement.owned.Load() != nil
+		h.split = x.m.placement.Owned() != nil
 		_, refused, err := multiCheck(x, now, grant, p.checks, h)
 		if err != nil {
 			x.Error(err)

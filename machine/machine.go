@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine/limiters"
+	"github.com/sluice-rl/sluice/machine/placement"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/window"
 )
@@ -47,7 +48,7 @@ type Machine struct {
 	// The rooms' state (rooms.go): what each mirrors of its records,
 	// and its pools. Only the room's own code reads its fields.
 	decide    decideState
-	placement placementState
+	placement *placement.Room
 	reserve   reserveState
 	byName    map[string]*Command
 	sorted    []*Command
@@ -67,6 +68,7 @@ func New(opts Options) *Machine {
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Machine{keys: keyspace.New(), durable: opts.Durable, log: log, byName: map[string]*Command{}, limiters: limiters.New()}
+	m.placement = placement.New(roomCore{m})
 	for _, r := range rooms() {
 		for _, c := range r.commands(m) {
 			if _, dup := m.byName[c.Name]; dup {

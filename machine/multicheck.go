@@ -264,7 +264,7 @@ func checkSlots(l *txLocks, ks *keyspace.Keyspace, checks []limitCheck, domainKe
 // instant to decide at.
 func (x *exec) lockChecks(checks []limitCheck) (now int64) {
 	for i := range checks {
-		checks[i].slot, now = x.lockSlot(checks[i].slotIndex)
+		checks[i].slot, now = x.LockSlot(checks[i].slotIndex)
 	}
 	return now
 }

@@ -388,7 +388,7 @@ func hold(x *exec, domain []byte, pt *part) {
 		x.Error(err)
 		return
 	}
-	s, now := x.lockSlot(at)
+	s, now := x.LockSlot(at)
 	defer x.Unlock(s)
 	r, err := reservationAt(s, key, keyspace.KindReservation, now)
 	if err != nil {

@@ -147,7 +147,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 	h.start(domain, args[2], now, ttl, p.cost, orders)
 	if head {
 		h.headKey, h.headSlot = headKey, ds
-		h.split = x.m.placement.owned.Load() != nil
+		h.split = x.m.placement.Owned() != nil
 		h.args = ReserveArgsSum(args[3:])
 	}
 	if head && x.at(1) { // level 1: a settled id is kept (levels)
@@ -210,7 +210,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 
 // fenceSlot refuses a write to a record of slot s this group does not own.
 func (m *Machine) fenceSlot(s int) error {
-	if o := m.placement.owned.Load(); o != nil && !o.Owns(s) {
+	if o := m.placement.Owned(); o != nil && !o.Owns(s) {
 		return fenceError(notOwned(s, o))
 	}
 	return nil

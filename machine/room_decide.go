@@ -12,7 +12,8 @@ import (
 // The decide room: rules, overrides and scales, and deciding several limits
 // at one instant — RL.CHECK, RL.CHECKALL, RL.SHOULDRATELIMIT and the rule
 // administration (policy*.go, rls.go, decide.go, checkall.go, result.go,
-// multicheck.go, migrate.go).
+// multicheck.go, migrate.go, config_copy.go: SLUICE.CONFIG, a group's
+// configuration given to a migration's target).
 
 // decideState is what the decide room keeps beside the keyspace.
 type decideState struct {
@@ -35,7 +36,7 @@ type decideState struct {
 func decideRoom() roomHooks {
 	return roomHooks{
 		commands: func(*Machine) []*Command {
-			return concat(policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands())
+			return concat(policyCommands(), checkAllCommands(), policyAdminCommands(), rlsCommands(), configCommands())
 		},
 		restored: func(m *Machine, applied int64) {
 			m.reloadRules()

@@ -1,7 +1,9 @@
 package machine
 
 import (
+	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine/limiters"
+	"github.com/sluice-rl/sluice/machine/placement"
 	"github.com/sluice-rl/sluice/machine/room"
 )
 
@@ -35,7 +37,7 @@ func rooms() []roomHooks {
 }
 
 // kinds are every room's kinds of record.
-var kinds = newKindTable(limiters.Kinds(), decideKinds(), reserveKinds(), placementKinds(), coreKinds())
+var kinds = newKindTable(limiters.Kinds(), decideKinds(), reserveKinds(), placement.Kinds(), coreKinds())
 
 func limitersRoom() roomHooks {
 	return roomHooks{commands: func(m *Machine) []*Command {
@@ -50,7 +52,8 @@ func bind[X any](cmds []room.Command[X], as func(*exec) X) []*Command {
 	out := make([]*Command, len(cmds))
 	for i := range cmds {
 		rc := cmds[i]
-		c := &Command{Spec: rc.Spec, Decides: rc.Decides, Journaled: rc.Journaled}
+		c := &Command{Spec: rc.Spec, Decides: rc.Decides, Journaled: rc.Journaled, slots: rc.Slots,
+			internal: rc.Internal, fromMember: rc.FromMember, everyGroup: rc.EveryGroup}
 		c.run = func(x *exec, args [][]byte) { rc.Run(as(x), args) }
 		if rc.Check != nil {
 			c.check = func(_ *Machine, args [][]byte) string { return rc.Check(args) }
@@ -62,3 +65,31 @@ func bind[X any](cmds []room.Command[X], as func(*exec) X) []*Command {
 	}
 	return out
 }
+
+func placementRoom() roomHooks {
+	return roomHooks{
+		commands: func(m *Machine) []*Command {
+			return bind(m.placement.Commands(), func(x *exec) placement.Exec { return x })
+		},
+		restored: func(m *Machine, _ int64) { m.placement.Restored() },
+		flushed:  func(x *exec) { x.m.placement.Flushed(x) },
+	}
+}
+
+// roomCore is what a room reads of its machine outside an apply
+// (placement.Core).
+type roomCore struct{ m *Machine }
+
+func (c roomCore) Store() *keyspace.Keyspace { return c.m.keys }
+func (c roomCore) Applied() int64            { return c.m.applied.Load() }
+func (c roomCore) AppendState(dst []byte, s *keyspace.Slot, e keyspace.Entry) ([]byte, error) {
+	return AppendState(dst, s, e)
+}
+func (c roomCore) DecodeState(kind keyspace.Kind, b []byte) (any, error) {
+	return DecodeState(kind, b, c.m.limiters.Zone)
+}
+func (c roomCore) StoreState(s *keyspace.Slot, key []byte, kind keyspace.Kind, word int64, obj any) error {
+	return StoreState(s, key, kind, word, obj)
+}
+func (c roomCore) KindName(kind keyspace.Kind) string { return KindName(kind) }
+func (c roomCore) Journaled(kind keyspace.Kind) bool  { return Journaled(kind) }

@@ -193,7 +193,7 @@ func settle(x *exec, st settling) {
 // readPart reads the record r names; with tombstone > 0, a part not held
 // is marked cancelled for that long.
 func (x *exec) readPart(r *heldRecord, tombstone int64) error {
-	s, now := x.lockSlot(r.at)
+	s, now := x.LockSlot(r.at)
 	defer x.Unlock(s)
 	if r.grant {
 		r.kind = x.grantKind(s, r.key, now)
@@ -213,7 +213,7 @@ func (x *exec) readPart(r *heldRecord, tombstone int64) error {
 func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 	for i := range recs {
 		r := &recs[i]
-		if s, now := x.lockSlot(r.at); !r.sameAs(s, now) {
+		if s, now := x.LockSlot(r.at); !r.sameAs(s, now) {
 			return false
 		}
 	}
@@ -253,7 +253,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 			continue
 		}
 		held = true
-		s, now := x.lockSlot(r.at)
+		s, now := x.LockSlot(r.at)
 		if e, ok := s.Get(r.key, now); ok {
 			expireAt := s.ExpireAt(e)
 			s.Delete(e)

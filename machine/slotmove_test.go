@@ -245,7 +245,7 @@ func TestJobShowUntil(t *testing.T) {
 		old = binary.AppendUvarint(old, uint64(r[0]))
 		old = binary.AppendUvarint(old, uint64(r[1]))
 	}
-	v1 := appendJobs(nil, o.Jobs[:1])
+	v1 := (&Ownership{Epoch: o.Epoch, Ranges: o.Ranges, Jobs: o.Jobs[:1]}).AppendBinary(nil)[len(old):]
 	old = append(old, v1[2:]...)                                            // no version marker
 	old = old[:len(old)-len(binary.AppendVarint(nil, o.Jobs[0].ShowUntil))] // no instant
 	back, err = decodeOwnership(old)

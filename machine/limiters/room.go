@@ -14,9 +14,6 @@ import (
 	"github.com/sluice-rl/sluice/window"
 )
 
-// The limiters room: CL.THROTTLE/GCRA, SW.CHECK, FW.CHECK, CONC.*, QUOTA.*
-// (gcra.go, window.go, conc.go, quota.go, inline.go).
-
 // Exec is one command's apply as this room sees it; the core's apply
 // (package machine) implements it.
 type Exec interface {

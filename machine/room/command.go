@@ -23,6 +23,16 @@ type Command[X any] struct {
 	// (what maxmemory refuses); nil: it stores when one of its keys holds
 	// no record.
 	Stores func(keys View, args [][]byte, now int64) bool
+	// Slots, for a command whose records are not (only) at its key
+	// arguments' slots, names the slots its apply locks, all of them when
+	// all is set. nil: the slots of its keys.
+	Slots func(args [][]byte) (slots []int, all bool)
+	// Internal commands are not part of the server surface; FromMember
+	// ones only members send each other (the member channel carries
+	// them; they are fenced as any command); EveryGroup ones are
+	// configuration every group of a sharded cluster applies (not
+	// fenced).
+	Internal, FromMember, EveryGroup bool
 }
 
 // View reads the keyspace outside an apply.

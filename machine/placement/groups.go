@@ -1,4 +1,4 @@
-package machine
+package placement
 
 import (
 	"encoding/binary"
@@ -37,9 +37,6 @@ type GroupSpec struct {
 	Removed bool
 }
 
-// Groups is the list this group's log holds (nil: none).
-func (m *Machine) Groups() *GroupList { return m.placement.groups.Load() }
-
 func (l *GroupList) find(id string) int {
 	for i := range l.Groups {
 		if l.Groups[i].ID == id {
@@ -71,7 +68,7 @@ func (l *GroupList) AppendBinary(dst []byte) []byte {
 	return dst
 }
 
-var errCorruptGroups = errors.New("machine: corrupt group list record")
+var errCorruptGroups = errors.New("placement: corrupt group list record")
 
 func decodeGroupList(b []byte) (*GroupList, error) {
 	d := room.Reader{B: b}
@@ -100,16 +97,16 @@ func decodeGroupList(b []byte) (*GroupList, error) {
 	return l, nil
 }
 
-func groupCommands() []*Command {
-	return []*Command{{
+func (r *Room) groupCommands() []room.Command[Exec] {
+	return []room.Command[Exec]{{
 		Spec: cmdspec.Spec{Name: "sluice.groups", Arity: -3, Flags: []string{"write", "admin"}, Group: "cluster", Since: "1.4.0", Complexity: "O(G) where G is the number of groups",
-			Summary: "SLUICE.GROUPS ADD <id> <member-id>=<client-addr>@<raft-addr> … | DEL <id>: groups added to or removed from a running cluster."}, internal: true, everyGroup: true,
-		slots: func([][]byte) ([]int, bool) { return []int{slot.Of([]byte(GroupsKey))}, false },
-		run:   runGroups, check: checkGroups,
+			Summary: "SLUICE.GROUPS ADD <id> <member-id>=<client-addr>@<raft-addr> … | DEL <id>: groups added to or removed from a running cluster."}, Internal: true, EveryGroup: true,
+		Slots: func([][]byte) ([]int, bool) { return []int{slot.Of([]byte(GroupsKey))}, false },
+		Run:   r.runGroups, Check: checkGroups,
 	}}
 }
 
-func checkGroups(_ *Machine, args [][]byte) string {
+func checkGroups(args [][]byte) string {
 	id := string(args[2])
 	if id == "" || strings.ContainsAny(id, " \t\r\n") {
 		return "ERR a group id is a word"
@@ -133,16 +130,16 @@ func checkGroups(_ *Machine, args [][]byte) string {
 // runGroups is SLUICE.GROUPS: an add of the same group again, or a removal
 // of a removed one, is a no-op (it is applied in every group, and sent
 // again when one did not take it).
-func runGroups(x *exec, args [][]byte) {
-	if bad := checkGroups(x.m, args); bad != "" {
+func (r *Room) runGroups(x Exec, args [][]byte) {
+	if bad := checkGroups(args); bad != "" {
 		x.Fail(bad)
 		return
 	}
 	key := []byte(GroupsKey)
-	s, _ := x.LockKey(key)
+	s, now := x.LockKey(key)
 	defer x.Unlock(s)
 	next := &GroupList{}
-	if cur := x.m.placement.groups.Load(); cur != nil {
+	if cur := r.groups.Load(); cur != nil {
 		next.Groups = slices.Clone(cur.Groups)
 	}
 	id := string(args[2])
@@ -157,7 +154,7 @@ func runGroups(x *exec, args [][]byte) {
 			x.Fail("ERR group " + id + " was removed: a group id is not used again")
 			return
 		case i >= 0 && slices.Equal(next.Groups[i].Members, members):
-			x.w.OK()
+			x.Reply().OK()
 			return
 		case i >= 0:
 			x.Fail("ERR group " + id + " exists with other members")
@@ -167,7 +164,7 @@ func runGroups(x *exec, args [][]byte) {
 	} else {
 		switch {
 		case i >= 0 && next.Groups[i].Removed:
-			x.w.OK()
+			x.Reply().OK()
 			return
 		case i >= 0:
 			next.Groups[i].Removed = true
@@ -175,31 +172,31 @@ func runGroups(x *exec, args [][]byte) {
 			next.Groups = append(next.Groups, GroupSpec{ID: id, Removed: true}) // a group of the map file
 		}
 	}
-	x.setGroups(s, next)
-	x.w.OK()
+	r.setGroups(x, s, now, next)
+	x.Reply().OK()
 }
 
 // setGroups stores l under GroupsKey (whose slot the caller holds).
-func (x *exec) setGroups(s *keyspace.Slot, l *GroupList) {
+func (r *Room) setGroups(x Exec, s *keyspace.Slot, now int64, l *GroupList) {
 	key := []byte(GroupsKey)
-	if e, ok := s.Get(key, x.instant()); ok {
+	if e, ok := s.Get(key, now); ok {
 		s.Delete(e)
 	}
 	if _, err := s.Insert(key, keyspace.KindGroups, 0, l); err != nil {
 		x.Error(err)
 		return
 	}
-	x.m.placement.groups.Store(l)
+	r.groups.Store(l)
 }
 
 // reloadGroups points groups at what GroupsKey holds (after a restore).
-func (m *Machine) reloadGroups() {
+func (r *Room) reloadGroups() {
 	key := []byte(GroupsKey)
-	s := m.keys.LockKey(key)
+	s := r.core.Store().LockKey(key)
 	defer s.Unlock()
 	var l *GroupList
-	if e, ok := s.Get(key, m.applied.Load()); ok && e.Kind() == keyspace.KindGroups {
+	if e, ok := s.Get(key, r.core.Applied()); ok && e.Kind() == keyspace.KindGroups {
 		l, _ = s.Object(e).(*GroupList)
 	}
-	m.placement.groups.Store(l)
+	r.groups.Store(l)
 }

@@ -1,4 +1,4 @@
-package machine
+package placement
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package machine
+package placement
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ import (
 // chunk; never two.
 
 // ErrExport: a chunk's records could not be read for export.
-var ErrExport = errors.New("machine: slot export")
+var ErrExport = errors.New("placement: slot export")
 
 // movable reports whether records of kind move with their slot: the
 // limiters' counters, and the reservations held on them (each part is in
@@ -67,21 +67,21 @@ type SlotExport struct {
 
 // ExportSlots reads the movable records of ranges live at the applied
 // instant. Read it after the chunk's cut applied: then nothing changes it.
-func (m *Machine) ExportSlots(ranges [][2]int) (SlotExport, error) { return m.export(ranges, movable) }
+func (r *Room) ExportSlots(ranges [][2]int) (SlotExport, error) { return r.Export(ranges, movable) }
 
-// export reads the records of ranges whose kind keep reports, live at the
+// Export reads the records of ranges whose kind keep reports, live at the
 // applied instant.
-func (m *Machine) export(ranges [][2]int, keep func(keyspace.Kind) bool) (SlotExport, error) {
-	applied := m.applied.Load()
+func (r *Room) Export(ranges [][2]int, keep func(keyspace.Kind) bool) (SlotExport, error) {
+	applied := r.core.Applied()
 	var out SlotExport
 	var err error
-	for _, r := range ranges {
-		for i := r[0]; i <= r[1] && err == nil; i++ {
-			s := m.keys.Lock(i)
+	for _, rg := range ranges {
+		for i := rg[0]; i <= rg[1] && err == nil; i++ {
+			s := r.core.Store().Lock(i)
 			if s.Len() > 0 {
 				s.Keys(applied, func(key []byte, e keyspace.Entry) bool {
 					if keep(e.Kind()) {
-						err = out.add(s, key, e)
+						err = out.add(r.core, s, key, e)
 					}
 					return err == nil
 				})
@@ -89,17 +89,17 @@ func (m *Machine) export(ranges [][2]int, keep func(keyspace.Kind) bool) (SlotEx
 			s.Unlock()
 		}
 	}
-	out.Digest = payloadDigest(out.Payload)
+	out.Digest = PayloadDigest(out.Payload)
 	return out, err
 }
 
 // add appends the record e at key of s to the export.
-func (out *SlotExport) add(s *keyspace.Slot, key []byte, e keyspace.Entry) error {
+func (out *SlotExport) add(core Core, s *keyspace.Slot, key []byte, e keyspace.Entry) error {
 	out.Payload = append(out.Payload, byte(e.Kind()))
 	out.Payload = binary.AppendUvarint(out.Payload, uint64(len(key)))
 	out.Payload = append(out.Payload, key...)
 	out.Payload = binary.LittleEndian.AppendUint64(out.Payload, uint64(s.Word(e)))
-	state, err := AppendState(nil, s, e)
+	state, err := core.AppendState(nil, s, e)
 	if err != nil {
 		return errors.Join(ErrExport, err)
 	}
@@ -112,39 +112,40 @@ func (out *SlotExport) add(s *keyspace.Slot, key []byte, e keyspace.Entry) error
 // DigestSlots is the digest of the movable records of slots from to to
 // (DEBUG DIGEST-SLOTS) and their count: equal on two machines exactly
 // when they hold the same counters there, whatever else they hold.
-func (m *Machine) DigestSlots(from, to int) (string, int, error) {
-	e, err := m.ExportSlots([][2]int{{from, to}})
+func (r *Room) DigestSlots(from, to int) (string, int, error) {
+	e, err := r.ExportSlots([][2]int{{from, to}})
 	return e.Digest, e.Keys, err
 }
 
-func payloadDigest(p []byte) string {
+// PayloadDigest is the digest a payload travels with.
+func PayloadDigest(p []byte) string {
 	sum := sha256.Sum256(p)
 	return hex.EncodeToString(sum[:20])
 }
 
-// exportRecord is one record of a payload.
-type exportRecord struct {
-	kind  keyspace.Kind
-	key   []byte
-	word  int64
-	state []byte
+// Record is one record of a payload.
+type Record struct {
+	Kind  keyspace.Kind
+	Key   []byte
+	Word  int64
+	State []byte
 }
 
-// walkPayload calls fn for each record of p; a payload that does not
+// WalkPayload calls fn for each record of p; a payload that does not
 // decode is an error.
-func walkPayload(p []byte, fn func(r exportRecord) error) error {
+func WalkPayload(p []byte, fn func(r Record) error) error {
 	d := room.Reader{B: p}
 	for len(d.B) > 0 {
-		var r exportRecord
-		r.kind = keyspace.Kind(d.B[0])
+		var r Record
+		r.Kind = keyspace.Kind(d.B[0])
 		d.B = d.B[1:]
-		r.key = d.Bytes()
+		r.Key = d.Bytes()
 		if d.Bad || len(d.B) < 8 {
 			return errBadPayload
 		}
-		r.word = int64(binary.LittleEndian.Uint64(d.B))
+		r.Word = int64(binary.LittleEndian.Uint64(d.B))
 		d.B = d.B[8:]
-		r.state = d.Bytes()
+		r.State = d.Bytes()
 		if d.Bad {
 			return errBadPayload
 		}
@@ -157,56 +158,56 @@ func walkPayload(p []byte, fn func(r exportRecord) error) error {
 
 var errBadPayload = errors.New("the payload does not decode")
 
-func slotMoveCommands() []*Command {
-	return []*Command{
+func (r *Room) slotMoveCommands() []room.Command[Exec] {
+	return []room.Command[Exec]{
 		{Spec: cmdspec.Spec{Name: "sluice.import", Arity: -5, Flags: []string{"write", "admin", "denyoom"}, Group: "cluster", Since: "1.4.0", Complexity: "O(N) where N is the number of records",
 			Summary: "SLUICE.IMPORT <epoch> <digest> <payload> <from-to> …: takes slots moved from another group, their records and ownership at epoch (sent by the group moving them).",
-			Args: []Arg{{Name: "epoch", Type: "integer"}, {Name: "digest", Type: "string"}, {Name: "payload", Type: "string"},
-				{Name: "range", Type: "string", Multiple: true}}}, stores: alwaysStores, slots: allSlots, fromMember: true,
-			run: runImport, check: func(m *Machine, args [][]byte) string { _, bad := m.parseImport(args); return bad }},
+			Args: []cmdspec.Arg{{Name: "epoch", Type: "integer"}, {Name: "digest", Type: "string"}, {Name: "payload", Type: "string"},
+				{Name: "range", Type: "string", Multiple: true}}}, Stores: alwaysStores, Slots: allSlots, FromMember: true,
+			Run: r.runImport, Check: func(args [][]byte) string { _, bad := r.parseImport(args); return bad }},
 		{Spec: cmdspec.Spec{Name: "sluice.cut", Arity: -4, Flags: []string{"write", "admin"}, Group: "cluster", Since: "1.4.0", Complexity: "O(R)",
-			Summary: "SLUICE.CUT <job> <epoch> <from-to> …: this group stops owning a chunk of a migration."}, slots: ownershipSlots, internal: true,
-			run: runCut, check: func(_ *Machine, args [][]byte) string { _, _, bad := parseOwn(args[1:]); return bad }},
+			Summary: "SLUICE.CUT <job> <epoch> <from-to> …: this group stops owning a chunk of a migration."}, Slots: ownershipSlots, Internal: true,
+			Run: r.runCut, Check: func(args [][]byte) string { _, _, bad := parseOwn(args[1:]); return bad }},
 		{Spec: cmdspec.Spec{Name: "sluice.moved", Arity: -4, Flags: []string{"write", "admin"}, Group: "cluster", Since: "1.4.0", Complexity: "O(N) where N is the number of records moved",
-			Summary: "SLUICE.MOVED <job> <keys> <bytes> [<show-until-ms>]: the pending chunk of a migration was imported; its records here are dropped. A job this ends is shown as before until show-until-ms (Unix ms)."}, slots: allSlots, internal: true,
-			run: runMoved, check: checkMoved},
+			Summary: "SLUICE.MOVED <job> <keys> <bytes> [<show-until-ms>]: the pending chunk of a migration was imported; its records here are dropped. A job this ends is shown as before until show-until-ms (Unix ms)."}, Slots: allSlots, Internal: true,
+			Run: r.runMoved, Check: checkMoved},
 		{Spec: cmdspec.Spec{Name: "sluice.job", Arity: -2, Flags: []string{"write", "admin"}, Group: "cluster", Since: "1.4.0", Complexity: "O(J) where J is the number of jobs",
-			Summary: "SLUICE.JOB ADD <id> <target-group> <source-node> <target-node> <from-to> … | END <id> <state> [<show-until-ms>] [message] | CANCEL [<show-until-ms>]: a group's migration jobs; a job ended is shown as before until show-until-ms (Unix ms)."}, slots: ownershipSlots, internal: true,
-			run: runJob, check: checkJob},
+			Summary: "SLUICE.JOB ADD <id> <target-group> <source-node> <target-node> <from-to> … | END <id> <state> [<show-until-ms>] [message] | CANCEL [<show-until-ms>]: a group's migration jobs; a job ended is shown as before until show-until-ms (Unix ms)."}, Slots: ownershipSlots, Internal: true,
+			Run: r.runJob, Check: checkJob},
 	}
 }
 
 // importArgs is SLUICE.IMPORT parsed.
 type importArgs struct {
 	epoch   uint64
-	records []exportRecord
+	records []Record
 	objs    []any
 	ranges  [][2]int
 }
 
-func (m *Machine) parseImport(args [][]byte) (importArgs, string) {
+func (r *Room) parseImport(args [][]byte) (importArgs, string) {
 	var a importArgs
 	epoch, ranges, bad := parseOwn(append([][]byte{args[0], args[1]}, args[4:]...))
 	if bad != "" {
 		return a, bad
 	}
 	a.epoch, a.ranges = epoch, ranges
-	if payloadDigest(args[3]) != string(args[2]) {
+	if PayloadDigest(args[3]) != string(args[2]) {
 		return a, "ERR the payload's digest is not " + resp.Clip(args[2], 40)
 	}
 	bits := bitsOf(ranges)
-	err := walkPayload(args[3], func(r exportRecord) error {
-		if !movable(r.kind) {
-			return errors.New("a record of kind " + KindName(r.kind) + " does not move")
+	err := WalkPayload(args[3], func(rec Record) error {
+		if !movable(rec.Kind) {
+			return errors.New("a record of kind " + r.core.KindName(rec.Kind) + " does not move")
 		}
-		if !bits.has(slot.Of(r.key)) {
-			return errors.New("key '" + resp.Clip(r.key, 32) + "' is outside the ranges")
+		if !bits.has(slot.Of(rec.Key)) {
+			return errors.New("key '" + resp.Clip(rec.Key, 32) + "' is outside the ranges")
 		}
-		obj, err := DecodeState(r.kind, r.state, m.limiters.Zone)
+		obj, err := r.core.DecodeState(rec.Kind, rec.State)
 		if err != nil {
 			return err
 		}
-		a.records = append(a.records, r)
+		a.records = append(a.records, rec)
 		a.objs = append(a.objs, obj)
 		return nil
 	})
@@ -219,7 +220,7 @@ func (m *Machine) parseImport(args [][]byte) (importArgs, string) {
 // ErrStaleEpoch: an import at an epoch the target group has passed; the
 // source cuts the chunk again above the target's epoch. Nothing was
 // imported.
-var ErrStaleEpoch = errors.New("machine: the group is past the import's epoch")
+var ErrStaleEpoch = errors.New("placement: the group is past the import's epoch")
 
 // StaleEpochError is an import refused at an epoch the group has passed:
 // Epoch is the group's; Reply the error reply, for people.
@@ -232,38 +233,37 @@ func (e *StaleEpochError) Error() string { return e.Reply }
 func (e *StaleEpochError) Unwrap() error { return ErrStaleEpoch }
 
 // runImport is SLUICE.IMPORT.
-func runImport(x *exec, args [][]byte) {
-	a, bad := x.m.parseImport(args)
+func (r *Room) runImport(x Exec, args [][]byte) {
+	a, bad := r.parseImport(args)
 	if bad != "" {
 		x.Fail(bad)
 		return
 	}
-	cur := x.m.placement.owned.Load()
+	cur := r.owned.Load()
 	if cur == nil {
 		x.Fail("ERR this group fences by no cluster map: it cannot import slots")
 		return
 	}
 	if cur.Epoch >= a.epoch {
 		if cur.bits.hasAll(a.ranges) {
-			x.w.OK() // applied before: a repeat
+			x.Reply().OK() // applied before: a repeat
 			return
 		}
 		stale := &StaleEpochError{Epoch: cur.Epoch, Reply: "STALEEPOCH " + strconv.FormatUint(cur.Epoch, 10) +
 			" this group is past the import's epoch " + strconv.FormatUint(a.epoch, 10)}
-		x.out.Refusal = stale
-		x.Fail(stale.Reply)
+		x.Refuse(stale, stale.Reply)
 		return
 	}
 	if cur.bits.hasAny(a.ranges) {
 		x.Fail("ERR this group already owns some of the slots imported")
 		return
 	}
-	x.dropMovable(a.ranges) // leftovers of an earlier stay here
-	for i, r := range a.records {
-		s, _ := x.LockKey(r.key)
-		err := StoreState(s, r.key, r.kind, r.word, a.objs[i])
-		if err == nil && r.kind == keyspace.KindQuota {
-			x.journaled(x.m.quotaChanged(r.key, a.objs[i].(*quota.State)))
+	r.dropMovable(x, a.ranges) // leftovers of an earlier stay here
+	for i, rec := range a.records {
+		s, _ := x.LockKey(rec.Key)
+		err := r.core.StoreState(s, rec.Key, rec.Kind, rec.Word, a.objs[i])
+		if err == nil && rec.Kind == keyspace.KindQuota {
+			x.QuotaChanged(rec.Key, a.objs[i].(*quota.State))
 		}
 		x.Unlock(s)
 		if err != nil {
@@ -271,7 +271,7 @@ func runImport(x *exec, args [][]byte) {
 			return
 		}
 	}
-	x.updateOwnership(func(cur *Ownership, _ int64) (*Ownership, string) {
+	r.updateOwnership(x, func(cur *Ownership, _ int64) (*Ownership, string) {
 		bits := cur.bits
 		bits.add(a.ranges)
 		return cur.with(a.epoch, bits), ""
@@ -280,11 +280,11 @@ func runImport(x *exec, args [][]byte) {
 
 // dropMovable deletes the movable records of ranges (journaling quota
 // deletions).
-func (x *exec) dropMovable(ranges [][2]int) {
+func (r *Room) dropMovable(x Exec, ranges [][2]int) {
 	var keys [][]byte
-	for _, r := range ranges {
-		for i := r[0]; i <= r[1]; i++ {
-			s, now := x.lockSlot(i)
+	for _, rg := range ranges {
+		for i := rg[0]; i <= rg[1]; i++ {
+			s, now := x.LockSlot(i)
 			if s.Len() == 0 {
 				x.Unlock(s)
 				continue
@@ -298,8 +298,8 @@ func (x *exec) dropMovable(ranges [][2]int) {
 			})
 			for _, k := range keys {
 				if e, ok := s.Get(k, now); ok {
-					if Journaled(e.Kind()) {
-						x.journaled(x.m.deleted(k))
+					if r.core.Journaled(e.Kind()) {
+						x.Deleted(k)
 					}
 					s.Delete(e)
 				}
@@ -312,10 +312,10 @@ func (x *exec) dropMovable(ranges [][2]int) {
 // updateOwnership changes the ownership record under its slot's lock: fn
 // gets the current one (never nil here) and the instant, and returns the
 // next or an error reply.
-func (x *exec) updateOwnership(fn func(cur *Ownership, now int64) (*Ownership, string)) {
+func (r *Room) updateOwnership(x Exec, fn func(cur *Ownership, now int64) (*Ownership, string)) {
 	key := []byte(OwnershipKey)
 	s, now := x.LockKey(key)
-	cur := x.m.placement.owned.Load()
+	cur := r.owned.Load()
 	if cur == nil {
 		x.Unlock(s)
 		x.Fail("ERR this group fences by no cluster map")
@@ -328,23 +328,23 @@ func (x *exec) updateOwnership(fn func(cur *Ownership, now int64) (*Ownership, s
 		return
 	}
 	next.trimJobs()
-	x.setOwnership(next)
-	if x.out.Err == "" {
-		x.w.OK()
+	r.setOwnership(x, next)
+	if !x.Failed() {
+		x.Reply().OK()
 	}
 }
 
 // runCut is SLUICE.CUT <job> <epoch> <ranges>: the chunk leaves this
 // group at epoch. Cutting the pending chunk again at a later epoch only
 // raises the epoch (the target had passed the first one).
-func runCut(x *exec, args [][]byte) {
+func (r *Room) runCut(x Exec, args [][]byte) {
 	epoch, ranges, bad := parseOwn(args[1:])
 	if bad != "" {
 		x.Fail(bad)
 		return
 	}
 	id := string(args[1])
-	x.updateOwnership(func(cur *Ownership, now int64) (*Ownership, string) {
+	r.updateOwnership(x, func(cur *Ownership, now int64) (*Ownership, string) {
 		i, ok := cur.job(id)
 		if !ok {
 			return nil, "ERR no slot migration named " + resp.Clip(args[1], 40)
@@ -373,7 +373,7 @@ func runCut(x *exec, args [][]byte) {
 	})
 }
 
-func checkMoved(_ *Machine, args [][]byte) string {
+func checkMoved(args [][]byte) string {
 	if len(args) > 5 {
 		return "ERR SLUICE.MOVED takes <job> <keys> <bytes> [<show-until-ms>]"
 	}
@@ -409,7 +409,7 @@ func jobEndArgs(tail [][]byte) (until int64, msg string) {
 }
 
 // checkJob checks SLUICE.JOB's shape before it enters the log.
-func checkJob(_ *Machine, args [][]byte) string {
+func checkJob(args [][]byte) string {
 	switch {
 	case resp.EqualFold(args[1], "add") && len(args) >= 7:
 	case resp.EqualFold(args[1], "end") && len(args) >= 4 && len(args) <= 6:
@@ -435,8 +435,8 @@ const jobSyntax = "ERR SLUICE.JOB takes ADD <id> <target-group> <source-node> <t
 // runMoved is SLUICE.MOVED <job> <keys> <bytes>: the pending chunk is in
 // the target group; its records here go. Without a pending chunk it is a
 // repeat: a no-op.
-func runMoved(x *exec, args [][]byte) {
-	cur := x.m.placement.owned.Load()
+func (r *Room) runMoved(x Exec, args [][]byte) {
+	cur := r.owned.Load()
 	if cur == nil {
 		x.Fail("ERR this group fences by no cluster map")
 		return
@@ -447,17 +447,17 @@ func runMoved(x *exec, args [][]byte) {
 		return
 	}
 	if cur.Jobs[i].Pending == nil {
-		x.w.OK()
+		x.Reply().OK()
 		return
 	}
-	x.dropMovable(cur.Jobs[i].Pending)
+	r.dropMovable(x, cur.Jobs[i].Pending)
 	keys, _ := strconv.ParseUint(string(args[2]), 10, 64)
 	size, _ := strconv.ParseUint(string(args[3]), 10, 64)
 	var until int64
 	if len(args) == 5 {
 		until, _ = showUntil(args[4])
 	}
-	x.updateOwnership(func(cur *Ownership, now int64) (*Ownership, string) {
+	r.updateOwnership(x, func(cur *Ownership, now int64) (*Ownership, string) {
 		next := cur.with(cur.Epoch, cur.bits)
 		j := &next.Jobs[i]
 		var done slotBits
@@ -478,7 +478,7 @@ func runMoved(x *exec, args [][]byte) {
 }
 
 // runJob is SLUICE.JOB ADD | END | CANCEL.
-func runJob(x *exec, args [][]byte) {
+func (r *Room) runJob(x Exec, args [][]byte) {
 	switch {
 	case resp.EqualFold(args[1], "add") && len(args) >= 7:
 		id, target, src, dst := string(args[2]), string(args[3]), string(args[4]), string(args[5])
@@ -487,7 +487,7 @@ func runJob(x *exec, args [][]byte) {
 			x.Fail(bad)
 			return
 		}
-		x.updateOwnership(func(cur *Ownership, now int64) (*Ownership, string) {
+		r.updateOwnership(x, func(cur *Ownership, now int64) (*Ownership, string) {
 			if _, dup := cur.job(id); dup {
 				return nil, "ERR a slot migration named " + id + " exists"
 			}
@@ -511,7 +511,7 @@ func runJob(x *exec, args [][]byte) {
 			x.Fail("ERR a job ends in success, failed or cancelled")
 			return
 		}
-		x.updateOwnership(func(cur *Ownership, now int64) (*Ownership, string) {
+		r.updateOwnership(x, func(cur *Ownership, now int64) (*Ownership, string) {
 			i, ok := cur.job(string(args[2]))
 			if !ok {
 				return nil, "ERR no slot migration named " + resp.Clip(args[2], 40)
@@ -531,7 +531,7 @@ func runJob(x *exec, args [][]byte) {
 		if len(args) == 3 {
 			until, _ = showUntil(args[2])
 		}
-		x.updateOwnership(func(cur *Ownership, now int64) (*Ownership, string) {
+		r.updateOwnership(x, func(cur *Ownership, now int64) (*Ownership, string) {
 			next := cur.with(cur.Epoch, cur.bits)
 			for i := range next.Jobs {
 				j := &next.Jobs[i]
