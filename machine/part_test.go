@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/limiters"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -269,7 +270,7 @@ func TestPartCancelBeforeItsReserveLeavesATombstone(t *testing.T) {
 	if err != nil || !back.Cancelled || !back.Reply.Limited || len(back.Limits) != 0 {
 		t.Fatalf("tombstone round trip: %+v %v", back, err)
 	}
-	dead.Limits = []HeldLimit{{Key: []byte("k"), Kind: keyspace.KindGCRA, Units: 1}}
+	dead.Limits = []HeldLimit{{Charge: limiters.Charge{Key: []byte("k"), Kind: keyspace.KindGCRA, Units: 1}}}
 	if _, err := decodeReservation(dead.AppendBinary(nil)); err == nil {
 		t.Fatal("a tombstone holding limits decoded")
 	}

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/limiters"
 	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -57,21 +58,11 @@ const (
 
 // HeldLimit is one limit of a reservation.
 type HeldLimit struct {
-	// Key is the counter's key (the reservation's keys share one array),
-	// Kind its algorithm, Name what the settle reply calls it (the rule's
-	// id).
-	Key  []byte
-	Kind keyspace.Kind
+	// Charge is the counter's key and algorithm, the units the reserve
+	// charged it and where.
+	limiters.Charge
+	// Name is what the settle reply calls the limit (the rule's id).
 	Name string
-	// Units is what the reserve charged the counter.
-	Units int64
-	// Anchor is where the charge went: GCRA, the TAT it started from
-	// (gcra.Refund's base); the window kinds, the (sub-)window's start, or
-	// for a sliding log the entry's instant; quota, the period's start.
-	Anchor int64
-	// Step is GCRA's emission interval, or the window's length; Limit the
-	// window's limit (a charge beyond the reserve is counted under them).
-	Step, Limit int64
 	// Order is the limit's place in the reserve (the settle's reply lists
 	// the limits in it, whichever record holds them).
 	Order int
@@ -154,7 +145,7 @@ func decodeReservationIn(b []byte, alias bool) (*ReservationState, error) {
 		if d.Bad {
 			break
 		}
-		l := HeldLimit{Key: d.Bytes()}
+		l := HeldLimit{Charge: limiters.Charge{Key: d.Bytes()}}
 		if !alias {
 			l.Key = append([]byte(nil), l.Key...)
 		}

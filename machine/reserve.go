@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/limiters"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -494,7 +495,7 @@ func heldLimit(c *limitCheck, cost int64) (HeldLimit, bool) {
 	if c.deny || !refundable(c.kind) {
 		return HeldLimit{}, false
 	}
-	l := HeldLimit{Key: c.key, Kind: c.kind, Name: c.name, Units: units}
+	l := HeldLimit{Charge: limiters.Charge{Key: c.key, Kind: c.kind, Units: units}, Name: c.name}
 	switch c.kind {
 	case keyspace.KindGCRA:
 		l.Step = c.gcra.EmissionInterval()

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/limiters"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -141,7 +142,7 @@ func TestHeadHoldAndEncoding(t *testing.T) {
 		t.Fatalf("counts %+v", m.Reservations())
 	}
 	r := &ReservationState{Reply: CheckResult{Limit: 5}, Slots: []int{2, 7}, Args: 1 << 60,
-		Limits: []HeldLimit{{Key: []byte("k"), Kind: keyspace.KindFixedWindow, Name: "n", Units: 3, Step: 1, Limit: 5, Order: 4}}}
+		Limits: []HeldLimit{{Charge: limiters.Charge{Key: []byte("k"), Kind: keyspace.KindFixedWindow, Units: 3, Step: 1, Limit: 5}, Name: "n", Order: 4}}}
 	back, err := decodeReservation(r.AppendBinary(nil))
 	if err != nil || !slices.Equal(back.Slots, r.Slots) || back.Limits[0].Order != 4 || back.Reply.Limit != 5 || back.Args != r.Args {
 		t.Fatalf("round trip: %+v %v", back, err)

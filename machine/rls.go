@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/limiters"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/window"
@@ -314,11 +315,11 @@ func (x *exec) negativeHits(p *plan, now int64) error {
 		if c.deny {
 			continue
 		}
-		l := HeldLimit{Key: c.key, Kind: c.kind, Units: desc.hits, Anchor: -1, Step: c.win.Window, Limit: c.win.Limit}
+		l := limiters.Charge{Key: c.key, Kind: c.kind, Units: desc.hits, Anchor: -1, Step: c.win.Window, Limit: c.win.Limit}
 		if c.kind == keyspace.KindGCRA {
 			l.Step = c.gcra.EmissionInterval()
 		}
-		if _, err := x.refund(&l, desc.hits, now); err != nil {
+		if _, err := x.m.limiters.Refund(x, &l, desc.hits, now); err != nil {
 			return err
 		}
 		if err := c.evaluate(x.m, c.slot, now, 0, nil, x.bufs.logScratch(j)); err != nil {

@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine/limiters"
-	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
-	"github.com/sluice-rl/sluice/window"
 )
 
 func checkSettle(_ *Machine, args [][]byte) string {
@@ -225,7 +222,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 			if r := &recs[i]; r.live() {
 				for j := range r.state.Limits {
 					if l := &r.state.Limits[j]; st.actual > l.Units {
-						if err := x.chargeable(l); err != nil {
+						if err := limiters.Chargeable(x, &l.Charge); err != nil {
 							x.Fail("ERR the reservation cannot be charged beyond it: limit " + l.Name + ": " + ErrorReply(err))
 							return true
 						}
@@ -282,9 +279,9 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 			var err error
 			switch {
 			case actual < l.Units:
-				row.Refunded, err = x.refund(l, l.Units-actual, now)
+				row.Refunded, err = x.m.limiters.Refund(x, &l.Charge, l.Units-actual, now)
 			case actual > l.Units:
-				row.Charged, err = x.force(l, actual-l.Units, now)
+				row.Charged, err = x.m.limiters.Force(x, &l.Charge, actual-l.Units, now)
 			}
 			switch {
 			case err != nil && row.Refunded == 0 && actual > l.Units:
@@ -356,204 +353,4 @@ func tombstoneState() *ReservationState {
 // (keepSettled): the part key of the domain's slot ds.
 func appendSettledMark(dst []byte, domain string, id []byte, ds int) []byte {
 	return appendPartKey(dst, domain, id, ds)
-}
-
-// chargeable reports why l's counter cannot take a charge now (nil: it
-// can): its key holds another kind.
-func (x *exec) chargeable(l *HeldLimit) error {
-	s, now := x.LockKey(l.Key)
-	defer x.Unlock(s)
-	_, _, err := s.GetKind(l.Key, l.Kind, now)
-	return err
-}
-
-// refund gives n units of l back at now and returns how many went back.
-// An Anchor of -1 says the units were the latest charged (a refund with no
-// reservation, Envoy's is_negative_hits): GCRA's from its TAT, the window
-// kinds' from the (sub-)window or log entry that counted last, a
-// quota's from its current period.
-func (x *exec) refund(l *HeldLimit, n, now int64) (int64, error) {
-	key := l.Key
-	s, _ := x.LockKey(key)
-	defer x.Unlock(s)
-	e, found, err := s.GetKind(key, l.Kind, now)
-	if err != nil || !found {
-		return 0, err // gone: nothing left to give back
-	}
-	switch l.Kind {
-	case keyspace.KindGCRA:
-		if l.Step <= 0 {
-			return 0, nil
-		}
-		base := l.Anchor
-		if base < 0 {
-			base = s.Word(e) - min(l.Units*l.Step, s.Word(e))
-		}
-		tat, given := gcra.Refund(s.Word(e), base, l.Units, l.Units-n, l.Step, now)
-		s.SetWord(e, tat)
-		// The time given back, in units to the nearest: a refund a
-		// nanosecond after the charge gives back all but that nanosecond.
-		return min((given+l.Step/2)/l.Step, n), nil
-	case keyspace.KindSlidingCounter:
-		return refundWindow[window.CounterState](s, e, l, n)
-	case keyspace.KindFixedWindow:
-		return refundWindow[window.FixedState](s, e, l, n)
-	case keyspace.KindSlidingLog:
-		st, err := x.logAt(s, e)
-		if err != nil {
-			return 0, err
-		}
-		st, given := st.Refund(anchorOr(l.Anchor, st.Tail()), n)
-		if given == 0 {
-			return 0, nil
-		}
-		return given, limiters.StoreLog(s, key, e, true, &st, s.Word(e), &x.bufs.lim.Enc)
-	case keyspace.KindQuota:
-		st, err := x.m.limiters.QuotaAt(s, e)
-		if err != nil {
-			return 0, err
-		}
-		start := l.Anchor
-		if start < 0 {
-			if _, err := st.Get(now); err != nil { // rolled to the current period
-				return 0, err
-			}
-			start = st.Start
-		}
-		given, err := st.RefundIn(start, now, n)
-		if err != nil || given == 0 {
-			return 0, err
-		}
-		if err := limiters.StoreQuota(s, key, e, true, &st); err != nil {
-			return 0, err
-		}
-		x.journaled(x.m.quotaChanged(key, &st))
-		return given, nil
-	}
-	return 0, nil
-}
-
-// anchorOr is anchor, or for a refund of the latest charge (-1) latest:
-// the (sub-)window the state counted its last charge in.
-func anchorOr(anchor, latest int64) int64 {
-	if anchor < 0 {
-		return latest
-	}
-	return anchor
-}
-
-// force charges n more units of l at now, past its limit if it must, and
-// returns how many were charged.
-func (x *exec) force(l *HeldLimit, n, now int64) (int64, error) {
-	key := l.Key
-	s, _ := x.LockKey(key)
-	defer x.Unlock(s)
-	e, found, err := s.GetKind(key, l.Kind, now)
-	if err != nil {
-		return 0, err
-	}
-	p := window.Params{Limit: l.Limit, Window: l.Step}
-	switch l.Kind {
-	case keyspace.KindGCRA:
-		var tat int64
-		if found {
-			tat = s.Word(e)
-		}
-		next, err := gcra.Force(tat, found, now, n, l.Step)
-		if err != nil {
-			return 0, err
-		}
-		if found {
-			s.SetWord(e, next)
-		} else if _, err := s.Insert(key, keyspace.KindGCRA, next, nil); err != nil {
-			return 0, err
-		}
-		return n, nil
-	case keyspace.KindSlidingCounter:
-		return forceWindow[window.CounterState](s, e, found, l, p, n, now)
-	case keyspace.KindFixedWindow:
-		return forceWindow[window.FixedState](s, e, found, l, p, n, now)
-	case keyspace.KindSlidingLog:
-		var st window.LogState
-		if found {
-			if st, err = x.logAt(s, e); err != nil {
-				return 0, err
-			}
-			st = st.Clone()
-		}
-		st, exp, err := st.Force(found, now, p, n)
-		if err != nil {
-			return 0, err
-		}
-		return n, limiters.StoreLog(s, key, e, found, &st, exp, &x.bufs.lim.Enc)
-	case keyspace.KindQuota:
-		if !found {
-			return 0, nil // its schedule went with it: nothing to count in
-		}
-		st, err := x.m.limiters.QuotaAt(s, e)
-		if err != nil {
-			return 0, err
-		}
-		st, err = quota.Force(st, true, now, st.Limit, st.Schedule, n)
-		if err != nil {
-			return 0, err
-		}
-		if err := limiters.StoreQuota(s, key, e, true, &st); err != nil {
-			return 0, err
-		}
-		x.journaled(x.m.quotaChanged(key, &st))
-		return n, nil
-	}
-	return 0, nil
-}
-
-// settledWindow is a window kind whose state lives in its record
-// (sliding counter, fixed window), as a reservation settles it.
-type settledWindow[S any] interface {
-	Refund(w, start, n int64) (S, int64)
-	Force(exists bool, now int64, p window.Params, cost int64) (S, int64, error)
-	Latest() int64
-}
-
-// refundWindow gives n units of l back from the record e holds.
-func refundWindow[S settledWindow[S]](s *keyspace.Slot, e keyspace.Entry, l *HeldLimit, n int64) (int64, error) {
-	st, err := limiters.WindowStateOf[S](s, e)
-	if err != nil {
-		return 0, err
-	}
-	next, given := st.Refund(l.Step, anchorOr(l.Anchor, st.Latest()), n)
-	return given, limiters.StoreInline(s, l.Key, l.Kind, e, true, s.Word(e), &next)
-}
-
-// forceWindow charges n more units of l at now into the record e holds
-// (found) or a new one.
-func forceWindow[S settledWindow[S]](s *keyspace.Slot, e keyspace.Entry, found bool, l *HeldLimit, p window.Params, n, now int64) (int64, error) {
-	var st S
-	if found {
-		var err error
-		if st, err = limiters.WindowStateOf[S](s, e); err != nil {
-			return 0, err
-		}
-	}
-	next, exp, err := st.Force(found, now, p, n)
-	if err != nil {
-		return 0, err
-	}
-	return n, limiters.StoreInline(s, l.Key, l.Kind, e, found, exp, &next)
-}
-
-// logAt is the sliding log a record holds (decoded into the apply's
-// scratch when inline: valid until the next decode).
-func (x *exec) logAt(s *keyspace.Slot, e keyspace.Entry) (window.LogState, error) {
-	if e.Inline() {
-		if err := x.bufs.lim.Log.DecodeReusing(s.State(e)); err != nil {
-			return window.LogState{}, err
-		}
-		return x.bufs.lim.Log, nil
-	}
-	st, ok := s.Object(e).(*window.LogState)
-	if !ok || st == nil {
-		return window.LogState{}, window.ErrCorrupt
-	}
-	return *st, nil
 }
