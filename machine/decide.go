@@ -57,8 +57,16 @@ type plan struct {
 	of []int
 	// locks are the slots the check holds: its counters' and its domain's.
 	locks txLocks
-	// reserving is RL.RESERVE's holder (reserve.go).
-	reserving reserving
+	// held is the working memory of what keeps the decision's charge
+	// (the reserve room's holder), pooled with the plan; nil until one
+	// is needed.
+	held holdScratch
+}
+
+// holdScratch is a holder's working memory, kept with a pooled plan.
+type holdScratch interface {
+	// reset forgets what was held and keeps the buffers.
+	reset()
 }
 
 // keySpan is where a key is in plan.keys ([0, 0): none); for a check, its
@@ -92,8 +100,9 @@ func (m *Machine) release(p *plan) {
 	p.entries, p.bounds, p.descs, p.matched, p.of = p.entries[:0], p.bounds[:0], p.descs[:0], p.matched[:0], p.of[:0]
 	p.keys, p.checks, p.spans = p.keys[:0], p.checks[:0], p.spans[:0]
 	p.records, p.domain, p.scale, p.cost, p.anchor = false, "", keySpan{}, 0, nil
-	p.reserving.start("", nil, 0, 0, 0, nil) // nothing kept; its scratch stays
-	clear(p.reserving.kept[:cap(p.reserving.kept)])
+	if p.held != nil {
+		p.held.reset()
+	}
 	m.decide.plans.Put(p)
 }
 

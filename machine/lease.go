@@ -329,7 +329,7 @@ func lease(x *exec, r *leaseRequest) {
 	// the unit rounding leaves in turn, from one period to the next.
 	grant := min(r.n, demand.share(view(r.holder), capacity, uint64(now/r.ttl)), room)
 	if grant > 0 {
-		h := &p.reserving
+		h := reservingOf(p)
 		h.start(domain, id, now, r.ttl, grant, nil)
 		h.headKey, h.headSlot, h.headKind = headKey, ds, x.grantKind(ds, headKey, now)
 		h.split = x.m.placement.Owned() != nil

@@ -244,7 +244,7 @@ func runPart(x *exec, args [][]byte) {
 		case pt.sub == "decide":
 			pt.cmd.run(x, pt.args)
 		case pt.cmd.Name == "rl.shouldratelimit":
-			shouldRateLimit(x, pt.args, &pt.held)
+			shouldRateLimit(x, pt.args, pt.held.start)
 		default:
 			// RL.RESERVE's arguments: <domain> <id> <ttl> then RL.CHECK's.
 			words := make([][]byte, 0, len(pt.args)+2)

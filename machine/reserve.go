@@ -144,7 +144,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 		return
 	}
 	defer x.releaseGroup(&p.locks, took)
-	h := &p.reserving
+	h := reservingOf(p)
 	h.start(domain, args[2], now, ttl, p.cost, orders)
 	if head {
 		h.headKey, h.headSlot = headKey, ds
@@ -247,18 +247,36 @@ var errReservationHeld = errors.New("the reservation id is held already")
 
 // start makes the holder of a decision that keeps its charge in parts
 // (nil when nothing limits it: nothing is held).
-func (held *heldAs) start(p *plan, domain string, now int64) (*reserving, error) {
+func (held *heldAs) start(p *plan, domain string, now int64) (holder, error) {
 	if len(p.checks) == 0 {
 		return nil, nil
 	}
-	p.reserving.start(domain, held.id, now, held.ttl, p.cost, nil)
-	switch r, err := p.reserving.existing(p.checks, now); {
+	h := reservingOf(p)
+	h.start(domain, held.id, now, held.ttl, p.cost, nil)
+	switch r, err := h.existing(p.checks, now); {
 	case err != nil:
 		return nil, err
 	case r != nil:
 		return nil, errReservationHeld
 	}
-	return &p.reserving, nil
+	return h, nil
+}
+
+// reservingOf is the plan's holder, made the first time the pooled plan
+// keeps a charge.
+func reservingOf(p *plan) *reserving {
+	h, _ := p.held.(*reserving)
+	if h == nil {
+		h = &reserving{}
+		p.held = h
+	}
+	return h
+}
+
+// reset forgets what was held; the scratch stays (holdScratch).
+func (h *reserving) reset() {
+	h.start("", nil, 0, 0, 0, nil)
+	clear(h.kept[:cap(h.kept)])
 }
 
 // reserving is a reservation's holder: once the limits admit, before they

@@ -233,10 +233,14 @@ func (m *Machine) planShouldRateLimit(p *plan, domain string, records bool) {
 	}
 }
 
+// startHold, when set, makes the holder that keeps what the decision
+// charges (nil holder: nothing to keep).
+type startHold func(p *plan, domain string, now int64) (holder, error)
+
 // shouldRateLimit decides an RL.SHOULDRATELIMIT; with held, it also keeps
 // what it charged as a reservation (a group's part of a check across
 // groups, RL.PART RESERVE).
-func shouldRateLimit(x *exec, args [][]byte, held *heldAs) {
+func shouldRateLimit(x *exec, args [][]byte, held startHold) {
 	p := x.m.plan()
 	defer x.m.release(p)
 	if bad := parseShouldRateLimit(x.m, args, p); bad != "" {
@@ -248,22 +252,18 @@ func shouldRateLimit(x *exec, args [][]byte, held *heldAs) {
 	var v verdict
 	if len(p.checks) > 0 {
 		p.seal()
-		var h *reserving
 		now, ds, took, err := x.lockPlan(p)
 		if err != nil {
 			x.Error(err)
 			return
 		}
 		defer x.releaseGroup(&p.locks, took)
+		var hold holder
 		if held != nil {
-			if h, err = held.start(p, string(domain), now); err != nil {
+			if hold, err = held(p, string(domain), now); err != nil {
 				x.Error(err)
 				return
 			}
-		}
-		var hold holder
-		if h != nil {
-			hold = h
 		}
 		if v, err = x.decideLocked(p, now, ds, hold); err == nil {
 			err = x.negativeHits(p, now)
