@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rl/sluice/conc"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/resp"
 )
 
@@ -45,14 +46,14 @@ func (r concReference) apply(now int64, args []string) string {
 		if l != nil {
 			released = l.Release(now, []byte(args[2]))
 		}
-		w.Int(replyFlag(released))
+		w.Int(room.ReplyFlag(released))
 	case "conc.renew":
 		sec, _ := strconv.ParseInt(args[3], 10, 64)
 		renewed := false
 		if l != nil {
 			renewed, _ = l.Renew(now, []byte(args[2]), sec*1e9)
 		}
-		w.Int(replyFlag(renewed))
+		w.Int(room.ReplyFlag(renewed))
 	case "conc.get":
 		var live int
 		var next, last int64

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/policy"
 )
 
@@ -56,7 +57,7 @@ type plan struct {
 	// of is the check of each RL.SHOULDRATELIMIT descriptor (-1: none).
 	of []int
 	// locks are the slots the check holds: its counters' and its domain's.
-	locks txLocks
+	locks room.SlotLocks
 	// held is the working memory of what keeps the decision's charge
 	// (the reserve room's holder), pooled with the plan; nil until one
 	// is needed.

@@ -7,6 +7,7 @@ import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/machine/limiters"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -28,7 +29,7 @@ type exec struct {
 	// group, in a transaction, holds the locks of every slot the
 	// transaction touches: lockKey takes nothing, unlock releases nothing
 	// (tx.go).
-	group *txLocks
+	group *room.SlotLocks
 	// bufs are the scratch's reused buffers.
 	bufs *scratchBufs
 }
@@ -47,7 +48,7 @@ func (x *exec) LockKey(key []byte) (*keyspace.Slot, int64) {
 // LockSlot is lockKey for a key in slot i.
 func (x *exec) LockSlot(i int) (*keyspace.Slot, int64) {
 	if x.group != nil {
-		s := x.group.slot(i)
+		s := x.group.Slot(i)
 		if x.write {
 			x.m.beforeWrite(i, s)
 		}
@@ -72,22 +73,22 @@ func (x *exec) LockSlot(i int) (*keyspace.Slot, int64) {
 // them and unlock releases nothing. Inside a transaction, which already
 // holds them, it takes nothing and reports false. Defer releaseGroup, so
 // a panic releases them too.
-func (x *exec) holdGroup(l *txLocks) bool {
+func (x *exec) holdGroup(l *room.SlotLocks) bool {
 	if x.group != nil {
 		return false
 	}
-	slices.Sort(l.slots)
-	l.slots = slices.Compact(l.slots)
-	l.lock()
+	slices.Sort(l.Slots)
+	l.Slots = slices.Compact(l.Slots)
+	l.Lock()
 	x.group = l
 	return true
 }
 
 // releaseGroup releases what holdGroup took.
-func (x *exec) releaseGroup(l *txLocks, took bool) {
+func (x *exec) releaseGroup(l *room.SlotLocks, took bool) {
 	if took {
 		x.group = nil
-		l.unlock()
+		l.Unlock()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine/limiters"
 	"github.com/sluice-rl/sluice/machine/placement"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/window"
 )
@@ -240,7 +241,7 @@ func (m *Machine) ApplyScratch(sc *Scratch, now int64, cmd *Command, args [][]by
 
 // applyScratch is ApplyScratch inside a transaction holding group's slots
 // (nil: none).
-func (m *Machine) applyScratch(sc *Scratch, now int64, cmd *Command, args [][]byte, w *resp.Writer, group *txLocks) (out Outcome) {
+func (m *Machine) applyScratch(sc *Scratch, now int64, cmd *Command, args [][]byte, w *resp.Writer, group *room.SlotLocks) (out Outcome) {
 	sc.x = exec{m: m, now: now, write: cmd.write, w: w, group: group, bufs: &sc.bufs}
 	if cmd.write {
 		m.changes.Add(1)

@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/machine/limiters"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/slot"
@@ -246,16 +247,16 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid b
 // checkSlots lists in l the slots of checks' counters and, with domain
 // records (overrides, scale) to read, the slot of domainKey, for holdGroup.
 // It returns l and the domain's slot number (-1 without domain records).
-func checkSlots(l *txLocks, ks *keyspace.Keyspace, checks []limitCheck, domainKey []byte, domainRecords bool) (*txLocks, int) {
-	l.reset(ks)
+func checkSlots(l *room.SlotLocks, ks *keyspace.Keyspace, checks []limitCheck, domainKey []byte, domainRecords bool) (*room.SlotLocks, int) {
+	l.Reset(ks)
 	for i := range checks {
 		checks[i].slotIndex = slot.Of(checks[i].key)
-		l.slots = append(l.slots, checks[i].slotIndex)
+		l.Slots = append(l.Slots, checks[i].slotIndex)
 	}
 	domain := -1
 	if domainRecords {
 		domain = slot.Of(domainKey)
-		l.slots = append(l.slots, domain)
+		l.Slots = append(l.Slots, domain)
 	}
 	return l, domain
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 )
@@ -126,13 +127,13 @@ func runRLCheck(x *exec, args [][]byte) {
 	d := x.m.rules().Domain(domain)
 	if d == nil {
 		// A domain with no rules limits nothing, as in envoy.
-		x.answerCheck(noLimit)
+		x.answerCheck(room.NoLimit)
 		return
 	}
 	p.forDomain(domain, x.m.decide.policyRecords.Load())
 	p.addMatched(d)
 	if len(p.checks) == 0 {
-		x.answerCheck(noLimit)
+		x.answerCheck(room.NoLimit)
 		return
 	}
 	p.seal()

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -263,7 +264,7 @@ func listRules(x *exec, args [][]byte) {
 		x.w.BulkString(r.Algorithm.String())
 		x.w.Int(r.Limit)
 		x.w.Int(limiter.Seconds(r.Window))
-		x.w.Int(replyFlag(r.ShadowMode))
+		x.w.Int(room.ReplyFlag(r.ShadowMode))
 		x.w.BulkString(r.File + ":" + strconv.Itoa(r.Line))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine/limiters"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -188,7 +189,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 		// Nothing limits the request: nothing is charged, so nothing is
 		// held either — a flood of ids that match no rule must not take
 		// memory. Its settle answers as an unknown id's (nil).
-		x.answerCheck(noLimit)
+		x.answerCheck(room.NoLimit)
 		return
 	}
 	v, err := x.decideLocked(p, now, ds, h)

@@ -3,6 +3,7 @@ package machine
 import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/policy"
 )
 
@@ -13,7 +14,7 @@ import (
 // answerCheck answers r, the typed result in the outcome and its reply.
 func (x *exec) answerCheck(r CheckResult) {
 	x.out.Check, x.out.Checked = r, true
-	writeCheck(x.w, r)
+	room.WriteCheck(x.w, r)
 }
 
 // checkResult is the answer a decided plan gives RL.CHECK: its binding
@@ -24,7 +25,7 @@ func (x *exec) checkResult(checks []limitCheck, v verdict) CheckResult {
 		x.out.Limited = true
 	}
 	if v.binding < 0 {
-		return noLimit
+		return room.NoLimit
 	}
 	five := x.noteBinding(checks, v.binding, v.refused)
 	c := &checks[v.binding]
@@ -36,7 +37,7 @@ func (x *exec) checkResult(checks []limitCheck, v verdict) CheckResult {
 // applied; unlimited: its rule is unlimited).
 func rlsStatus(c *limitCheck, desc rlsDescriptor, unlimited, refused bool, now int64) RLSStatus {
 	if c == nil {
-		s := noRLSLimit
+		s := room.NoRLSLimit
 		if unlimited {
 			s.Remaining = rlsUnlimitedRemaining
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine/limiters"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/window"
@@ -295,7 +296,7 @@ func shouldRateLimit(x *exec, args [][]byte, held startHold) {
 		statuses = append(statuses, st)
 	}
 	x.out.Statuses = statuses
-	writeRLS(x.w, v.refused, statuses)
+	room.WriteRLS(x.w, v.refused, statuses)
 }
 
 // negativeHits gives back the units of the plan's negative descriptors

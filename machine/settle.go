@@ -158,10 +158,10 @@ func settle(x *exec, st settling) {
 			}
 		}
 		locks := &p.locks
-		locks.reset(x.m.keys)
+		locks.Reset(x.m.keys)
 		for i := range recs {
 			r := &recs[i]
-			locks.slots = append(locks.slots, r.at)
+			locks.Slots = append(locks.Slots, r.at)
 			if !r.live() {
 				continue
 			}
@@ -174,7 +174,7 @@ func settle(x *exec, st settling) {
 				}
 			}
 			for j := range r.state.Limits {
-				locks.slots = append(locks.slots, slot.Of(r.state.Limits[j].Key))
+				locks.Slots = append(locks.Slots, slot.Of(r.state.Limits[j].Key))
 			}
 		}
 		took := x.holdGroup(locks)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -71,60 +72,12 @@ func parseTx(args [][]byte) (txRequest, string) {
 	return req, ""
 }
 
-// txLocks are the slots a transaction holds.
-type txLocks struct {
-	ks *keyspace.Keyspace
-	// all is set when every slot is held; else slots lists them, sorted.
-	all   bool
-	slots []int
-}
-
-// slot returns held slot i; a slot the transaction did not lock is a bug
-// in the key positions (the apply boundary turns the panic into an error).
-func (l *txLocks) slot(i int) *keyspace.Slot {
-	if !l.all {
-		if _, ok := slices.BinarySearch(l.slots, i); !ok {
-			panic("machine: a transaction's command touched slot " + strconv.Itoa(i) + ", which it did not lock")
-		}
-	}
-	return l.ks.Slot(i)
-}
-
-// reset empties l for a new set of slots of ks.
-func (l *txLocks) reset(ks *keyspace.Keyspace) {
-	l.ks, l.all, l.slots = ks, false, l.slots[:0]
-}
-
-func (l *txLocks) lock() {
-	if l.all {
-		for i := range slot.Count {
-			l.ks.Lock(i)
-		}
-		return
-	}
-	for _, i := range l.slots {
-		l.ks.Lock(i)
-	}
-}
-
-func (l *txLocks) unlock() {
-	if l.all {
-		for i := range slot.Count {
-			l.ks.Slot(i).Unlock()
-		}
-		return
-	}
-	for _, i := range l.slots {
-		l.ks.Slot(i).Unlock()
-	}
-}
-
 // slotsOf adds to l the slots a command touches, as its table entry
 // declares them (Command.Slots).
-func (m *Machine) slotsOf(l *txLocks, cmd *Command, args [][]byte) {
+func (m *Machine) slotsOf(l *room.SlotLocks, cmd *Command, args [][]byte) {
 	var all bool
-	l.slots, all = cmd.Slots(l.slots, args)
-	l.all = l.all || all
+	l.Slots, all = cmd.Slots(l.Slots, args)
+	l.All = l.All || all
 }
 
 // runTx is EXEC (see above).
@@ -135,22 +88,23 @@ func runTx(x *exec, args [][]byte) {
 		x.Fail(bad)
 		return
 	}
-	l := &txLocks{ks: x.m.keys}
+	l := &room.SlotLocks{}
+	l.Reset(x.m.keys)
 	for _, w := range req.watched {
-		l.slots = append(l.slots, slot.Of(w[0]))
+		l.Slots = append(l.Slots, slot.Of(w[0]))
 	}
 	for _, c := range req.commands {
 		if cmd := x.m.Lookup(c[0]); cmd != nil && cmd.ArityOK(len(c)) {
 			x.m.slotsOf(l, cmd, c)
 		}
 	}
-	slices.Sort(l.slots)
-	l.slots = slices.Compact(l.slots)
-	l.lock()
-	defer l.unlock()
+	slices.Sort(l.Slots)
+	l.Slots = slices.Compact(l.Slots)
+	l.Lock()
+	defer l.Unlock()
 	now := x.instant()
 	for _, w := range req.watched {
-		if string(keyVersion(l.slot(slot.Of(w[0])), w[0], now)) != string(w[1]) {
+		if string(keyVersion(l.Slot(slot.Of(w[0])), w[0], now)) != string(w[1]) {
 			x.w.NullArray() // a watched key changed: nothing applies
 			return
 		}
@@ -172,7 +126,7 @@ func runTx(x *exec, args [][]byte) {
 }
 
 // applyInTx is ApplyArgs for one command of a transaction holding l.
-func (m *Machine) applyInTx(sc *Scratch, l *txLocks, now int64, args [][]byte, w *resp.Writer) Outcome {
+func (m *Machine) applyInTx(sc *Scratch, l *room.SlotLocks, now int64, args [][]byte, w *resp.Writer) Outcome {
 	cmd := m.Lookup(args[0])
 	switch {
 	case cmd == nil:

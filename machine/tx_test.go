@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/resp"
 )
 
@@ -167,11 +168,11 @@ func TestCommandDeclarations(t *testing.T) {
 		{[]string{"RL.OVERRIDE", "LIST", "a{b}c"}, false, 1},
 		{[]string{"CL.THROTTLE", "k", "1", "1", "1"}, false, 1},
 	} {
-		l := &txLocks{}
+		l := &room.SlotLocks{}
 		b := words(tc.args...)
 		m.slotsOf(l, m.Lookup(b[0]), b)
-		if l.all != tc.all || len(l.slots) != tc.n {
-			t.Errorf("%v: all %v, slots %v", tc.args, l.all, l.slots)
+		if l.All != tc.all || len(l.Slots) != tc.n {
+			t.Errorf("%v: all %v, slots %v", tc.args, l.All, l.Slots)
 		}
 	}
 }
