@@ -34,8 +34,12 @@ type Proxy struct {
 	// delay holds each chunk of bytes, either way, this long before it is
 	// passed on (SetDelay): a slow link.
 	delay time.Duration
-	conns map[net.Conn]struct{} // every open connection, both sides
-	wg    sync.WaitGroup        // the accept loop and every forwarding goroutine
+	// arming is held while request bytes holding the marker are written
+	// to the target: a reply read meanwhile (the target can answer before
+	// the write returns) waits for the swallow to be armed.
+	arming sync.Mutex
+	conns  map[net.Conn]struct{} // every open connection, both sides
+	wg     sync.WaitGroup        // the accept loop and every forwarding goroutine
 }
 
 // New listens on 127.0.0.1 at a port the system picks and forwards to
@@ -90,6 +94,13 @@ func (p *Proxy) requestPassed(b []byte) {
 	if p.marker != nil && bytes.Contains(b, p.marker) {
 		p.marker, p.swallow = nil, true
 	}
+}
+
+// marks reports whether b holds the marker SwallowReplyTo set.
+func (p *Proxy) marks(b []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.marker != nil && bytes.Contains(b, p.marker)
 }
 
 func (p *Proxy) swallowing() bool {
@@ -215,6 +226,8 @@ func (p *Proxy) pipeReplies(client, server net.Conn) {
 	for {
 		n, err := server.Read(buf)
 		if n > 0 {
+			p.arming.Lock() // a marked request being written arms first
+			p.arming.Unlock()
 			if p.swallowing() {
 				_ = client.Close()
 				_ = server.SetReadDeadline(time.Now().Add(drainFor))
@@ -273,6 +286,10 @@ type armingWriter struct {
 
 func (w armingWriter) Write(b []byte) (int, error) {
 	w.p.hold()
+	if w.p.marks(b) {
+		w.p.arming.Lock()
+		defer w.p.arming.Unlock()
+	}
 	n, err := w.Conn.Write(b)
 	if n > 0 {
 		w.p.requestPassed(b[:n])
