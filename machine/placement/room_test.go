@@ -120,7 +120,7 @@ func (f *fakeMachine) QuotaChanged(key []byte, _ *quota.State) {
 }
 
 func (f *fakeMachine) Store() *keyspace.Keyspace { return f.keys }
-func (f *fakeMachine) Applied() int64           { return f.now }
+func (f *fakeMachine) Applied() int64            { return f.now }
 func (f *fakeMachine) AppendState(dst []byte, s *keyspace.Slot, e keyspace.Entry) ([]byte, error) {
 	k := f.kinds[e.Kind()]
 	switch {
