@@ -10,9 +10,9 @@ import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/machine/room"
+	"github.com/sluice-rl/sluice/machine/room/roomtest"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
-	"github.com/sluice-rl/sluice/slot"
 )
 
 // fakeExec is an apply as the room sees it, over a keyspace of its own: it
@@ -20,11 +20,10 @@ import (
 // before the command returns, a quota change is journaled holding its
 // key's slot, and a command answers exactly once.
 type fakeExec struct {
+	*roomtest.Locks
 	t       *testing.T
-	keys    *keyspace.Keyspace
 	now     int64
 	w       resp.Writer
-	held    map[int]bool
 	answers int
 	err     string
 	reason  room.Reason
@@ -33,23 +32,7 @@ type fakeExec struct {
 }
 
 func (f *fakeExec) LockKey(key []byte) (*keyspace.Slot, int64) {
-	i := slot.Of(key)
-	if f.held[i] {
-		f.t.Fatalf("slot %d locked twice", i)
-	}
-	f.held[i] = true
-	return f.keys.Lock(i), f.now
-}
-
-func (f *fakeExec) Unlock(s *keyspace.Slot) {
-	for i := range f.held {
-		if f.keys.Slot(i) == s {
-			delete(f.held, i)
-			s.Unlock()
-			return
-		}
-	}
-	f.t.Fatal("unlock of a slot not held")
+	return f.Locks.LockKey(key), f.now
 }
 
 func (f *fakeExec) Reply() *resp.Writer { return &f.w }
@@ -76,7 +59,7 @@ func (f *fakeExec) FailFor(r room.Reason, msg string) {
 }
 
 func (f *fakeExec) QuotaChanged(key []byte, _ *quota.State) {
-	if !f.held[slot.Of(key)] {
+	if !f.Holds(key) {
 		f.t.Errorf("quota %q journaled without its slot's lock", key)
 	}
 	f.journal = append(f.journal, string(key))
@@ -108,7 +91,7 @@ func TestCommandsKeepTheContract(t *testing.T) {
 		// another kind's key: WRONGTYPE, the lock released
 		{"quota.check", "k", "10", "DAY"}, {"sw.check", "c", "10", "60"}, {"conc.acquire", "q", "2", "30", "r1"},
 	}
-	f := &fakeExec{t: t, keys: keyspace.New(), now: 1_767_225_600_000_000_000, held: map[int]bool{}}
+	f := &fakeExec{Locks: roomtest.NewLocks(t, keyspace.New()), t: t, now: 1_767_225_600_000_000_000}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 200 {
 		call := calls[rng.IntN(len(calls))]
@@ -129,8 +112,8 @@ func TestCommandsKeepTheContract(t *testing.T) {
 		c.Run(f, args)
 		reply := string(f.w.Buf)
 		what := fmt.Sprintf("round %d %v", round, call)
-		if len(f.held) != 0 {
-			t.Fatalf("%s: slots still locked after the command: %v", what, f.held)
+		if f.Held() != 0 {
+			t.Fatalf("%s: %d slots still locked after the command", what, f.Held())
 		}
 		if reply == "" || f.answers > 1 {
 			t.Fatalf("%s: answered %d times: %q", what, f.answers, reply)

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine/limiters"
 	"github.com/sluice-rl/sluice/machine/room"
+	"github.com/sluice-rl/sluice/machine/room/roomtest"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -20,6 +21,7 @@ import (
 // unlocked before a command returns, a deletion or a quota is journaled
 // holding its key's slot, and a command answers once.
 type fakeMachine struct {
+	*roomtest.Locks
 	t       *testing.T
 	keys    *keyspace.Keyspace
 	now     int64
@@ -27,7 +29,6 @@ type fakeMachine struct {
 	room    *Room
 	cmds    map[string]room.Command[Exec]
 	w       resp.Writer
-	held    map[int]bool
 	err     string
 	refusal error
 	deleted []string
@@ -35,7 +36,8 @@ type fakeMachine struct {
 }
 
 func newFakeMachine(t *testing.T) *fakeMachine {
-	f := &fakeMachine{t: t, keys: keyspace.New(), now: 1_767_225_600_000_000_000, held: map[int]bool{},
+	keys := keyspace.New()
+	f := &fakeMachine{Locks: roomtest.NewLocks(t, keys), t: t, keys: keys, now: 1_767_225_600_000_000_000,
 		kinds: map[keyspace.Kind]room.Kind{}, cmds: map[string]room.Command[Exec]{}}
 	for _, rows := range [][]room.Kind{Kinds(), limiters.Kinds()} {
 		for _, k := range rows {
@@ -68,8 +70,8 @@ func (f *fakeMachine) do(words ...string) string {
 		}
 	}
 	c.Run(f, args)
-	if len(f.held) != 0 {
-		f.t.Fatalf("%v: slots still locked: %v", words[0], f.held)
+	if f.Held() != 0 {
+		f.t.Fatalf("%v: %d slots still locked", words[0], f.Held())
 	}
 	if len(f.w.Buf) == 0 || f.err != "" && len(f.w.Buf) != len(f.err)+3 {
 		f.t.Fatalf("%v: not one answer: %q", words[0], f.w.Buf)
@@ -77,26 +79,12 @@ func (f *fakeMachine) do(words ...string) string {
 	return string(f.w.Buf)
 }
 
-func (f *fakeMachine) LockKey(key []byte) (*keyspace.Slot, int64) { return f.LockSlot(slot.Of(key)) }
-func (f *fakeMachine) LockSlot(i int) (*keyspace.Slot, int64) {
-	if f.held[i] {
-		f.t.Fatalf("slot %d locked twice", i)
-	}
-	f.held[i] = true
-	return f.keys.Lock(i), f.now
+func (f *fakeMachine) LockKey(key []byte) (*keyspace.Slot, int64) {
+	return f.Locks.LockKey(key), f.now
 }
-func (f *fakeMachine) Unlock(s *keyspace.Slot) {
-	for i := range f.held {
-		if f.keys.Slot(i) == s {
-			delete(f.held, i)
-			s.Unlock()
-			return
-		}
-	}
-	f.t.Fatal("unlock of a slot not held")
-}
-func (f *fakeMachine) Reply() *resp.Writer { return &f.w }
-func (f *fakeMachine) Error(err error)     { f.Fail(room.ErrorReply(err)) }
+func (f *fakeMachine) LockSlot(i int) (*keyspace.Slot, int64) { return f.Locks.LockSlot(i), f.now }
+func (f *fakeMachine) Reply() *resp.Writer                    { return &f.w }
+func (f *fakeMachine) Error(err error)                        { f.Fail(room.ErrorReply(err)) }
 func (f *fakeMachine) Fail(msg string) {
 	f.err = msg
 	f.w.Error(msg)
@@ -107,13 +95,13 @@ func (f *fakeMachine) Refuse(why error, msg string) {
 }
 func (f *fakeMachine) Failed() bool { return f.err != "" }
 func (f *fakeMachine) Deleted(key []byte) {
-	if !f.held[slot.Of(key)] {
+	if !f.Holds(key) {
 		f.t.Errorf("deletion of %q journaled without its slot's lock", key)
 	}
 	f.deleted = append(f.deleted, string(key))
 }
 func (f *fakeMachine) QuotaChanged(key []byte, _ *quota.State) {
-	if !f.held[slot.Of(key)] {
+	if !f.Holds(key) {
 		f.t.Errorf("quota %q journaled without its slot's lock", key)
 	}
 	f.quotas = append(f.quotas, string(key))
