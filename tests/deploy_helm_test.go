@@ -345,7 +345,7 @@ func TestHelmChartLintsAndRendersEachShape(t *testing.T) {
 	})
 
 	t.Run("bad values", func(t *testing.T) {
-		for _, set := range [][]string{{"initialGroups=3"}, {"replicas=0"}, {"groups=0"}, {"podAntiAffinity=sometimes"}, {"replica=5"}, {"maxmemory=lots"}, {"ports.resp=0"}} {
+		for _, set := range [][]string{{"initialGroups=3"}, {"replicas=0"}, {"replicas=2"}, {"replicas=4"}, {"groups=0"}, {"podAntiAffinity=sometimes"}, {"replica=5"}, {"maxmemory=lots"}, {"ports.resp=0"}} {
 			args := []string{"template", "r", chartDir}
 			for _, s := range set {
 				args = append(args, "--set", s)

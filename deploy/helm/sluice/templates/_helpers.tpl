@@ -43,6 +43,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "sluice.checks" -}}
 {{- if lt (int .Values.groups) 1 -}}{{ fail "groups: at least 1" }}{{- end -}}
 {{- if lt (int .Values.replicas) 1 -}}{{ fail "replicas: at least 1" }}{{- end -}}
+{{- if eq (mod (int .Values.replicas) 2) 0 -}}
+{{ fail (printf "replicas: an odd number (1, 3, 5), got %d: a group of %d survives no more members down than one of %d, and its disruption budget would let no member be drained" (int .Values.replicas) (int .Values.replicas) (sub (int .Values.replicas) 1)) }}
+{{- end -}}
 {{- if or (lt (int .Values.initialGroups) 0) (gt (int .Values.initialGroups) (int .Values.groups)) -}}
 {{ fail (printf "initialGroups: 0 to groups (%d), got %d" (int .Values.groups) (int .Values.initialGroups)) }}
 {{- end -}}
