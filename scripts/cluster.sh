@@ -10,19 +10,75 @@
 # three nodes on consecutive ports from the first one, the slots split
 # evenly between the groups in a cluster map written to data-dir.
 # HTTP=1 and GRPC=1 open each node's HTTP and gRPC doors on its port +
-# 20000 and + 30000; RULES=path loads rules (a file or a directory).
+# 20000 and + 22000; RULES=path loads rules (a file or a directory). Every
+# port must lie outside the system's ephemeral range (where an outgoing
+# connection may take it before the node binds it); the script refuses
+# one inside, and waits for every node it started, naming any that did
+# not come up.
 set -euo pipefail
+httpOffset=20000
+grpcOffset=22000
+# ephemeral prints the system's ephemeral port range, "low high".
+ephemeral() {
+	if [ -r /proc/sys/net/ipv4/ip_local_port_range ]; then
+		read -r lo hi </proc/sys/net/ipv4/ip_local_port_range
+		echo "$lo $hi"
+	else
+		echo "32768 60999"
+	fi
+}
+# checkPorts refuses a node port $1 whose own, Raft or door ports fall in
+# the ephemeral range or past 65535.
+checkPorts() {
+	local lo hi
+	read -r lo hi < <(ephemeral)
+	local what port
+	for what in "port:0" "Raft port:10000" "HTTP door:$httpOffset" "gRPC door:$grpcOffset"; do
+		case $what in HTTP*) [ "${HTTP:-}" = 1 ] || continue ;; gRPC*) [ "${GRPC:-}" = 1 ] || continue ;; esac
+		port=$(($1 + ${what##*:}))
+		if [ "$port" -gt 65535 ] || { [ "$port" -ge "$lo" ] && [ "$port" -le "$hi" ]; }; then
+			echo "cluster.sh: the ${what%%:*} of the node on $1 would be $port, inside the ephemeral range $lo-$hi (or past 65535),"\
+				"where an outgoing connection can take it first; choose PORT so that port + $((${what##*:})) stays below $lo" >&2
+			exit 2
+		fi
+	done
+}
+# awaitMembers waits up to 10 s for each node "id:port" given to answer
+# PING, and names those that did not (their process exited, or they do not
+# answer).
+awaitMembers() {
+	local dir=$1
+	shift
+	local missing=""
+	for _ in $(seq 1 100); do
+		missing=""
+		for m in "$@"; do
+			if [ "$(redis-cli -p "${m##*:}" PING 2>/dev/null)" != PONG ]; then missing="$missing $m"; fi
+		done
+		[ -z "$missing" ] && return 0
+		sleep 0.1
+	done
+	for m in $missing; do
+		id=${m%%:*}
+		if [ -e "$dir/$id.pid" ] && ! kill -0 "$(cat "$dir/$id.pid")" 2>/dev/null; then
+			echo "$id (127.0.0.1:${m##*:}) exited: $(grep -m1 -iE 'error|fatal|address already in use' "$dir/$id.log" 2>/dev/null || tail -1 "$dir/$id.log")" >&2
+		else
+			echo "$id (127.0.0.1:${m##*:}) does not answer after 10 s; see $dir/$id.log" >&2
+		fi
+	done
+	return 1
+}
 # doors prints the extra flags of the node on port $1, one per line.
 doors() {
 	[ -n "${RULES:-}" ] && printf '%s\n' --rules "$RULES"
-	[ "${HTTP:-}" = 1 ] && printf '%s\n' --http-addr "127.0.0.1:$(($1 + 20000))"
-	[ "${GRPC:-}" = 1 ] && printf '%s\n' --grpc-addr "127.0.0.1:$(($1 + 30000))"
+	[ "${HTTP:-}" = 1 ] && printf '%s\n' --http-addr "127.0.0.1:$(($1 + httpOffset))"
+	[ "${GRPC:-}" = 1 ] && printf '%s\n' --grpc-addr "127.0.0.1:$(($1 + grpcOffset))"
 	return 0
 }
 # doorsNote says where the doors are, for ports $1 to $2.
 doorsNote() {
-	[ "${HTTP:-}" = 1 ] && echo "  HTTP:     127.0.0.1 ports $(($1 + 20000))-$(($2 + 20000)) (POST /json, /metrics, the status page at /)"
-	[ "${GRPC:-}" = 1 ] && echo "  gRPC:     127.0.0.1 ports $(($1 + 30000))-$(($2 + 30000)) (envoy.service.ratelimit.v3)"
+	[ "${HTTP:-}" = 1 ] && echo "  HTTP:     127.0.0.1 ports $(($1 + httpOffset))-$(($2 + httpOffset)) (POST /json, /metrics, the status page at /)"
+	[ "${GRPC:-}" = 1 ] && echo "  gRPC:     127.0.0.1 ports $(($1 + grpcOffset))-$(($2 + grpcOffset)) (envoy.service.ratelimit.v3)"
 	[ -n "${RULES:-}" ] && echo "  rules:    $RULES"
 	return 0
 }
@@ -81,10 +137,17 @@ MSG
 		done
 		printf '  - id: g%d\n    slots: ["%d-%d"]\n    members: {%s}\n' "$g" "$from" "$to" "$members" >>"$map"
 	done
+	started=()
+	for g in $(seq 1 "$groups"); do
+		for i in 1 2 3; do
+			checkPorts $((base + (g - 1) * 3 + i - 1))
+		done
+	done
 	for g in $(seq 1 "$groups"); do
 		for i in 1 2 3; do
 			id="g${g}n$i"
 			p=$((base + (g - 1) * 3 + i - 1))
+			started+=("$id:$p")
 			if [ -e "$dir/$id.pid" ] && kill -0 "$(cat "$dir/$id.pid")" 2>/dev/null; then
 				echo "$id is already running (pid $(cat "$dir/$id.pid"))"
 				continue
@@ -94,6 +157,7 @@ MSG
 			echo $! >"$dir/$id.pid"
 		done
 	done
+	awaitMembers "$dir" "${started[@]}" || exit 1
 	for g in $(seq 1 "$groups"); do
 		led=""
 		for _ in $(seq 1 100); do
@@ -150,6 +214,9 @@ for i in 1 2 3; do
 	p=${ports[$((i - 1))]}
 	peers="${peers:+$peers,}n$i=127.0.0.1:$p@127.0.0.1:$((p + 10000))"
 done
+for p in "${ports[@]}"; do
+	checkPorts "$p"
+done
 for i in 1 2 3; do
 	p=${ports[$((i - 1))]}
 	if [ -e "$dir/n$i.pid" ] && kill -0 "$(cat "$dir/n$i.pid")" 2>/dev/null; then
@@ -160,6 +227,7 @@ for i in 1 2 3; do
 	"$bin" --node-id "n$i" --addr "127.0.0.1:$p" --data-dir "$dir/n$i" --peers "$peers" "${more[@]}" >"$dir/n$i.log" 2>&1 &
 	echo $! >"$dir/n$i.pid"
 done
+awaitMembers "$dir" "n1:${ports[0]}" "n2:${ports[1]}" "n3:${ports[2]}" || exit 1
 # Wait for a leader.
 for _ in $(seq 1 100); do
 	for i in 1 2 3; do

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -53,9 +52,9 @@ func (s *Server) listenFrontDoors() error {
 		return err
 	}
 	if s.cfg.GRPCAddr != "" {
-		raw, err := net.Listen("tcp", s.cfg.GRPCAddr)
+		raw, err := s.doorSocket(&s.grpcRaw, s.cfg.GRPCAddr, "grpc")
 		if err != nil {
-			return fmt.Errorf("server: listen grpc: %w", err)
+			return err
 		}
 		gln := newCappedListener(raw, s.cfg.Doors.GRPCMaxConns)
 		s.grpcLn = gln
@@ -94,12 +93,12 @@ func (s *Server) listenFrontDoors() error {
 		s.log.Info("rate limit service (gRPC)", "addr", gln.Addr().String())
 	}
 	if s.cfg.HTTPAddr != "" {
-		raw, err := net.Listen("tcp", s.cfg.HTTPAddr)
+		raw, err := s.doorSocket(&s.httpRaw, s.cfg.HTTPAddr, "http")
 		if err != nil {
 			if s.grpc != nil {
 				s.grpc.Stop()
 			}
-			return fmt.Errorf("server: listen http: %w", err)
+			return err
 		}
 		hln := newCappedListener(raw, s.cfg.Doors.HTTPMaxConns)
 		hln.refuse = refuseHTTP

@@ -78,6 +78,10 @@ type Server struct {
 	decider *rls.NodeDecider
 	// httpLn and grpcLn cap the doors' connections (doorlimits.go).
 	httpLn, grpcLn *cappedListener
+	// httpRaw and grpcRaw are the doors' sockets, bound by New before the
+	// node joins its Raft group, so a door that cannot bind stops the
+	// process before it takes part in elections (doors.go).
+	httpRaw, grpcRaw net.Listener
 	// grpcGuard bounds the gRPC door's streams before their bodies.
 	grpcGuard *rls.Guard
 	// cert is the --tls-cert-file certificate (nil: plain TCP), and
@@ -199,14 +203,20 @@ func New(cfg Config, log *slog.Logger, clk *clock.Clock) (*Server, error) {
 	s.env.Tunables.MaxMemory.Store(cfg.MaxMemory)
 	s.env.Tunables.MaxMemoryClients.Store(cfg.MaxMemoryClients)
 	s.env.SampleMemory()
+	if err := s.bindDoors(); err != nil {
+		return nil, err
+	}
 	if cfg.Replication.Enabled() {
 		if err := s.startNode(); err != nil {
+			s.unbindDoors()
 			return nil, err
 		}
 	} else if err := s.openStore(); err != nil {
+		s.unbindDoors()
 		return nil, err
 	}
 	if err := s.startRules(); err != nil {
+		s.unbindDoors()
 		s.closeStore()
 		if s.node != nil {
 			s.node.Close()
@@ -418,6 +428,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	s.closeFrontDoors(ctx)
+	s.unbindDoors() // bound by New, never served (Listen failed)
 	// Every connection goroutine sees its socket closed, finishes the
 	// command it runs and exits; the final snapshot comes after them.
 	s.clients.closeAll()

@@ -18,27 +18,7 @@ import (
 // rules: it says where the doors are, each answers, the rules decide, and
 // stop stops every process.
 func TestClusterScriptOpensTheDoors(t *testing.T) {
-	base := 0
-	for try := 0; base == 0 && try < 50; try++ {
-		b := 20000 + rand.IntN(10000)
-		free := true
-		for i := range 6 {
-			for _, off := range []int{0, 10000, 20000, 30000} {
-				ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(b+i+off))
-				if err != nil {
-					free = false
-					break
-				}
-				ln.Close()
-			}
-		}
-		if free {
-			base = b
-		}
-	}
-	if base == 0 {
-		t.Skip("no free run of ports for the script's fixed offsets")
-	}
+	base := scriptBase(t, 6)
 	dir := t.TempDir() + "/cluster"
 	cmd := exec.Command("../scripts/cluster.sh", "start", binary, strconv.Itoa(base), dir)
 	cmd.Env = append(cmd.Environ(), "SLUICE_GROUPS=2", "HTTP=1", "GRPC=1", "RULES=../examples/rules")
@@ -48,7 +28,7 @@ func TestClusterScriptOpensTheDoors(t *testing.T) {
 		t.Fatalf("cluster.sh start: %v\n%s", err, out)
 	}
 	for _, want := range []string{fmt.Sprintf("HTTP:     127.0.0.1 ports %d-%d", base+20000, base+20005),
-		fmt.Sprintf("gRPC:     127.0.0.1 ports %d-%d", base+30000, base+30005), "rules:    ../examples/rules"} {
+		fmt.Sprintf("gRPC:     127.0.0.1 ports %d-%d", base+22000, base+22005), "rules:    ../examples/rules"} {
 		if !strings.Contains(string(out), want) {
 			t.Fatalf("cluster.sh does not say %q:\n%s", want, out)
 		}
@@ -59,7 +39,7 @@ func TestClusterScriptOpensTheDoors(t *testing.T) {
 			t.Fatalf("node %d's HTTP door: %v", i+1, err)
 		}
 		resp.Body.Close()
-		c, _ := rlsClient(t, "127.0.0.1:"+strconv.Itoa(base+30000+i))
+		c, _ := rlsClient(t, "127.0.0.1:"+strconv.Itoa(base+22000+i))
 		// The rules reach each group through its log, soon after its
 		// leader is elected: until then the domain is not limited.
 		eventually(t, fmt.Sprintf("node %d's gRPC door deciding by the rules", i+1), func() bool {
@@ -101,4 +81,70 @@ func TestClusterScriptOpensTheDoors(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// scriptOffsets are the ports cluster.sh opens for a node on port p: p, its
+// Raft port, its HTTP and its gRPC door.
+var scriptOffsets = []int{0, 10000, 20000, 22000}
+
+// scriptBase is a first port for n nodes of cluster.sh whose every port is
+// free now and below the ephemeral range (the script refuses one inside).
+func scriptBase(t *testing.T, n int) int {
+	for try := 0; try < 50; try++ {
+		b := 2000 + rand.IntN(8000)
+		free := true
+		for i := range n {
+			for _, off := range scriptOffsets {
+				ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(b+i+off))
+				if err != nil {
+					free = false
+					break
+				}
+				ln.Close()
+			}
+		}
+		if free {
+			return b
+		}
+	}
+	t.Skip("no free run of ports for the script's fixed offsets")
+	return 0
+}
+
+// cluster.sh refuses ports whose doors would sit in the ephemeral range,
+// and, when a node cannot open its door (the port taken), says which node
+// did not come and why, and fails.
+func TestClusterScriptNamesTheNodeThatDidNotCome(t *testing.T) {
+	dir := t.TempDir() + "/cluster"
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			lo, _ = strconv.Atoi(f[0])
+		}
+	}
+	grpcAt := lo + 100 // node 1's gRPC door, inside the range
+	inside := exec.Command("../scripts/cluster.sh", "start", binary, strconv.Itoa(grpcAt-22000), dir)
+	inside.Env = append(inside.Environ(), "GRPC=1")
+	out, _ := inside.CombinedOutput()
+	if code := inside.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), strconv.Itoa(grpcAt)+", inside the ephemeral range") {
+		t.Fatalf("a gRPC door at %d: exit %d\n%s", grpcAt, code, out)
+	}
+	if _, err := os.Stat(dir + "/n1.pid"); err == nil {
+		t.Fatal("cluster.sh started a node although it refused the ports")
+	}
+	base := scriptBase(t, 3)
+	taken, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+1+22000))
+	if err != nil {
+		t.Skip(err)
+	}
+	defer taken.Close()
+	cmd := exec.Command("../scripts/cluster.sh", "start", binary, strconv.Itoa(base), dir)
+	cmd.Env = append(cmd.Environ(), "GRPC=1")
+	out, _ = cmd.CombinedOutput()
+	t.Cleanup(func() { exec.Command("../scripts/cluster.sh", "stop", dir).Run() })
+	want := fmt.Sprintf("n2 (127.0.0.1:%d) exited: ", base+1)
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), want) ||
+		!strings.Contains(string(out), "address already in use") || strings.Contains(string(out), "runs on") {
+		t.Fatalf("node 2's gRPC door taken: exit %d, want 1 naming %q\n%s", code, want, out)
+	}
 }

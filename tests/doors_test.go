@@ -224,3 +224,44 @@ func TestTimeoutAndMaxclientsMeanWhatTheySay(t *testing.T) {
 		t.Fatalf("CONFIG SET maxclients 100: %v", err)
 	}
 }
+
+// A member whose gRPC or HTTP door cannot bind (its port taken) exits
+// naming the door and the port, before it joins its Raft group: it never
+// takes part in an election, so a restart loop cannot unsettle the group.
+func TestADoorThatCannotBindStopsTheMemberBeforeRaft(t *testing.T) {
+	for _, door := range []string{"--grpc-addr", "--http-addr"} {
+		t.Run(door, func(t *testing.T) {
+			taken, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer taken.Close()
+			self, other := freeAddr(t), freeAddr(t)
+			s := &Server{t: t, DataDir: t.TempDir()}
+			s.Args = []string{"--node-id", "n1", "--data-dir", s.DataDir,
+				"--peers", "n1=" + s.addrOr(t) + "@" + self + ",n2=" + freeAddr(t) + "@" + other,
+				door, taken.Addr().String()}
+			err = s.TryStart()
+			t.Cleanup(s.Kill)
+			if err == nil {
+				t.Fatalf("started with %s %s taken", door, taken.Addr())
+			}
+			logs := s.Logs()
+			if !strings.Contains(logs, taken.Addr().String()) || !strings.Contains(logs, "address already in use") {
+				t.Fatalf("the exit does not name the taken port %s:\n%s", taken.Addr(), logs)
+			}
+			if strings.Contains(logs, "entering follower state") {
+				t.Fatalf("the member joined its Raft group before it found its door taken:\n%s", logs)
+			}
+		})
+	}
+}
+
+// addrOr is s.Addr, picked now if unset (the --peers list names it before
+// the process starts).
+func (s *Server) addrOr(t testing.TB) string {
+	if s.Addr == "" {
+		s.Addr = freeAddr(t)
+	}
+	return s.Addr
+}
