@@ -48,6 +48,9 @@ import (
 var (
 	// ErrSecret: a secret too short to be one.
 	ErrSecret = errors.New("memberauth: the cluster secret must be at least 16 bytes")
+	// ErrPlaceholder: the secret is the placeholder deploy/envoy ships,
+	// which everyone who has the repository knows.
+	ErrPlaceholder = errors.New("memberauth: the cluster secret is the repository's placeholder; write a secret of your own (head -c 32 /dev/urandom | base64)")
 	// ErrRefused: the other end did not prove it holds the secret, or
 	// spoke something else.
 	ErrRefused = errors.New("memberauth: the other end did not prove cluster membership")
@@ -58,6 +61,10 @@ var (
 
 // MinSecret is the shortest secret taken.
 const MinSecret = 16
+
+// Placeholder is the text of the cluster secret file deploy/envoy ships
+// to be replaced; Check refuses it.
+const Placeholder = "replace-me-with-your-own-cluster-secret-of-32+-bytes"
 
 // Timeout bounds a handshake.
 const Timeout = 5 * time.Second
@@ -77,8 +84,11 @@ const (
 
 // Check reports whether secret can be used.
 func Check(secret []byte) error {
-	if len(secret) < MinSecret {
+	switch {
+	case len(secret) < MinSecret:
 		return ErrSecret
+	case string(secret) == Placeholder:
+		return ErrPlaceholder
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -320,5 +322,23 @@ func TestVersionCannotBeChangedOnTheWay(t *testing.T) {
 		if ae == nil {
 			t.Errorf("%s: the acceptor took it (dialer: %v)", tc.name, de)
 		}
+	}
+}
+
+// The placeholder secret deploy/envoy ships is refused as a secret (it is
+// in every clone), and the file holds exactly that placeholder.
+func TestThePlaceholderSecretIsRefused(t *testing.T) {
+	shipped, err := os.ReadFile("../deploy/envoy/cluster-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimRight(string(shipped), "\r\n"); got != Placeholder {
+		t.Fatalf("deploy/envoy/cluster-secret holds %q, not the placeholder Check refuses", got)
+	}
+	if err := Check([]byte(Placeholder)); !errors.Is(err, ErrPlaceholder) {
+		t.Fatalf("Check(the placeholder) = %v", err)
+	}
+	if err := Check([]byte("a secret of our own, long enough")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -265,3 +265,18 @@ func (s *Server) addrOr(t testing.TB) string {
 	}
 	return s.Addr
 }
+
+// The cluster secret file deploy/envoy ships is a placeholder everyone has:
+// a member given it refuses to start, and says what to do.
+func TestThePlaceholderClusterSecretIsRefused(t *testing.T) {
+	self := freeAddr(t)
+	s := &Server{t: t, DataDir: t.TempDir()}
+	s.Args = []string{"--node-id", "n1", "--data-dir", s.DataDir,
+		"--peers", "n1=" + s.addrOr(t) + "@" + self + ",n2=" + freeAddr(t) + "@" + freeAddr(t),
+		"--cluster-secret-file", "../deploy/envoy/cluster-secret"}
+	err := s.TryStart()
+	t.Cleanup(s.Kill)
+	if err == nil || !strings.Contains(s.Logs(), "placeholder") || !strings.Contains(s.Logs(), "/dev/urandom") {
+		t.Fatalf("started with the placeholder secret (%v):\n%s", err, s.Logs())
+	}
+}

@@ -96,6 +96,9 @@ func (o *options) resolve() ([]string, error) {
 		if len(rep.Secret) < memberauth.MinSecret {
 			return nil, fmt.Errorf("cluster secret file %s: %d bytes; a secret is at least %d", o.secretFile, len(rep.Secret), memberauth.MinSecret)
 		}
+		if err := memberauth.Check(rep.Secret); err != nil {
+			return nil, fmt.Errorf("cluster secret file %s: %w", o.secretFile, err)
+		}
 	}
 	return hosted, nil
 }
