@@ -4,7 +4,9 @@
 # which the image's label and `sluice --version` both say).
 #   scripts/image.sh            (make image)
 # ENGINE=podman|buildah|docker picks the builder; by default the first of
-# them found here. podman and buildah build without a daemon.
+# them found here. podman and buildah build without a daemon. The image
+# goes into the engine's own store (it says which, and how to hand it to
+# docker); the last line out is its tag.
 # GO_IMAGE is the build stage's Go toolchain image. By default the one
 # made here from the Go installed on this machine (`go env GOROOT`, with
 # the system's CA certificates for the module proxy): no registry is
@@ -64,4 +66,10 @@ if [ -z "${GO_IMAGE:-}" ] && ! "${images[@]}" image inspect "$go_image" >/dev/nu
 fi
 tag="${IMAGE:-sluice}:$version"
 "${build[@]}" -q -f Containerfile --build-arg GO_IMAGE="$go_image" --build-arg VERSION="$version" -t "$tag" . >/dev/null
+# Where the image went: each engine keeps its own store, which the others
+# (docker compose's docker in particular) do not see.
+case $engine in
+docker) echo "image: built $tag in docker's image store" >&2 ;;
+*) echo "image: built $tag in ${images[0]}'s image store (docker does not see it: ${images[0]} save $tag | docker load)" >&2 ;;
+esac
 echo "$tag"
