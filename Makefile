@@ -23,8 +23,8 @@ help: ## list the targets
 build: ## build bin/sluice
 	$(GO) build -o $(BIN) ./cmd/sluice
 
-run: build ## run one node on $(ADDR) with data in $(DATA) (HTTP=host:port: status page and metrics there)
-	./$(BIN) --addr $(ADDR) --data-dir $(DATA) $(if $(HTTP),--http-addr $(HTTP))
+run: build ## run one node on $(ADDR) with data in $(DATA) (HTTP=host:port: status page and metrics there; RULES=path: rule files, a file or a directory)
+	./$(BIN) --addr $(ADDR) --data-dir $(DATA) $(if $(HTTP),--http-addr $(HTTP)) $(if $(RULES),--rules $(RULES))
 
 cluster: build ## run a local three-node cluster on 127.0.0.1:$(PORT) and the next two ports, or on PORTS="a b c"; GROUPS=n: n groups of three on the next 3n ports; HTTP=1, GRPC=1: the doors on port+20000, port+22000; RULES=path (data in $(DATA)/cluster)
 	SLUICE_GROUPS=$(GROUPS) HTTP=$(HTTP) GRPC=$(GRPC) RULES=$(RULES) ./scripts/cluster.sh start $(BIN) "$(or $(PORTS),$(PORT))" $(DATA)/cluster
