@@ -226,7 +226,9 @@ func (p *Proxy) pipeReplies(client, server net.Conn) {
 	for {
 		n, err := server.Read(buf)
 		if n > 0 {
-			p.arming.Lock() // a marked request being written arms first
+			// A barrier: a marked request being written arms first.
+			p.arming.Lock()
+			//lint:ignore SA2001 the lock is a barrier, not a guard: nothing is read under it
 			p.arming.Unlock()
 			if p.swallowing() {
 				_ = client.Close()
