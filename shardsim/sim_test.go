@@ -245,9 +245,14 @@ func simulate(t *testing.T, r run) {
 		}
 	}
 	// Nothing past a limit; each counter holds what was admitted, plus at
-	// most what is unknown and what lost keeps and cancels still hold.
+	// most what is unknown and what lost keeps and cancels still hold. The
+	// reads get a deadline of their own: the traffic's may have passed on a
+	// loaded machine, and a read of a group still electing waits for it
+	// (CLUSTERDOWN, retried) instead of failing at once.
+	readCtx, cancelReads := context.WithTimeout(context.Background(), max(60*time.Second, time.Since(start)))
+	defer cancelReads()
 	used := func(desc string, i, limit int) int64 {
-		v, err := c.Route(ctx, rng, "RL.CHECK", "x", "COST", "0", "DESCRIPTOR", desc, desc[:1]+strconv.Itoa(i))
+		v, err := c.Route(readCtx, rng, "RL.CHECK", "x", "COST", "0", "DESCRIPTOR", desc, desc[:1]+strconv.Itoa(i))
 		if err != nil {
 			t.Fatalf("reading %s %d: %v", desc, i, err)
 		}
@@ -268,7 +273,7 @@ func simulate(t *testing.T, r run) {
 	check("user", users, userLimit, func(i int) int64 { return used("user", i, userLimit) })
 	check("endpoint", endpoints, endpointLimit, func(i int) int64 { return used("endpoint", i, endpointLimit) })
 	check("key", throttled, throttleBurst, func(i int) int64 {
-		v, err := c.Route(ctx, rng, "CL.THROTTLE", "k"+strconv.Itoa(i), strconv.Itoa(throttleBurst-1), "1", "86400", "0")
+		v, err := c.Route(readCtx, rng, "CL.THROTTLE", "k"+strconv.Itoa(i), strconv.Itoa(throttleBurst-1), "1", "86400", "0")
 		if err != nil {
 			t.Fatalf("reading key %d: %v", i, err)
 		}
