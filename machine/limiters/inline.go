@@ -12,7 +12,7 @@ import (
 // are the kinds' record encodings (window.CounterState.AppendRecord;
 // quotas' quota.State.AppendRecord), shorter than the AppendBinary
 // encodings snapshots, the quota journal and DEBUG DIGEST hold:
-// AppendState and StoreState convert (limiterKinds declares the
+// AppendState and StoreState convert (Kinds declares the
 // conversions). The other inline kinds hold their AppendBinary encodings
 // as they are.
 
