@@ -74,7 +74,7 @@ func (e *Env) overMaxMemory() bool {
 // a command flagged denyoom, where it would be applied or queued (a
 // follower redirects first: the leader's memory decides).
 func (c *Ctx) refusedOOM(cmd *Command, args [][]byte) bool {
-	if !c.Env.overMaxMemory() || cmd.Machine.Check(c.Env.Machine, args) != "" ||
+	if !c.Env.overMaxMemory() || cmd.Machine.Check(args) != "" ||
 		!c.Env.Machine.Stores(cmd.Machine, args, c.readInstant()) {
 		return false
 	}

@@ -250,7 +250,7 @@ func (r Replicated) applyForMember(args [][]byte) (reply []byte, out machine.Out
 	case !cmd.ArityOK(len(args)):
 		return nil, out, "", fmt.Errorf("%w: wrong number of arguments for %s", member.ErrRefused, cmd.Name)
 	}
-	if bad := cmd.Check(m, args); bad != "" {
+	if bad := cmd.Check(args); bad != "" {
 		return nil, out, "", fmt.Errorf("%w: %s", member.ErrRefused, bad)
 	}
 	reply, out, ok, err := r.applyHere(args)

@@ -241,7 +241,7 @@ func (c *Ctx) apply(cmd *Command, args [][]byte) {
 	if c.Env.Applier != nil {
 		// Only well-formed commands enter the log: a malformed one gets
 		// the error a single node gives, and costs no entry.
-		if bad := cmd.Machine.Check(c.Env.Machine, args); bad != "" {
+		if bad := cmd.Machine.Check(args); bad != "" {
 			c.refuse(machine.ReasonInvalid, bad)
 			return
 		}

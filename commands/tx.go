@@ -218,7 +218,7 @@ func runExec(c *Ctx, _ [][]byte) {
 			kinds[i], errs[i] = refused, c.Env.durableErr()
 			continue
 		}
-		if bad := cmd.Machine.Check(c.Env.Machine, args); bad != "" {
+		if bad := cmd.Machine.Check(args); bad != "" {
 			kinds[i], errs[i] = refused, bad
 			continue
 		}

@@ -27,7 +27,7 @@ type Command struct {
 	// check parses args as run does and returns the error reply a
 	// malformed command gets, or "": what can be known without the state.
 	// nil: nothing to check beyond the arity.
-	check func(m *Machine, args [][]byte) string
+	check func(args [][]byte) string
 	// route, when set, is the key a call is routed by when it is not its
 	// first (RL.LEASE's counter, which the machine's rules name): nil
 	// from it falls back to the first.
@@ -88,7 +88,7 @@ func (c *Command) FromMember() bool { return c.fromMember }
 
 // Check is Machine.Check for args already known to be this command's, of
 // a valid arity: "" or the error reply.
-func (c *Command) Check(m *Machine, args [][]byte) (bad string) {
+func (c *Command) Check(args [][]byte) (bad string) {
 	if c.check == nil {
 		return ""
 	}
@@ -99,7 +99,7 @@ func (c *Command) Check(m *Machine, args [][]byte) (bad string) {
 			bad = internalErrorPrefix + c.panicName(args)
 		}
 	}()
-	return c.check(m, args)
+	return c.check(args)
 }
 
 // KeysOf returns the indexes of the keys in a call of a command whose keys

@@ -138,7 +138,7 @@ func storesLine(m *Machine, now int64, words []string) string {
 	if cmd == nil || !cmd.ArityOK(len(args)) {
 		return "(error) unknown or of the wrong arity"
 	}
-	if bad := cmd.Check(m, args); bad != "" {
+	if bad := cmd.Check(args); bad != "" {
 		return "(error) " + bad
 	}
 	if m.Stores(cmd, args, now) {

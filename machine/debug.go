@@ -27,7 +27,7 @@ func debugCommands() []*Command {
 // debugPanicValue is what DEBUG APPLY-PANIC panics with.
 const debugPanicValue = "machine: DEBUG APPLY-PANIC (a deliberate panic after changing the slot)"
 
-func checkDebug(_ *Machine, args [][]byte) string {
+func checkDebug(args [][]byte) string {
 	if !resp.EqualFold(args[1], "apply-panic") {
 		return "ERR unknown subcommand '" + resp.Clip(args[1], 64) + "'. Try APPLY-PANIC."
 	}
@@ -38,7 +38,7 @@ func checkDebug(_ *Machine, args [][]byte) string {
 // after the applied instant — a change every replica makes alike — and
 // panics while still holding the slot.
 func runDebugApplyPanic(x *exec, args [][]byte) {
-	if bad := checkDebug(x.m, args); bad != "" {
+	if bad := checkDebug(args); bad != "" {
 		x.Fail(bad)
 		return
 	}

@@ -38,65 +38,40 @@
 //
 // # Where things are
 //
-//   - The machine and its apply: machine.go (Apply, Check, Advance, Sweep),
-//     exec.go (one apply: its instant, its slot locks), command.go (the
-//     command table: arity, keys, slots), rooms.go (the assembly: the one
-//     file that lists the rooms and binds their commands; room_*.go say
-//     what each room adds), outcome.go (an apply's Outcome and its typed
-//     results), recover.go (a panic as a reply),
-//     tx.go (EXEC of a MULTI), undo.go (all limits charged or none),
-//     durable.go (what must reach disk), freeze.go (a point-in-time view
-//     for snapshots), migrate.go (records of older versions on restore).
+// The core, here: machine.go (Apply, Check, Advance, Sweep), exec.go (one
+// apply: its instant, its slot locks; it implements every room's Exec),
+// command.go (the command table: arity, keys, slots), rooms.go (the
+// assembly: the one file that lists the rooms and binds their commands),
+// outcome.go (an apply's Outcome and its typed results), recover.go (a
+// panic as a reply), tx.go (EXEC of a MULTI), durable.go (what must reach
+// disk), freeze.go (a point-in-time view for snapshots), fence.go (the
+// slots a group's log owns, refused otherwise), level.go (the log's apply
+// level, so members of two releases apply alike during a rolling
+// upgrade), stores.go (whether a command would add a record, for
+// maxmemory), keys.go (DEL, EXISTS, TTL, FLUSHALL …), kinds.go (each
+// kind's TYPE name and snapshot encoding, gathered from the rooms),
+// errors.go, reason.go and redirect.go (an error as a reply, why, typed;
+// MOVED, TRYAGAIN, CLUSTERDOWN as typed refusals), placement.go (what one
+// group asks of another's log besides parts), digest.go (DEBUG DIGEST),
+// debug.go. placement_api.go and decide_api.go are the rooms' names as
+// callers outside have always used them.
 //
-//   - The limiters are a room of their own, package machine/limiters
-//     (CL.THROTTLE, SW/FW.CHECK, CONC.*, QUOTA.*), which sees an apply
-//     through limiters.Exec; package machine/room is the contract every
-//     room is declared in. Here: checkall.go (RL.CHECKALL), keys.go (DEL,
-//     EXISTS, TTL …).
+// The rooms, each a package that never imports this one: it sees an apply
+// through its own Exec interface, which the core's exec implements, and
+// declares its commands and kinds of record in package machine/room, the
+// contract.
+//   - machine/limiters: CL.THROTTLE, SW/FW.CHECK, CONC.*, QUOTA.*.
+//   - machine/decide: rules, overrides and scales (RL.RULES, RL.OVERRIDE,
+//     RL.SCALE), deciding several limits at one instant (RL.CHECK,
+//     RL.CHECKALL, RL.SHOULDRATELIMIT), and the decisions that hold:
+//     reservations (RL.RESERVE, RL.SETTLE, RL.CANCEL), leases (RL.LEASE),
+//     a group's part of a check across groups (RL.PART), a group's
+//     configuration given to a migration's target (SLUICE.CONFIG).
+//   - machine/placement: a sharded group's ownership (SLUICE.OWN), its
+//     slot migrations and their exports, the groups of a running cluster.
 //
-//   - Rules and policy checks: policy.go (RL.CHECK), decide.go and
-//     multicheck.go (planning and deciding several limits at one instant),
-//     rls.go (RL.SHOULDRATELIMIT, Envoy's request), policy_admin.go and
-//     policy_state.go (RL.RULES, RL.OVERRIDE, RL.SCALE and their state),
-//     result.go (the typed results the doors format).
-//
-//   - Reservations: reserve.go (RL.RESERVE and the holder that keeps a
-//     head and, in a sharded group, a part per counter's slot), settle.go
-//     (RL.SETTLE, RL.CANCEL, a part's settle or cancel, and the never-lax
-//     refunds), reservation.go (the records: encoding, keys, reads).
-//
-//   - Placement in a sharded cluster: fence.go (the group's ownership: the
-//     slots its log owns, refused otherwise; the core's), ownership.go
-//     (SLUICE.OWN), slotjobs.go and slotmove.go
-//     (slot migration jobs: cut, import, moved, and the slots' export),
-//     groups.go (the groups added to a running cluster), part.go (a group's
-//     part of a check across groups: RL.PART, and Split, how a check is
-//     cut by group), partrequest.go (a part typed as members send it, its
-//     typed result, the refusals members act on: ErrFenced,
-//     ErrRulesDiffer, ErrHeldElsewhere, ErrHeldOther), placement.go (what
-//     one group asks of another's log besides parts: an import, a
-//     configuration copy, configuration for every group, a rules digest),
-//     config_copy.go (SLUICE.CONFIG: a group's configuration given to a
-//     migration's target).
-//
-//   - Versions: level.go (the log's apply level: SLUICE.LEVEL, and what a
-//     log below a level is applied as, so members of two releases apply
-//     alike during a rolling upgrade).
-//
-//   - Memory: stores.go (whether a command would add a record, for
-//     maxmemory).
-//
-//   - Errors: errors.go (an error as a reply), reason.go (why a command
-//     answered an error, typed, for the doors that are not RESP:
-//     Outcome.Reason, ReplyError; declared in machine/room), redirect.go
-//     (MOVED, TRYAGAIN, CLUSTERDOWN as typed refusals).
-//
-//   - Encodings and reading: kinds.go (each kind's TYPE name and snapshot
-//     encoding), codec.go (reading the records' varint encodings),
-//     digest.go (DEBUG DIGEST), debug.go.
-//
-// docs/design/machine-rooms.md is the plan that moves the other rooms
-// (decide, reserve, placement) into packages as the limiters moved.
+// docs/design/machine-rooms.md is how the rooms were cut out, and what
+// is left.
 //
 // The connection and server surface (CLIENT, CONFIG, INFO, HELLO, AUTH,
 // COMMAND, DEBUG …) lives in package commands and never reaches the

@@ -2,10 +2,10 @@ package machine
 
 import (
 	"errors"
-	"slices"
 
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/limiter"
+	"github.com/sluice-rl/sluice/machine/decide"
 	"github.com/sluice-rl/sluice/machine/limiters"
 	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/quota"
@@ -52,7 +52,7 @@ func (x *exec) LockSlot(i int) (*keyspace.Slot, int64) {
 		if x.write {
 			x.m.beforeWrite(i, s)
 		}
-		return s, x.instant()
+		return s, x.Instant()
 	}
 	s := x.m.keys.Lock(i)
 	if x.nheld == maxHeld {
@@ -64,28 +64,26 @@ func (x *exec) LockSlot(i int) (*keyspace.Slot, int64) {
 	if x.write {
 		x.m.beforeWrite(i, s)
 	}
-	return s, x.instant()
+	return s, x.Instant()
 }
 
-// holdGroup locks the slots l lists, in slot order, for one decision over
+// HoldGroup locks the slots l lists, in slot order, for one decision over
 // several slots (RL.CHECK's counters spread over the slots, the domain's
-// overrides and scale in its own): until releaseGroup, lockKey returns
+// overrides and scale in its own): until ReleaseGroup, lockKey returns
 // them and unlock releases nothing. Inside a transaction, which already
-// holds them, it takes nothing and reports false. Defer releaseGroup, so
+// holds them, it takes nothing and reports false. Defer ReleaseGroup, so
 // a panic releases them too.
-func (x *exec) holdGroup(l *room.SlotLocks) bool {
+func (x *exec) HoldGroup(l *room.SlotLocks) bool {
 	if x.group != nil {
 		return false
 	}
-	slices.Sort(l.Slots)
-	l.Slots = slices.Compact(l.Slots)
 	l.Lock()
 	x.group = l
 	return true
 }
 
-// releaseGroup releases what holdGroup took.
-func (x *exec) releaseGroup(l *room.SlotLocks, took bool) {
+// ReleaseGroup releases what HoldGroup took.
+func (x *exec) ReleaseGroup(l *room.SlotLocks, took bool) {
 	if took {
 		x.group = nil
 		l.Unlock()
@@ -118,9 +116,9 @@ func (x *exec) unlockAll() {
 	}
 }
 
-// instant is the instant to apply at; call it holding the lock of the
+// Instant is the instant to apply at; call it holding the lock of the
 // slot the command works on.
-func (x *exec) instant() int64 {
+func (x *exec) Instant() int64 {
 	if x.write {
 		return x.m.advance(x.now)
 	}
@@ -196,3 +194,19 @@ func (x *exec) Failed() bool { return x.out.Err != "" }
 // Deleted journals key's deletion; the reply waits for it
 // (placement.Exec). Call it holding the key's slot lock.
 func (x *exec) Deleted(key []byte) { x.journaled(x.m.deleted(key)) }
+
+// Outcome is the apply's typed result (decide.Exec).
+func (x *exec) Outcome() *Outcome { return &x.out }
+
+// Changed journals key's new record state; the reply waits for it
+// (decide.Exec). Call it holding the key's slot lock.
+func (x *exec) Changed(key []byte, kind keyspace.Kind, expireAt int64, obj any) {
+	x.journaled(x.m.changed(key, kind, expireAt, obj))
+}
+
+// DecideScratch is the decide room's buffers (decide.Exec).
+func (x *exec) DecideScratch() *decide.Scratch { return &x.bufs.dec }
+
+// Run applies cmd, a command of this machine's table, within this apply
+// (decide.Exec: RL.PART's DECIDE and APPLY).
+func (x *exec) Run(cmd decide.TableCommand, args [][]byte) { cmd.(*Command).run(x, args) }

@@ -1,8 +1,7 @@
 package machine
 
 import (
-	"strconv"
-
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -17,9 +16,7 @@ import (
 // single node, or --peers).
 
 // notOwned is the reply to a command for slot s this group does not own.
-func notOwned(s int, o *Ownership) string {
-	return "TRYAGAIN slot " + strconv.Itoa(s) + " is not this group's (cluster map epoch " + strconv.FormatUint(o.Epoch, 10) + ")"
-}
+func notOwned(s int, o *Ownership) string { return o.NotOwned(s) }
 
 // fence is the reply that refuses cmd for a slot this group does not own,
 // or "": the slots its declaration names. A command that may touch any
@@ -44,14 +41,9 @@ func (m *Machine) fence(cmd *Command, args [][]byte) string {
 	return ""
 }
 
-// fenceError is a refusal for a slot this group does not own; its text is
-// the whole error reply.
-type fenceError string
-
-func (e fenceError) Error() string { return string(e) }
-
-// WholeReply is its text: the whole reply (room.WholeReply).
-func (e fenceError) WholeReply() string { return string(e) }
+// fenceError is a refusal for a slot this group does not own
+// (room.FenceError).
+type fenceError = room.FenceError
 
 // unowned is the slot of key when this group does not own it, with the
 // ownership that says so (ok false: owned, or no map fences this group).

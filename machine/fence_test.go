@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -72,7 +73,7 @@ func TestFencing(t *testing.T) {
 	var domain string
 	for i := 0; ; i++ {
 		domain = "d" + strconv.Itoa(i)
-		if slot.Of(appendReservationKey(nil, view([]byte(domain)), []byte("x"))) >= 8192 {
+		if slot.Of(append(policy.AppendDescriptorKey(nil, domain, nil), "#reservation:x"...)) >= 8192 {
 			break
 		}
 	}

@@ -189,7 +189,7 @@ func runDBSize(x *exec, _ [][]byte) {
 }
 
 // checkFlush allows FLUSHALL and FLUSHDB an optional SYNC or ASYNC.
-func checkFlush(_ *Machine, args [][]byte) string {
+func checkFlush(args [][]byte) string {
 	if len(args) > 2 || (len(args) == 2 && !resp.EqualFold(args[1], "sync") && !resp.EqualFold(args[1], "async")) {
 		return resp.ErrSyntax
 	}
@@ -197,7 +197,7 @@ func checkFlush(_ *Machine, args [][]byte) string {
 }
 
 func runFlush(x *exec, args [][]byte) {
-	if bad := checkFlush(x.m, args); bad != "" {
+	if bad := checkFlush(args); bad != "" {
 		x.Fail(bad)
 		return
 	}
@@ -232,8 +232,8 @@ func (x *exec) flushAll() {
 		for i := range slot.Count {
 			x.m.beforeWrite(i, slots(i))
 		}
-		kept = keepConfig(slots, x.instant())
-		x.instant()
+		kept = keepConfig(slots, x.Instant())
+		x.Instant()
 		if x.m.durable != nil {
 			t = x.m.durable.Flushed()
 		}

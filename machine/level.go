@@ -59,16 +59,16 @@ func decodeLevel(b []byte) (*LevelState, error) {
 // AppliedLevel is the log's apply level (0 before any SLUICE.LEVEL).
 func (m *Machine) AppliedLevel() uint32 { return m.level.Load() }
 
-// at reports whether the log's level is at least l: the behaviour of
+// At reports whether the log's level is at least l: the behaviour of
 // level l, else the one before it.
-func (x *exec) at(l uint32) bool { return x.m.level.Load() >= l }
+func (x *exec) At(l uint32) bool { return x.m.level.Load() >= l }
 
 func levelCommands() []*Command {
 	return []*Command{{
 		Spec: cmdspec.Spec{Name: "sluice.level", Arity: 2, Flags: []string{"write", "admin"}, Group: "cluster", Since: "0.5.0", Complexity: "O(1)",
 			Summary: "SLUICE.LEVEL <level>: the apply level of this group's log from here on (logged by its leader once every member supports it)."}, internal: true, everyGroup: true,
 		slots: func([][]byte) ([]int, bool) { return []int{slot.Of([]byte(LevelKey))}, false },
-		run:   runLevel, check: func(_ *Machine, args [][]byte) string {
+		run:   runLevel, check: func(args [][]byte) string {
 			_, bad := parseLevel(args)
 			return bad
 		},
@@ -107,21 +107,6 @@ func runLevel(x *exec, args [][]byte) {
 	}
 	x.m.level.Store(v)
 	x.w.OK()
-}
-
-// grantKind is the kind of a lease's grant at key, in slot s (held): the
-// record's when one is there — a grant made before level 1 is a
-// KindReservation — else the one the log's level gives a new grant.
-func (x *exec) grantKind(s *keyspace.Slot, key []byte, now int64) keyspace.Kind {
-	if e, ok := s.Get(key, now); ok {
-		if k := e.Kind(); k == keyspace.KindLease || k == keyspace.KindReservation {
-			return k
-		}
-	}
-	if x.at(1) {
-		return keyspace.KindLease
-	}
-	return keyspace.KindReservation
 }
 
 // SetLevelAlone sets the level of a machine no other member applies (a

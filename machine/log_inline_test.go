@@ -146,7 +146,7 @@ func TestLogRecordsAgainstObjects(t *testing.T) {
 // counterKey is the counter key of the rule domain's descriptor k=v matches.
 func counterKey(m *Machine, domain, k, v string) string {
 	entries := []policy.Entry{{Key: k, Value: v}}
-	return string(m.rules().Domain(domain).Match(entries).AppendKey(nil, entries))
+	return string(m.Rules().Set.Domain(domain).Match(entries).AppendKey(nil, entries))
 }
 
 // RL.CHECK over two sliding logs that live in their records, each holding

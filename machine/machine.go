@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/decide"
 	"github.com/sluice-rl/sluice/machine/limiters"
 	"github.com/sluice-rl/sluice/machine/placement"
 	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/resp"
-	"github.com/sluice-rl/sluice/window"
 )
 
 // Options configure a Machine.
@@ -48,18 +48,10 @@ type Machine struct {
 	frozen atomic.Pointer[Frozen]
 	// The rooms' state (rooms.go): what each mirrors of its records,
 	// and its pools. Only the room's own code reads its fields.
-	decide    decideState
+	decide    *decide.Room
 	placement *placement.Room
-	reserve   reserveState
 	byName    map[string]*Command
 	sorted    []*Command
-	// storeFaults, set only by this package's tests, makes a multi-limit
-	// check's n-th store fail (storeFault), as a full slot or refused
-	// memory would.
-	storeFaults func(n int) error
-	// logMoveFaults, likewise, makes a sliding log's insert fail after it
-	// left its record (limiters.StoreLog's delete, then insert).
-	logMoveFaults func() error
 }
 
 // New returns an empty machine at instant 0.
@@ -70,6 +62,7 @@ func New(opts Options) *Machine {
 	}
 	m := &Machine{keys: keyspace.New(), durable: opts.Durable, log: log, byName: map[string]*Command{}, limiters: limiters.New()}
 	m.placement = placement.New(roomCore{m})
+	m.decide = decide.New(decide.Options{Core: roomCore{m}, Keys: m.keys, Limiters: m.limiters, Placement: m.placement, Log: log})
 	for _, r := range rooms() {
 		for _, c := range r.commands(m) {
 			if _, dup := m.byName[c.Name]; dup {
@@ -98,15 +91,6 @@ func (m *Machine) SetDurability(d Durability) {
 			r.durable(m, d)
 		}
 	}
-}
-
-// storeFault is the injected failure of a multi-limit check's n-th store
-// (tests); nil in every machine that serves.
-func (m *Machine) storeFault(n int) error {
-	if m.storeFaults == nil {
-		return nil
-	}
-	return m.storeFaults(n)
 }
 
 // Keys is a read-only view of the keyspace, for what reads it outside an
@@ -214,21 +198,11 @@ type scratchBufs struct {
 	// lim are the limiters' buffers (a CONC command's leases, a sliding
 	// log, an encoding); the other rooms reuse Enc and Log.
 	lim limiters.Scratch
-	// logs are one per limit of a multi-limit check (machine/multicheck.go).
-	logs []window.LogState
-	// undo is a multi-limit check's notes for putting back a partial
-	// charge (machine/undo.go).
-	undo undoLog
+	// dec are the decide room's (a multi-limit check's sliding logs and
+	// undo notes).
+	dec decide.Scratch
 	// Nothing an apply returns in its Outcome is kept here: the next apply
 	// would overwrite what a caller on another goroutine still reads.
-}
-
-// logScratch is the i-th limit's sliding-log scratch.
-func (b *scratchBufs) logScratch(i int) *window.LogState {
-	for len(b.logs) <= i {
-		b.logs = append(b.logs, window.LogState{})
-	}
-	return &b.logs[i]
 }
 
 // ApplyScratch is Apply using sc for its working state; sc must not be
@@ -317,5 +291,5 @@ func (m *Machine) Check(args [][]byte) string {
 	case !cmd.ArityOK(len(args)):
 		return resp.ErrArity(cmd.Name)
 	}
-	return cmd.Check(m, args)
+	return cmd.Check(args)
 }

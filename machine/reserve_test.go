@@ -332,3 +332,10 @@ descriptors:
 		t.Fatalf("the shadow counter after the cancel: %s (it kept the 4 charged before)", got)
 	}
 }
+
+// decodeReservation decodes a reservation record as a snapshot does.
+func decodeReservation(b []byte) (*ReservationState, error) {
+	v, err := DecodeState(keyspace.KindReservation, b, nil)
+	r, _ := v.(*ReservationState)
+	return r, err
+}

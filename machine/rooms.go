@@ -2,6 +2,7 @@ package machine
 
 import (
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/decide"
 	"github.com/sluice-rl/sluice/machine/limiters"
 	"github.com/sluice-rl/sluice/machine/placement"
 	"github.com/sluice-rl/sluice/machine/room"
@@ -33,11 +34,11 @@ type roomHooks struct {
 // rooms are the machine's rooms, in the order their commands are listed
 // and their restores run.
 func rooms() []roomHooks {
-	return []roomHooks{limitersRoom(), decideRoom(), reserveRoom(), placementRoom(), coreRoom()}
+	return []roomHooks{limitersRoom(), decideRoom(), placementRoom(), coreRoom()}
 }
 
 // kinds are every room's kinds of record.
-var kinds = newKindTable(limiters.Kinds(), decideKinds(), reserveKinds(), placement.Kinds(), coreKinds())
+var kinds = newKindTable(limiters.Kinds(), decide.Kinds(), placement.Kinds(), coreKinds())
 
 func limitersRoom() roomHooks {
 	return roomHooks{commands: func(m *Machine) []*Command {
@@ -53,10 +54,11 @@ func bind[X any](cmds []room.Command[X], as func(*exec) X) []*Command {
 	for i := range cmds {
 		rc := cmds[i]
 		c := &Command{Spec: rc.Spec, Decides: rc.Decides, Journaled: rc.Journaled, slots: rc.Slots,
-			internal: rc.Internal, fromMember: rc.FromMember, everyGroup: rc.EveryGroup}
+			internal: rc.Internal, fromMember: rc.FromMember, everyGroup: rc.EveryGroup,
+			keys: rc.Keys, route: rc.Route, subcommands: rc.Subcommands}
 		c.run = func(x *exec, args [][]byte) { rc.Run(as(x), args) }
 		if rc.Check != nil {
-			c.check = func(_ *Machine, args [][]byte) string { return rc.Check(args) }
+			c.check = rc.Check
 		}
 		if rc.Stores != nil {
 			c.stores = func(m *Machine, args [][]byte, now int64) bool { return rc.Stores(m, args, now) }
@@ -64,6 +66,17 @@ func bind[X any](cmds []room.Command[X], as func(*exec) X) []*Command {
 		out[i] = c
 	}
 	return out
+}
+
+func decideRoom() roomHooks {
+	return roomHooks{
+		commands: func(m *Machine) []*Command {
+			return bind(m.decide.Commands(), func(x *exec) decide.Exec { return x })
+		},
+		restored: func(m *Machine, applied int64) { m.decide.Restored(applied, m.durable) },
+		flushed:  func(x *exec) { x.m.decide.Flushed(x) },
+		durable:  func(m *Machine, d Durability) { m.decide.Durable(d) },
+	}
 }
 
 func placementRoom() roomHooks {
@@ -92,4 +105,17 @@ func (c roomCore) StoreState(s *keyspace.Slot, key []byte, kind keyspace.Kind, w
 	return StoreState(s, key, kind, word, obj)
 }
 func (c roomCore) KindName(kind keyspace.Kind) string { return KindName(kind) }
-func (c roomCore) Journaled(kind keyspace.Kind) bool  { return Journaled(kind) }
+func (c roomCore) ReadInstant(now int64) int64        { return c.m.ReadInstant(now) }
+func (c roomCore) Level() uint32                      { return c.m.level.Load() }
+func (c roomCore) EncodeState(dst []byte, kind keyspace.Kind, obj any) ([]byte, error) {
+	return EncodeState(dst, kind, obj)
+}
+
+// Lookup is the command of the table named name (decide.Core).
+func (c roomCore) Lookup(name []byte) decide.TableCommand {
+	if cmd := c.m.Lookup(name); cmd != nil {
+		return cmd
+	}
+	return nil
+}
+func (c roomCore) Journaled(kind keyspace.Kind) bool { return Journaled(kind) }

@@ -3,7 +3,6 @@ package machine
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"slices"
 	"strconv"
 
 	"github.com/sluice-rl/sluice/cmdspec"
@@ -32,7 +31,7 @@ func txCommands() []*Command {
 			Group: "transactions", Since: "1.2.0", Complexity: "O(N) in the commands and watched keys",
 			Summary: "A transaction as the machine applies it: <watched> [<key> <version>]... then <argc> <args>... per command."}, stores: neverStores, internal: true,
 		run:   runTx,
-		check: func(_ *Machine, args [][]byte) string { _, bad := parseTx(args); return bad },
+		check: func(args [][]byte) string { _, bad := parseTx(args); return bad },
 	}}
 }
 
@@ -98,11 +97,9 @@ func runTx(x *exec, args [][]byte) {
 			x.m.slotsOf(l, cmd, c)
 		}
 	}
-	slices.Sort(l.Slots)
-	l.Slots = slices.Compact(l.Slots)
 	l.Lock()
 	defer l.Unlock()
-	now := x.instant()
+	now := x.Instant()
 	for _, w := range req.watched {
 		if string(keyVersion(l.Slot(slot.Of(w[0])), w[0], now)) != string(w[1]) {
 			x.w.NullArray() // a watched key changed: nothing applies

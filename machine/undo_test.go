@@ -54,7 +54,7 @@ func TestMultiCheckChargesNothingWhenAStoreFails(t *testing.T) {
 			}
 			journaled := len(j.lines)
 			tried := 0
-			m.storeFaults = func(n int) error {
+			m.decide.Faults.Store = func(n int) error {
 				tried = max(tried, n+1)
 				if n == k {
 					return fmt.Errorf("injected: %w", failure)
@@ -62,7 +62,7 @@ func TestMultiCheckChargesNothingWhenAStoreFails(t *testing.T) {
 				return nil
 			}
 			r := do(m, at, check...)
-			m.storeFaults = nil
+			m.decide.Faults.Store = nil
 			if !strings.HasPrefix(r, "-") {
 				t.Fatalf("store %d of %d failed (%v), yet the check answered %q", k, stores, failure, r)
 			}
@@ -81,12 +81,12 @@ func TestMultiCheckChargesNothingWhenAStoreFails(t *testing.T) {
 			}
 		}
 		tried := 0
-		m.storeFaults = func(n int) error { tried = max(tried, n+1); return nil }
+		m.decide.Faults.Store = func(n int) error { tried = max(tried, n+1); return nil }
 		before, _ := m.Digest()
 		if r := do(m, at, check...); !strings.HasPrefix(r, "*7\r\n:0\r\n") {
 			t.Fatalf("without a failure: %q", r)
 		}
-		m.storeFaults = nil
+		m.decide.Faults.Store = nil
 		if after, _ := m.Digest(); after == before || tried != stores {
 			t.Fatalf("without a failure: %d stores (want %d), state changed %v", tried, stores, after != before)
 		}
@@ -138,9 +138,9 @@ func TestSlidingLogMovingOutOfItsRecordFailsWhole(t *testing.T) {
 	at := t0 + int64(edge)*1e6
 	m.Advance(at)
 	before, _ := m.Digest()
-	m.logMoveFaults = func() error { return fmt.Errorf("injected: %w", keyspace.ErrSlotFull) }
+	m.decide.Faults.LogMove = func() error { return fmt.Errorf("injected: %w", keyspace.ErrSlotFull) }
 	r := do(m, at, "RL.CHECK", "undo", "DESCRIPTOR", "x", "edge")
-	m.logMoveFaults = nil
+	m.decide.Faults.LogMove = nil
 	if !strings.HasPrefix(r, "-") {
 		t.Fatalf("the move's insert failed, yet the check answered %q", r)
 	}

@@ -176,3 +176,8 @@ func (r *Room) reloadOwnership() {
 	}
 	r.owned.Store(o)
 }
+
+// NotOwned is the reply to a command for slot s, which o does not own.
+func (o *Ownership) NotOwned(s int) string {
+	return "TRYAGAIN slot " + strconv.Itoa(s) + " is not this group's (cluster map epoch " + strconv.FormatUint(o.Epoch, 10) + ")"
+}

@@ -27,6 +27,16 @@ type Command[X any] struct {
 	// arguments' slots, names the slots its apply locks, all of them when
 	// all is set. nil: the slots of its keys.
 	Slots func(args [][]byte) (slots []int, all bool)
+	// Keys, for a command whose keys are not at fixed positions
+	// (movablekeys), finds their indexes in args (COMMAND GETKEYS).
+	Keys func(args [][]byte) []int
+	// Route, when set, is the key a call is routed by when it is not its
+	// first (RL.LEASE's counter, which the machine's rules name): nil from
+	// it falls back to the first.
+	Route func(args [][]byte) []byte
+	// Subcommands are the lower-case subcommand words, when the command
+	// has them (they name it in an internal error: "rl.rules|list").
+	Subcommands []string
 	// Internal commands are not part of the server surface; FromMember
 	// ones only members send each other (the member channel carries
 	// them; they are fenced as any command); EveryGroup ones are

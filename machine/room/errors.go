@@ -39,3 +39,13 @@ func WithoutPackage(err error) string {
 	}
 	return msg
 }
+
+// FenceError is a refusal for a slot this group does not own (a slot
+// being moved, or another group's); its text is the whole error reply,
+// and an apply answers it as ErrFenced.
+type FenceError string
+
+func (e FenceError) Error() string { return string(e) }
+
+// WholeReply is its text: the whole reply.
+func (e FenceError) WholeReply() string { return string(e) }

@@ -33,7 +33,11 @@ func (l *SlotLocks) Reset(ks *keyspace.Keyspace) {
 	l.ks, l.All, l.Slots = ks, false, l.Slots[:0]
 }
 
+// Lock locks the slots listed, in slot order (sorting them and dropping
+// duplicates first: two applies locking in one order never deadlock).
 func (l *SlotLocks) Lock() {
+	slices.Sort(l.Slots)
+	l.Slots = slices.Compact(l.Slots)
 	if l.All {
 		for i := range slot.Count {
 			l.ks.Lock(i)
@@ -45,6 +49,7 @@ func (l *SlotLocks) Lock() {
 	}
 }
 
+// Unlock releases what Lock took.
 func (l *SlotLocks) Unlock() {
 	if l.All {
 		for i := range slot.Count {

@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"errors"

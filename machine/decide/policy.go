@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"unsafe"
@@ -15,21 +15,21 @@ import (
 // (package policy), every matched limit checked at one instant, all
 // charged or none.
 
-func policyCommands() []*Command {
-	return []*Command{{
+func (m *Room) policyCommands() []room.Command[Exec] {
+	return []room.Command[Exec]{{
 		Spec: cmdspec.Spec{Name: "rl.check", Arity: -5, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1,
 			Group: "sluice", Since: "1.1.0", Complexity: "O(D) where D is the number of descriptor entries",
 			Summary: "Checks a request's descriptors against the rules of a domain, charging every matched limit or none: replies [limited, limit, remaining, retry_after, reset_after, rule, window].",
-			Args: []Arg{
+			Args: []cmdspec.Arg{
 				{Name: "domain", Type: "key"},
 				{Name: "cost", Type: "integer", Token: "COST", Optional: true},
-				{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Multiple: true, Sub: []Arg{
-					{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{
+				{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Multiple: true, Sub: []cmdspec.Arg{
+					{Name: "entry", Type: "block", Multiple: true, Sub: []cmdspec.Arg{
 						{Name: "key", Type: "string"}, {Name: "value", Type: "string"},
 					}},
 				}},
-			}}, Decides: true, stores: storesCounters, slots: allSlots, run: runRLCheck, check: checkRLCheck,
+			}}, Decides: true, Stores: m.storesCounters, Slots: allSlots, Run: m.run(runRLCheck), Check: m.check(checkRLCheck),
 	}}
 }
 
@@ -96,8 +96,8 @@ func view(b []byte) string {
 }
 
 // rules is the loaded rule set, or nil.
-func (m *Machine) rules() *policy.Set {
-	if st := m.decide.ruleState.Load(); st != nil {
+func (m *Room) rules() *policy.Set {
+	if st := m.ruleState.Load(); st != nil {
 		return st.Set
 	}
 	return nil
@@ -109,14 +109,14 @@ const (
 	scaleSuffix    = "#scale"
 )
 
-func checkRLCheck(m *Machine, args [][]byte) string {
+func checkRLCheck(m *Room, args [][]byte) string {
 	p := m.plan()
 	defer m.release(p)
 	return parseDescriptors(args[2:], p)
 }
 
 // runRLCheck is RL.CHECK <domain> [COST <n>] DESCRIPTOR <k> <v> [<k> <v> …] [DESCRIPTOR …].
-func runRLCheck(x *exec, args [][]byte) {
+func runRLCheck(x *apply, args [][]byte) {
 	p := x.m.plan()
 	defer x.m.release(p)
 	if bad := parseDescriptors(args[2:], p); bad != "" {
@@ -130,7 +130,7 @@ func runRLCheck(x *exec, args [][]byte) {
 		x.answerCheck(room.NoLimit)
 		return
 	}
-	p.forDomain(domain, x.m.decide.policyRecords.Load())
+	p.forDomain(domain, x.m.policyRecords.Load())
 	p.addMatched(d)
 	if len(p.checks) == 0 {
 		x.answerCheck(room.NoLimit)
@@ -226,7 +226,7 @@ func scaleAt(s *keyspace.Slot, key []byte, now int64) int64 {
 
 // storesCounters reports whether an RL.CHECK or RL.SHOULDRATELIMIT would
 // create a counter: one of the limits it matches has none yet.
-func storesCounters(m *Machine, args [][]byte, now int64) bool {
+func (m *Room) storesCounters(keys room.View, args [][]byte, now int64) bool {
 	p := m.plan()
 	defer m.release(p)
 	domain := view(args[1])
@@ -247,7 +247,7 @@ func storesCounters(m *Machine, args [][]byte, now int64) bool {
 		p.addMatched(d)
 	}
 	for _, sp := range p.spans {
-		if !m.Exists(p.span(sp.counter), now) {
+		if !keys.Exists(p.span(sp.counter), now) {
 			return true
 		}
 	}

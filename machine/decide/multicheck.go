@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"bytes"
@@ -131,7 +131,7 @@ func storedLater(checks []limitCheck, i int) bool {
 // request on the same key that admitted). It stores nothing.
 //
 // logBuf holds the arrays a sliding log in its record is decoded into.
-func (c *limitCheck) evaluate(m *Machine, s *keyspace.Slot, now, cost int64, prev *limitCheck, logBuf *window.LogState) error {
+func (c *limitCheck) evaluate(m *Room, s *keyspace.Slot, now, cost int64, prev *limitCheck, logBuf *window.LogState) error {
 	if c.deny {
 		// A limit of 0 refuses every unit; a request of none (a peek) asks
 		// for nothing and passes, as Envoy counts 0 hits against 0.
@@ -215,7 +215,7 @@ func (c *limitCheck) evaluate(m *Machine, s *keyspace.Slot, now, cost int64, pre
 // commit stores c's next state under the slot lock. When entriesValid
 // (nothing inserted since evaluate) the record found then is used;
 // otherwise records may have moved and the key is looked up again.
-func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid bool) error {
+func (c *limitCheck) commit(x *apply, s *keyspace.Slot, now int64, entriesValid bool) error {
 	e, found := c.entry, c.inSlot
 	if !entriesValid || !found {
 		var err error
@@ -233,7 +233,7 @@ func (c *limitCheck) commit(x *exec, s *keyspace.Slot, now int64, entriesValid b
 	case keyspace.KindSlidingCounter:
 		return limiters.StoreInline(s, c.key, c.kind, e, found, c.word, &c.counter)
 	case keyspace.KindSlidingLog:
-		return limiters.StoreLogOr(s, c.key, e, found, &c.log, c.word, &x.bufs.lim.Enc, x.m.logMoveFaults)
+		return limiters.StoreLogOr(s, c.key, e, found, &c.log, c.word, &x.lim.Enc, x.m.Faults.LogMove)
 	case keyspace.KindFixedWindow:
 		return limiters.StoreInline(s, c.key, c.kind, e, found, c.word, &c.fixed)
 	case keyspace.KindQuota:
@@ -263,7 +263,7 @@ func checkSlots(l *room.SlotLocks, ks *keyspace.Keyspace, checks []limitCheck, d
 
 // lockChecks sets each check's slot from the held group and returns the
 // instant to decide at.
-func (x *exec) lockChecks(checks []limitCheck) (now int64) {
+func (x *apply) lockChecks(checks []limitCheck) (now int64) {
 	for i := range checks {
 		checks[i].slot, now = x.LockSlot(checks[i].slotIndex)
 	}
@@ -273,7 +273,7 @@ func (x *exec) lockChecks(checks []limitCheck) (now int64) {
 // multiCheck checks every limit at now, each under its slot (locked), and
 // charges all or none. It returns the index of the binding limit (-1 when
 // there are none) and whether the request was refused.
-func multiCheck(x *exec, now, cost int64, checks []limitCheck, hold holder) (binding int, refused bool, err error) {
+func multiCheck(x *apply, now, cost int64, checks []limitCheck, hold holder) (binding int, refused bool, err error) {
 	for i := range checks {
 		c := &checks[i]
 		own := cost
@@ -304,7 +304,7 @@ func multiCheck(x *exec, now, cost int64, checks []limitCheck, hold holder) (bin
 // commitAll stores every limit's next state, or none (undo.go): updates in
 // place first, while the records found are still where they were, then the
 // inserts; the quota changes are journaled once all are stored.
-func commitAll(x *exec, now int64, checks []limitCheck) error {
+func commitAll(x *apply, now int64, checks []limitCheck) error {
 	stores := 0
 	for i := range checks {
 		if checks[i].store && !storedLater(checks, i) {
@@ -346,7 +346,7 @@ func commitAll(x *exec, now int64, checks []limitCheck) error {
 	for i := range checks {
 		c := &checks[i]
 		if c.store && c.kind == keyspace.KindQuota && !storedLater(checks, i) {
-			x.journaled(x.m.quotaChanged(c.key, &c.quota))
+			x.QuotaChanged(c.key, &c.quota)
 		}
 	}
 	return nil
@@ -413,7 +413,7 @@ func (c *limitCheck) policyWindow() int64 {
 // events read of a multi-check (binding ≥ 0): the binding rule, a
 // shadow-mode rule that would have refused, a refusal's limit and
 // retry_after. It returns the binding limit's five-integer reply.
-func (x *exec) noteBinding(checks []limitCheck, binding int, refused bool) [5]int64 {
+func (x *apply) noteBinding(checks []limitCheck, binding int, refused bool) [5]int64 {
 	c := &checks[binding]
 	x.out.Rule = c.rule
 	for i := range checks {

@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"slices"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/policy"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -47,12 +48,12 @@ import (
 // APPLY is configuration another group applied, for this one too; DIGEST
 // is RulesDigest (RL.RULES LIST compares the groups').
 
-func partCommands() []*Command {
-	return []*Command{{
+func (m *Room) partCommands() []room.Command[Exec] {
+	return []room.Command[Exec]{{
 		Spec: cmdspec.Spec{Name: "rl.part", Arity: -2, Flags: []string{"write", "denyoom"}, Group: "sluice", Since: "1.3.0", Complexity: "O(D) where D is the number of descriptor entries",
 			Summary: "RESERVE|CANCEL|DECIDE|APPLY|DIGEST …: a group's part of a check across groups, sent by the coordinator of a sharded cluster.",
-			Args: []Arg{
-				{Name: "subcommand", Type: "oneof", Sub: []Arg{
+			Args: []cmdspec.Arg{
+				{Name: "subcommand", Type: "oneof", Sub: []cmdspec.Arg{
 					{Name: "reserve", Type: "pure-token", Token: "RESERVE"},
 					{Name: "cancel", Type: "pure-token", Token: "CANCEL"},
 					{Name: "settle", Type: "pure-token", Token: "SETTLE"},
@@ -62,10 +63,10 @@ func partCommands() []*Command {
 					{Name: "digest", Type: "pure-token", Token: "DIGEST"},
 				}},
 				{Name: "arg", Type: "string", Optional: true, Multiple: true},
-			}}, slots: allSlots, stores: alwaysStores, fromMember: true,
-		subcommands: partSubcommands,
-		run:         runPart,
-		check: func(m *Machine, args [][]byte) string {
+			}}, Slots: allSlots, Stores: alwaysStores, FromMember: true,
+		Subcommands: partSubcommands,
+		Run:         m.run(runPart),
+		Check: func(args [][]byte) string {
 			_, bad := parsePart(m, args)
 			return bad
 		},
@@ -80,8 +81,10 @@ const partSyntax = "ERR syntax error: RL.PART RESERVE <rules> <id> <ttl> [ORDER 
 // command it decides (cmd, args: the command's own arguments).
 type part struct {
 	sub  string
-	cmd  *Command
+	cmd  TableCommand
 	args [][]byte
+	// rls: the command decided is RL.SHOULDRATELIMIT (else RL.CHECK).
+	rls bool
 	// rules is the coordinator's digest of the domain's rules; id and ttl
 	// a reservation's.
 	rules []byte
@@ -91,13 +94,13 @@ type part struct {
 	orders []int
 	// settle is a CANCEL's or SETTLE's; reply a HOLD's head's.
 	settle settling
-	reply  CheckResult
+	reply  room.CheckResult
 	// sum is a HOLD's reserve's arguments' (ReserveArgsSum).
 	sum uint64
 }
 
 // parsePart reads an RL.PART, with its command's checks.
-func parsePart(m *Machine, args [][]byte) (part, string) {
+func parsePart(m *Room, args [][]byte) (part, string) {
 	var pt part
 	for _, sub := range partSubcommands {
 		if resp.EqualFold(args[1], sub) {
@@ -121,12 +124,15 @@ func parsePart(m *Machine, args [][]byte) (part, string) {
 			return pt, partSyntax
 		}
 		pt.rules, pt.args = args[2], args[i:]
-		pt.cmd = m.Lookup(args[i])
-		if pt.cmd == nil || (pt.cmd.Name != "rl.check" && pt.cmd.Name != "rl.shouldratelimit") {
+		name := "rl.check"
+		if pt.rls = resp.EqualFold(args[i], "rl.shouldratelimit"); pt.rls {
+			name = "rl.shouldratelimit"
+		}
+		if pt.cmd = m.core.Lookup(args[i]); pt.cmd == nil || (!pt.rls && !resp.EqualFold(args[i], name)) {
 			return pt, "ERR a part decides RL.CHECK or RL.SHOULDRATELIMIT"
 		}
 		if !pt.cmd.ArityOK(len(pt.args)) {
-			return pt, "ERR wrong number of arguments for '" + pt.cmd.Name + "' command"
+			return pt, "ERR wrong number of arguments for '" + name + "' command"
 		}
 		if pt.sub == "reserve" {
 			// RL.RESERVE's rules for the id and ttl.
@@ -136,7 +142,7 @@ func parsePart(m *Machine, args [][]byte) (part, string) {
 			}
 			pt.held = heldAs{id: args[3], ttl: ttl}
 		}
-		return pt, pt.cmd.Check(m, pt.args)
+		return pt, pt.cmd.Check(pt.args)
 	case "cancel":
 		if len(args) < 4 {
 			return pt, partSyntax
@@ -213,9 +219,9 @@ func parsePart(m *Machine, args [][]byte) (part, string) {
 		if len(args) < 3 {
 			return pt, partSyntax
 		}
-		if cmd := m.Lookup(args[2]); cmd != nil && cmd.everyGroup && cmd.ArityOK(len(args)-2) {
+		if cmd := m.core.Lookup(args[2]); cmd != nil && cmd.EveryGroup() && cmd.ArityOK(len(args)-2) {
 			pt.cmd, pt.args = cmd, args[2:]
-			return pt, cmd.Check(m, pt.args)
+			return pt, cmd.Check(pt.args)
 		}
 	case "digest":
 		if len(args) <= 3 {
@@ -225,7 +231,7 @@ func parsePart(m *Machine, args [][]byte) (part, string) {
 	return pt, partSyntax
 }
 
-func runPart(x *exec, args [][]byte) {
+func runPart(x *apply, args [][]byte) {
 	pt, bad := parsePart(x.m, args)
 	if bad != "" {
 		x.Fail(bad)
@@ -236,14 +242,14 @@ func runPart(x *exec, args [][]byte) {
 		domain := view(pt.args[1])
 		if mine := x.m.RulesDigest(domain); mine != string(pt.rules) {
 			x.out.Refusal = ErrRulesDiffer
-			x.FailFor(ReasonRulesDiffer, "ERR RULESDIFFER domain '"+resp.Clip(pt.args[1], 64)+"': the coordinator's rules are "+
+			x.FailFor(room.ReasonRulesDiffer, "ERR RULESDIFFER domain '"+resp.Clip(pt.args[1], 64)+"': the coordinator's rules are "+
 				resp.Clip(pt.rules, 64)+", this group's "+mine)
 			return
 		}
 		switch {
 		case pt.sub == "decide":
-			pt.cmd.run(x, pt.args)
-		case pt.cmd.Name == "rl.shouldratelimit":
+			x.Run(pt.cmd, pt.args)
+		case pt.rls:
 			shouldRateLimit(x, pt.args, pt.held.start)
 		default:
 			// RL.RESERVE's arguments: <domain> <id> <ttl> then RL.CHECK's.
@@ -260,9 +266,9 @@ func runPart(x *exec, args [][]byte) {
 	case "hold":
 		hold(x, args[2], &pt)
 	case "apply":
-		pt.cmd.run(x, pt.args)
+		x.Run(pt.cmd, pt.args)
 	case "digest":
-		x.instant()
+		x.Instant()
 		domain := ""
 		if len(args) == 3 {
 			domain = string(args[2])
@@ -281,7 +287,7 @@ type SplitDescriptor struct {
 	// applies to it (no rule, an unlimited one, an unknown domain): then
 	// Status is its RL.SHOULDRATELIMIT status, the same in every group.
 	Slot   int
-	Status RLSStatus
+	Status room.RLSStatus
 	// Hits is what it charges (RL.SHOULDRATELIMIT's; RL.CHECK's cost).
 	Hits int64
 }
@@ -293,7 +299,7 @@ type SplitDescriptor struct {
 // over buf (reused when it has room: a caller that only looks, as
 // Coordinator.Spans on every check, allocates nothing). bad is the error
 // reply of a malformed command.
-func (m *Machine) Split(args [][]byte, buf []SplitDescriptor) (head [][]byte, descs []SplitDescriptor, bad string) {
+func (m *Room) Split(args [][]byte, buf []SplitDescriptor) (head [][]byte, descs []SplitDescriptor, bad string) {
 	p := m.plan()
 	defer m.release(p)
 	rls := resp.EqualFold(args[0], "rl.shouldratelimit")
@@ -381,7 +387,7 @@ func parseSlotList(args [][]byte) ([]int, string) {
 // group admitted (RL.PART HOLD), in the domain's slot, unless one is held
 // already: a retried reserve keeps the first. It answers the head's
 // reply.
-func hold(x *exec, domain []byte, pt *part) {
+func hold(x *apply, domain []byte, pt *part) {
 	key := appendReservationKey(nil, view(domain), pt.held.id)
 	at := slot.Of(key)
 	if err := x.m.fenceSlot(at); err != nil {
@@ -406,7 +412,7 @@ func hold(x *exec, domain []byte, pt *part) {
 			x.Error(err)
 			return
 		}
-		x.m.reserve.reserved.Add(1)
+		x.m.reserved.Add(1)
 	}
 	x.answerCheck(r.Reply)
 }

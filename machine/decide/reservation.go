@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine/limiters"
+	"github.com/sluice-rl/sluice/machine/placement"
 	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -29,7 +30,7 @@ import (
 // restored and migrated like every other state.
 type ReservationState struct {
 	// Reply is the reserve's answer, given again to a retried RL.RESERVE.
-	Reply CheckResult
+	Reply room.CheckResult
 	// Limits are the limits charged here (Order says where in the
 	// reserve's).
 	Limits []HeldLimit
@@ -225,11 +226,11 @@ func appendPartKey(dst []byte, domain string, id []byte, s int) []byte {
 // HeldSlots are the slots of the parts of the reservation id of domain,
 // as its head says at the applied instant (a coordinator routes a settle
 // by them); ok is false when no head is held here.
-func (m *Machine) HeldSlots(domain string, id []byte) (slots []int, ok bool) {
+func (m *Room) HeldSlots(domain string, id []byte) (slots []int, ok bool) {
 	key := appendReservationKey(nil, domain, id)
 	s := m.keys.Lock(slot.Of(key))
 	defer s.Unlock()
-	r, err := reservationAt(s, key, keyspace.KindReservation, m.applied.Load())
+	r, err := reservationAt(s, key, keyspace.KindReservation, m.core.Applied())
 	if err != nil || r == nil || r.Cancelled {
 		return nil, false
 	}
@@ -335,13 +336,13 @@ func ReserveArgsSum(words [][]byte) uint64 {
 // HeldReserve is the head of the reservation id of domain at the applied
 // instant, when one is held here: its reply and its arguments' sum (a
 // coordinator answers a retried reserve from it).
-func (m *Machine) HeldReserve(domain string, id []byte) (reply CheckResult, args uint64, ok bool) {
+func (m *Room) HeldReserve(domain string, id []byte) (reply room.CheckResult, args uint64, ok bool) {
 	key := appendReservationKey(nil, domain, id)
 	s := m.keys.Lock(slot.Of(key))
 	defer s.Unlock()
-	r, err := reservationAt(s, key, keyspace.KindReservation, m.applied.Load())
+	r, err := reservationAt(s, key, keyspace.KindReservation, m.core.Applied())
 	if err != nil || r == nil || r.Cancelled {
-		return CheckResult{}, 0, false
+		return room.CheckResult{}, 0, false
 	}
 	return r.Reply, r.Args, true
 }
@@ -351,16 +352,16 @@ func (m *Machine) HeldReserve(domain string, id []byte) (reply CheckResult, args
 // before the group fenced by a map): such a record does not move with its
 // counters, so asking again does not help. (A sharded group's
 // reservations are a part per counter's slot, which moves with it.)
-func spansGroups(s int, o *Ownership) string {
+func spansGroups(s int, o *placement.Ownership) string {
 	return "CROSSSLOT the check's counters are not all in this group's slots (slot " + strconv.Itoa(s) +
 		", cluster map epoch " + strconv.FormatUint(o.Epoch, 10) + ")"
 }
 
 // fenceHeld is fenceChecks for a reservation's counters.
-func (m *Machine) fenceHeld(r *ReservationState) error {
+func (m *Room) fenceHeld(r *ReservationState) error {
 	for i := range r.Limits {
 		if s, o, ok := m.unowned(r.Limits[i].Key); ok {
-			return fenceError(spansGroups(s, o))
+			return room.FenceError(spansGroups(s, o))
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"errors"
@@ -7,11 +7,12 @@ import (
 
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine/limiters"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
 
-func checkSettle(_ *Machine, args [][]byte) string {
+func checkSettle(_ *Room, args [][]byte) string {
 	_, bad := parseSettle(args)
 	return bad
 }
@@ -44,7 +45,7 @@ const (
 )
 
 // runSettle is RL.SETTLE <domain> <id> <actual> and RL.CANCEL <domain> <id>.
-func runSettle(x *exec, args [][]byte) {
+func runSettle(x *apply, args [][]byte) {
 	actual, bad := parseSettle(args)
 	if bad != "" {
 		x.Fail(bad)
@@ -111,7 +112,7 @@ func (r *heldRecord) live() bool { return r.state != nil && !r.state.Cancelled }
 // under its slot's lock), holds every slot they touch, and looks again —
 // in between, another apply may have settled them. The reply is nil when
 // nothing was held, else the rows of every limit settled.
-func settle(x *exec, st settling) {
+func settle(x *apply, st settling) {
 	domain := view(st.domain)
 	p := x.m.plan()
 	defer x.m.release(p)
@@ -146,7 +147,7 @@ func settle(x *exec, st settling) {
 		for _, s := range slots {
 			if err := x.m.fenceSlot(s); err != nil {
 				x.out.Refusal = ErrHeldElsewhere
-				x.FailFor(ReasonNotNow, string(err.(fenceError))+": the reservation is held across groups")
+				x.FailFor(room.ReasonNotNow, string(err.(room.FenceError))+": the reservation is held across groups")
 				return
 			}
 			start := len(p.keys)
@@ -177,9 +178,9 @@ func settle(x *exec, st settling) {
 				locks.Slots = append(locks.Slots, slot.Of(r.state.Limits[j].Key))
 			}
 		}
-		took := x.holdGroup(locks)
+		took := x.HoldGroup(locks)
 		done := x.settleHeld(recs, st)
-		x.releaseGroup(locks, took)
+		x.ReleaseGroup(locks, took)
 		if done {
 			return
 		}
@@ -189,7 +190,7 @@ func settle(x *exec, st settling) {
 
 // readPart reads the record r names; with tombstone > 0, a part not held
 // is marked cancelled for that long.
-func (x *exec) readPart(r *heldRecord, tombstone int64) error {
+func (x *apply) readPart(r *heldRecord, tombstone int64) error {
 	s, now := x.LockSlot(r.at)
 	defer x.Unlock(s)
 	if r.grant {
@@ -207,7 +208,7 @@ func (x *exec) readPart(r *heldRecord, tombstone int64) error {
 // settleHeld settles recs with every slot they touch held. It reports
 // false when a record is no longer what was read (settled or replaced
 // meanwhile): the caller looks again.
-func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
+func (x *apply) settleHeld(recs []heldRecord, st settling) bool {
 	for i := range recs {
 		r := &recs[i]
 		if s, now := x.LockSlot(r.at); !r.sameAs(s, now) {
@@ -223,7 +224,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 				for j := range r.state.Limits {
 					if l := &r.state.Limits[j]; st.actual > l.Units {
 						if err := limiters.Chargeable(x, &l.Charge); err != nil {
-							x.Fail("ERR the reservation cannot be charged beyond it: limit " + l.Name + ": " + ErrorReply(err))
+							x.Fail("ERR the reservation cannot be charged beyond it: limit " + l.Name + ": " + room.ErrorReply(err))
 							return true
 						}
 					}
@@ -239,9 +240,9 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 			}
 		}
 	}
-	// The rows leave the apply (Outcome.Settled): they are the caller's,
+	// The rows leave the apply (room.Outcome.Settled): they are the caller's,
 	// never a buffer the next apply writes.
-	var rows []SettleRow
+	var rows []room.SettleRow
 	held := false
 	var failed error
 	for i := range recs {
@@ -254,7 +255,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 		if e, ok := s.Get(r.key, now); ok {
 			expireAt := s.ExpireAt(e)
 			s.Delete(e)
-			if st.headKey == nil && st.mode != settleReturn && x.at(1) {
+			if st.headKey == nil && st.mode != settleReturn && x.At(1) {
 				if err := x.keepSettled(s, r, st, expireAt, now); err != nil {
 					x.Error(err)
 					return true
@@ -265,9 +266,9 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 		case r.kind != keyspace.KindReservation || r.grant:
 			// Parts, and leases, are not reservations of their own.
 		case st.mode == settleCancel:
-			x.m.reserve.cancelled.Add(1)
+			x.m.cancelled.Add(1)
 		default:
-			x.m.reserve.settled.Add(1)
+			x.m.settled.Add(1)
 		}
 		for j := range r.state.Limits {
 			l := &r.state.Limits[j]
@@ -275,7 +276,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 			if st.mode == settleReturn {
 				actual = max(l.Units-st.unused, 0)
 			}
-			row := SettleRow{Order: l.Order, Name: l.Name, Reserved: l.Units, Actual: actual}
+			row := room.SettleRow{Order: l.Order, Name: l.Name, Reserved: l.Units, Actual: actual}
 			var err error
 			switch {
 			case actual < l.Units:
@@ -298,19 +299,19 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 		}
 	}
 	if failed != nil {
-		x.Fail("ERR the reservation was settled, but a charge beyond it failed: " + ErrorReply(failed))
+		x.Fail("ERR the reservation was settled, but a charge beyond it failed: " + room.ErrorReply(failed))
 		return true
 	}
 	if !held {
 		x.w.Null()
 		return true
 	}
-	byOrder := func(a, b SettleRow) int { return a.Order - b.Order }
+	byOrder := func(a, b room.SettleRow) int { return a.Order - b.Order }
 	if !slices.IsSortedFunc(rows, byOrder) {
 		slices.SortStableFunc(rows, byOrder)
 	}
 	x.out.Settled, x.out.Held = rows, true
-	WriteSettle(x.w, rows)
+	room.WriteSettle(x.w, rows)
 	return true
 }
 
@@ -323,7 +324,7 @@ func (x *exec) settleHeld(recs []heldRecord, st settling) bool {
 // live part of a head's uses (the head holds that slot's limits), so the
 // head's kind keeps counting only reservations held. A lease's grant is
 // not marked: its holder asks again under the same id.
-func (x *exec) keepSettled(s *keyspace.Slot, r *heldRecord, st settling, expireAt, now int64) error {
+func (x *apply) keepSettled(s *keyspace.Slot, r *heldRecord, st settling, expireAt, now int64) error {
 	if expireAt <= now {
 		return nil
 	}
@@ -346,7 +347,7 @@ func (x *exec) keepSettled(s *keyspace.Slot, r *heldRecord, st settling, expireA
 // tombstoneState is the record of an id that holds nothing and refuses
 // a reserve under it: a part cancelled before it came, or an id settled.
 func tombstoneState() *ReservationState {
-	return &ReservationState{Cancelled: true, Reply: CheckResult{Limited: true, Limit: -1, Remaining: -1, RetryAfter: -1}}
+	return &ReservationState{Cancelled: true, Reply: room.CheckResult{Limited: true, Limit: -1, Remaining: -1, RetryAfter: -1}}
 }
 
 // appendSettledMark appends where a settled reservation's id is kept

@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"crypto/sha256"
@@ -136,8 +136,8 @@ func digestOf(domain string, source []byte) string {
 
 // RulesDigest identifies the rules of domain in force ("" for the whole
 // set), NoRules when there are none: equal digests, equal rules.
-func (m *Machine) RulesDigest(domain string) string {
-	st := m.decide.ruleState.Load()
+func (m *Room) RulesDigest(domain string) string {
+	st := m.ruleState.Load()
 	if st == nil {
 		return NoRules
 	}

@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"errors"
@@ -25,31 +25,31 @@ import (
 // replicated, snapshotted and moved like the counters; one never settled
 // keeps its charge and is swept when its ttl ends.
 
-func reserveCommands() []*Command {
-	descriptors := Arg{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Multiple: true, Sub: []Arg{
-		{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{{Name: "key", Type: "string"}, {Name: "value", Type: "string"}}},
+func (m *Room) reserveCommands() []room.Command[Exec] {
+	descriptors := cmdspec.Arg{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Multiple: true, Sub: []cmdspec.Arg{
+		{Name: "entry", Type: "block", Multiple: true, Sub: []cmdspec.Arg{{Name: "key", Type: "string"}, {Name: "value", Type: "string"}}},
 	}}
-	return []*Command{{
+	return []room.Command[Exec]{{
 		Spec: cmdspec.Spec{Name: "rl.reserve", Arity: -7, Flags: []string{"write", "denyoom"},
 			FirstKey: 1, LastKey: 1, Step: 1,
 			Group: "sluice", Since: "1.3.0", Complexity: "O(D) where D is the number of descriptor entries",
 			Summary: "RL.CHECK that holds what it charged under a reservation id for ttl seconds, to be settled with the actual cost: replies as RL.CHECK; the same id again while held replies the same and charges nothing, and once settled is refused until its ttl ends.",
-			Args: []Arg{
+			Args: []cmdspec.Arg{
 				{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}, {Name: "ttl-seconds", Type: "integer"},
 				{Name: "cost", Type: "integer", Token: "COST", Optional: true}, descriptors,
-			}}, Decides: true, stores: alwaysStores, slots: allSlots, run: runReserve, check: checkReserve,
+			}}, Decides: true, Stores: alwaysStores, Slots: allSlots, Run: m.run(runReserve), Check: m.check(checkReserve),
 	}, {
 		Spec: cmdspec.Spec{Name: "rl.settle", Arity: 4, Flags: []string{"write"},
 			FirstKey: 1, LastKey: 1, Step: 1,
 			Group: "sluice", Since: "1.3.0", Complexity: "O(L) where L is the number of limits reserved",
 			Summary: "Settles a reservation with the actual cost: gives back what was not used, charges what was used beyond (past the limit if it must); replies [name, reserved, actual, refunded, charged] per limit, or nil for an unknown or expired id.",
-			Args:    []Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}, {Name: "actual-cost", Type: "integer"}}}, slots: allSlots, run: runSettle, check: checkSettle,
+			Args:    []cmdspec.Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}, {Name: "actual-cost", Type: "integer"}}}, Slots: allSlots, Run: m.run(runSettle), Check: m.check(checkSettle),
 	}, {
 		Spec: cmdspec.Spec{Name: "rl.cancel", Arity: 3, Flags: []string{"write", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1,
 			Group: "sluice", Since: "1.3.0", Complexity: "O(L) where L is the number of limits reserved",
 			Summary: "RL.SETTLE with an actual cost of 0: gives back everything the reservation holds.",
-			Args:    []Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}}}, slots: allSlots, run: runSettle, check: checkSettle,
+			Args:    []cmdspec.Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}}}, Slots: allSlots, Run: m.run(runSettle), Check: m.check(checkSettle),
 	}}
 }
 
@@ -80,7 +80,7 @@ func parseReserveHead(args [][]byte) (ttl int64, bad string) {
 	return n * 1_000_000_000, ""
 }
 
-func checkReserve(m *Machine, args [][]byte) string {
+func checkReserve(m *Room, args [][]byte) string {
 	if _, bad := parseReserveHead(args); bad != "" {
 		return bad
 	}
@@ -98,7 +98,7 @@ func appendReservationKey(dst []byte, domain string, id []byte) []byte {
 }
 
 // runReserve is RL.RESERVE <domain> <id> <ttl> [COST n] DESCRIPTOR k v … [DESCRIPTOR …].
-func runReserve(x *exec, args [][]byte) { reserve(x, args, nil) }
+func runReserve(x *apply, args [][]byte) { reserve(x, args, nil) }
 
 // reserve decides an RL.RESERVE (args: its name or a part's subcommand,
 // then the domain, id, ttl and RL.CHECK's words) and holds what it
@@ -106,7 +106,7 @@ func runReserve(x *exec, args [][]byte) { reserve(x, args, nil) }
 // domain's slot; or with orders (each descriptor's place in the whole
 // reserve), as a group's share of one across groups (RL.PART RESERVE), in
 // parts only — the coordinator keeps the head.
-func reserve(x *exec, args [][]byte, orders []int) {
+func reserve(x *apply, args [][]byte, orders []int) {
 	head := orders == nil
 	ttl, bad := parseReserveHead(args)
 	p := x.m.plan()
@@ -119,7 +119,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 		return
 	}
 	domain := view(args[1])
-	p.forDomain(domain, x.m.decide.policyRecords.Load())
+	p.forDomain(domain, x.m.policyRecords.Load())
 	if d := x.m.rules().Domain(domain); d != nil {
 		p.addMatched(d)
 	}
@@ -144,7 +144,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 		x.Error(err)
 		return
 	}
-	defer x.releaseGroup(&p.locks, took)
+	defer x.ReleaseGroup(&p.locks, took)
 	h := reservingOf(p)
 	h.start(domain, args[2], now, ttl, p.cost, orders)
 	if head {
@@ -152,7 +152,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 		h.split = x.m.placement.Owned() != nil
 		h.args = ReserveArgsSum(args[3:])
 	}
-	if head && x.at(1) { // level 1: a settled id is kept (levels)
+	if head && x.At(1) { // level 1: a settled id is kept (levels)
 		switch settled, err := h.settled(now); {
 		case err != nil:
 			x.Error(err)
@@ -172,7 +172,7 @@ func reserve(x *exec, args [][]byte, orders []int) {
 		if r.Cancelled {
 			// An earlier attempt's part was cancelled before it came
 			// (its answer was lost): this one may be that attempt, late.
-			x.FailFor(ReasonNotNow, errCancelledID)
+			x.FailFor(room.ReasonNotNow, errCancelledID)
 			return
 		}
 		if r.Args != 0 && h.args != 0 && r.Args != h.args {
@@ -204,16 +204,16 @@ func reserve(x *exec, args [][]byte, orders []int) {
 			return
 		}
 		if head {
-			x.m.reserve.reserved.Add(1)
+			x.m.reserved.Add(1)
 		}
 	}
 	x.answerCheck(res)
 }
 
 // fenceSlot refuses a write to a record of slot s this group does not own.
-func (m *Machine) fenceSlot(s int) error {
+func (m *Room) fenceSlot(s int) error {
 	if o := m.placement.Owned(); o != nil && !o.Owns(s) {
-		return fenceError(notOwned(s, o))
+		return room.FenceError(o.NotOwned(s))
 	}
 	return nil
 }
@@ -430,7 +430,7 @@ func (h *reserving) hold(checks []limitCheck) error {
 const partKeyBase = len("rl-res:{TTTT}") + 20 + len(":/")
 
 // record is the reservation record k, its reply as given.
-func (h *reserving) record(k *keptRecord, reply CheckResult) ReservationState {
+func (h *reserving) record(k *keptRecord, reply room.CheckResult) ReservationState {
 	r := ReservationState{Reply: reply, Limits: h.limits[k.from:k.to:k.to]}
 	if k.kind == h.headKind {
 		r.Slots, r.Args = h.slots, h.args
@@ -442,7 +442,7 @@ func (h *reserving) record(k *keptRecord, reply CheckResult) ReservationState {
 // at); an error undoes what was kept before it.
 func (h *reserving) insert(checks []limitCheck, s *keyspace.Slot, at int, key []byte, kind keyspace.Kind, from, to int) error {
 	k := keptRecord{key: key, slot: s, kind: kind, from: from, to: to}
-	r := h.record(&k, CheckResult{})
+	r := h.record(&k, room.CheckResult{})
 	var err error
 	if h.enc, k.obj, err = storeReservation(s, key, kind, h.expireAt, &r, h.enc, h.split); err != nil {
 		h.undo()
@@ -459,7 +459,7 @@ func (h *reserving) insert(checks []limitCheck, s *keyspace.Slot, at int, key []
 
 // keep gives the records a retried reserve reads the reserve's reply: the
 // head, or without one every part.
-func (h *reserving) keep(reply CheckResult) error {
+func (h *reserving) keep(reply room.CheckResult) error {
 	for i := range h.kept {
 		k := &h.kept[i]
 		if h.headKey != nil && k.kind != h.headKind {

@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"bytes"
@@ -48,26 +48,26 @@ const (
 	maxRLSValue = 1<<32 - 1
 )
 
-func rlsCommands() []*Command {
-	return []*Command{{
+func (m *Room) rlsCommands() []room.Command[Exec] {
+	return []room.Command[Exec]{{
 		Spec: cmdspec.Spec{Name: "rl.shouldratelimit", Arity: -9, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1,
 			Group: "sluice", Since: "1.2.0", Complexity: "O(D) where D is the number of descriptor entries",
 			Summary: "Envoy's ShouldRateLimit: <domain> <hits_addend> then per descriptor <entries> <hits|-> <requests_per_unit|-> <unit|-> <key> <value> ...; replies [overall, [code, requests_per_unit, unit, name, remaining, duration_until_reset, shadow] ...].",
-			Args: []Arg{
+			Args: []cmdspec.Arg{
 				{Name: "domain", Type: "key"},
 				{Name: "hits_addend", Type: "integer"},
-				{Name: "descriptor", Type: "block", Multiple: true, Sub: []Arg{
+				{Name: "descriptor", Type: "block", Multiple: true, Sub: []cmdspec.Arg{
 					{Name: "entries", Type: "integer"},
 					{Name: "hits", Type: "string"},
 					{Name: "requests_per_unit", Type: "string"},
 					{Name: "unit", Type: "string"},
-					{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{
+					{Name: "entry", Type: "block", Multiple: true, Sub: []cmdspec.Arg{
 						{Name: "key", Type: "string"}, {Name: "value", Type: "string"},
 					}},
 				}},
-			}}, Decides: true, stores: storesCounters, slots: allSlots, run: runShouldRateLimit,
-		check: checkShouldRateLimit,
+			}}, Decides: true, Stores: m.storesCounters, Slots: allSlots, Run: m.run(runShouldRateLimit),
+		Check: m.check(checkShouldRateLimit),
 	}}
 }
 
@@ -105,7 +105,7 @@ func parseRLSUnit(b []byte) (policy.Unit, bool) {
 
 // parseShouldRateLimit reads the arguments after the command name; it
 // returns the error reply, or "".
-func parseShouldRateLimit(m *Machine, args [][]byte, req *plan) string {
+func parseShouldRateLimit(m *Room, args [][]byte, req *plan) string {
 	hits, ok := resp.ParseInt(args[2])
 	if !ok || hits < 0 || hits > maxRLSValue {
 		return "ERR hits_addend must be an integer in [0, 4294967295]"
@@ -144,7 +144,7 @@ func parseShouldRateLimit(m *Machine, args [][]byte, req *plan) string {
 			if d.unit, ok = parseRLSUnit(name); !ok {
 				return "ERR a descriptor's unit must be second, minute, hour, day, week, month or year"
 			}
-			if many && m.level.Load() < 1 {
+			if many && m.core.Level() < 1 {
 				// Members before level 1 read the word as a unit and
 				// refuse it: no such entry may reach the log until every
 				// member reads it alike (levels).
@@ -183,21 +183,21 @@ func parseShouldRateLimit(m *Machine, args [][]byte, req *plan) string {
 	return ""
 }
 
-func checkShouldRateLimit(m *Machine, args [][]byte) string {
+func checkShouldRateLimit(m *Room, args [][]byte) string {
 	p := m.plan()
 	defer m.release(p)
 	return parseShouldRateLimit(m, args, p)
 }
 
 // runShouldRateLimit is RL.SHOULDRATELIMIT (see above). Its typed result,
-// one RLSStatus per descriptor, is the apply's Outcome.Statuses.
-func runShouldRateLimit(x *exec, args [][]byte) { shouldRateLimit(x, args, nil) }
+// one room.RLSStatus per descriptor, is the apply's room.Outcome.Statuses.
+func runShouldRateLimit(x *apply, args [][]byte) { shouldRateLimit(x, args, nil) }
 
 // planShouldRateLimit plans the descriptors parseShouldRateLimit read:
 // each matched against the domain's rules (or its own limit), p.of the
 // check of each (-1: none). An unknown domain limits nothing, as in Envoy
 // (a descriptor's own limit included: Envoy looks the domain up first).
-func (m *Machine) planShouldRateLimit(p *plan, domain string, records bool) {
+func (m *Room) planShouldRateLimit(p *plan, domain string, records bool) {
 	p.cost = 1 // every descriptor has its own hits
 	d := m.rules().Domain(domain)
 	if d == nil {
@@ -241,7 +241,7 @@ type startHold func(p *plan, domain string, now int64) (holder, error)
 // shouldRateLimit decides an RL.SHOULDRATELIMIT; with held, it also keeps
 // what it charged as a reservation (a group's part of a check across
 // groups, RL.PART RESERVE).
-func shouldRateLimit(x *exec, args [][]byte, held startHold) {
+func shouldRateLimit(x *apply, args [][]byte, held startHold) {
 	p := x.m.plan()
 	defer x.m.release(p)
 	if bad := parseShouldRateLimit(x.m, args, p); bad != "" {
@@ -249,7 +249,7 @@ func shouldRateLimit(x *exec, args [][]byte, held startHold) {
 		return
 	}
 	domain := view(args[1])
-	x.m.planShouldRateLimit(p, domain, x.m.decide.policyRecords.Load())
+	x.m.planShouldRateLimit(p, domain, x.m.policyRecords.Load())
 	var v verdict
 	if len(p.checks) > 0 {
 		p.seal()
@@ -258,7 +258,7 @@ func shouldRateLimit(x *exec, args [][]byte, held startHold) {
 			x.Error(err)
 			return
 		}
-		defer x.releaseGroup(&p.locks, took)
+		defer x.ReleaseGroup(&p.locks, took)
 		var hold holder
 		if held != nil {
 			if hold, err = held(p, string(domain), now); err != nil {
@@ -278,9 +278,9 @@ func shouldRateLimit(x *exec, args [][]byte, held startHold) {
 		}
 		x.out.Limited = v.refused
 	}
-	// The statuses leave the apply (Outcome.Statuses): the caller's, never
+	// The statuses leave the apply (room.Outcome.Statuses): the caller's, never
 	// a buffer the next apply writes.
-	statuses := make([]RLSStatus, 0, len(p.descs))
+	statuses := make([]room.RLSStatus, 0, len(p.descs))
 	for i, desc := range p.descs {
 		var c *limitCheck
 		unlimited := false
@@ -291,7 +291,7 @@ func shouldRateLimit(x *exec, args [][]byte, held startHold) {
 		}
 		st := rlsStatus(c, desc, unlimited, v.refused, v.now)
 		if desc.negative {
-			st.Code = RLSCodeOK // a refund is never over the limit
+			st.Code = room.RLSCodeOK // a refund is never over the limit
 		}
 		statuses = append(statuses, st)
 	}
@@ -306,7 +306,7 @@ func shouldRateLimit(x *exec, args [][]byte, held startHold) {
 // (sub-)window that counted last (a sliding log off its newest entry), a
 // quota off its current period — floored at nothing counted. Each status then reports
 // the state after it.
-func (x *exec) negativeHits(p *plan, now int64) error {
+func (x *apply) negativeHits(p *plan, now int64) error {
 	for i, desc := range p.descs {
 		if !desc.negative || i >= len(p.of) || p.of[i] < 0 {
 			continue

@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine/placement"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/slot"
 )
 
@@ -17,7 +18,7 @@ import (
 //
 //	SLUICE.CONFIG <digest> <payload>
 //
-// The payload is SlotExport's form; the rules replace the target's, its
+// The payload is placement.SlotExport's form; the rules replace the target's, its
 // overrides and scales are replaced by the payload's.
 
 // configKind reports the kinds of record a group's configuration is.
@@ -27,25 +28,25 @@ func configKind(k keyspace.Kind) bool {
 
 // ExportConfig is this group's configuration as records live at the
 // applied instant.
-func (m *Machine) ExportConfig() (SlotExport, error) {
+func (m *Room) ExportConfig() (placement.SlotExport, error) {
 	return m.placement.Export([][2]int{{0, slot.Count - 1}}, configKind)
 }
 
 // ConfigDigest is the digest of the machine's whole configuration
 // (ExportConfig's): equal on two machines exactly when a configuration
 // copy would change nothing.
-func (m *Machine) ConfigDigest() (string, error) {
+func (m *Room) ConfigDigest() (string, error) {
 	exp, err := m.ExportConfig()
 	return exp.Digest, err
 }
 
-func configCommands() []*Command {
-	return []*Command{{
+func (m *Room) configCommands() []room.Command[Exec] {
+	return []room.Command[Exec]{{
 		Spec: cmdspec.Spec{Name: "sluice.config", Arity: 3, Flags: []string{"write", "admin", "denyoom"}, Group: "cluster", Since: "1.5.0", Complexity: "O(N) where N is the number of keys",
 			Summary: "SLUICE.CONFIG <digest> <payload>: makes another group's configuration (rules, overrides, scales) this group's (sent by a group moving slots here).",
-			Args:    []Arg{{Name: "digest", Type: "string"}, {Name: "payload", Type: "string"}}}, slots: allSlots, fromMember: true,
-		run: runConfig,
-		check: func(m *Machine, args [][]byte) string {
+			Args:    []cmdspec.Arg{{Name: "digest", Type: "string"}, {Name: "payload", Type: "string"}}}, Slots: allSlots, FromMember: true,
+		Run: m.run(runConfig),
+		Check: func(args [][]byte) string {
 			_, _, bad := m.parseConfig(args)
 			return bad
 		},
@@ -53,7 +54,7 @@ func configCommands() []*Command {
 }
 
 // parseConfig reads SLUICE.CONFIG's records, each decoded.
-func (m *Machine) parseConfig(args [][]byte) ([]placement.Record, []any, string) {
+func (m *Room) parseConfig(args [][]byte) ([]placement.Record, []any, string) {
 	if placement.PayloadDigest(args[2]) != string(args[1]) {
 		return nil, nil, "ERR the payload's digest is not " + string(args[1])
 	}
@@ -62,7 +63,7 @@ func (m *Machine) parseConfig(args [][]byte) ([]placement.Record, []any, string)
 	rules := 0
 	err := placement.WalkPayload(args[2], func(r placement.Record) error {
 		if !configKind(r.Kind) {
-			return errors.New("a record of kind " + KindName(r.Kind) + " is not configuration")
+			return errors.New("a record of kind " + m.core.KindName(r.Kind) + " is not configuration")
 		}
 		if r.Kind == keyspace.KindRules {
 			if string(r.Key) != RulesKey || rules > 0 {
@@ -70,7 +71,7 @@ func (m *Machine) parseConfig(args [][]byte) ([]placement.Record, []any, string)
 			}
 			rules++
 		}
-		obj, err := DecodeState(r.Kind, r.State, m.limiters.Zone)
+		obj, err := m.core.DecodeState(r.Kind, r.State)
 		if err != nil {
 			return err
 		}
@@ -86,31 +87,31 @@ func (m *Machine) parseConfig(args [][]byte) ([]placement.Record, []any, string)
 
 // runConfig is SLUICE.CONFIG: the rules become the payload's (none if it
 // has none), and the overrides and scales.
-func runConfig(x *exec, args [][]byte) {
+func runConfig(x *apply, args [][]byte) {
 	records, objs, bad := x.m.parseConfig(args)
 	if bad != "" {
 		x.Fail(bad)
 		return
 	}
 	// This group's overrides and scales go: the payload's replace them.
-	var drop []keptConfig
+	var drop [][]byte
 	for i := range slot.Count {
 		s, now := x.LockSlot(i)
 		if s.Len() > 0 {
 			s.Keys(now, func(key []byte, e keyspace.Entry) bool {
 				if k := e.Kind(); k == keyspace.KindOverride || k == keyspace.KindScale {
-					drop = append(drop, keptConfig{key: append([]byte(nil), key...)})
+					drop = append(drop, append([]byte(nil), key...))
 				}
 				return true
 			})
 		}
 		x.Unlock(s)
 	}
-	for _, d := range drop {
-		s, now := x.LockKey(d.key)
-		if e, ok := s.Get(d.key, now); ok {
+	for _, key := range drop {
+		s, now := x.LockKey(key)
+		if e, ok := s.Get(key, now); ok {
 			s.Delete(e)
-			x.journaled(x.m.deleted(d.key))
+			x.Deleted(key)
 		}
 		x.Unlock(s)
 	}
@@ -123,8 +124,8 @@ func runConfig(x *exec, args [][]byte) {
 		s, _ := x.LockKey(r.Key)
 		_, err := s.Insert(r.Key, r.Kind, r.Word, objs[i])
 		if err == nil {
-			x.journaled(x.m.changed(r.Key, r.Kind, r.Word, objs[i]))
-			x.m.decide.policyRecords.Store(true)
+			x.Changed(r.Key, r.Kind, r.Word, objs[i])
+			x.m.policyRecords.Store(true)
 		}
 		x.Unlock(s)
 		if err != nil {

@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"bytes"
@@ -21,44 +21,44 @@ import (
 // from files by the server, through the log like any change), per-
 // descriptor overrides, and per-domain scale factors.
 
-func policyAdminCommands() []*Command {
-	return []*Command{{
+func (m *Room) policyAdminCommands() []room.Command[Exec] {
+	return []room.Command[Exec]{{
 		Spec: cmdspec.Spec{Name: "rl.rules", Arity: -2, Flags: []string{"write", "admin", "noscript"},
 			Group: "sluice", Since: "1.1.0", Complexity: "O(N) where N is the size of the rules",
 			Summary: "LOAD <name> <yaml> [<name> <yaml> ...] loads a client's files, replacing the domains they define (all files or none); LOAD-FILES (the server's --rules files) replaces the server's files, keeping clients' other domains; CLEAR [domain] drops all rules or one domain's; LIST [domain] lists the rules.",
-			Args: []Arg{{Name: "subcommand", Type: "oneof", Sub: []Arg{
+			Args: []cmdspec.Arg{{Name: "subcommand", Type: "oneof", Sub: []cmdspec.Arg{
 				{Name: "load", Type: "pure-token", Token: "LOAD"},
 				{Name: "load-files", Type: "pure-token", Token: "LOAD-FILES"},
 				{Name: "clear", Type: "pure-token", Token: "CLEAR"},
 				{Name: "list", Type: "pure-token", Token: "LIST"},
-			}}, {Name: "arg", Type: "string", Optional: true, Multiple: true}}}, slots: rulesSlots, everyGroup: true, run: runRules, check: checkRules, subcommands: []string{"load", "load-files", "clear", "list"},
+			}}, {Name: "arg", Type: "string", Optional: true, Multiple: true}}}, Slots: rulesSlots, EveryGroup: true, Run: m.run(runRules), Check: m.check(checkRules), Subcommands: []string{"load", "load-files", "clear", "list"},
 	}, {
 		Spec: cmdspec.Spec{Name: "rl.override", Arity: -3, Flags: []string{"write", "denyoom"},
 			FirstKey: 2, LastKey: 2, Step: 1, Group: "sluice", Since: "1.1.0", Complexity: "O(D) for SET and DEL; O(N) in the keys of the domain's slot for LIST",
 			Summary: "SET <domain> <requests> <unit|seconds> [BURST n] [START unix] [UNTIL unix] DESCRIPTOR k v [k v ...] | DEL <domain> DESCRIPTOR k v [...] | LIST <domain>: per-descriptor limits set at run time.",
-			Args: []Arg{
-				{Name: "subcommand", Type: "oneof", Sub: []Arg{
+			Args: []cmdspec.Arg{
+				{Name: "subcommand", Type: "oneof", Sub: []cmdspec.Arg{
 					{Name: "set", Type: "pure-token", Token: "SET"},
 					{Name: "del", Type: "pure-token", Token: "DEL"},
 					{Name: "list", Type: "pure-token", Token: "LIST"},
 				}},
 				{Name: "domain", Type: "key"},
 				{Name: "arg", Type: "string", Optional: true, Multiple: true},
-			}}, everyGroup: true, stores: alwaysStores, Journaled: true,
-		run: runOverride, check: checkOverride, subcommands: []string{"set", "del", "list"},
+			}}, EveryGroup: true, Stores: alwaysStores, Journaled: true,
+		Run: m.run(runOverride), Check: m.check(checkOverride), Subcommands: []string{"set", "del", "list"},
 	}, {
 		Spec: cmdspec.Spec{Name: "rl.scale", Arity: -3, Flags: []string{"write", "fast"},
 			FirstKey: 2, LastKey: 2, Step: 1, Group: "sluice", Since: "1.1.0", Complexity: "O(1)",
 			Summary: "SET <domain> <factor> [RECOVER seconds] scales a domain's limits by a factor in (0, 1] (raised factors recover linearly); GET <domain> replies [factor, target, ms to target].",
-			Args: []Arg{
-				{Name: "subcommand", Type: "oneof", Sub: []Arg{
+			Args: []cmdspec.Arg{
+				{Name: "subcommand", Type: "oneof", Sub: []cmdspec.Arg{
 					{Name: "set", Type: "pure-token", Token: "SET"},
 					{Name: "get", Type: "pure-token", Token: "GET"},
 				}},
 				{Name: "domain", Type: "key"},
 				{Name: "arg", Type: "string", Optional: true, Multiple: true},
-			}}, everyGroup: true, Journaled: true,
-		run: runScale, check: checkScale, subcommands: []string{"set", "get"},
+			}}, EveryGroup: true, Journaled: true,
+		Run: m.run(runScale), Check: m.check(checkScale), Subcommands: []string{"set", "get"},
 	}}
 }
 
@@ -89,7 +89,7 @@ func parseRulesLoad(args [][]byte, client bool) ([]RuleFile, *RulesState, string
 
 // checkRules is RL.RULES without the state: the subcommand, its words,
 // and for the loads the files themselves.
-func checkRules(_ *Machine, args [][]byte) string {
+func checkRules(_ *Room, args [][]byte) string {
 	switch {
 	case resp.EqualFold(args[1], "load"), resp.EqualFold(args[1], "load-files"):
 		_, _, bad := parseRulesLoad(args, false)
@@ -114,12 +114,12 @@ func checkRules(_ *Machine, args [][]byte) string {
 //   - CLEAR [domain]: drops every domain, or one; it stays so until the
 //     server's files change or are reloaded.
 //   - LIST [domain]: the rules in force.
-func runRules(x *exec, args [][]byte) {
+func runRules(x *apply, args [][]byte) {
 	if bad := checkRules(x.m, args); bad != "" {
 		x.Fail(bad)
 		return
 	}
-	cur := x.m.decide.ruleState.Load()
+	cur := x.m.ruleState.Load()
 	switch {
 	case resp.EqualFold(args[1], "load"), resp.EqualFold(args[1], "load-files"):
 		client := resp.EqualFold(args[1], "load")
@@ -174,7 +174,7 @@ func runRules(x *exec, args [][]byte) {
 		x.setRules(st)
 		x.w.OK()
 	default:
-		x.instant()
+		x.Instant()
 		listRules(x, args[2:])
 	}
 }
@@ -191,7 +191,7 @@ func oneLine(s string) string {
 
 // setRules stores st (nil: none) under RulesKey and makes it the set
 // RL.CHECK uses.
-func (x *exec) setRules(st *RulesState) {
+func (x *apply) setRules(st *RulesState) {
 	s, now := x.LockKey([]byte(RulesKey))
 	defer x.Unlock(s)
 	if e, ok := s.Get([]byte(RulesKey), now); ok {
@@ -203,50 +203,50 @@ func (x *exec) setRules(st *RulesState) {
 			return
 		}
 	}
-	x.m.decide.ruleState.Store(st)
+	x.m.ruleState.Store(st)
 }
 
 // findPolicyRecords sets policyRecords if a restored state holds an
 // override or a scale.
-func (m *Machine) findPolicyRecords() {
-	if m.decide.policyRecords.Load() {
+func (m *Room) findPolicyRecords() {
+	if m.policyRecords.Load() {
 		return
 	}
-	now := m.applied.Load()
+	now := m.core.Applied()
 	for i := range slot.Count {
 		s := m.keys.Lock(i)
 		if s.Len() > 0 {
 			s.Keys(now, func(_ []byte, e keyspace.Entry) bool {
 				if e.Kind() == keyspace.KindOverride || e.Kind() == keyspace.KindScale {
-					m.decide.policyRecords.Store(true)
+					m.policyRecords.Store(true)
 					return false
 				}
 				return true
 			})
 		}
 		s.Unlock()
-		if m.decide.policyRecords.Load() {
+		if m.policyRecords.Load() {
 			return
 		}
 	}
 }
 
 // reloadRules points ruleState at what RulesKey holds (after a restore).
-func (m *Machine) reloadRules() {
+func (m *Room) reloadRules() {
 	key := []byte(RulesKey)
 	s := m.keys.LockKey(key)
 	defer s.Unlock()
 	var st *RulesState
-	if e, ok := s.Get(key, m.applied.Load()); ok && e.Kind() == keyspace.KindRules {
+	if e, ok := s.Get(key, m.core.Applied()); ok && e.Kind() == keyspace.KindRules {
 		st, _ = s.Object(e).(*RulesState)
 	}
-	m.decide.ruleState.Store(st)
+	m.ruleState.Store(st)
 }
 
 // listRules answers RL.RULES LIST [domain]: one entry per rule, in domain
 // then file order: [domain, rule, path, algorithm, limit, window seconds,
 // shadow, "file:line"].
-func listRules(x *exec, args [][]byte) {
+func listRules(x *apply, args [][]byte) {
 	set := x.m.rules()
 	var rules []*policy.Rule
 	for _, name := range set.Domains() {
@@ -274,7 +274,7 @@ var unitSeconds = map[string]int64{"second": 1, "minute": 60, "hour": 3600, "day
 	"week": 7 * 86400, "month": 30 * 86400, "year": 365 * 86400}
 
 // checkOverride is RL.OVERRIDE without the state.
-func checkOverride(_ *Machine, args [][]byte) string {
+func checkOverride(_ *Room, args [][]byte) string {
 	switch {
 	case resp.EqualFold(args[1], "set"):
 		_, _, bad := parseOverrideSet(string(args[2]), args[3:])
@@ -291,7 +291,7 @@ func checkOverride(_ *Machine, args [][]byte) string {
 	return "ERR unknown subcommand '" + resp.Clip(args[1], 64) + "'. Try SET, DEL, LIST."
 }
 
-func runOverride(x *exec, args [][]byte) {
+func runOverride(x *apply, args [][]byte) {
 	domain := string(args[2])
 	if bad := checkOverride(x.m, args); bad != "" {
 		x.Fail(bad)
@@ -306,7 +306,7 @@ func runOverride(x *exec, args [][]byte) {
 		n := int64(0)
 		if e, ok := s.Get(key, now); ok && e.Kind() == keyspace.KindOverride {
 			s.Delete(e)
-			x.journaled(x.m.deleted(key))
+			x.Deleted(key)
 			n = 1
 		}
 		x.Unlock(s)
@@ -387,7 +387,7 @@ func parseOverrideSet(domain string, args [][]byte) (*OverrideState, []byte, str
 	// apply: as a GCRA rate (the strictest reading) it must not pass one
 	// unit per nanosecond.
 	if err := (gcra.Limit{MaxBurst: max(o.Burst, 0), Count: o.Limit, Period: o.Window}).Validate(); err != nil {
-		return nil, nil, "ERR override not applicable: " + withoutPackage(err)
+		return nil, nil, "ERR override not applicable: " + room.WithoutPackage(err)
 	}
 	for _, e := range req.entries {
 		o.Entries = append(o.Entries, policy.Entry{Key: string(e.Key), Value: string(e.Value)})
@@ -397,7 +397,7 @@ func parseOverrideSet(domain string, args [][]byte) (*OverrideState, []byte, str
 
 // overrideSet is RL.OVERRIDE SET <domain> <requests> <unit|seconds>
 // [BURST n] [START unix-seconds] [UNTIL unix-seconds] DESCRIPTOR k v [k v …].
-func overrideSet(x *exec, domain string, args [][]byte) {
+func overrideSet(x *apply, domain string, args [][]byte) {
 	o, key, bad := parseOverrideSet(domain, args)
 	if bad != "" {
 		x.Fail(bad)
@@ -409,7 +409,7 @@ func overrideSet(x *exec, domain string, args [][]byte) {
 		entries := make([]policy.Entry, len(o.Entries))
 		copy(entries, o.Entries)
 		if r := d.Match(entries); r != nil && r.Algorithm == policy.SlidingExact && o.Limit > window.MaxLogLimit {
-			x.Fail(ErrorReply(window.ErrLogLimit) + " (the rule " + r.ID() + " is an exact sliding window)")
+			x.Fail(room.ErrorReply(window.ErrLogLimit) + " (the rule " + r.ID() + " is an exact sliding window)")
 			return
 		}
 	}
@@ -423,19 +423,19 @@ func overrideSet(x *exec, domain string, args [][]byte) {
 	if found {
 		s.Delete(e)
 	}
-	x.m.decide.policyRecords.Store(true)
+	x.m.policyRecords.Store(true)
 	if _, err := s.Insert(key, keyspace.KindOverride, o.Until, o); err != nil {
 		x.Error(err)
 		return
 	}
-	x.journaled(x.m.changed(key, keyspace.KindOverride, o.Until, o))
+	x.Changed(key, keyspace.KindOverride, o.Until, o)
 	x.w.OK()
 }
 
 // overrideList answers RL.OVERRIDE LIST <domain>: one entry per override
 // in key order, [[k, v, …], requests, window seconds, burst (-1: the
 // rule's), start, until (Unix seconds, 0: unbounded)].
-func overrideList(x *exec, domain string) {
+func overrideList(x *apply, domain string) {
 	prefix := policy.AppendDescriptorKey(nil, domain, nil)
 	s, now := x.LockKey(prefix)
 	found := overridesIn(s, prefix, now)
@@ -478,7 +478,7 @@ func parseScaleSet(args [][]byte) (factor, recovery int64, bad string) {
 }
 
 // checkScale is RL.SCALE without the state.
-func checkScale(_ *Machine, args [][]byte) string {
+func checkScale(_ *Room, args [][]byte) string {
 	switch {
 	case resp.EqualFold(args[1], "set"):
 		_, _, bad := parseScaleSet(args)
@@ -492,7 +492,7 @@ func checkScale(_ *Machine, args [][]byte) string {
 	return "ERR unknown subcommand '" + resp.Clip(args[1], 64) + "'. Try SET, GET."
 }
 
-func runScale(x *exec, args [][]byte) {
+func runScale(x *apply, args [][]byte) {
 	if bad := checkScale(x.m, args); bad != "" {
 		x.Fail(bad)
 		return
@@ -509,12 +509,12 @@ func runScale(x *exec, args [][]byte) {
 		if e, found := s.Get(key, now); found {
 			s.Delete(e)
 		}
-		x.m.decide.policyRecords.Store(true)
+		x.m.policyRecords.Store(true)
 		if _, err := s.Insert(key, keyspace.KindScale, 0, st); err != nil {
 			x.Error(err)
 			return
 		}
-		x.journaled(x.m.changed(key, keyspace.KindScale, 0, st))
+		x.Changed(key, keyspace.KindScale, 0, st)
 		x.w.OK()
 	default: // get
 		s, now := x.LockKey(key)
@@ -570,11 +570,11 @@ func formatFactor(v int64) string {
 // DomainOverrides lists the overrides of a domain live at now, in key
 // order, for a read that is not a command (the status page); the states
 // must not be changed.
-func (m *Machine) DomainOverrides(domain string, now int64) []*OverrideState {
+func (m *Room) DomainOverrides(domain string, now int64) []*OverrideState {
 	prefix := policy.AppendDescriptorKey(nil, domain, nil)
 	s := m.keys.LockKey(prefix)
 	defer s.Unlock()
-	return overridesIn(s, prefix, m.ReadInstant(now))
+	return overridesIn(s, prefix, m.core.ReadInstant(now))
 }
 
 // overridesIn finds the overrides under prefix (a domain's) in slot s
@@ -606,11 +606,11 @@ func overridesIn(s *keyspace.Slot, prefix []byte, now int64) []*OverrideState {
 // DomainScale is a domain's scale factor at now and the factor it moves
 // to (millionths; ScaleUnit when none is set), for a read that is not a
 // command.
-func (m *Machine) DomainScale(domain string, now int64) (factor, target int64) {
+func (m *Room) DomainScale(domain string, now int64) (factor, target int64) {
 	key := append(policy.AppendDescriptorKey(nil, domain, nil), scaleSuffix...)
 	s := m.keys.LockKey(key)
 	defer s.Unlock()
-	now = m.ReadInstant(now)
+	now = m.core.ReadInstant(now)
 	if e, ok := s.Get(key, now); ok && e.Kind() == keyspace.KindScale {
 		if st, _ := s.Object(e).(*ScaleState); st != nil {
 			return st.At(now), st.To

@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"github.com/sluice-rl/sluice/keyspace"
@@ -27,8 +27,8 @@ type movedRecord struct {
 
 // moveLegacyRecords moves the records under a legacy key (see above).
 // Nothing else runs while a machine restores.
-func (m *Machine) moveLegacyRecords(now int64) {
-	m.decide.moved = m.decide.moved[:0] // what an earlier restore moved is gone with its state
+func (m *Room) moveLegacyRecords(now int64, d Durability) {
+	m.moved = m.moved[:0] // what an earlier restore moved is gone with its state
 	var found []movedRecord
 	for i := range slot.Count {
 		s := m.keys.Lock(i)
@@ -61,26 +61,26 @@ func (m *Machine) moveLegacyRecords(now int64) {
 			}
 		}
 		s.Unlock()
-		m.decide.moved = append(m.decide.moved, r)
+		m.moved = append(m.moved, r)
 	}
 	if len(found) > 0 {
 		m.log.Info("moved domain records to the domain's own slot", "records", len(found))
 	}
-	if m.durable != nil {
-		m.journalMoves(m.durable)
+	if d != nil {
+		m.journalMoves(d)
 	}
 }
 
 // journalMoves journals what moveLegacyRecords moved, to d.
-func (m *Machine) journalMoves(d Durability) {
-	for _, r := range m.decide.moved {
+func (m *Room) journalMoves(d Durability) {
+	for _, r := range m.moved {
 		s := m.keys.LockKey(r.from)
 		d.QuotaDeleted(r.from)
 		s.Unlock()
 		if !r.kept {
 			continue
 		}
-		state, err := EncodeState(nil, r.kind, r.obj)
+		state, err := m.core.EncodeState(nil, r.kind, r.obj)
 		if err != nil {
 			continue // restored from the same encoding: cannot fail
 		}
@@ -88,5 +88,5 @@ func (m *Machine) journalMoves(d Durability) {
 		d.RecordChanged(r.to, r.kind, r.expireAt, state)
 		s.Unlock()
 	}
-	m.decide.moved = nil
+	m.moved = nil
 }

@@ -1,9 +1,10 @@
-package machine
+package decide
 
 import (
 	"strconv"
 
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/placement"
 	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/policy"
 )
@@ -22,7 +23,7 @@ import (
 //
 // The result is typed (verdict, and each limitCheck's result); the commands
 // are thin callers that parse their arguments into a plan and format the
-// typed result (CheckResult, RLSStatus) as their reply.
+// typed result (room.CheckResult, room.RLSStatus) as their reply.
 
 // plan is a multi-limit check ready to decide, and the working memory the
 // commands parse into. Plans are pooled (Machine.plan), so a check
@@ -84,8 +85,8 @@ type verdict struct {
 	refused bool
 }
 
-func (m *Machine) plan() *plan {
-	if p, ok := m.decide.plans.Get().(*plan); ok {
+func (m *Room) plan() *plan {
+	if p, ok := m.plans.Get().(*plan); ok {
 		return p
 	}
 	return &plan{
@@ -94,7 +95,7 @@ func (m *Machine) plan() *plan {
 	}
 }
 
-func (m *Machine) release(p *plan) {
+func (m *Room) release(p *plan) {
 	clear(p.entries) // no strings into old arguments kept
 	clear(p.matched)
 	clear(p.checks)
@@ -104,7 +105,7 @@ func (m *Machine) release(p *plan) {
 	if p.held != nil {
 		p.held.reset()
 	}
-	m.decide.plans.Put(p)
+	m.plans.Put(p)
 }
 
 // forDomain starts planning a request of domain; records says whether its
@@ -192,12 +193,12 @@ func (p *plan) span(s [2]int) []byte { return p.keys[s[0]:s[1]] }
 // none: it holds the slots of the counters (and the domain's, whose
 // overrides and scale change the limits), reads those records, evaluates
 // each limit and commits. The checks hold each limit's result.
-func (x *exec) decide(p *plan) (verdict, error) {
+func (x *apply) decide(p *plan) (verdict, error) {
 	now, domain, took, err := x.lockPlan(p)
 	if err != nil {
 		return verdict{}, err
 	}
-	defer x.releaseGroup(&p.locks, took)
+	defer x.ReleaseGroup(&p.locks, took)
 	return x.decideLocked(p, now, domain, nil)
 }
 
@@ -206,7 +207,7 @@ func (x *exec) decide(p *plan) (verdict, error) {
 // nil otherwise), and
 // returns the instant to decide at. Release with releaseGroup(&p.locks,
 // took).
-func (x *exec) lockPlan(p *plan) (now int64, domain *keyspace.Slot, took bool, err error) {
+func (x *apply) lockPlan(p *plan) (now int64, domain *keyspace.Slot, took bool, err error) {
 	domainKey := p.anchor
 	if p.records {
 		domainKey = p.span(p.scale.counter)
@@ -215,7 +216,7 @@ func (x *exec) lockPlan(p *plan) (now int64, domain *keyspace.Slot, took bool, e
 		return 0, nil, false, err // nothing locked
 	}
 	locks, domainSlot := checkSlots(&p.locks, x.m.keys, p.checks, domainKey, domainKey != nil)
-	took = x.holdGroup(locks)
+	took = x.HoldGroup(locks)
 	now = x.lockChecks(p.checks)
 	if domainKey != nil {
 		domain, now = x.LockSlot(domainSlot)
@@ -234,7 +235,7 @@ type holder interface {
 }
 
 // decideLocked is decide for a plan lockPlan holds.
-func (x *exec) decideLocked(p *plan, now int64, domain *keyspace.Slot, hold holder) (verdict, error) {
+func (x *apply) decideLocked(p *plan, now int64, domain *keyspace.Slot, hold holder) (verdict, error) {
 	x.adjustLimits(p, now, domain)
 	binding, refused, err := multiCheck(x, now, p.cost, p.checks, hold)
 	return verdict{now: now, binding: binding, refused: refused}, err
@@ -242,7 +243,7 @@ func (x *exec) decideLocked(p *plan, now int64, domain *keyspace.Slot, hold hold
 
 // adjustLimits applies the domain's overrides and scale (its records, in
 // domain, held) to the plan's limits, once per decision.
-func (x *exec) adjustLimits(p *plan, now int64, domain *keyspace.Slot) {
+func (x *apply) adjustLimits(p *plan, now int64, domain *keyspace.Slot) {
 	checks := p.checks
 	if p.records {
 		s := domain
@@ -267,10 +268,10 @@ func (x *exec) adjustLimits(p *plan, now int64, domain *keyspace.Slot) {
 // groups): nothing is charged, and asked again it goes where the counters
 // are now — TRYAGAIN, which cluster clients retry, where CROSSSLOT would
 // tell them the request can never succeed.
-func (m *Machine) fenceChecks(checks []limitCheck) error {
+func (m *Room) fenceChecks(checks []limitCheck) error {
 	for i := range checks {
 		if s, o, ok := m.unowned(checks[i].key); ok {
-			return fenceError(countersMoved(s, o))
+			return room.FenceError(countersMoved(s, o))
 		}
 	}
 	return nil
@@ -278,7 +279,7 @@ func (m *Machine) fenceChecks(checks []limitCheck) error {
 
 // countersMoved is the reply to a check with a counter in slot s, which
 // another group owns now.
-func countersMoved(s int, o *Ownership) string {
+func countersMoved(s int, o *placement.Ownership) string {
 	return "TRYAGAIN the check's counters are not all in this group's slots (slot " + strconv.Itoa(s) +
 		", cluster map epoch " + strconv.FormatUint(o.Epoch, 10) + "): asked again, it goes where they are now"
 }

@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"encoding/binary"
@@ -27,11 +27,11 @@ type HolderDemand struct {
 	Want, Until int64
 }
 
-// maxLeaseHolders bounds the holders of one bucket: a share among more is
+// MaxLeaseHolders bounds the holders of one bucket: a share among more is
 // a share of nothing.
-const maxLeaseHolders = 1024
+const MaxLeaseHolders = 1024
 
-// errTooManyHolders: a new holder of a bucket that has maxLeaseHolders.
+// errTooManyHolders: a new holder of a bucket that has MaxLeaseHolders.
 var errTooManyHolders = errors.New("the lease bucket has 1024 holders asking already")
 
 // errCorruptDemand: a demand record does not decode.
@@ -49,7 +49,7 @@ func (d *LeaseDemand) ask(holder []byte, want, until, now int64) error {
 		d.Holders[i].Want, d.Holders[i].Until = want, until
 		return nil
 	}
-	if len(d.Holders) >= maxLeaseHolders {
+	if len(d.Holders) >= MaxLeaseHolders {
 		return errTooManyHolders
 	}
 	d.Holders = slices.Insert(d.Holders, i, HolderDemand{Holder: string(holder), Want: want, Until: until})
@@ -140,7 +140,7 @@ func (d *LeaseDemand) AppendBinary(dst []byte) []byte {
 
 func decodeLeaseDemand(b []byte) (*LeaseDemand, error) {
 	n, k := binary.Uvarint(b)
-	if k <= 0 || n > maxLeaseHolders {
+	if k <= 0 || n > MaxLeaseHolders {
 		return nil, errCorruptDemand
 	}
 	b = b[k:]

@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"github.com/sluice-rl/sluice/keyspace"
@@ -8,11 +8,11 @@ import (
 )
 
 // The typed results of a decision, and their RESP form. A door that is
-// not RESP (gRPC, HTTP) reads the typed result from the apply's Outcome;
+// not RESP (gRPC, HTTP) reads the typed result from the apply's room.Outcome;
 // the RESP reply is written from the same value.
 
 // answerCheck answers r, the typed result in the outcome and its reply.
-func (x *exec) answerCheck(r CheckResult) {
+func (x *apply) answerCheck(r room.CheckResult) {
 	x.out.Check, x.out.Checked = r, true
 	room.WriteCheck(x.w, r)
 }
@@ -20,7 +20,7 @@ func (x *exec) answerCheck(r CheckResult) {
 // checkResult is the answer a decided plan gives RL.CHECK: its binding
 // limit's result. It records in the apply's outcome what metrics and
 // refusal events read.
-func (x *exec) checkResult(checks []limitCheck, v verdict) CheckResult {
+func (x *apply) checkResult(checks []limitCheck, v verdict) room.CheckResult {
 	if v.refused {
 		x.out.Limited = true
 	}
@@ -29,13 +29,13 @@ func (x *exec) checkResult(checks []limitCheck, v verdict) CheckResult {
 	}
 	five := x.noteBinding(checks, v.binding, v.refused)
 	c := &checks[v.binding]
-	return CheckResult{Limited: five[0] == 1, Limit: five[1], Remaining: five[2], RetryAfter: five[3], ResetAfter: five[4],
+	return room.CheckResult{Limited: five[0] == 1, Limit: five[1], Remaining: five[2], RetryAfter: five[3], ResetAfter: five[4],
 		Name: c.name, Window: c.policyWindow()}
 }
 
 // rlsStatus is descriptor desc's status, checked by c (nil: no limit
 // applied; unlimited: its rule is unlimited).
-func rlsStatus(c *limitCheck, desc rlsDescriptor, unlimited, refused bool, now int64) RLSStatus {
+func rlsStatus(c *limitCheck, desc rlsDescriptor, unlimited, refused bool, now int64) room.RLSStatus {
 	if c == nil {
 		s := room.NoRLSLimit
 		if unlimited {
@@ -44,9 +44,9 @@ func rlsStatus(c *limitCheck, desc rlsDescriptor, unlimited, refused bool, now i
 		return s
 	}
 	shadowRule := c.rule != nil && c.rule.ShadowMode
-	s := RLSStatus{Code: RLSCodeOK, Shadow: c.res.Limited && shadowRule}
+	s := room.RLSStatus{Code: room.RLSCodeOK, Shadow: c.res.Limited && shadowRule}
 	if c.res.Limited && !shadowRule {
-		s.Code = RLSCodeOverLimit
+		s.Code = room.RLSCodeOverLimit
 	}
 	s.RequestsPerUnit, s.Unit, s.Multiplier, s.Name = rlsLimit(c, desc)
 	if !c.res.Limited {

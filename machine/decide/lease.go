@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 )
@@ -32,19 +33,19 @@ import (
 // RL.LEASE by its domain; a member of another group answers MOVED to the
 // counter's slot (Command.RouteKey), which the counter's owner takes.
 
-func leaseCommands(m *Machine) []*Command {
-	return []*Command{{
+func (m *Room) leaseCommands() []room.Command[Exec] {
+	return []room.Command[Exec]{{
 		Spec: cmdspec.Spec{Name: "rl.lease", Arity: -9, Flags: []string{"write", "denyoom"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.4.0", Complexity: "O(D + H) where D is the number of descriptor entries and H the holders of the bucket",
 			Summary: "Leases units of a bucket's limit to a holder for ttl seconds, to decide with locally: replies [granted, ttl_ms, refresh_ms], charged now and shared among the bucket's holders by what they ask; the same holder and bucket again while held replies the current grant. RL.LEASE RETURN <domain> <holder> UNUSED <n> DESCRIPTOR … gives back what was not used (RL.SETTLE's reply, nil when nothing is held).",
-			Args: []Arg{
+			Args: []cmdspec.Arg{
 				{Name: "domain", Type: "key"}, {Name: "holder", Type: "string"}, {Name: "ttl-seconds", Type: "integer"},
 				{Name: "want", Type: "integer", Token: "WANT"},
-				{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Sub: []Arg{
-					{Name: "entry", Type: "block", Multiple: true, Sub: []Arg{{Name: "key", Type: "string"}, {Name: "value", Type: "string"}}},
+				{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Sub: []cmdspec.Arg{
+					{Name: "entry", Type: "block", Multiple: true, Sub: []cmdspec.Arg{{Name: "key", Type: "string"}, {Name: "value", Type: "string"}}},
 				}},
-			}}, Decides: true, stores: leaseStores, slots: allSlots, keys: leaseKeys,
-		run: runLease, check: checkLease, route: m.leaseRouteKey,
+			}}, Decides: true, Stores: leaseStores, Slots: allSlots, Keys: leaseKeys,
+		Run: m.run(runLease), Check: m.check(checkLease), Route: m.leaseRouteKey,
 	}}
 }
 
@@ -144,7 +145,7 @@ func parseLeaseDescriptor(r *leaseRequest, p *plan) string {
 	return ""
 }
 
-func checkLease(m *Machine, args [][]byte) string {
+func checkLease(m *Room, args [][]byte) string {
 	r, bad := parseLease(args)
 	if bad != "" {
 		return bad
@@ -154,7 +155,7 @@ func checkLease(m *Machine, args [][]byte) string {
 	return parseLeaseDescriptor(&r, p)
 }
 
-func runLease(x *exec, args [][]byte) {
+func runLease(x *apply, args [][]byte) {
 	r, bad := parseLease(args)
 	if bad != "" {
 		x.Fail(bad)
@@ -206,12 +207,12 @@ func appendLeaseKey(dst []byte, s int, kind, domain string, name []byte) []byte 
 }
 
 // planLease plans a lease's one descriptor with the domain's rules.
-func (m *Machine) planLease(p *plan, r *leaseRequest) string {
+func (m *Room) planLease(p *plan, r *leaseRequest) string {
 	if bad := parseLeaseDescriptor(r, p); bad != "" {
 		return bad
 	}
 	domain := view(r.domain)
-	p.forDomain(domain, m.decide.policyRecords.Load())
+	p.forDomain(domain, m.policyRecords.Load())
 	if d := m.rules().Domain(domain); d != nil {
 		p.addMatched(d)
 	}
@@ -222,7 +223,7 @@ func (m *Machine) planLease(p *plan, r *leaseRequest) string {
 // leaseRouteKey is the key an RL.LEASE is routed by: its counter's (the
 // group that owns it decides), or its domain when nothing limits it or it
 // does not parse (the apply then says why).
-func (m *Machine) leaseRouteKey(args [][]byte) []byte {
+func (m *Room) leaseRouteKey(args [][]byte) []byte {
 	r, bad := parseLease(args)
 	if bad != "" {
 		return nil
@@ -244,14 +245,14 @@ func refreshOf(ttl int64) int64 { return ttl / 5 * 4 }
 // its share, the ask and the limits now allow — charged as a reservation
 // under the holder's lease id — unless it holds a lease of the bucket
 // already (then that).
-func lease(x *exec, r *leaseRequest) {
+func lease(x *apply, r *leaseRequest) {
 	p := x.m.plan()
 	defer x.m.release(p)
 	if bad := x.m.planLease(p, r); bad != "" {
 		x.Fail(bad)
 		return
 	}
-	res := LeaseResult{TTL: r.ttl, Refresh: refreshOf(r.ttl)}
+	res := room.LeaseResult{TTL: r.ttl, Refresh: refreshOf(r.ttl)}
 	if len(p.checks) == 0 {
 		res.Granted, res.Unlimited = r.n, true
 		x.answerLease(res)
@@ -288,7 +289,7 @@ func lease(x *exec, r *leaseRequest) {
 		x.Error(err)
 		return
 	}
-	defer x.releaseGroup(&p.locks, took)
+	defer x.ReleaseGroup(&p.locks, took)
 	// The counter's slot, which lockPlan holds: the records are there.
 	ds, _ := x.LockSlot(at)
 	demand, err := demandAt(ds, demandKey, now)
@@ -311,23 +312,23 @@ func lease(x *exec, r *leaseRequest) {
 			x.Error(err)
 			return
 		}
-		x.answerLease(LeaseResult{Granted: held.Reply.Limit, TTL: left, Refresh: refreshOf(left)})
+		x.answerLease(room.LeaseResult{Granted: held.Reply.Limit, TTL: left, Refresh: refreshOf(left)})
 		return
 	}
-	if !x.at(1) {
+	if !x.At(1) {
 		// Before level 1 a lease read the scale and overrides from its
 		// counter's slot, not the domain's (levels).
 		dom = ds
 	}
 	x.adjustLimits(p, now, dom)
-	capacity, room, err := peekLimits(x, now, p.checks)
+	capacity, left, err := peekLimits(x, now, p.checks)
 	if err != nil {
 		x.Error(err)
 		return
 	}
 	// The round: the lease's ttl periods since the epoch — equal asks take
 	// the unit rounding leaves in turn, from one period to the next.
-	grant := min(r.n, demand.share(view(r.holder), capacity, uint64(now/r.ttl)), room)
+	grant := min(r.n, demand.share(view(r.holder), capacity, uint64(now/r.ttl)), left)
 	if grant > 0 {
 		h := reservingOf(p)
 		h.start(domain, id, now, r.ttl, grant, nil)
@@ -340,7 +341,7 @@ func lease(x *exec, r *leaseRequest) {
 		}
 		if refused {
 			grant = 0 // a quota-mode pair that refuses together: nothing held
-		} else if err := h.keep(CheckResult{Limit: grant, Remaining: -1, RetryAfter: -1}); err != nil {
+		} else if err := h.keep(room.CheckResult{Limit: grant, Remaining: -1, RetryAfter: -1}); err != nil {
 			x.Error(err)
 			return
 		}
@@ -356,8 +357,8 @@ func lease(x *exec, r *leaseRequest) {
 // peekLimits evaluates every limit at a cost of nothing: the least any
 // limit that can refuse holds in all (its capacity), and the least it
 // would admit now.
-func peekLimits(x *exec, now int64, checks []limitCheck) (capacity, room int64, err error) {
-	capacity, room = -1, -1
+func peekLimits(x *apply, now int64, checks []limitCheck) (capacity, left int64, err error) {
+	capacity, left = -1, -1
 	for i := range checks {
 		c := &checks[i]
 		if err := c.evaluate(x.m, c.slot, now, 0, lastStoring(checks, i), x.bufs.logScratch(i)); err != nil {
@@ -369,14 +370,14 @@ func peekLimits(x *exec, now int64, checks []limitCheck) (capacity, room int64, 
 		if capacity < 0 || c.res.Limit < capacity {
 			capacity = c.res.Limit
 		}
-		if room < 0 || c.res.Remaining < room {
-			room = c.res.Remaining
+		if left < 0 || c.res.Remaining < left {
+			left = c.res.Remaining
 		}
 	}
 	if capacity < 0 { // only shadow limits: nothing refuses
-		capacity, room = maxRLSValue, maxRLSValue
+		capacity, left = maxRLSValue, maxRLSValue
 	}
-	return capacity, max(room, 0), nil
+	return capacity, max(left, 0), nil
 }
 
 // demandAt is a copy of the bucket's demand at key (empty when none).
@@ -399,7 +400,7 @@ func storeDemand(s *keyspace.Slot, key []byte, d *LeaseDemand) error {
 }
 
 // answerLease answers r: [granted, ttl_ms, refresh_ms].
-func (x *exec) answerLease(r LeaseResult) {
+func (x *apply) answerLease(r room.LeaseResult) {
 	x.out.Lease, x.out.Leased = r, true
 	x.out.Limited = r.Granted == 0 && !r.Unlimited
 	x.w.Array(3)
@@ -411,7 +412,7 @@ func (x *exec) answerLease(r LeaseResult) {
 // returnLease is RL.LEASE RETURN: the holder's lease of the bucket is
 // settled at what it used (granted − unused), each limit given back
 // exactly what was not used.
-func returnLease(x *exec, r *leaseRequest) {
+func returnLease(x *apply, r *leaseRequest) {
 	p := x.m.plan()
 	defer x.m.release(p)
 	if bad := x.m.planLease(p, r); bad != "" {
@@ -429,6 +430,6 @@ func returnLease(x *exec, r *leaseRequest) {
 
 // leaseStores is RL.LEASE's stores: a holder's lease and the bucket's
 // demand; a return frees.
-func leaseStores(_ *Machine, args [][]byte, _ int64) bool {
+func leaseStores(_ room.View, args [][]byte, _ int64) bool {
 	return len(args) < 2 || !resp.EqualFold(args[1], "return")
 }

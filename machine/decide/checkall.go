@@ -1,4 +1,4 @@
-package machine
+package decide
 
 import (
 	"strconv"
@@ -6,6 +6,7 @@ import (
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
 	"github.com/sluice-rl/sluice/window"
@@ -14,20 +15,20 @@ import (
 // RL.CHECKALL is RL.CHECK for callers without a rules file: the limits are
 // spelled out in the command, any kinds, on keys that share a slot.
 
-func checkAllCommands() []*Command {
-	return []*Command{{
+func (m *Room) checkAllCommands() []room.Command[Exec] {
+	return []room.Command[Exec]{{
 		Spec: cmdspec.Spec{Name: "rl.checkall", Arity: -5, Flags: []string{"write", "denyoom", "fast", "movablekeys"},
 			Group: "sluice", Since: "1.1.0", Complexity: "O(N) where N is the number of limits",
 			Summary: "Checks several limits at one instant and charges all or none: [COST n] LIMIT <key> GCRA <max_burst> <count> <period> | FIXED|SLIDING|SLIDING-EXACT <limit> <window> | QUOTA <limit> <period> [ANCHOR s] [TZ zone] ...; replies as RL.CHECK, naming the binding key.",
-			Args: []Arg{
+			Args: []cmdspec.Arg{
 				{Name: "cost", Type: "integer", Token: "COST", Optional: true},
-				{Name: "limit", Type: "block", Token: "LIMIT", Multiple: true, Sub: []Arg{
+				{Name: "limit", Type: "block", Token: "LIMIT", Multiple: true, Sub: []cmdspec.Arg{
 					{Name: "key", Type: "key"},
 					{Name: "algorithm", Type: "string"},
 					{Name: "param", Type: "string", Multiple: true},
 				}},
-			}}, Decides: true, run: runCheckAll, keys: checkAllKeys,
-		check: func(m *Machine, args [][]byte) string {
+			}}, Decides: true, Run: m.run(runCheckAll), Keys: checkAllKeys,
+		Check: func(args [][]byte) string {
 			var buf [4]limitCheck
 			_, _, bad := m.parseCheckAll(args, buf[:0])
 			return bad
@@ -37,7 +38,7 @@ func checkAllCommands() []*Command {
 
 // parseCheckAll reads [COST <n>] LIMIT <key> <algorithm> <params…> [LIMIT …]
 // into checks (appended to buf); it returns the error reply, or "".
-func (m *Machine) parseCheckAll(args [][]byte, buf []limitCheck) (int64, []limitCheck, string) {
+func (m *Room) parseCheckAll(args [][]byte, buf []limitCheck) (int64, []limitCheck, string) {
 	cost := int64(1)
 	i := 1
 	if resp.EqualFold(args[i], "cost") {
@@ -75,7 +76,7 @@ func (m *Machine) parseCheckAll(args [][]byte, buf []limitCheck) (int64, []limit
 }
 
 // runCheckAll is RL.CHECKALL [COST <n>] LIMIT <key> <algorithm> <params…> [LIMIT …].
-func runCheckAll(x *exec, args [][]byte) {
+func runCheckAll(x *apply, args [][]byte) {
 	p := x.m.plan()
 	defer x.m.release(p)
 	cost, checks, bad := x.m.parseCheckAll(args, p.checks)
@@ -95,7 +96,7 @@ func runCheckAll(x *exec, args [][]byte) {
 
 // parseLimit reads <key> <algorithm> <params…> from args[i:], up to the
 // next LIMIT, and returns the check and where the next limit starts.
-func (m *Machine) parseLimit(args [][]byte, i int) (limitCheck, int, string) {
+func (m *Room) parseLimit(args [][]byte, i int) (limitCheck, int, string) {
 	c := limitCheck{key: args[i], name: view(args[i])}
 	alg := args[i+1]
 	end := i + 2
@@ -129,7 +130,7 @@ func (m *Machine) parseLimit(args [][]byte, i int) (limitCheck, int, string) {
 		}
 		c.kind, c.gcra = keyspace.KindGCRA, gcra.Limit{MaxBurst: v[0], Count: v[1], Period: period}
 		if err := c.gcra.Validate(); err != nil {
-			return c, end, ErrorReply(err)
+			return c, end, room.ErrorReply(err)
 		}
 		c.window = v[2]
 	case resp.EqualFold(alg, "fixed"), resp.EqualFold(alg, "sliding"), resp.EqualFold(alg, "sliding-exact"):
@@ -139,7 +140,7 @@ func (m *Machine) parseLimit(args [][]byte, i int) (limitCheck, int, string) {
 		}
 		p, err := window.NewParams(v[0], v[1])
 		if err != nil {
-			return c, end, ErrorReply(err)
+			return c, end, room.ErrorReply(err)
 		}
 		c.win, c.window = p, v[1]
 		switch {
@@ -149,7 +150,7 @@ func (m *Machine) parseLimit(args [][]byte, i int) (limitCheck, int, string) {
 			c.kind = keyspace.KindSlidingCounter
 		default:
 			if v[0] > window.MaxLogLimit {
-				return c, end, ErrorReply(window.ErrLogLimit)
+				return c, end, room.ErrorReply(window.ErrLogLimit)
 			}
 			c.kind = keyspace.KindSlidingLog
 		}

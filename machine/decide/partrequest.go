@@ -1,13 +1,15 @@
-package machine
+package decide
 
 import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/sluice-rl/sluice/machine/room"
 )
 
 // Why a group refused a part of a check across groups, as its apply's
-// Outcome.Refusal says (the error reply says it to people).
+// room.Outcome.Refusal says (the error reply says it to people).
 var (
 	// ErrRulesDiffer: this group's rules for the domain are not the
 	// coordinator's. Nothing was charged.
@@ -76,7 +78,7 @@ type PartRequest struct {
 	WithHead bool
 	// Reply is the answer a Hold's head gives again to a retried reserve;
 	// ArgsSum identifies the reserve's arguments (ReserveArgsSum).
-	Reply   CheckResult
+	Reply   room.CheckResult
 	ArgsSum uint64
 	// Orders are a Reserve's descriptors' places in the whole reserve
 	// (RL.RESERVE across groups: its settle lists the limits in them).
@@ -177,23 +179,23 @@ func (r *PartRequest) Late(now int64) error {
 }
 
 // PartResult is what a group answered a part: the same typed results the
-// doors format (CheckResult, RLSStatus), from the apply's Outcome.
+// doors format (room.CheckResult, room.RLSStatus), from the apply's room.Outcome.
 type PartResult struct {
 	// Limited: the part refused (nothing charged).
 	Limited bool
 	// Check is RL.CHECK's result, Statuses RL.SHOULDRATELIMIT's.
-	Check    CheckResult
-	Statuses []RLSStatus
+	Check    room.CheckResult
+	Statuses []room.RLSStatus
 	// Held, for a cancel or settle: something was held and is given
 	// back (Settled says how).
 	Held    bool
-	Settled []SettleRow
+	Settled []room.SettleRow
 }
 
-// PartOf reads a part's result from its apply's typed Outcome. An error
+// PartOf reads a part's result from its apply's typed room.Outcome. An error
 // answer is an error wrapping ErrFenced or ErrRulesDiffer when it is one
 // of those (its text says the rest).
-func PartOf(kind PartKind, out Outcome) (PartResult, error) {
+func PartOf(kind PartKind, out room.Outcome) (PartResult, error) {
 	if out.Err != "" {
 		if out.Refusal != nil {
 			return PartResult{}, &PartError{Kind: out.Refusal, Reply: out.Err}
