@@ -95,3 +95,52 @@ func counted(n *atomic.Int64, decide DecideFunc) DecideFunc {
 		return decide(ctx, cmds)
 	}
 }
+
+// A batch lingers to gather calls only while others are in flight, and
+// never longer than a bounded part of a round trip: a lone call behind
+// slow batches is answered while they still wait.
+func TestALingeringBatchStillGoes(t *testing.T) {
+	release := make(chan struct{})
+	var slow atomic.Int64
+	mux, ln := listenMembers(t, "g1")
+	srv := mustServe(t, ln, ServerConfig{Group: "g1", Decide: eachCall(func(cmd [][]byte) (machine.Outcome, string, error) {
+		if string(cmd[1]) == "slow" {
+			slow.Add(1)
+			<-release
+		}
+		return machine.Outcome{}, "", nil
+	})})
+	defer srv.Stop()
+	c := NewClient(ClientConfig{})
+	defer c.Close()
+	defer close(release) // before the client waits for its batches
+	to := Addr{Port: mux.Addr().String(), Group: "g1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	call := func(ctx context.Context, what string) error {
+		_, err := c.Decide(ctx, to, [][]byte{[]byte("RL.SHOULDRATELIMIT"), []byte(what), []byte("0")})
+		return err
+	}
+	for range 20 { // round trips to linger by
+		if err := call(ctx, "quick"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each slow call its own batch; the last ones linger (steadyInFlight
+	// are in flight) and must still go.
+	giveUp := time.Now().Add(5 * time.Second)
+	for k := range int64(steadyInFlight + 2) {
+		go call(ctx, "slow")
+		for slow.Load() < k+1 {
+			if time.Now().After(giveUp) {
+				t.Fatalf("slow call %d behind %d in flight was never sent", k+1, k)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	lone, stop := context.WithTimeout(ctx, 5*time.Second)
+	defer stop()
+	if err := call(lone, "lone"); err != nil {
+		t.Fatalf("a lone call behind slow batches: %v", err)
+	}
+}

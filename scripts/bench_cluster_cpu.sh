@@ -11,7 +11,8 @@
 #
 # Environment: SLUICE (binary, default bin/sluice), BASELINE (another
 # build, measured beside it in every round), ROUNDS (3), N (RESP requests
-# a measurement, 200000), D (gRPC measurement, 5s), PROFILE=1 (a 5 s CPU
+# a measurement, 200000), D (gRPC measurement, 5s), CALLERS (gRPC callers,
+# 50), WORKLOADS (which to run, "resp1 resp16 grpc"), PROFILE=1 (a 5 s CPU
 # profile of each member during the last round's gRPC follower run, kept in
 # PROFILE_DIR, default bench-profiles/).
 set -euo pipefail
@@ -20,6 +21,8 @@ SLUICE=${SLUICE:-bin/sluice}
 ROUNDS=${ROUNDS:-3}
 N=${N:-200000}
 D=${D:-5s}
+CALLERS=${CALLERS:-50}
+WORKLOADS=${WORKLOADS:-resp1 resp16 grpc}
 base=${BASE_PORT:-7691}
 . scripts/lib.sh
 
@@ -103,9 +106,10 @@ measure() {
 		;;
 	grpc)
 		local out rate
-		out=$("$work/rlsbench" -addr "127.0.0.1:${grpc[$entry]}" -c 50 -d "$D" -warmup 0s -domain bench -label x)
+		out=$("$work/rlsbench" -addr "127.0.0.1:${grpc[$entry]}" -c "$CALLERS" -d "$D" -warmup 0s -domain bench -label x)
 		rate=$(awk '{for (i = 1; i <= NF; i++) if ($i ~ /\/s$/) {sub("/s", "", $i); print $i}}' <<<"$out")
 		decisions=$(awk -v r="$rate" -v d="${D%s}" 'BEGIN {printf "%d", r * d}')
+		echo "$l $target $out" >>"$work/latency"
 		;;
 	esac
 	after=$(cpu "${procs[@]}")
@@ -113,10 +117,11 @@ measure() {
 }
 
 : >"$work/raw"
+: >"$work/latency"
 for round in $(seq "$ROUNDS"); do
 	order=("${labels[@]}")
 	[ $((round % 2)) -eq 0 ] && order=($(printf '%s\n' "${labels[@]}" | tac))
-	for w in resp1 resp16 grpc; do
+	for w in $WORKLOADS; do
 		targets=(single leader)
 		[ "$w" = grpc ] && targets=(single leader follower)
 		for t in "${targets[@]}"; do
@@ -173,3 +178,7 @@ END {
 }' "$work/raw"
 echo "(m1..m3: the members n1..n3 of the cluster; leader/follower roles:"
 for l in "${labels[@]}"; do echo "  $l: leader ${leader[$l]}, follower entered ${follower[$l]})"; done
+if [ -s "$work/latency" ]; then
+	echo "== gRPC calls/s and latency at $CALLERS callers, each round (median over rounds: sort these) =="
+	sort -k1,2 -s "$work/latency"
+fi
