@@ -14,7 +14,8 @@
 # a measurement, 200000), D (gRPC measurement, 5s), CALLERS (gRPC callers,
 # 50), WORKLOADS (which to run, "resp1 resp16 grpc"), PROFILE=1 (a 5 s CPU
 # profile of each member during the last round's gRPC follower run, kept in
-# PROFILE_DIR, default bench-profiles/).
+# PROFILE_DIR, default bench-profiles/; PROFILE_RUN="resp16 leader" picks
+# another run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SLUICE=${SLUICE:-bin/sluice}
@@ -127,7 +128,7 @@ for round in $(seq "$ROUNDS"); do
 		for t in "${targets[@]}"; do
 			for l in "${order[@]}"; do
 				prof=()
-				if [ "${PROFILE:-}" = 1 ] && [ "$round" = "$ROUNDS" ] && [ "$w" = grpc ] && [ "$t" = follower ]; then
+				if [ "${PROFILE:-}" = 1 ] && [ "$round" = "$ROUNDS" ] && [ "$w $t" = "${PROFILE_RUN:-grpc follower}" ]; then
 					mkdir -p "${PROFILE_DIR:-bench-profiles}"
 					off=0
 					[ "$l" = old ] && off=20
