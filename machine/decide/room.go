@@ -100,7 +100,8 @@ type Options struct {
 // RL.SHOULDRATELIMIT, the rule administration, a group's configuration
 // given to a migration's target — and the decisions that hold:
 // reservations and their settles, leases, and a group's part of a check
-// across groups.
+// across groups. Its methods call their receiver m, as they did when they
+// were the machine's: the code moved without other change.
 type Room struct {
 	core      Core
 	keys      *keyspace.Keyspace
