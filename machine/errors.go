@@ -14,6 +14,3 @@ var ErrFenced = errors.New("machine: a counter's slot is not this group's")
 // ErrorReply turns an error from an algorithm or the keyspace into a RESP
 // error (room.ErrorReply).
 func ErrorReply(err error) string { return room.ErrorReply(err) }
-
-// withoutPackage is err's message without its package prefix.
-func withoutPackage(err error) string { return room.WithoutPackage(err) }

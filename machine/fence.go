@@ -2,7 +2,6 @@ package machine
 
 import (
 	"github.com/sluice-rl/sluice/machine/room"
-	"github.com/sluice-rl/sluice/slot"
 )
 
 // Fencing. In a sharded cluster (package shardmap) each group's state
@@ -44,16 +43,3 @@ func (m *Machine) fence(cmd *Command, args [][]byte) string {
 // fenceError is a refusal for a slot this group does not own
 // (room.FenceError).
 type fenceError = room.FenceError
-
-// unowned is the slot of key when this group does not own it, with the
-// ownership that says so (ok false: owned, or no map fences this group).
-func (m *Machine) unowned(key []byte) (s int, o *Ownership, ok bool) {
-	o = m.placement.Owned()
-	if o == nil {
-		return 0, nil, false
-	}
-	if s = slot.Of(key); o.Owns(s) {
-		return 0, nil, false
-	}
-	return s, o, true
-}

@@ -34,10 +34,5 @@ func (m *Machine) Exists(key []byte, now int64) bool {
 	return ok
 }
 
-// alwaysStores is the stores of a command that adds a record each time (a
-// reservation, a part's reservation, an override, moved records, a lease
-// in a CONC key's table).
-func alwaysStores(*Machine, [][]byte, int64) bool { return true }
-
 // neverStores is EXEC's: its commands were checked as they were queued.
 func neverStores(*Machine, [][]byte, int64) bool { return false }
