@@ -29,6 +29,9 @@ run: build ## run one node on $(ADDR) with data in $(DATA) (HTTP=host:port: stat
 cluster: build ## run a local three-node cluster on 127.0.0.1:$(PORT) and the next two ports, or on PORTS="a b c"; GROUPS=n: n groups of three on the next 3n ports; HTTP=1, GRPC=1: the doors on port+20000, port+22000; RULES=path (data in $(DATA)/cluster)
 	SLUICE_GROUPS=$(GROUPS) HTTP=$(HTTP) GRPC=$(GRPC) RULES=$(RULES) ./scripts/cluster.sh start $(BIN) "$(or $(PORTS),$(PORT))" $(DATA)/cluster
 
+cluster-add-group: build ## add a group of three to the sharded cluster make cluster GROUPS=n started (same PORT= and DATA=), on its next three ports; it owns no slots until some move to it
+	HTTP=$(HTTP) GRPC=$(GRPC) RULES=$(RULES) ./scripts/cluster.sh add-group $(BIN) $(PORT) $(DATA)/cluster
+
 cluster-stop: ## stop the cluster make cluster started (give the same DATA=)
 	./scripts/cluster.sh stop $(DATA)/cluster
 

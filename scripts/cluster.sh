@@ -5,6 +5,7 @@
 # ("7001 7005 7009" or "7001,7005,7009"); each node's Raft port is its
 # port + 10000.
 #   scripts/cluster.sh stop  [data-dir]
+#   scripts/cluster.sh add-group [bin] [port] [data-dir]   (see below)
 # With SLUICE_GROUPS=n (n > 1; make cluster GROUPS=n; bash keeps GROUPS
 # for itself) it starts a sharded cluster instead: n groups of
 # three nodes on consecutive ports from the first one, the slots split
@@ -93,6 +94,93 @@ if [ "$cmd" = stop ]; then
 	echo "stopped the cluster in $dir"
 	exit 0
 fi
+if [ "$cmd" = add-group ]; then
+	# scripts/cluster.sh add-group [bin] [port] [data-dir]: the README's
+	# procedure for growing a running sharded cluster (make cluster
+	# GROUPS=n started it on port): three new members on the next three
+	# ports join it (--cluster-join), and a leader of one of its groups
+	# adds them as a group (CLUSTER ADDGROUP). The map file is never
+	# rewritten. The new group owns no slots until some move to it.
+	bin=${2:-bin/sluice}
+	base=${3:-7001}
+	dir=${4:-./data/cluster}
+	if [ ! -e "$dir/cluster.yaml" ]; then
+		echo "cluster.sh: $dir holds no sharded cluster (start one with make cluster GROUPS=2)" >&2
+		exit 2
+	fi
+	had=0
+	while [ -d "$dir/g$((had + 1))n1" ]; do had=$((had + 1)); done
+	next=$((had + 1))
+	p=$((base + had * 3))
+	for i in 1 2 3; do checkPorts $((p + i - 1)); done
+	running=()
+	for q in $(seq "$base" $((p - 1))); do
+		[ "$(redis-cli -p "$q" PING 2>/dev/null)" = PONG ] && running+=("$q")
+	done
+	if [ ${#running[@]} -eq 0 ]; then
+		echo "cluster.sh: no member of the cluster in $dir answers on ports $base-$((p - 1)); start it first (make cluster GROUPS=$had)" >&2
+		exit 2
+	fi
+	started=()
+	spec=()
+	for i in 1 2 3; do
+		id="g${next}n$i" q=$((p + i - 1))
+		started+=("$id:$q")
+		spec+=("$id" "127.0.0.1:$q" "127.0.0.1:$((q + 10000))")
+		mapfile -t more < <(doors "$q")
+		"$bin" --node-id "$id" --addr "127.0.0.1:$q" --data-dir "$dir/$id" --cluster-join "127.0.0.1:${running[0]}" "${more[@]}" >"$dir/$id.log" 2>&1 &
+		echo $! >"$dir/$id.pid"
+	done
+	# A joining member opens its client port only once it is added: check
+	# now only that none exited (a port taken, a bad flag).
+	sleep 0.5
+	for m in "${started[@]}"; do
+		id=${m%%:*}
+		if ! kill -0 "$(cat "$dir/$id.pid")" 2>/dev/null; then
+			echo "$id (127.0.0.1:${m##*:}) exited: $(grep -m1 -iE 'error|fatal|address already in use' "$dir/$id.log" 2>/dev/null || tail -1 "$dir/$id.log")" >&2
+			exit 1
+		fi
+	done
+	# A group is added by a leader (of any group): ask each member until
+	# one leads.
+	added=""
+	for _ in $(seq 1 100); do
+		for q in "${running[@]}"; do
+			if [ "$(redis-cli -p "$q" ROLE 2>/dev/null | head -1)" = master ]; then
+				out=$(redis-cli -p "$q" CLUSTER ADDGROUP "g$next" "${spec[@]}" 2>&1)
+				if [ "$out" = OK ]; then added=$q; break; fi
+				echo "cluster.sh: CLUSTER ADDGROUP on 127.0.0.1:$q: $out" >&2
+				exit 1
+			fi
+		done
+		[ -n "$added" ] && break
+		sleep 0.1
+	done
+	if [ -z "$added" ]; then
+		echo "cluster.sh: no leader among ports ${running[*]} took CLUSTER ADDGROUP in 10 s" >&2
+		exit 1
+	fi
+	awaitMembers "$dir" "${started[@]}" || exit 1
+	led=""
+	for _ in $(seq 1 100); do
+		for i in 1 2 3; do
+			if [ "$(redis-cli -p $((p + i - 1)) ROLE 2>/dev/null | head -1)" = master ]; then led=$((p + i - 1)); break; fi
+		done
+		[ -n "$led" ] && break
+		sleep 0.1
+	done
+	if [ -z "$led" ]; then
+		echo "cluster.sh: group g$next has no leader 10 s after it was added; see $dir/g${next}n*.log" >&2
+		exit 1
+	fi
+	cat <<MSG
+group g$next (127.0.0.1 ports $p-$((p + 2))) joined the cluster in $dir; it owns no slots yet. Move some to it,
+sent to a leader of the group that has them (redis-cli -p <port> ROLE says master):
+  redis-cli -p <that leader's port> CLUSTER MIGRATESLOTS SLOTSRANGE <start> <end> NODE g${next}n1
+MSG
+	doorsNote "$p" $((p + 2))
+	exit 0
+fi
 bin=${2:-bin/sluice}
 groups=${SLUICE_GROUPS:-1}
 case $groups in '' | *[!0-9]* | 0) echo "cluster.sh: SLUICE_GROUPS='$groups' is not a positive number" >&2; exit 2 ;; esac
@@ -113,11 +201,12 @@ if [ "$groups" -gt 1 ]; then
 			cat >&2 <<MSG
 cluster.sh: $dir holds a cluster of $had groups; GROUPS=$groups would split its slots again at the same epoch,
 and two groups would claim the same slots. Start it again with GROUPS=$had, then add a group to it:
-  for i in 1 2 3; do p=\$(($p + i - 1)); bin/sluice --node-id g${next}n\$i --addr 127.0.0.1:\$p \\
+  make cluster-add-group PORT=$base DATA=${dir%/cluster}
+  (that is: for i in 1 2 3; do p=\$(($p + i - 1)); bin/sluice --node-id g${next}n\$i --addr 127.0.0.1:\$p \\
       --data-dir $dir/g${next}n\$i --cluster-join 127.0.0.1:$base >$dir/g${next}n\$i.log 2>&1 & done
-  redis-cli -c -p $base CLUSTER ADDGROUP g$next g${next}n1 127.0.0.1:$p 127.0.0.1:$((p + 10000)) \\
-      g${next}n2 127.0.0.1:$((p + 1)) 127.0.0.1:$((p + 10001)) g${next}n3 127.0.0.1:$((p + 2)) 127.0.0.1:$((p + 10002))
-  redis-cli -c -p $base CLUSTER MIGRATESLOTS SLOTSRANGE <start> <end> NODE \$(redis-cli -p $p CLUSTER MYID)
+  redis-cli -p <a leader's port> CLUSTER ADDGROUP g$next g${next}n1 127.0.0.1:$p 127.0.0.1:$((p + 10000)) \\
+      g${next}n2 127.0.0.1:$((p + 1)) 127.0.0.1:$((p + 10001)) g${next}n3 127.0.0.1:$((p + 2)) 127.0.0.1:$((p + 10002)))
+  redis-cli -p <a leader's port> CLUSTER MIGRATESLOTS SLOTSRANGE <start> <end> NODE g${next}n1
 (sent to a leader of the group that has the slots; the README: Growing and shrinking)
 or start afresh: make cluster-stop DATA=${dir%/cluster}; rm -r $dir
 MSG
@@ -157,7 +246,26 @@ MSG
 			echo $! >"$dir/$id.pid"
 		done
 	done
+	# Groups added later (make cluster-add-group) are not in the map:
+	# their members come back from their data directories.
+	added=$groups
+	while [ -d "$dir/g$((added + 1))n1" ]; do
+		added=$((added + 1))
+		for i in 1 2 3; do
+			id="g${added}n$i"
+			p=$((base + (added - 1) * 3 + i - 1))
+			started+=("$id:$p")
+			if [ -e "$dir/$id.pid" ] && kill -0 "$(cat "$dir/$id.pid")" 2>/dev/null; then
+				echo "$id is already running (pid $(cat "$dir/$id.pid"))"
+				continue
+			fi
+			mapfile -t more < <(doors "$p")
+			"$bin" --node-id "$id" --addr "127.0.0.1:$p" --data-dir "$dir/$id" --cluster-join "127.0.0.1:$base" "${more[@]}" >"$dir/$id.log" 2>&1 &
+			echo $! >"$dir/$id.pid"
+		done
+	done
 	awaitMembers "$dir" "${started[@]}" || exit 1
+	groups=$added
 	for g in $(seq 1 "$groups"); do
 		led=""
 		for _ in $(seq 1 100); do

@@ -15,10 +15,11 @@ import (
 )
 
 // make cluster's script with two groups, the HTTP and gRPC doors and
-// rules: it says where the doors are, each answers, the rules decide, and
-// stop stops every process.
+// rules: it says where the doors are, each answers, the rules decide; a
+// third group added to it (make cluster-add-group) joins and takes slots;
+// and stop stops every process.
 func TestClusterScriptOpensTheDoors(t *testing.T) {
-	base := scriptBase(t, 6)
+	base := scriptBase(t, 9)
 	dir := t.TempDir() + "/cluster"
 	cmd := exec.Command("../scripts/cluster.sh", "start", binary, strconv.Itoa(base), dir)
 	cmd.Env = append(cmd.Environ(), "SLUICE_GROUPS=2", "HTTP=1", "GRPC=1", "RULES=../examples/rules")
@@ -69,11 +70,65 @@ func TestClusterScriptOpensTheDoors(t *testing.T) {
 	if _, err := os.Stat(dir + "/g3n1.pid"); err == nil {
 		t.Fatal("cluster.sh started g3 although it refused")
 	}
+	// What it says to do instead: add a group to the running cluster.
+	add := exec.Command("../scripts/cluster.sh", "add-group", binary, strconv.Itoa(base), dir)
+	add.Env = append(add.Environ(), "HTTP=1", "GRPC=1")
+	if out, err := add.CombinedOutput(); err != nil || !strings.Contains(string(out), "group g3 (127.0.0.1 ports "+strconv.Itoa(base+6)) {
+		t.Fatalf("cluster.sh add-group: %v\n%s", err, out)
+	}
+	g3 := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(base+6)})
+	defer g3.Close()
+	// Slot 0 moves to it, sent to g1's leader, and is then served there.
+	moved := false
+	for i := range 3 {
+		src := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(base+i)})
+		if src.Do(ctx(t), "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", 0, 0, "NODE", "g3n1").Err() == nil {
+			moved = true
+		}
+		src.Close()
+	}
+	if !moved {
+		t.Fatal("no member of g1 took CLUSTER MIGRATESLOTS to g3n1")
+	}
+	g1 := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(base)})
+	defer g1.Close()
+	// slot0InG3 reports whether c's CLUSTER SLOTS places slot 0 on a member
+	// of g3.
+	slot0InG3 := func(c *redis.Client) bool {
+		slots, err := c.ClusterSlots(ctx(t)).Result()
+		if err != nil {
+			return false
+		}
+		for _, s := range slots {
+			if s.Start == 0 && len(s.Nodes) > 0 {
+				port, _ := strconv.Atoi(s.Nodes[0].Addr[strings.LastIndex(s.Nodes[0].Addr, ":")+1:])
+				return port >= base+6 && port <= base+8
+			}
+		}
+		return false
+	}
+	eventually(t, "slot 0 served by g3", func() bool { return slot0InG3(g3) && slot0InG3(g1) })
+	// Stopped and started again as it was made (GROUPS=2), the added group
+	// comes back from its data directories, slot 0 still its own.
+	if out, err := exec.Command("../scripts/cluster.sh", "stop", dir).CombinedOutput(); err != nil {
+		t.Fatalf("cluster.sh stop: %v\n%s", err, out)
+	}
+	restart := exec.Command("../scripts/cluster.sh", "start", binary, strconv.Itoa(base), dir)
+	restart.Env = append(restart.Environ(), "SLUICE_GROUPS=2")
+	if out, err := restart.CombinedOutput(); err != nil || !strings.Contains(string(out), "of 3 groups of three") {
+		t.Fatalf("cluster.sh start again after add-group: %v\n%s", err, out)
+	}
+	eventually(t, "slot 0 served by g3 after the restart", func() bool {
+		cs := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:" + strconv.Itoa(base)}})
+		defer cs.Close()
+		// "{06S}" is in slot 0.
+		return cs.Do(ctx(t), "CL.THROTTLE", "{06S}", 5, 5, 60).Err() == nil && slot0InG3(g1)
+	})
 	if out, err := exec.Command("../scripts/cluster.sh", "stop", dir).CombinedOutput(); err != nil {
 		t.Fatalf("cluster.sh stop: %v\n%s", err, out)
 	}
 	eventually(t, "every node gone after stop", func() bool {
-		for i := range 6 {
+		for i := range 9 {
 			if conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(base+i)); err == nil {
 				conn.Close()
 				return false
