@@ -83,6 +83,20 @@ doorsNote() {
 	[ -n "${RULES:-}" ] && echo "  rules:    $RULES"
 	return 0
 }
+# startNode <id> <port> <flag>…: starts node id of $bin on port, with its
+# data in $dir/id, its doors and the flags given (unless it runs already),
+# and notes its pid.
+startNode() {
+	local id=$1 p=$2
+	shift 2
+	if [ -e "$dir/$id.pid" ] && kill -0 "$(cat "$dir/$id.pid")" 2>/dev/null; then
+		echo "$id is already running (pid $(cat "$dir/$id.pid"))"
+		return 0
+	fi
+	mapfile -t more < <(doors "$p")
+	"$bin" --node-id "$id" --addr "127.0.0.1:$p" --data-dir "$dir/$id" "$@" "${more[@]}" >"$dir/$id.log" 2>&1 &
+	echo $! >"$dir/$id.pid"
+}
 cmd=${1:-start}
 if [ "$cmd" = stop ]; then
 	dir=${2:-./data/cluster}
@@ -127,9 +141,7 @@ if [ "$cmd" = add-group ]; then
 		id="g${next}n$i" q=$((p + i - 1))
 		started+=("$id:$q")
 		spec+=("$id" "127.0.0.1:$q" "127.0.0.1:$((q + 10000))")
-		mapfile -t more < <(doors "$q")
-		"$bin" --node-id "$id" --addr "127.0.0.1:$q" --data-dir "$dir/$id" --cluster-join "127.0.0.1:${running[0]}" "${more[@]}" >"$dir/$id.log" 2>&1 &
-		echo $! >"$dir/$id.pid"
+		startNode "$id" "$q" --cluster-join "127.0.0.1:${running[0]}"
 	done
 	# A joining member opens its client port only once it is added: check
 	# now only that none exited (a port taken, a bad flag).
@@ -234,16 +246,9 @@ MSG
 	done
 	for g in $(seq 1 "$groups"); do
 		for i in 1 2 3; do
-			id="g${g}n$i"
 			p=$((base + (g - 1) * 3 + i - 1))
-			started+=("$id:$p")
-			if [ -e "$dir/$id.pid" ] && kill -0 "$(cat "$dir/$id.pid")" 2>/dev/null; then
-				echo "$id is already running (pid $(cat "$dir/$id.pid"))"
-				continue
-			fi
-			mapfile -t more < <(doors "$p")
-			"$bin" --node-id "$id" --addr "127.0.0.1:$p" --data-dir "$dir/$id" --cluster-map "$map" "${more[@]}" >"$dir/$id.log" 2>&1 &
-			echo $! >"$dir/$id.pid"
+			started+=("g${g}n$i:$p")
+			startNode "g${g}n$i" "$p" --cluster-map "$map"
 		done
 	done
 	# Groups added later (make cluster-add-group) are not in the map:
@@ -252,16 +257,9 @@ MSG
 	while [ -d "$dir/g$((added + 1))n1" ]; do
 		added=$((added + 1))
 		for i in 1 2 3; do
-			id="g${added}n$i"
 			p=$((base + (added - 1) * 3 + i - 1))
-			started+=("$id:$p")
-			if [ -e "$dir/$id.pid" ] && kill -0 "$(cat "$dir/$id.pid")" 2>/dev/null; then
-				echo "$id is already running (pid $(cat "$dir/$id.pid"))"
-				continue
-			fi
-			mapfile -t more < <(doors "$p")
-			"$bin" --node-id "$id" --addr "127.0.0.1:$p" --data-dir "$dir/$id" --cluster-join "127.0.0.1:$base" "${more[@]}" >"$dir/$id.log" 2>&1 &
-			echo $! >"$dir/$id.pid"
+			started+=("g${added}n$i:$p")
+			startNode "g${added}n$i" "$p" --cluster-join "127.0.0.1:$base"
 		done
 	done
 	awaitMembers "$dir" "${started[@]}" || exit 1
@@ -326,14 +324,7 @@ for p in "${ports[@]}"; do
 	checkPorts "$p"
 done
 for i in 1 2 3; do
-	p=${ports[$((i - 1))]}
-	if [ -e "$dir/n$i.pid" ] && kill -0 "$(cat "$dir/n$i.pid")" 2>/dev/null; then
-		echo "n$i is already running (pid $(cat "$dir/n$i.pid"))"
-		continue
-	fi
-	mapfile -t more < <(doors "$p")
-	"$bin" --node-id "n$i" --addr "127.0.0.1:$p" --data-dir "$dir/n$i" --peers "$peers" "${more[@]}" >"$dir/n$i.log" 2>&1 &
-	echo $! >"$dir/n$i.pid"
+	startNode "n$i" "${ports[$((i - 1))]}" --peers "$peers"
 done
 awaitMembers "$dir" "n1:${ports[0]}" "n2:${ports[1]}" "n3:${ports[2]}" || exit 1
 # Wait for a leader.
