@@ -83,6 +83,20 @@ doorsNote() {
 	[ -n "${RULES:-}" ] && echo "  rules:    $RULES"
 	return 0
 }
+# leaderAmong <port>…: prints the first of the ports whose node leads its
+# group, waiting up to 10 s for one; fails if none does.
+leaderAmong() {
+	for _ in $(seq 1 100); do
+		for q in "$@"; do
+			if [ "$(redis-cli -p "$q" ROLE 2>/dev/null | head -1)" = master ]; then
+				echo "$q"
+				return 0
+			fi
+		done
+		sleep 0.1
+	done
+	return 1
+}
 # startNode <id> <port> <flag>…: starts node id of $bin on port, with its
 # data in $dir/id, its doors and the flags given (unless it runs already),
 # and notes its pid.
@@ -155,33 +169,17 @@ if [ "$cmd" = add-group ]; then
 	done
 	# A group is added by a leader (of any group): ask each member until
 	# one leads.
-	added=""
-	for _ in $(seq 1 100); do
-		for q in "${running[@]}"; do
-			if [ "$(redis-cli -p "$q" ROLE 2>/dev/null | head -1)" = master ]; then
-				out=$(redis-cli -p "$q" CLUSTER ADDGROUP "g$next" "${spec[@]}" 2>&1)
-				if [ "$out" = OK ]; then added=$q; break; fi
-				echo "cluster.sh: CLUSTER ADDGROUP on 127.0.0.1:$q: $out" >&2
-				exit 1
-			fi
-		done
-		[ -n "$added" ] && break
-		sleep 0.1
-	done
-	if [ -z "$added" ]; then
-		echo "cluster.sh: no leader among ports ${running[*]} took CLUSTER ADDGROUP in 10 s" >&2
+	if ! q=$(leaderAmong "${running[@]}"); then
+		echo "cluster.sh: no member on ports ${running[*]} leads a group after 10 s" >&2
+		exit 1
+	fi
+	out=$(redis-cli -p "$q" CLUSTER ADDGROUP "g$next" "${spec[@]}" 2>&1) || true
+	if [ "$out" != OK ]; then
+		echo "cluster.sh: CLUSTER ADDGROUP on 127.0.0.1:$q: $out" >&2
 		exit 1
 	fi
 	awaitMembers "$dir" "${started[@]}" || exit 1
-	led=""
-	for _ in $(seq 1 100); do
-		for i in 1 2 3; do
-			if [ "$(redis-cli -p $((p + i - 1)) ROLE 2>/dev/null | head -1)" = master ]; then led=$((p + i - 1)); break; fi
-		done
-		[ -n "$led" ] && break
-		sleep 0.1
-	done
-	if [ -z "$led" ]; then
+	if ! leaderAmong "$p" $((p + 1)) $((p + 2)) >/dev/null; then
 		echo "cluster.sh: group g$next has no leader 10 s after it was added; see $dir/g${next}n*.log" >&2
 		exit 1
 	fi
@@ -265,16 +263,8 @@ MSG
 	awaitMembers "$dir" "${started[@]}" || exit 1
 	groups=$added
 	for g in $(seq 1 "$groups"); do
-		led=""
-		for _ in $(seq 1 100); do
-			for i in 1 2 3; do
-				p=$((base + (g - 1) * 3 + i - 1))
-				if [ "$(redis-cli -p "$p" ROLE 2>/dev/null | head -1)" = master ]; then led=$p; break; fi
-			done
-			[ -n "$led" ] && break
-			sleep 0.1
-		done
-		if [ -z "$led" ]; then
+		p=$((base + (g - 1) * 3))
+		if ! leaderAmong "$p" $((p + 1)) $((p + 2)) >/dev/null; then
 			echo "group g$g has no leader after 10 s; see $dir/g${g}n*.log" >&2
 			exit 1
 		fi
