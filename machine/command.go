@@ -178,6 +178,3 @@ func (c *Command) Slots(dst []int, args [][]byte) (slots []int, all bool) {
 	}
 	return dst, false
 }
-
-// allSlots is the slots declaration of a command that may touch any slot.
-func allSlots([][]byte) ([]int, bool) { return nil, true }

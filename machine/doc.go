@@ -29,7 +29,7 @@
 //   - One command never stops the machine: a panic inside an apply is
 //     recovered there (recover.go) and answered as an internal error, its
 //     slot locks released; every slot lock a command takes goes through
-//     exec.lockKey and exec.unlock so the boundary knows what to release.
+//     exec.LockSlot and exec.Unlock so the boundary knows what to release.
 //   - Check parses a command without the state, exactly as its apply
 //     would, so a replicated node logs only well-formed commands.
 //

@@ -23,11 +23,11 @@ type exec struct {
 	out   Outcome
 	// held are the slots this apply has locked and not yet unlocked, so a
 	// panic inside the apply can release them (see Machine.recovered).
-	// Every slot lock a command takes goes through lockKey and unlock.
+	// Every slot lock a command takes goes through LockSlot and Unlock.
 	held  [maxHeld]*keyspace.Slot
 	nheld int
 	// group, in a transaction, holds the locks of every slot the
-	// transaction touches: lockKey takes nothing, unlock releases nothing
+	// transaction touches: LockSlot takes nothing, Unlock releases nothing
 	// (tx.go).
 	group *room.SlotLocks
 	// bufs are the scratch's reused buffers.
@@ -40,12 +40,12 @@ const maxHeld = 2
 
 // LockKey locks key's slot and returns it with the instant to apply at:
 // for a write the applied instant raised to now, for a read the later of
-// the two (a read moves nothing). Release it with unlock.
+// the two (a read moves nothing). Release it with Unlock.
 func (x *exec) LockKey(key []byte) (*keyspace.Slot, int64) {
 	return x.LockSlot(slot.Of(key))
 }
 
-// LockSlot is lockKey for a key in slot i.
+// LockSlot is LockKey for a key in slot i.
 func (x *exec) LockSlot(i int) (*keyspace.Slot, int64) {
 	if x.group != nil {
 		s := x.group.Slot(i)
@@ -69,8 +69,8 @@ func (x *exec) LockSlot(i int) (*keyspace.Slot, int64) {
 
 // HoldGroup locks the slots l lists, in slot order, for one decision over
 // several slots (RL.CHECK's counters spread over the slots, the domain's
-// overrides and scale in its own): until ReleaseGroup, lockKey returns
-// them and unlock releases nothing. Inside a transaction, which already
+// overrides and scale in its own): until ReleaseGroup, LockSlot returns
+// them and Unlock releases nothing. Inside a transaction, which already
 // holds them, it takes nothing and reports false. Defer ReleaseGroup, so
 // a panic releases them too.
 func (x *exec) HoldGroup(l *room.SlotLocks) bool {
@@ -90,7 +90,7 @@ func (x *exec) ReleaseGroup(l *room.SlotLocks, took bool) {
 	}
 }
 
-// Unlock releases a slot lockKey took.
+// Unlock releases a slot LockSlot took.
 func (x *exec) Unlock(s *keyspace.Slot) {
 	if x.group != nil {
 		return // the transaction releases its slots at its end
@@ -146,7 +146,7 @@ func (x *exec) journaled(t Ticket) {
 // Error writes err as a RESP Error; a fence's refusal is one members act
 // on (Outcome.Refusal).
 func (x *exec) Error(err error) {
-	var fe fenceError
+	var fe room.FenceError
 	switch {
 	case errors.As(err, &fe):
 		x.out.Refusal = ErrFenced

@@ -1,9 +1,5 @@
 package machine
 
-import (
-	"github.com/sluice-rl/sluice/machine/room"
-)
-
 // Fencing. In a sharded cluster (package shardmap) each group's state
 // machine knows the slots it owns, at the cluster map's epoch, as
 // replicated state: the internal command SLUICE.OWN <epoch> <from-to> …,
@@ -13,9 +9,6 @@ import (
 // decide for one slot. A map of an older epoch is refused, so ownership
 // never goes back. A machine never told owns every slot (one group: a
 // single node, or --peers).
-
-// notOwned is the reply to a command for slot s this group does not own.
-func notOwned(s int, o *Ownership) string { return o.NotOwned(s) }
 
 // fence is the reply that refuses cmd for a slot this group does not own,
 // or "": the slots its declaration names. A command that may touch any
@@ -34,12 +27,8 @@ func (m *Machine) fence(cmd *Command, args [][]byte) string {
 	}
 	for _, s := range slots {
 		if !o.Owns(s) {
-			return notOwned(s, o)
+			return o.NotOwned(s)
 		}
 	}
 	return ""
 }
-
-// fenceError is a refusal for a slot this group does not own
-// (room.FenceError).
-type fenceError = room.FenceError

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/quota"
 	"github.com/sluice-rl/sluice/resp"
 	"github.com/sluice-rl/sluice/slot"
@@ -161,15 +162,15 @@ func runGet(x *exec, args [][]byte) {
 func serverKeyCommands() []*Command {
 	return []*Command{
 		{Spec: cmdspec.Spec{Name: "dbsize", Arity: 1, Flags: []string{"readonly", "fast"}, Group: "server", Since: "1.0.0",
-			Summary: "Returns the number of keys.", Complexity: "O(N): sluice counts live keys exactly", Tips: []string{"request_policy:all_shards", "response_policy:agg_sum"}, ACLCategories: []string{"@keyspace"}}, slots: allSlots, run: runDBSize},
+			Summary: "Returns the number of keys.", Complexity: "O(N): sluice counts live keys exactly", Tips: []string{"request_policy:all_shards", "response_policy:agg_sum"}, ACLCategories: []string{"@keyspace"}}, slots: room.AllSlots, run: runDBSize},
 		{Spec: cmdspec.Spec{Name: "flushall", Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
 			Summary: "Removes all keys.", Complexity: "O(N)",
 			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, ACLCategories: []string{"@keyspace", "@dangerous"},
-			Args: flushArgs}, slots: allSlots, run: runFlush, check: checkFlush},
+			Args: flushArgs}, slots: room.AllSlots, run: runFlush, check: checkFlush},
 		{Spec: cmdspec.Spec{Name: "flushdb", Arity: -1, Flags: []string{"write"}, Group: "server", Since: "1.0.0",
 			Summary: "Removes all keys.", Complexity: "O(N)",
 			Tips: []string{"request_policy:all_shards", "response_policy:all_succeeded"}, ACLCategories: []string{"@keyspace", "@dangerous"},
-			Args: flushArgs}, slots: allSlots, run: runFlush, check: checkFlush},
+			Args: flushArgs}, slots: room.AllSlots, run: runFlush, check: checkFlush},
 	}
 }
 

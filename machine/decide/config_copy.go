@@ -44,7 +44,7 @@ func (m *Room) configCommands() []room.Command[Exec] {
 	return []room.Command[Exec]{{
 		Spec: cmdspec.Spec{Name: "sluice.config", Arity: 3, Flags: []string{"write", "admin", "denyoom"}, Group: "cluster", Since: "1.5.0", Complexity: "O(N) where N is the number of keys",
 			Summary: "SLUICE.CONFIG <digest> <payload>: makes another group's configuration (rules, overrides, scales) this group's (sent by a group moving slots here).",
-			Args:    []cmdspec.Arg{{Name: "digest", Type: "string"}, {Name: "payload", Type: "string"}}}, Slots: allSlots, FromMember: true,
+			Args:    []cmdspec.Arg{{Name: "digest", Type: "string"}, {Name: "payload", Type: "string"}}}, Slots: room.AllSlots, FromMember: true,
 		Run: m.run(runConfig),
 		Check: func(args [][]byte) string {
 			_, _, bad := m.parseConfig(args)

@@ -26,7 +26,7 @@ import (
 // typed result (room.CheckResult, room.RLSStatus) as their reply.
 
 // plan is a multi-limit check ready to decide, and the working memory the
-// commands parse into. Plans are pooled (Machine.plan), so a check
+// commands parse into. Plans are pooled (Room.plan), so a check
 // allocates nothing.
 type plan struct {
 	// cost is the request's cost (a check with hasCost has its own).
@@ -205,7 +205,7 @@ func (x *apply) decide(p *plan) (verdict, error) {
 // lockPlan holds the slots of the plan's counters and, when it reads the
 // domain's records or has an anchor there, the domain's slot (returned;
 // nil otherwise), and
-// returns the instant to decide at. Release with releaseGroup(&p.locks,
+// returns the instant to decide at. Release with ReleaseGroup(&p.locks,
 // took).
 func (x *apply) lockPlan(p *plan) (now int64, domain *keyspace.Slot, took bool, err error) {
 	domainKey := p.anchor

@@ -44,7 +44,7 @@ func (m *Room) leaseCommands() []room.Command[Exec] {
 				{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Sub: []cmdspec.Arg{
 					{Name: "entry", Type: "block", Multiple: true, Sub: []cmdspec.Arg{{Name: "key", Type: "string"}, {Name: "value", Type: "string"}}},
 				}},
-			}}, Decides: true, Stores: leaseStores, Slots: allSlots, Keys: leaseKeys,
+			}}, Decides: true, Stores: leaseStores, Slots: room.AllSlots, Keys: leaseKeys,
 		Run: m.run(runLease), Check: m.check(checkLease), Route: m.leaseRouteKey,
 	}}
 }

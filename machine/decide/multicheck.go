@@ -245,7 +245,7 @@ func (c *limitCheck) commit(x *apply, s *keyspace.Slot, now int64, entriesValid 
 }
 
 // checkSlots lists in l the slots of checks' counters and, with domain
-// records (overrides, scale) to read, the slot of domainKey, for holdGroup.
+// records (overrides, scale) to read, the slot of domainKey, for HoldGroup.
 // It returns l and the domain's slot number (-1 without domain records).
 func checkSlots(l *room.SlotLocks, ks *keyspace.Keyspace, checks []limitCheck, domainKey []byte, domainRecords bool) (*room.SlotLocks, int) {
 	l.Reset(ks)

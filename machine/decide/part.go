@@ -63,7 +63,7 @@ func (m *Room) partCommands() []room.Command[Exec] {
 					{Name: "digest", Type: "pure-token", Token: "DIGEST"},
 				}},
 				{Name: "arg", Type: "string", Optional: true, Multiple: true},
-			}}, Slots: allSlots, Stores: alwaysStores, FromMember: true,
+			}}, Slots: room.AllSlots, Stores: room.AlwaysStores, FromMember: true,
 		Subcommands: partSubcommands,
 		Run:         m.run(runPart),
 		Check: func(args [][]byte) string {

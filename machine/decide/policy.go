@@ -29,7 +29,7 @@ func (m *Room) policyCommands() []room.Command[Exec] {
 						{Name: "key", Type: "string"}, {Name: "value", Type: "string"},
 					}},
 				}},
-			}}, Decides: true, Stores: m.storesCounters, Slots: allSlots, Run: m.run(runRLCheck), Check: m.check(checkRLCheck),
+			}}, Decides: true, Stores: m.storesCounters, Slots: room.AllSlots, Run: m.run(runRLCheck), Check: m.check(checkRLCheck),
 	}}
 }
 

@@ -44,7 +44,7 @@ func (m *Room) policyAdminCommands() []room.Command[Exec] {
 				}},
 				{Name: "domain", Type: "key"},
 				{Name: "arg", Type: "string", Optional: true, Multiple: true},
-			}}, EveryGroup: true, Stores: alwaysStores, Journaled: true,
+			}}, EveryGroup: true, Stores: room.AlwaysStores, Journaled: true,
 		Run: m.run(runOverride), Check: m.check(checkOverride), Subcommands: []string{"set", "del", "list"},
 	}, {
 		Spec: cmdspec.Spec{Name: "rl.scale", Arity: -3, Flags: []string{"write", "fast"},

@@ -59,7 +59,7 @@ type RulesState struct {
 	FilesDigest [32]byte
 	// digests identify each domain's rules (its file's bytes), and all
 	// identifies the whole set: what the groups of a sharded cluster
-	// compare (Machine.RulesDigest). Read-only once built.
+	// compare (Room.RulesDigest). Read-only once built.
 	digests map[string]string
 	all     string
 }

@@ -37,19 +37,19 @@ func (m *Room) reserveCommands() []room.Command[Exec] {
 			Args: []cmdspec.Arg{
 				{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}, {Name: "ttl-seconds", Type: "integer"},
 				{Name: "cost", Type: "integer", Token: "COST", Optional: true}, descriptors,
-			}}, Decides: true, Stores: alwaysStores, Slots: allSlots, Run: m.run(runReserve), Check: m.check(checkReserve),
+			}}, Decides: true, Stores: room.AlwaysStores, Slots: room.AllSlots, Run: m.run(runReserve), Check: m.check(checkReserve),
 	}, {
 		Spec: cmdspec.Spec{Name: "rl.settle", Arity: 4, Flags: []string{"write"},
 			FirstKey: 1, LastKey: 1, Step: 1,
 			Group: "sluice", Since: "1.3.0", Complexity: "O(L) where L is the number of limits reserved",
 			Summary: "Settles a reservation with the actual cost: gives back what was not used, charges what was used beyond (past the limit if it must); replies [name, reserved, actual, refunded, charged] per limit, or nil for an unknown or expired id.",
-			Args:    []cmdspec.Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}, {Name: "actual-cost", Type: "integer"}}}, Slots: allSlots, Run: m.run(runSettle), Check: m.check(checkSettle),
+			Args:    []cmdspec.Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}, {Name: "actual-cost", Type: "integer"}}}, Slots: room.AllSlots, Run: m.run(runSettle), Check: m.check(checkSettle),
 	}, {
 		Spec: cmdspec.Spec{Name: "rl.cancel", Arity: 3, Flags: []string{"write", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1,
 			Group: "sluice", Since: "1.3.0", Complexity: "O(L) where L is the number of limits reserved",
 			Summary: "RL.SETTLE with an actual cost of 0: gives back everything the reservation holds.",
-			Args:    []cmdspec.Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}}}, Slots: allSlots, Run: m.run(runSettle), Check: m.check(checkSettle),
+			Args:    []cmdspec.Arg{{Name: "domain", Type: "key"}, {Name: "reservation-id", Type: "string"}}}, Slots: room.AllSlots, Run: m.run(runSettle), Check: m.check(checkSettle),
 	}}
 }
 

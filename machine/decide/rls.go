@@ -66,7 +66,7 @@ func (m *Room) rlsCommands() []room.Command[Exec] {
 						{Name: "key", Type: "string"}, {Name: "value", Type: "string"},
 					}},
 				}},
-			}}, Decides: true, Stores: m.storesCounters, Slots: allSlots, Run: m.run(runShouldRateLimit),
+			}}, Decides: true, Stores: m.storesCounters, Slots: room.AllSlots, Run: m.run(runShouldRateLimit),
 		Check: m.check(checkShouldRateLimit),
 	}}
 }

@@ -1,6 +1,8 @@
 package decide
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -24,7 +26,7 @@ type Exec interface {
 	// LockSlot is LockKey for a key in slot i.
 	LockSlot(i int) (*keyspace.Slot, int64)
 	// HoldGroup locks the slots l lists for one decision over several
-	// Slots: until ReleaseGroup, LockKey and LockSlot return them and
+	// slots: until ReleaseGroup, LockKey and LockSlot return them and
 	// Unlock releases nothing. Inside a transaction, which holds them
 	// already, it takes nothing and reports false.
 	HoldGroup(l *room.SlotLocks) bool
@@ -139,8 +141,30 @@ type Faults struct {
 	LogMove func() error
 }
 
-// New returns the room of a new machine.
+// ErrOptions: a room's Options lack a part it cannot work without.
+var ErrOptions = errors.New("decide: options")
+
+// Validate reports a missing part: every one but Log is needed.
+func (o *Options) Validate() error {
+	switch {
+	case o.Core == nil:
+		return fmt.Errorf("%w: no Core", ErrOptions)
+	case o.Keys == nil:
+		return fmt.Errorf("%w: no Keys", ErrOptions)
+	case o.Limiters == nil:
+		return fmt.Errorf("%w: no Limiters", ErrOptions)
+	case o.Placement == nil:
+		return fmt.Errorf("%w: no Placement", ErrOptions)
+	}
+	return nil
+}
+
+// New returns the room of a new machine; o must be valid (Validate): the
+// machine makes it, and a room missing a part is a bug there.
 func New(o Options) *Room {
+	if err := o.Validate(); err != nil {
+		panic(err)
+	}
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -209,13 +233,6 @@ func (m *Room) Rules() *RulesState { return m.ruleState.Load() }
 
 // rulesSlots is the slots declaration of RL.RULES: the rules' key.
 func rulesSlots([][]byte) ([]int, bool) { return []int{slot.Of([]byte(RulesKey))}, false }
-
-// allSlots is the slots declaration of a command that may touch any slot.
-func allSlots([][]byte) ([]int, bool) { return nil, true }
-
-// alwaysStores is the Stores of a command that adds a record each time (a
-// reservation, a part's reservation, an override, a configuration).
-func alwaysStores(room.View, [][]byte, int64) bool { return true }
 
 // Scratch is the room's working memory, reused from one apply to the
 // next. Nothing an apply returns may alias it.

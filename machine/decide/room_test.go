@@ -288,3 +288,22 @@ func TestCommandsKeepTheContract(t *testing.T) {
 		}
 	}
 }
+
+// A room's options name what is missing; only the log may be.
+func TestOptionsValidate(t *testing.T) {
+	keys := keyspace.New()
+	full := Options{Core: fakeCore{}, Keys: keys, Limiters: limiters.New(), Placement: placement.New(nil)}
+	if err := full.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, o := range map[string]Options{
+		"Core":      {Keys: keys, Limiters: full.Limiters, Placement: full.Placement},
+		"Keys":      {Core: full.Core, Limiters: full.Limiters, Placement: full.Placement},
+		"Limiters":  {Core: full.Core, Keys: keys, Placement: full.Placement},
+		"Placement": {Core: full.Core, Keys: keys, Limiters: full.Limiters},
+	} {
+		if err := o.Validate(); !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), name) {
+			t.Errorf("without %s: %v", name, err)
+		}
+	}
+}

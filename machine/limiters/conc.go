@@ -27,7 +27,7 @@ func concCommands() []room.Command[Exec] {
 				{Name: "limit", Type: "integer"},
 				{Name: "lease-seconds", Type: "integer"},
 				{Name: "request-id", Type: "string"},
-			}}, Decides: true, Stores: alwaysStores, Run: runConcAcquire, Check: func(args [][]byte) string { _, bad := parseAcquire(args); return bad },
+			}}, Decides: true, Stores: room.AlwaysStores, Run: runConcAcquire, Check: func(args [][]byte) string { _, bad := parseAcquire(args); return bad },
 	}, {
 		Spec: cmdspec.Spec{Name: "conc.release", Arity: 3, Flags: []string{"write", "fast"},
 			FirstKey: 1, LastKey: 1, Step: 1,

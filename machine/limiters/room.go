@@ -75,10 +75,6 @@ func (r *Room) Commands() []room.Command[Exec] {
 // Zone loads a quota's time zone through the room's cache.
 func (r *Room) Zone(name string) (*time.Location, error) { return r.zones.load(name) }
 
-// alwaysStores is the Stores of a command that adds a record each time (a
-// lease in a CONC key's table).
-func alwaysStores(room.View, [][]byte, int64) bool { return true }
-
 // Kinds are the kinds of record the room keeps.
 func Kinds() []room.Kind {
 	return []room.Kind{

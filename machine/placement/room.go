@@ -111,9 +111,3 @@ func Kinds() []room.Kind {
 			Encode: room.EncodeAs[*GroupList], Decode: room.DecodeTo(decodeGroupList)},
 	}
 }
-
-// allSlots is the slots declaration of a command that may touch any slot.
-func allSlots([][]byte) ([]int, bool) { return nil, true }
-
-// alwaysStores is the Stores of a command that adds records (an import).
-func alwaysStores(room.View, [][]byte, int64) bool { return true }

@@ -50,3 +50,10 @@ type View interface {
 	// Exists reports whether key holds a live record at now.
 	Exists(key []byte, now int64) bool
 }
+
+// AllSlots is the Slots of a command that may touch any slot.
+func AllSlots([][]byte) ([]int, bool) { return nil, true }
+
+// AlwaysStores is the Stores of a command that adds a record each time (a
+// reservation, an override, a lease in a CONC key's table, an import).
+func AlwaysStores(View, [][]byte, int64) bool { return true }
