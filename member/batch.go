@@ -107,15 +107,20 @@ func (b *batcher) loop() {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
+			defer b.done()
 			start := time.Now()
 			b.send(batch)
 			b.noteRoundTrip(time.Since(start))
-			<-b.slots
-			select {
-			case b.answered <- struct{}{}:
-			default:
-			}
 		}()
+	}
+}
+
+// done frees a batch's slot and wakes a lingering batch.
+func (b *batcher) done() {
+	<-b.slots
+	select {
+	case b.answered <- struct{}{}:
+	default:
 	}
 }
 
