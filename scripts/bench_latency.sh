@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Replicated latency (issue #21): CL.THROTTLE at -P 1 with 1, 10 and 50
-# callers, p50/p99 and rps, against one node, a 3-node cluster syncing its
-# Raft log on every append (the default) and one syncing on a timer
-# (--raft-log-sync interval:200ms), all on disk, in the same run; ROUNDS
-# alternating rounds (default 3), medians printed at the end.
+# Replicated latency (issues #21, #57): CL.THROTTLE at -P 1 with 1, 10 and
+# 50 callers, p50/p99 and rps, against one node, a 3-node cluster syncing
+# its Raft log on every append (the default, the leader writing beside its
+# replication), the same with --raft-leader-write first (hashicorp/raft's
+# order: the leader's write, then the followers'), and one syncing on a
+# timer (--raft-log-sync interval:200ms), all on disk, in the same run;
+# ROUNDS alternating rounds (default 3), medians printed at the end, with
+# the median time of one fdatasync of 4 KiB in the work directory.
 #
 # Environment: SLUICE (default bin/sluice), N (requests per measurement,
-# default 20000), ROUNDS, BASE_PORT.
+# default 20000), ROUNDS, BASE_PORT, DISK_DELAY (e.g. 1ms: the cluster
+# members are built with -tags failpoints and every Raft log append waits
+# that long first, a slower disk than this box's; the one node is not).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SLUICE=${SLUICE:-bin/sluice}
@@ -16,6 +21,12 @@ base=${BASE_PORT:-7691}
 WORK_PARENT=${TMPDIR:-/var/tmp}
 . scripts/lib.sh
 make -s build
+member_flags=()
+if [ -n "${DISK_DELAY:-}" ]; then
+	go build -tags failpoints,vtprotobuf -o "$work/sluice-failpoints" ./cmd/sluice
+	member_bin="$work/sluice-failpoints"
+	member_flags=(--failpoints "raftlog-write=sleep-$DISK_DELAY")
+fi
 
 cluster() { # cluster <first port> <name> [flags…]
 	local first=$1 name=$2
@@ -23,7 +34,7 @@ cluster() { # cluster <first port> <name> [flags…]
 	local peers=""
 	for i in 1 2 3; do peers="${peers:+$peers,}n$i=127.0.0.1:$((first + i))"; done
 	for i in 1 2 3; do
-		"$SLUICE" --node-id "n$i" --addr "127.0.0.1:$((first + i))" --data-dir "$work/$name$i" --peers "$peers" --log-level error "$@" &
+		"${member_bin:-$SLUICE}" --node-id "n$i" --addr "127.0.0.1:$((first + i))" --data-dir "$work/$name$i" --peers "$peers" --log-level error "${member_flags[@]}" "$@" &
 		pids+=($!)
 	done
 }
@@ -45,8 +56,10 @@ leader_of() { # leader_of <first port>
 pids+=($!)
 cluster $((base + 10)) always
 cluster $((base + 20)) interval --raft-log-sync interval:200ms
+cluster $((base + 30)) first --raft-leader-write first
 always=$(leader_of $((base + 10)))
 interval=$(leader_of $((base + 20)))
+first=$(leader_of $((base + 30)))
 sleep 1
 
 # measure <port> <callers>: "rps p50 p99"
@@ -58,7 +71,7 @@ measure() {
 results="$work/results"
 for round in $(seq "$ROUNDS"); do
 	for c in 1 10 50; do
-		for target in single:$base always:$always interval:$interval; do
+		for target in single:$base always:$always first:$first interval:$interval; do
 			name=${target%%:*} port=${target##*:}
 			echo "$round $c $name $(measure "$port" "$c")" >>"$results"
 		done
@@ -66,14 +79,28 @@ for round in $(seq "$ROUNDS"); do
 done
 
 echo "== CL.THROTTLE -P 1, medians of $ROUNDS rounds (rps, p50 ms, p99 ms) =="
-printf "%-8s %-28s %-28s %-28s\n" callers "one node" "3-node, sync every append" "3-node, sync every 200ms"
+printf "%-8s %-28s %-28s %-28s %-28s\n" callers "one node" "3-node, sync every append" "  the same, leader writes first" "3-node, sync every 200ms"
 for c in 1 10 50; do
 	row="$c"
-	for name in single always interval; do
+	for name in single always first interval; do
 		med=$(awk -v c="$c" -v n="$name" '$2 == c && $3 == n { print $4, $5, $6 }' "$results" | sort -n -k2 |
 			awk '{ a[NR] = $0 } END { print a[int((NR + 1) / 2)] }')
 		read -r rps p50 p99 <<<"$med"
 		row="$row|$(printf "%6s/s %6s %6s" "$rps" "$p50" "$p99")"
 	done
-	echo "$row" | awk -F'|' '{ printf "%-8s %-28s %-28s %-28s\n", $1, $2, $3, $4 }'
+	echo "$row" | awk -F'|' '{ printf "%-8s %-28s %-28s %-28s %-28s\n", $1, $2, $3, $4, $5 }'
 done
+python3 - "$work" <<'PY'
+import os, statistics, sys, time
+path = os.path.join(sys.argv[1], "fsync-probe")
+fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+times = []
+for _ in range(200):
+    os.pwrite(fd, b"x" * 4096, 0)
+    t = time.perf_counter()
+    os.fdatasync(fd)
+    times.append(time.perf_counter() - t)
+os.close(fd)
+print("one fdatasync of 4 KiB here: median %.2f ms" % (statistics.median(times) * 1000))
+PY
+[ -z "${DISK_DELAY:-}" ] || echo "every Raft log append on the cluster members waited $DISK_DELAY first (DISK_DELAY)"

@@ -187,6 +187,9 @@ type Replication struct {
 	// LogSyncInterval syncs the Raft log on a timer instead of every append
 	// (0: every append; see cluster.Config).
 	LogSyncInterval time.Duration
+	// LeaderWritesFirst: a leader writes an entry before it sends it (see
+	// cluster.Config; false: beside).
+	LeaderWritesFirst bool
 	// ClockCatchUp bounds how far a new leader moves a log that fell
 	// behind its wall clock forward (0: cluster's default, 24 h; negative:
 	// never; see cluster.TakeoverBase).
@@ -425,7 +428,8 @@ func (r Replication) clusterConfig(dataDir string) cluster.Config {
 		CommitTimeout: r.CommitTimeout, ApplyTimeout: r.ApplyTimeout,
 		SnapshotInterval: r.SnapshotInterval, SnapshotThreshold: r.SnapshotThreshold, DialVia: r.DialVia,
 		TickInterval: r.TickInterval, LogSyncInterval: r.LogSyncInterval, ClockCatchUp: r.ClockCatchUp,
-		StreamLayer: r.StreamLayer,
+		LeaderWritesFirst: r.LeaderWritesFirst,
+		StreamLayer:       r.StreamLayer,
 	}
 }
 

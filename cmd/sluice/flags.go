@@ -135,6 +135,17 @@ func parseFlags(args []string) (*options, error) {
 		}
 		return nil
 	})
+	fs.Func("raft-leader-write", "when a leader writes a new entry to its own Raft log: parallel (while it sends the entry to its followers; it counts toward the commit once on its disk) or first (before it sends it: hashicorp/raft's order, one more disk write per commit); default parallel", func(v string) error {
+		switch v {
+		case "parallel":
+			rep.LeaderWritesFirst = false
+		case "first":
+			rep.LeaderWritesFirst = true
+		default:
+			return fmt.Errorf("want parallel or first")
+		}
+		return nil
+	})
 	fs.IntVar(&o.gcPercent, "gc-percent", 400, "Go's GC target (GOGC) unless the GOGC environment variable sets it: the heap may grow this many percent past what is live before a collection (limiter state is off-heap, so the heap is small; -1: Go's default)")
 	fs.IntVar(&rep.MemberLimits.MaxConns, "member-max-conns", raftmux.DefaultMaxConns, "connections the member port (Raft and the members' calls) holds at once, pending or serving; past it a connection is closed before anything is read (counted in the open-files budget beside maxclients)")
 	fs.StringVar(&rep.ListenAddr, "raft-listen-addr", "", "host:port this member's Raft port (Raft and the members' calls) listens on (empty: its Raft address in --peers or --cluster-map); the map's address stays what others dial, e.g. 0.0.0.0:16379 where the map names a pod's DNS name")

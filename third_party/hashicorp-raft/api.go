@@ -105,6 +105,11 @@ type Raft struct {
 	// FSM is the client state machine to apply commands to
 	fsm FSM
 
+	// leaderWriting holds the entries a leader is writing to its LogStore
+	// while its followers are sent them (Config.LeaderParallelWrite); nil
+	// when no write is in flight.
+	leaderWriting atomic.Pointer[writingLogs]
+
 	// fsmMutateCh is used to send state-changing updates to the FSM. This
 	// receives pointers to commitTuple structures when applying logs or
 	// pointers to restoreFuture structures when restoring a snapshot. We

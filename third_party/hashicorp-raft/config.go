@@ -253,6 +253,16 @@ type Config struct {
 	// interface. Otherwise, Raft will fail to start and return ErrIncompatibleLogStore.
 	RestoreCommittedLogs bool
 
+	// LeaderParallelWrite lets a leader send new entries to its followers
+	// while it writes them to its own LogStore, instead of after (the Raft
+	// thesis, section 10.2.1). The leader counts itself toward an entry's
+	// commit only once its own write has returned, so what commits is still
+	// on the disks of a majority; a commit costs the slower of the leader's
+	// write and a follower's round trip with its write, not their sum. A
+	// leader whose write fails steps down. Followers read the entries being
+	// written from memory until the write returns.
+	LeaderParallelWrite bool
+
 	// skipStartup allows NewRaft() to bypass all background work goroutines
 	skipStartup bool
 }

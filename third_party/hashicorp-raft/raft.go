@@ -1266,6 +1266,11 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 	commitIndex := r.getCommitIndex()
 	r.tryStageCommitIndex(commitIndex)
 
+	if r.config().LeaderParallelWrite {
+		r.dispatchLogsWhileWriting(applyLogs, logs, lastIndex, term)
+		return
+	}
+
 	// Write the log entry locally
 	if err := r.logs.StoreLogs(logs); err != nil {
 		r.logger.Error("failed to commit logs", "error", err)

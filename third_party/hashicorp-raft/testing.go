@@ -28,6 +28,9 @@ func inmemConfig(t testing.TB) *Config {
 	conf.LeaderLeaseTimeout = 50 * time.Millisecond
 	conf.CommitTimeout = 5 * time.Millisecond
 	conf.Logger = newTestLogger(t)
+	// sluice patch 2 (PATCHES.md): the suite runs again with the leader's
+	// write beside its replication.
+	conf.LeaderParallelWrite = os.Getenv("RAFT_LEADER_PARALLEL_WRITE") == "1"
 	return conf
 }
 
