@@ -6,8 +6,10 @@ package raft
 // sluice patch 2 (PATCHES.md): a leader's write beside its replication
 // (Config.LeaderParallelWrite).
 
-// writingLogs are consecutive entries a leader is writing to its LogStore.
+// writingLogs are consecutive entries a leader of term is writing to its
+// LogStore.
 type writingLogs struct {
+	term  uint64
 	first uint64
 	logs  []*Log
 }
@@ -22,20 +24,21 @@ type writingLogs struct {
 // the leader applies no entry, its own included, before its write returns.
 func (r *Raft) dispatchLogsWhileWriting(applyLogs []*logFuture, logs []*Log, lastIndex, term uint64) {
 	prevIndex, prevTerm := r.getLastLog()
-	r.leaderWriting.Store(&writingLogs{first: logs[0].Index, logs: logs})
+	r.leaderWriting.Store(&writingLogs{term: term, first: logs[0].Index, logs: logs})
 	r.setLastLog(lastIndex, term)
 	for _, f := range r.leaderState.replState {
 		asyncNotifyCh(f.triggerCh)
 	}
-	err := r.logs.StoreLogs(logs)
-	// The store holds them now (or never will): every index up to lastIndex
-	// is readable from one of the two whenever a replicator looks.
-	r.leaderWriting.Store(nil)
-	if err != nil {
+	if err := r.logs.StoreLogs(logs); err != nil {
 		r.logger.Error("failed to commit logs", "error", err)
 		// Followers may have them, and may commit them under the next
 		// leader: the futures' error is the store's, which says nothing of
-		// whether they apply. This node's log ends where it did.
+		// whether they apply. This node's log ends where it did. The
+		// entries stay in leaderWriting: a replicator that read the last
+		// index before it was put back still finds them (sending what
+		// followers may hold already) rather than missing an entry and
+		// sending a snapshot instead; they are served only in this term,
+		// in which this node leads no more.
 		r.setLastLog(prevIndex, prevTerm)
 		for _, applyLog := range applyLogs {
 			applyLog.respond(err)
@@ -43,13 +46,16 @@ func (r *Raft) dispatchLogsWhileWriting(applyLogs []*logFuture, logs []*Log, las
 		r.setState(Follower)
 		return
 	}
+	// The store holds them now: every index up to lastIndex is readable
+	// from one of the two whenever a replicator looks.
+	r.leaderWriting.Store(nil)
 	r.leaderState.commitment.match(r.localID, lastIndex)
 }
 
 // getLogToSend reads the entry at index for a follower: from the write in
-// flight if it holds it, else from the LogStore.
+// flight (in this term) if it holds it, else from the LogStore.
 func (r *Raft) getLogToSend(index uint64, log *Log) error {
-	if w := r.leaderWriting.Load(); w != nil && index >= w.first && index-w.first < uint64(len(w.logs)) {
+	if w := r.leaderWriting.Load(); w != nil && w.term == r.getCurrentTerm() && index >= w.first && index-w.first < uint64(len(w.logs)) {
 		*log = *w.logs[index-w.first]
 		return nil
 	}
