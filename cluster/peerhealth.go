@@ -128,7 +128,8 @@ type PeerState struct {
 	Online bool
 	// LastContact is how long ago it was last heard from (-1: never, or
 	// not known here); MatchIndex the highest log index it is known to
-	// hold.
+	// hold (the leader's: its last index, on a follower as the leader's
+	// last note says; 0: not known).
 	LastContact time.Duration
 	MatchIndex  uint64
 }
@@ -169,6 +170,11 @@ func (n *Node) Peers() ([]PeerState, error) {
 			if lc := n.raft.LastContact(); !lc.IsZero() {
 				p.LastContact = time.Since(lc)
 				p.Online = p.LastContact < n.cfg.HeartbeatTimeout
+			}
+			// The leader's own last index, as its last note says (0 with
+			// no fresh note).
+			if s, _, ok := n.notes.lookup(m.ID, n.raft.CurrentTerm(), n.noteMaxAge()); ok {
+				p.MatchIndex = s.match
 			}
 		default:
 			p = n.siblingState(m)

@@ -187,12 +187,23 @@ func (n *Node) noteMaxAge() time.Duration { return 3 * max(n.cfg.TickInterval, p
 // leader's last note describes it.
 func (n *Node) siblingState(m Member) PeerState {
 	s, age, ok := n.notes.lookup(m.ID, n.raft.CurrentTerm(), n.noteMaxAge())
-	return notedState(m, s, age, ok)
+	return notedState(m, s, age, ok, n.notedOnlineWithin())
+}
+
+// notedOnlineWithin is how long ago a sibling, as the leader's last note
+// tells it, may have been heard from and still count as online: the
+// leader's own bound (the heartbeat timeout) and one interval between notes
+// (an idle leader notes on its tick entries), so a healthy sibling does not
+// flicker offline between notes, and one last heard seconds ago is not
+// online.
+func (n *Node) notedOnlineWithin() time.Duration {
+	return n.cfg.HeartbeatTimeout + max(n.cfg.TickInterval, peerNoteInterval)
 }
 
 // notedState is member m as a note age old describes it (ok: the note
-// names it): its last contact has aged with the note.
-func notedState(m Member, s peerNoted, age time.Duration, ok bool) PeerState {
+// names it): its last contact has aged with the note, and it is online
+// only if the note said so and that contact is within onlineWithin.
+func notedState(m Member, s peerNoted, age time.Duration, ok bool, onlineWithin time.Duration) PeerState {
 	p := PeerState{Member: m, LastContact: -1}
 	if !ok {
 		return p
@@ -200,6 +211,7 @@ func notedState(m Member, s peerNoted, age time.Duration, ok bool) PeerState {
 	p.Known, p.Online, p.MatchIndex = true, s.online, s.match
 	if s.contact >= 0 {
 		p.LastContact = s.contact + age
+		p.Online = p.Online && p.LastContact < onlineWithin
 	}
 	return p
 }

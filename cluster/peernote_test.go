@@ -73,14 +73,23 @@ func TestPeerNotesKeepOnlyLiveNews(t *testing.T) {
 // never; one the note does not name is unknown.
 func TestNotedStateAgesWithItsNote(t *testing.T) {
 	m := Member{ID: "n3"}
-	p := notedState(m, peerNoted{online: true, contact: 1500 * time.Millisecond, match: 4}, 2*time.Second, true)
-	if !p.Known || !p.Online || p.MatchIndex != 4 || p.LastContact != 3500*time.Millisecond {
-		t.Fatalf("a note 2 s old of a contact 1.5 s before it: %+v", p)
+	within := 1300 * time.Millisecond
+	p := notedState(m, peerNoted{online: true, contact: 1500 * time.Millisecond, match: 4}, 2*time.Second, true, within)
+	if !p.Known || p.Online || p.MatchIndex != 4 || p.LastContact != 3500*time.Millisecond {
+		t.Fatalf("a note 2 s old of a contact 1.5 s before it (online past %v): %+v", within, p)
 	}
-	if p := notedState(m, peerNoted{contact: -1}, time.Second, true); p.LastContact != -1 || !p.Known {
+	// A sibling the leader heard 20 ms before a note 1 s old is online; one
+	// last heard 1.8 s ago is not, whatever the note said then.
+	if p := notedState(m, peerNoted{online: true, contact: 20 * time.Millisecond}, time.Second, true, within); !p.Online {
+		t.Fatalf("heard 1.02 s ago, online within %v: %+v", within, p)
+	}
+	if p := notedState(m, peerNoted{online: true, contact: 200 * time.Millisecond}, 1600*time.Millisecond, true, within); p.Online {
+		t.Fatalf("heard 1.8 s ago, online within %v: %+v", within, p)
+	}
+	if p := notedState(m, peerNoted{contact: -1}, time.Second, true, within); p.LastContact != -1 || !p.Known {
 		t.Fatalf("never heard from: %+v", p)
 	}
-	if p := notedState(m, peerNoted{online: true}, time.Second, false); p.Known || p.Online || p.LastContact != -1 {
+	if p := notedState(m, peerNoted{online: true}, time.Second, false, within); p.Known || p.Online || p.LastContact != -1 {
 		t.Fatalf("not named: %+v", p)
 	}
 }

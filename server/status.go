@@ -331,6 +331,19 @@ func (s *Server) statusData() statusJSON {
 		}
 		out.Indexes = map[string]uint{"last": uint(st.LastIndex), "commit": uint(st.CommitIndex), "applied": uint(st.AppliedIdx)}
 		if peers, err := n.Peers(); err == nil {
+			// How far behind a member is: on the leader against its own last
+			// index; on a follower against the leader's, as the leader's last
+			// note gives it and the others' match indexes (one note, one
+			// instant).
+			var leaderIndex uint64
+			for _, p := range peers {
+				if p.Leader && p.Known {
+					leaderIndex = p.MatchIndex
+				}
+			}
+			if n.Serving() {
+				leaderIndex = st.LastIndex
+			}
 			for _, p := range peers {
 				role := "follower"
 				if p.Leader {
@@ -341,8 +354,8 @@ func (s *Server) statusData() statusJSON {
 				if p.LastContact >= 0 {
 					m.LastContactMS = p.LastContact.Milliseconds()
 				}
-				if n.Serving() && !p.Self && p.MatchIndex <= st.LastIndex {
-					b := st.LastIndex - p.MatchIndex
+				if leaderIndex > 0 && !p.Leader && p.Known {
+					b := leaderIndex - min(p.MatchIndex, leaderIndex)
 					m.Behind = &b
 				}
 				out.Members = append(out.Members, m)

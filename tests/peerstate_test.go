@@ -110,6 +110,30 @@ func TestFollowersReportLiveSiblingsLive(t *testing.T) {
 				return v.live()
 			}, func() string { return strings.ReplaceAll(fmtView(v), "\n", " ") })
 		}
+		// Its status page gives the leader's index as the leader's note
+		// says it, and how far behind each member is against it.
+		var st struct {
+			Members []struct {
+				ID         string
+				Role       string
+				MatchIndex uint64  `json:"match_index"`
+				Behind     *uint64 `json:"entries_behind"`
+			}
+		}
+		var page string
+		eventuallyExplained(t, idOf(f)+"'s status page gives the leader's index and every member's lag", func() bool {
+			page = httpGet(t, "http://"+httpAddrs[indexOf(cl, f)]+"/status.json").body
+			st.Members = nil
+			if json.Unmarshal([]byte(page), &st) != nil || len(st.Members) != 3 {
+				return false
+			}
+			for _, m := range st.Members {
+				if (m.Role == "leader" && m.MatchIndex == 0) || (m.Role != "leader" && m.Behind == nil) {
+					return false
+				}
+			}
+			return true
+		}, func() string { return page })
 		check := redisCLI(t, f.Addr, "--cluster", "check", f.Addr)
 		if !strings.Contains(check, "2 additional replica(s)") || strings.Contains(check, "[ERR]") {
 			t.Fatalf("redis-cli --cluster check through follower %s:\n%s", idOf(f), check)
