@@ -12,7 +12,9 @@
 # --raft-leader-lease-timeout 250ms"; default: the binary's defaults),
 # PIPELINE (redis-benchmark -P, default 1), BUSY (busy loops per core,
 # default 1), PAIR=1 (kill a follower halfway: the last half runs on two
-# members, whose every heartbeat counts).
+# members, whose every heartbeat counts), DISK_DELAY (e.g. 5ms: the members
+# are built with -tags failpoints and every Raft log append waits that
+# long first, a slow disk).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SLUICE=${SLUICE:-bin/sluice}
@@ -25,11 +27,17 @@ PAIR=${PAIR:-0}
 base=${BASE_PORT:-7611}
 . scripts/lib.sh
 
+member_flags=()
+if [ -n "${DISK_DELAY:-}" ]; then
+	go build -tags failpoints,vtprotobuf -o "$work/sluice-failpoints" ./cmd/sluice
+	SLUICE="$work/sluice-failpoints"
+	member_flags=(--failpoints "raftlog-write=sleep-$DISK_DELAY")
+fi
 peers=""
 for i in 1 2 3; do peers="${peers:+$peers,}n$i=127.0.0.1:$((base + i))"; done
 for i in 1 2 3; do
 	# shellcheck disable=SC2086
-	"$SLUICE" --node-id "n$i" --addr "127.0.0.1:$((base + i))" --data-dir "$work/n$i" --peers "$peers" --log-level info $RAFT 2>"$work/n$i.log" &
+	"$SLUICE" --node-id "n$i" --addr "127.0.0.1:$((base + i))" --data-dir "$work/n$i" --peers "$peers" --log-level info $RAFT "${member_flags[@]}" 2>"$work/n$i.log" &
 	pids+=($!)
 done
 leader() {
@@ -77,7 +85,7 @@ l=$(leader)
 t1=$(term "$l")
 # The first election, before the load, is the cluster's start.
 changes=$(($(cat "$work"/n*.log | grep -c "election won" || true) - 1))
-echo "raft flags: ${RAFT:-(defaults)}"
+echo "raft flags: ${RAFT:-(defaults)}${DISK_DELAY:+; every log append waited $DISK_DELAY first}"
 echo "under load for ${DURATION}s (redis-benchmark -c 50 -P $PIPELINE on the leader, $BUSY busy loop(s) on each of $(nproc) cores, ~$requests requests):"
 echo "  term $t0 -> $t1, leader changes $changes (per 10 minutes: $(awk -v c="$changes" -v d="$DURATION" 'BEGIN { printf "%.1f", c * 600 / d }'))"
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
