@@ -135,10 +135,11 @@ func (f failingLog) IsMonotonic() bool {
 
 func (f failingLog) StoreLogs(logs []*raft.Log) error {
 	if len(logs) > 0 && logs[0].Index == 1 {
-		// A group's first entry, its bootstrap configuration: a member whose
-		// first write fails exits before it serves (as it should), which
-		// the suite's faults, meant for a running group, do not model — a
-		// sharded run (1 write in 1,000 failing) lost its start to it.
+		// A log's first write (a bootstrap's configuration, or the first
+		// entries a joining member is sent): a member whose bootstrap write
+		// fails exits before it serves (as it should), which the suite's
+		// faults, meant for a running group, do not model — a sharded run
+		// (1 write in 1,000 failing) lost its start to it.
 		return f.LogStore.StoreLogs(logs)
 	}
 	if err := f.points.Hit(failpoint.LogWrite); err != nil {
