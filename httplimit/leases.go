@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -46,7 +47,11 @@ type Leases struct {
 	client Doer
 	held   map[string]*heldLease
 	closed bool
-	wg     sync.WaitGroup
+	// noGrantIDs: sluice refused RL.LEASE … WITHGRANT (an older server,
+	// or a group not yet upgraded), so leases are asked without, and
+	// returned without naming their grants.
+	noGrantIDs bool
+	wg         sync.WaitGroup
 }
 
 // LeaseOptions configure Leases. Zero fields take their defaults.
@@ -68,6 +73,14 @@ type heldLease struct {
 	granted, left  int64
 	until, refresh time.Time
 	renewing       bool
+	// grant is the id of the grant held (0: not known: a server or a log
+	// before grant ids). returning, when set, is a return whose outcome is
+	// not known (its reply was lost): sent again, naming its grant, before
+	// anything else — its units are neither used here nor asked again
+	// until sluice says what became of it, so a return that landed is
+	// never spent twice.
+	grant     int64
+	returning *leaseReturn
 	// asked: units requested since the lease was granted (the next ask);
 	// since: when that count began.
 	asked int64
@@ -77,6 +90,9 @@ type heldLease struct {
 	limit  int64
 	known  bool
 }
+
+// leaseReturn is an RL.LEASE RETURN: what it gives back, of which grant.
+type leaseReturn struct{ unused, grant int64 }
 
 // ErrLeasesClosed: a Leases after Close decides per request only.
 var ErrLeasesClosed = errors.New("httplimit: leases closed")
@@ -243,32 +259,46 @@ func (l *Leases) renew(h *heldLease) {
 	defer cancel()
 	l.mu.Lock()
 	c, now := l.client, l.now()
-	unused, held := h.left, now.Before(h.until) && h.granted > 0
+	ret, again := h.returning, h.returning != nil
+	if ret == nil && now.Before(h.until) && h.granted > 0 {
+		ret = &leaseReturn{unused: h.left, grant: h.grant}
+		h.left = 0 // what is given back is no longer this process's to use
+	}
+	h.returning = ret
 	want := wantFor(h.asked, now.Sub(h.since), l.ttl)
-	h.left = 0 // what is given back is no longer this process's to use
 	l.mu.Unlock()
-	if held {
-		if err := l.giveBack(ctx, c, h, unused); err != nil {
-			// Not given back: what the lease left is still this process's.
+	if ret != nil {
+		if err := l.giveBack(ctx, c, h, ret); err != nil {
 			l.mu.Lock()
-			h.left += unused
+			if !again && notSent(err) {
+				// It never left this process: what the lease left is
+				// still this process's to use.
+				h.left += ret.unused
+				h.returning = nil
+			}
 			l.mu.Unlock()
 			l.doneRenewing(h)
 			return
 		}
+		l.mu.Lock()
+		h.returning = nil
+		l.mu.Unlock()
 	}
-	args := append([]any{"RL.LEASE", l.rules.Domain, l.holder, l.ttl, "WANT", want}, h.desc...)
-	v, err := c.Do(ctx, args...).Slice()
-	if err != nil || len(v) != 3 {
+	v, err := l.lease(ctx, c, h, want)
+	if err != nil || len(v) < 3 {
 		l.doneRenewing(h)
 		return
 	}
 	granted, _ := v[0].(int64)
 	ttl, _ := v[1].(int64)
 	refresh, _ := v[2].(int64)
+	var grant int64
+	if len(v) > 3 {
+		grant, _ = v[3].(int64)
+	}
 	l.mu.Lock()
 	now = l.now()
-	h.granted, h.left = granted, granted
+	h.granted, h.left, h.grant = granted, granted, grant
 	h.until = now.Add(time.Duration(ttl) * time.Millisecond)
 	h.refresh = now.Add(time.Duration(refresh) * time.Millisecond)
 	h.asked, h.since = 0, now
@@ -294,14 +324,47 @@ func wantFor(asked int64, elapsed time.Duration, ttl int64) int64 {
 	return int64(min(max(q, uint64(asked)), most))
 }
 
-// giveBack returns what h's lease did not use (RL.LEASE RETURN); a lease
-// sluice no longer holds (nil) is no error.
-func (l *Leases) giveBack(ctx context.Context, c Doer, h *heldLease, unused int64) error {
-	args := append([]any{"RL.LEASE", "RETURN", l.rules.Domain, l.holder, "UNUSED", unused}, h.desc...)
-	if err := c.Do(ctx, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+// lease asks for a lease of want units of h's bucket, naming its grant
+// (WITHGRANT) unless sluice has refused to: a server before grant ids, or
+// a group whose log is not yet at their level, is asked without.
+func (l *Leases) lease(ctx context.Context, c Doer, h *heldLease, want int64) ([]any, error) {
+	l.mu.Lock()
+	withGrant := !l.noGrantIDs
+	l.mu.Unlock()
+	if withGrant {
+		args := append([]any{"RL.LEASE", l.rules.Domain, l.holder, l.ttl, "WANT", want, "WITHGRANT"}, h.desc...)
+		v, err := c.Do(ctx, args...).Slice()
+		var refused redis.Error
+		if !errors.As(err, &refused) {
+			return v, err
+		}
+		l.mu.Lock()
+		l.noGrantIDs = true
+		l.mu.Unlock()
+	}
+	args := append([]any{"RL.LEASE", l.rules.Domain, l.holder, l.ttl, "WANT", want}, h.desc...)
+	return c.Do(ctx, args...).Slice()
+}
+
+// giveBack returns what a lease did not use (RL.LEASE RETURN), naming its
+// grant when it is known: a copy that lands late, after the next grant,
+// ends nothing. A lease sluice no longer holds (nil) is no error.
+func (l *Leases) giveBack(ctx context.Context, c Doer, h *heldLease, ret *leaseReturn) error {
+	args := []any{"RL.LEASE", "RETURN", l.rules.Domain, l.holder, "UNUSED", ret.unused}
+	if ret.grant > 0 {
+		args = append(args, "GRANT", ret.grant)
+	}
+	if err := c.Do(ctx, append(args, h.desc...)...).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return err
 	}
 	return nil
+}
+
+// notSent reports an error that says the call never left this process
+// (no connection could be made), so it cannot have been applied.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
 }
 
 func (l *Leases) doneRenewing(h *heldLease) {
@@ -320,21 +383,24 @@ func (l *Leases) Close(ctx context.Context) error {
 	l.mu.Lock()
 	c := l.client
 	type left struct {
-		h      *heldLease
-		unused int64
+		h   *heldLease
+		ret *leaseReturn
 	}
 	var back []left
 	now := l.now()
 	for _, h := range l.held {
-		if h.granted > 0 && now.Before(h.until) {
-			back = append(back, left{h, h.left})
+		switch {
+		case h.returning != nil:
+			back = append(back, left{h, h.returning})
+		case h.granted > 0 && now.Before(h.until):
+			back = append(back, left{h, &leaseReturn{unused: h.left, grant: h.grant}})
 			h.left = 0
 		}
 	}
 	l.mu.Unlock()
 	var errs []error
 	for _, b := range back {
-		if err := l.giveBack(ctx, c, b.h, b.unused); err != nil {
+		if err := l.giveBack(ctx, c, b.h, b.ret); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -3,9 +3,13 @@ package httplimit
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,7 +90,7 @@ func (returnFails) Do(ctx context.Context, args ...any) *redis.Cmd {
 	case args[0] == "RL.CHECK":
 		cmd.SetVal([]any{int64(0), int64(100), int64(99), int64(-1), int64(60), "r", int64(60)})
 	case args[1] == "RETURN":
-		cmd.SetErr(errors.New("dial tcp: connection refused"))
+		cmd.SetErr(&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
 	default:
 		cmd.SetVal([]any{int64(5), int64(10000), int64(8000)})
 	}
@@ -106,9 +110,9 @@ func oneDescriptorLeases(t *testing.T, now *time.Time) *Leases {
 	return l
 }
 
-// A renewal whose return does not reach sluice leaves what the lease held
-// this process's: the lease is still held there, so its units are still
-// used here.
+// A renewal whose return cannot reach sluice (no connection: it never
+// left) leaves what the lease held this process's: the lease is still
+// held there, so its units are still used here.
 func TestLeaseKeptWhenItsReturnFails(t *testing.T) {
 	now := time.Unix(1e9, 0)
 	l := oneDescriptorLeases(t, &now)
@@ -167,5 +171,93 @@ func TestForgetIdleKeepsLeasesBeingRenewed(t *testing.T) {
 	}
 	if len(l.held) != maxLeases/2 {
 		t.Fatalf("%d of the %d leases being renewed kept", len(l.held), maxLeases/2)
+	}
+}
+
+// replyLost is a sluice whose first RL.LEASE RETURN lands but whose reply
+// is lost (a timeout): it counts the units it refunded and the grants it
+// made, as the server would (a return naming a grant no longer held ends
+// nothing).
+type replyLost struct {
+	mu       sync.Mutex
+	returns  []string // each RETURN's words after UNUSED
+	refunded int64
+	grant    int64 // the grant held (0: none)
+	granted  int64
+	next     int64
+}
+
+func (s *replyLost) Do(ctx context.Context, args ...any) *redis.Cmd {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmd := redis.NewCmd(ctx, args...)
+	switch {
+	case args[0] == "RL.CHECK":
+		cmd.SetVal([]any{int64(0), int64(100), int64(99), int64(-1), int64(60), "r", int64(60)})
+	case args[1] == "RETURN":
+		s.returns = append(s.returns, strings.TrimSpace(fmt.Sprintln(args[5:]...)))
+		unused := args[5].(int64)
+		named := int64(0)
+		if args[6] == "GRANT" {
+			named = args[7].(int64)
+		}
+		if s.grant != 0 && (named == 0 || named == s.grant) {
+			s.refunded += unused
+			s.grant = 0
+		}
+		if len(s.returns) == 1 {
+			cmd.SetErr(errors.New("i/o timeout")) // landed; its reply lost
+		} else {
+			cmd.SetVal([]any{})
+		}
+	default:
+		if s.grant == 0 {
+			s.next++
+			s.grant, s.granted = s.next, s.granted+5
+		}
+		cmd.SetVal([]any{int64(5), int64(10000), int64(8000), s.grant})
+	}
+	return cmd
+}
+
+// A return whose reply is lost may have landed: what it gave back is not
+// used here, and the next renewal sends it again naming its grant before
+// it asks for another lease — so no unit is both refunded and admitted.
+func TestLeaseReturnWithALostReplyIsNotSpentTwice(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	l := oneDescriptorLeases(t, &now)
+	s := &replyLost{}
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	ctx := context.Background()
+	admitted := 0
+	check := func() {
+		d, err := l.Check(ctx, s, req, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Limited {
+			admitted++
+		}
+		l.wg.Wait()
+	}
+	check() // per request; grant 1 (5 units) is asked for
+	admitted = 0
+	now = now.Add(time.Second)
+	check()
+	check()                        // 3 left
+	now = now.Add(8 * time.Second) // past the refresh: its return's reply is lost
+	check()                        // from the lease: 2 left, given back
+	for range 4 {
+		check() // nothing to decide from but what the lease left, given back
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.returns) < 2 || s.returns[0] != "2 GRANT 1 DESCRIPTOR k v" || s.returns[1] != s.returns[0] {
+		t.Fatalf("returns sent: %q, want grant 1's return sent again", s.returns)
+	}
+	// Admitted from leases, never past what was granted less what was
+	// refunded.
+	if used := s.granted - s.refunded; int64(admitted) > used {
+		t.Fatalf("admitted %d from leases of %d with %d refunded: a unit given back was spent", admitted, s.granted, s.refunded)
 	}
 }

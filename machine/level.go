@@ -31,7 +31,9 @@ import (
 //     record of its own kind (keyspace.KindLease); RL.LEASE reads the
 //     domain's RL.SCALE and overrides from the domain's slot; a request's
 //     own limit in RL.SHOULDRATELIMIT takes a unit multiplier
-//     (<unit>*<n>).
+//     (<unit>*<n>); a lease's grant has an id (RL.LEASE … WITHGRANT),
+//     and a return that names one (RL.LEASE RETURN … GRANT <id>) ends
+//     that grant only.
 const Level = 1
 
 // LevelKey holds the log's apply level (kind level); absent: 0.

@@ -122,7 +122,21 @@ func TestLevelZeroAppliesAsTheRelease(t *testing.T) {
 	if st := l.Keys().Stats(); st.Kinds[keyspace.KindReservation] != 1 || st.Kinds[keyspace.KindLease] != 0 {
 		t.Fatalf("level 0: a grant of kind %v, want a reservation's", st.Kinds)
 	}
+	if got := do(l, t0, "RL.LEASE", "edge", "h1", "10", "WANT", "80", "WITHGRANT", "DESCRIPTOR", "fixed", "a"); !strings.Contains(got, "needs every member of the group at sluice 0.5.0") {
+		t.Fatalf("level 0: WITHGRANT: %q, want refused", got)
+	}
+	if got := do(l, t0, "RL.LEASE", "RETURN", "edge", "h1", "UNUSED", "80", "GRANT", "1", "DESCRIPTOR", "fixed", "a"); !strings.Contains(got, "needs every member of the group at sluice 0.5.0") {
+		t.Fatalf("level 0: GRANT: %q, want refused", got)
+	}
 	atLevel(l, Level)
+	// A grant made below level 1 has no id: WITHGRANT names 0, and a
+	// return naming any id is not of it.
+	if got := do(l, t0+1, "RL.LEASE", "edge", "h1", "10", "WANT", "80", "WITHGRANT", "DESCRIPTOR", "fixed", "a"); !strings.HasPrefix(got, "*4\r\n:80\r\n") || !strings.HasSuffix(got, ":0\r\n") {
+		t.Fatalf("level 1, a grant of level 0 with WITHGRANT: %q, want its 80 and id 0", got)
+	}
+	if got := do(l, t0+1, "RL.LEASE", "RETURN", "edge", "h1", "UNUSED", "80", "GRANT", strconv.FormatInt(t0, 10), "DESCRIPTOR", "fixed", "a"); got != "$-1\r\n" && got != "_\r\n" {
+		t.Fatalf("level 1, a grant of level 0 returned by an id: %q, want nothing", got)
+	}
 	if got := do(l, t0+1, "RL.LEASE", "RETURN", "edge", "h1", "UNUSED", "90", "DESCRIPTOR", "fixed", "a"); !strings.HasPrefix(got, "-ERR UNUSED 90 is more than the lease granted (80)") {
 		t.Fatalf("level 1, a grant of level 0 returned past it: %q", got)
 	}

@@ -239,7 +239,7 @@ func decideResultOf(r *memberpb.DecideReply) decideResult {
 		out.Reason = machine.ReasonNotNow
 	}
 	if l := r.GetLease(); l != nil {
-		out.Lease = machine.LeaseResult{Granted: l.GetGranted(), TTL: l.GetTtlNs(), Refresh: l.GetRefreshNs(), Unlimited: l.GetUnlimited(), Denied: l.GetDenied()}
+		out.Lease = machine.LeaseResult{Granted: l.GetGranted(), TTL: l.GetTtlNs(), Refresh: l.GetRefreshNs(), Unlimited: l.GetUnlimited(), Denied: l.GetDenied(), Grant: l.GetGrantId()}
 		out.Leased = true
 	}
 	return decideResult{out: out}

@@ -44,7 +44,7 @@ func (v service) DecideBatch(ctx context.Context, in *memberpb.DecideBatchReques
 			Statuses: statusMessages(o.Statuses)}
 		if o.Leased {
 			l := &o.Lease
-			replies[i].Lease = &memberpb.LeaseResult{Granted: l.Granted, TtlNs: l.TTL, RefreshNs: l.Refresh, Unlimited: l.Unlimited, Denied: l.Denied}
+			replies[i].Lease = &memberpb.LeaseResult{Granted: l.Granted, TtlNs: l.TTL, RefreshNs: l.Refresh, Unlimited: l.Unlimited, Denied: l.Denied, GrantId: l.Grant}
 		}
 		setRedirect(replies[i], o.Refusal)
 	}

@@ -372,7 +372,7 @@ func TestDecideOverThePort(t *testing.T) {
 		case "unknown":
 			return machine.Outcome{Err: "ERR whatever the text says", Reason: machine.ReasonUnknown}, "", nil
 		case "lease":
-			return machine.Outcome{Leased: true, Lease: machine.LeaseResult{Granted: 7, TTL: 3e9, Refresh: 2e9, Denied: true, Unlimited: true}}, "", nil
+			return machine.Outcome{Leased: true, Lease: machine.LeaseResult{Granted: 7, TTL: 3e9, Refresh: 2e9, Denied: true, Unlimited: true, Grant: 1_900_000_000_000_000_001}}, "", nil
 		}
 		return machine.Outcome{Limited: true, Statuses: []machine.RLSStatus{{Code: 2, RequestsPerUnit: 5, Unit: 1, Remaining: 0, ResetSeconds: 3}}}, "", nil
 	})})
@@ -405,7 +405,7 @@ func TestDecideOverThePort(t *testing.T) {
 		t.Fatal("a fenced call is not retryable")
 	}
 	// A lease's answer crosses whole (a follower's RLQS door forwards it).
-	if out, err := call("lease"); err != nil || !out.Leased || out.Lease != (machine.LeaseResult{Granted: 7, TTL: 3e9, Refresh: 2e9, Denied: true, Unlimited: true}) {
+	if out, err := call("lease"); err != nil || !out.Leased || out.Lease != (machine.LeaseResult{Granted: 7, TTL: 3e9, Refresh: 2e9, Denied: true, Unlimited: true, Grant: 1_900_000_000_000_000_001}) {
 		t.Fatalf("a lease: %+v %v", out, err)
 	}
 	if out, err := call("d"); err != nil || out.Leased {

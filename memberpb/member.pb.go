@@ -1912,12 +1912,15 @@ func (x *DecideReply) GetReason() Reason {
 
 // LeaseResult is an RL.LEASE's answer (machine.LeaseResult).
 type LeaseResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Granted       int64                  `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
-	TtlNs         int64                  `protobuf:"varint,2,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
-	RefreshNs     int64                  `protobuf:"varint,3,opt,name=refresh_ns,json=refreshNs,proto3" json:"refresh_ns,omitempty"`
-	Unlimited     bool                   `protobuf:"varint,4,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
-	Denied        bool                   `protobuf:"varint,5,opt,name=denied,proto3" json:"denied,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Granted   int64                  `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
+	TtlNs     int64                  `protobuf:"varint,2,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
+	RefreshNs int64                  `protobuf:"varint,3,opt,name=refresh_ns,json=refreshNs,proto3" json:"refresh_ns,omitempty"`
+	Unlimited bool                   `protobuf:"varint,4,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
+	Denied    bool                   `protobuf:"varint,5,opt,name=denied,proto3" json:"denied,omitempty"`
+	// The grant's id (0: nothing held, or a grant made below apply level
+	// 1): RL.LEASE RETURN … GRANT <id> ends this grant and no later one.
+	GrantId       int64 `protobuf:"varint,6,opt,name=grant_id,json=grantId,proto3" json:"grant_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1985,6 +1988,13 @@ func (x *LeaseResult) GetDenied() bool {
 		return x.Denied
 	}
 	return false
+}
+
+func (x *LeaseResult) GetGrantId() int64 {
+	if x != nil {
+		return x.GrantId
+	}
+	return 0
 }
 
 var File_member_proto protoreflect.FileDescriptor
@@ -2123,14 +2133,15 @@ const file_member_proto_rawDesc = "" +
 	"\bmoved_to\x18\t \x01(\tR\amovedTo\x123\n" +
 	"\x05lease\x18\n" +
 	" \x01(\v2\x1d.sluice.member.v1.LeaseResultR\x05lease\x120\n" +
-	"\x06reason\x18\v \x01(\x0e2\x18.sluice.member.v1.ReasonR\x06reason\"\x93\x01\n" +
+	"\x06reason\x18\v \x01(\x0e2\x18.sluice.member.v1.ReasonR\x06reason\"\xae\x01\n" +
 	"\vLeaseResult\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\x03R\agranted\x12\x15\n" +
 	"\x06ttl_ns\x18\x02 \x01(\x03R\x05ttlNs\x12\x1d\n" +
 	"\n" +
 	"refresh_ns\x18\x03 \x01(\x03R\trefreshNs\x12\x1c\n" +
 	"\tunlimited\x18\x04 \x01(\bR\tunlimited\x12\x16\n" +
-	"\x06denied\x18\x05 \x01(\bR\x06denied*}\n" +
+	"\x06denied\x18\x05 \x01(\bR\x06denied\x12\x19\n" +
+	"\bgrant_id\x18\x06 \x01(\x03R\agrantId*}\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aAPPLIED\x10\x01\x12\x0e\n" +

@@ -54,9 +54,13 @@ type quotaServer struct {
 // grant, and when it was last reported and for how long its assignment
 // lives (ns).
 type heldBucket struct {
-	domain   string
-	desc     []string
-	granted  int64
+	domain  string
+	desc    []string
+	granted int64
+	// grant is the id of the grant held (0: not known, a log below apply
+	// level 1): its return names it, so a late copy of the return never
+	// ends a later grant.
+	grant    int64
 	seen     int64
 	lifetime int64
 }
@@ -259,7 +263,7 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 		// admitted under an older assignment too, so this is never more
 		// than it left.
 		unused := max(h.granted-int64(min(u.GetNumRequestsAllowed(), math.MaxInt64)), 0)
-		out, err := q.s.dec.Decide(ctx, returnArgs(domain, holder, unused, desc))
+		out, err := q.s.dec.Decide(ctx, returnArgs(domain, holder, unused, h.grant, desc))
 		if err != nil {
 			// Not asked (no leader now), or not known: the next report
 			// gives it back again; a lease asked for now would only be
@@ -269,7 +273,7 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 		if out.Err != "" {
 			q.s.cfg.Log.Warn("rlqs: a lease was not given back", "domain", domain, "reply", out.Err)
 		}
-		h.granted = 0
+		h.granted, h.grant = 0, 0
 	}
 	args := append([]string{"RL.LEASE", domain, holder, strconv.FormatInt(ttl, 10), "WANT", strconv.FormatUint(want, 10)}, desc...)
 	out, err := q.s.dec.Decide(ctx, words(args))
@@ -295,9 +299,9 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 			delete(held.buckets, key)
 		}
 	} else if h := held.buckets[key]; h != nil {
-		h.granted, h.seen, h.lifetime = l.Granted, q.s.cfg.Now(), int64(life)
+		h.granted, h.grant, h.seen, h.lifetime = l.Granted, l.Grant, q.s.cfg.Now(), int64(life)
 	} else {
-		h := &heldBucket{domain: domain, desc: desc, granted: l.Granted, seen: q.s.cfg.Now(), lifetime: int64(life)}
+		h := &heldBucket{domain: domain, desc: desc, granted: l.Granted, grant: l.Grant, seen: q.s.cfg.Now(), lifetime: int64(life)}
 		held.buckets[key] = h
 		held.bytes += h.bytes()
 	}
@@ -334,7 +338,7 @@ func (q quotaServer) abandon(holder string, held *streamHoldings) []*rlqspb.Rate
 		}
 		if h.granted > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_, err := q.s.dec.Decide(ctx, returnArgs(h.domain, holder, 0, h.desc))
+			_, err := q.s.dec.Decide(ctx, returnArgs(h.domain, holder, 0, h.grant, h.desc))
 			cancel()
 			if err != nil {
 				continue // asked again at the next report
@@ -360,16 +364,21 @@ func (q quotaServer) giveBack(holder string, held *streamHoldings) {
 		if h.granted <= 0 {
 			continue
 		}
-		if _, err := q.s.dec.Decide(ctx, returnArgs(h.domain, holder, 0, h.desc)); err != nil {
+		if _, err := q.s.dec.Decide(ctx, returnArgs(h.domain, holder, 0, h.grant, h.desc)); err != nil {
 			return // it expires with its ttl
 		}
 	}
 }
 
 // returnArgs is the RL.LEASE RETURN giving back unused units of holder's
-// lease of the bucket desc names.
-func returnArgs(domain, holder string, unused int64, desc []string) [][]byte {
-	return words(append([]string{"RL.LEASE", "RETURN", domain, holder, "UNUSED", strconv.FormatInt(unused, 10)}, desc...))
+// lease of the bucket desc names: of the grant whose id is grant (0: the
+// one held).
+func returnArgs(domain, holder string, unused, grant int64, desc []string) [][]byte {
+	args := []string{"RL.LEASE", "RETURN", domain, holder, "UNUSED", strconv.FormatInt(unused, 10)}
+	if grant > 0 {
+		args = append(args, "GRANT", strconv.FormatInt(grant, 10))
+	}
+	return words(append(args, desc...))
 }
 
 // words is args as a command's words.

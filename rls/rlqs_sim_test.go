@@ -115,6 +115,10 @@ func simulateRLQS(t *testing.T, seed uint64) {
 	)
 	log := &simLog{m: machine.New(machine.Options{}), now: 1_800_000_000_000_000_000}
 	start := log.now
+	// The log at this binary's level, as a group's leader raises it.
+	if out, _ := log.Decide(context.Background(), [][]byte{[]byte("SLUICE.LEVEL"), []byte(strconv.Itoa(machine.Level))}); out.Err != "" {
+		t.Fatal(out.Err)
+	}
 	rules := "domain: edge\ndescriptors:\n  - key: route\n    rate_limit: {name: w, unit: minute, requests_per_unit: 100}\n"
 	if out, _ := log.Decide(context.Background(), [][]byte{[]byte("RL.RULES"), []byte("LOAD"), []byte("edge.yaml"), []byte(rules)}); out.Err != "" {
 		t.Fatal(out.Err)
@@ -265,6 +269,20 @@ func simulateRLQS(t *testing.T, seed uint64) {
 		len(holders), len(admitted), total, float64(total)/float64(limit*int64(len(admitted))), limit*int64(len(admitted)), worst, bound, log.applied)
 	if total < int64(len(admitted)-2)*limit*9/10 {
 		t.Errorf("admitted %d in %d windows: under 0.9 of the limit while demand exceeds it", total, len(admitted))
+	}
+	// Every return names the grant it gives back: a late copy of one
+	// never ends the holder's next grant.
+	returns := 0
+	for _, e := range log.entries {
+		if len(e.args) > 1 && string(e.args[1]) == "RETURN" {
+			returns++
+			if len(e.args) < 8 || string(e.args[6]) != "GRANT" {
+				t.Fatalf("a return that names no grant: %q", e.args)
+			}
+		}
+	}
+	if returns == 0 {
+		t.Fatal("no lease was returned")
 	}
 }
 

@@ -100,9 +100,21 @@ func TestLeaseThroughGoRedis(t *testing.T) {
 	}
 }
 
+// withGrant is RL.LEASE … WITHGRANT's [granted, ttl_ms, refresh_ms, grant].
+func withGrant(t *testing.T, c redis.UniversalClient, args ...any) [4]int64 {
+	t.Helper()
+	v, err := c.Do(ctx(t), append([]any{"RL.LEASE"}, args...)...).Slice()
+	if err != nil || len(v) != 4 {
+		t.Fatalf("RL.LEASE %v: %v %v", args, v, err)
+	}
+	return [4]int64{v[0].(int64), v[1].(int64), v[2].(int64), v[3].(int64)}
+}
+
 // On a 3-node group, a grant is in the log: the leader is killed, and the
 // new one answers the holder's repeat with the grant it holds (nothing
-// charged again) and takes its return exactly.
+// charged again, the same grant id) and takes its return exactly. A late
+// copy of that return, after the holder's next grant, ends nothing
+// (issue #58: it had refunded units the next grant was using).
 func TestLeaseSurvivesFailover(t *testing.T) {
 	cl := StartCluster(t, 3, nil, "--rules", writeRules(t, "edge.yaml", leaseRules))
 	leader := cl.Leader()
@@ -111,19 +123,37 @@ func TestLeaseSurvivesFailover(t *testing.T) {
 		v, err := c.Do(ctx(t), "RL.RULES", "LIST", "edge").Slice()
 		return err == nil && len(v) == 2
 	})
-	if g := leaseOf(t, c, "edge", "gw-1", 600, "WANT", 30, "DESCRIPTOR", "route", "/api"); g[0] != 30 {
-		t.Fatalf("grant: %v", g)
+	first := withGrant(t, c, "edge", "gw-1", 600, "WANT", 30, "WITHGRANT", "DESCRIPTOR", "route", "/api")
+	if first[0] != 30 || first[3] <= 0 {
+		t.Fatalf("grant: %v", first)
 	}
 	leader.Kill()
 	next := cl.Leader().Client()
-	if g := leaseOf(t, next, "edge", "gw-1", 600, "WANT", 30, "DESCRIPTOR", "route", "/api"); g[0] != 30 {
-		t.Fatalf("the repeat on the new leader: %v", g)
+	if g := withGrant(t, next, "edge", "gw-1", 600, "WANT", 30, "WITHGRANT", "DESCRIPTOR", "route", "/api"); g[0] != 30 || g[3] != first[3] {
+		t.Fatalf("the repeat on the new leader: %v, want grant %d's 30", g, first[3])
 	}
-	if r := checkInts(t, next, "RL.CHECK", "edge", "COST", 0, "DESCRIPTOR", "route", "/api")[2]; r != 70 {
+	if g := leaseOf(t, next, "edge", "gw-1", 600, "WANT", 30, "DESCRIPTOR", "route", "/api"); g[0] != 30 {
+		t.Fatalf("the repeat without WITHGRANT: %v", g)
+	}
+	remaining := func() int64 {
+		return checkInts(t, next, "RL.CHECK", "edge", "COST", 0, "DESCRIPTOR", "route", "/api")[2]
+	}
+	if r := remaining(); r != 70 {
 		t.Fatalf("after failover, remaining %d, want 70", r)
 	}
-	rows := settle(t, next, "RL.LEASE", "RETURN", "edge", "gw-1", "UNUSED", 10, "DESCRIPTOR", "route", "/api")
+	ret := []any{"RL.LEASE", "RETURN", "edge", "gw-1", "UNUSED", 10, "GRANT", first[3], "DESCRIPTOR", "route", "/api"}
+	rows := settle(t, next, ret...)
 	if len(rows) != 1 || rows[0] != (settleRow{"per-route", 30, 20, 10, 0}) {
 		t.Fatalf("return on the new leader: %+v", rows)
+	}
+	second := withGrant(t, next, "edge", "gw-1", 600, "WANT", 30, "WITHGRANT", "DESCRIPTOR", "route", "/api")
+	if second[0] != 30 || second[3] <= first[3] {
+		t.Fatalf("the next grant: %v after grant %d", second, first[3])
+	}
+	if rows := settle(t, next, ret...); rows != nil {
+		t.Fatalf("a late copy of the first grant's return: %+v, want nothing", rows)
+	}
+	if r := remaining(); r != 50 {
+		t.Fatalf("after the late return, remaining %d, want 50 (20 used, the next grant's 30 held)", r)
 	}
 }

@@ -37,10 +37,11 @@ func (m *Room) leaseCommands() []room.Command[Exec] {
 	return []room.Command[Exec]{{
 		Spec: cmdspec.Spec{Name: "rl.lease", Arity: -9, Flags: []string{"write", "denyoom"},
 			FirstKey: 1, LastKey: 1, Step: 1, Group: "sluice", Since: "1.4.0", Complexity: "O(D + H) where D is the number of descriptor entries and H the holders of the bucket",
-			Summary: "Leases units of a bucket's limit to a holder for ttl seconds, to decide with locally: replies [granted, ttl_ms, refresh_ms], charged now and shared among the bucket's holders by what they ask; the same holder and bucket again while held replies the current grant. RL.LEASE RETURN <domain> <holder> UNUSED <n> DESCRIPTOR … gives back what was not used (RL.SETTLE's reply, nil when nothing is held).",
+			Summary: "Leases units of a bucket's limit to a holder for ttl seconds, to decide with locally: replies [granted, ttl_ms, refresh_ms] (and with WITHGRANT the grant's id), charged now and shared among the bucket's holders by what they ask; the same holder and bucket again while held replies the current grant. RL.LEASE RETURN <domain> <holder> UNUSED <n> [GRANT <id>] DESCRIPTOR … gives back what was not used (RL.SETTLE's reply, nil when nothing is held, or a grant other than the one named).",
 			Args: []cmdspec.Arg{
 				{Name: "domain", Type: "key"}, {Name: "holder", Type: "string"}, {Name: "ttl-seconds", Type: "integer"},
 				{Name: "want", Type: "integer", Token: "WANT"},
+				{Name: "withgrant", Type: "pure-token", Token: "WITHGRANT", Optional: true},
 				{Name: "descriptor", Type: "block", Token: "DESCRIPTOR", Sub: []cmdspec.Arg{
 					{Name: "entry", Type: "block", Multiple: true, Sub: []cmdspec.Arg{{Name: "key", Type: "string"}, {Name: "value", Type: "string"}}},
 				}},
@@ -72,9 +73,19 @@ type leaseRequest struct {
 	// ttl is the lease's, in ns (a return has none); n is WANT, or
 	// RETURN's UNUSED.
 	ttl, n int64
+	// withGrant: the reply names the grant (WITHGRANT). grant is the
+	// grant a return names (GRANT <id>; 0: whichever is held).
+	withGrant bool
+	grant     int64
 	// desc is the descriptor, from DESCRIPTOR on.
 	desc [][]byte
 }
+
+// leaseSyntax is RL.LEASE's syntax, for a refusal.
+const leaseSyntax = "ERR syntax error: RL.LEASE <domain> <holder> <ttl-seconds> WANT <n> [WITHGRANT] DESCRIPTOR <key> <value> … or RL.LEASE RETURN <domain> <holder> UNUSED <n> [GRANT <id>] DESCRIPTOR …"
+
+// errGrantLevel refuses WITHGRANT and GRANT in a log below level 1.
+const errGrantLevel = "ERR a lease's grant id (WITHGRANT, GRANT) needs every member of the group at sluice 0.5.0 or later (apply level 1); try again once the group is upgraded"
 
 func parseLease(args [][]byte) (leaseRequest, string) {
 	var r leaseRequest
@@ -93,7 +104,7 @@ func parseLease(args [][]byte) (leaseRequest, string) {
 		}
 		r.ttl = n * 1_000_000_000
 		if !resp.EqualFold(args[4], "want") {
-			return r, "ERR syntax error: RL.LEASE <domain> <holder> <ttl-seconds> WANT <n> DESCRIPTOR <key> <value> … or RL.LEASE RETURN <domain> <holder> UNUSED <n> DESCRIPTOR …"
+			return r, leaseSyntax
 		}
 	}
 	if len(r.holder) == 0 || len(r.holder) > maxHolder {
@@ -111,8 +122,21 @@ func parseLease(args [][]byte) (leaseRequest, string) {
 		return r, "ERR WANT must be an integer in [1, 4294967295]"
 	}
 	r.n, r.desc = n, args[6:]
-	if !resp.EqualFold(r.desc[0], "descriptor") {
-		return r, "ERR syntax error: expected " + word + " <n> DESCRIPTOR <key> <value> [<key> <value> ...]"
+	switch {
+	case !r.ret && resp.EqualFold(r.desc[0], "withgrant"):
+		r.withGrant, r.desc = true, r.desc[1:]
+	case r.ret && resp.EqualFold(r.desc[0], "grant"):
+		id, ok := resp.ParseInt(r.desc[1])
+		if !ok || id < 1 {
+			return r, "ERR GRANT must be a grant id (a positive integer, the fourth element of RL.LEASE … WITHGRANT's reply)"
+		}
+		r.grant, r.desc = id, r.desc[2:]
+	}
+	if len(r.desc) == 0 || !resp.EqualFold(r.desc[0], "descriptor") {
+		if r.ret {
+			return r, "ERR syntax error: expected UNUSED <n> [GRANT <id>] DESCRIPTOR <key> <value> [<key> <value> ...]"
+		}
+		return r, "ERR syntax error: expected " + word + " <n> [WITHGRANT] DESCRIPTOR <key> <value> [<key> <value> ...]"
 	}
 	// A lease's bucket is held as long as its holders renew it: its
 	// entries are bounded as the gRPC door's and RLQS's are.
@@ -159,6 +183,10 @@ func runLease(x *apply, args [][]byte) {
 	r, bad := parseLease(args)
 	if bad != "" {
 		x.Fail(bad)
+		return
+	}
+	if (r.withGrant || r.grant != 0) && !x.At(1) {
+		x.Fail(errGrantLevel)
 		return
 	}
 	if r.ret {
@@ -255,13 +283,13 @@ func lease(x *apply, r *leaseRequest) {
 	res := room.LeaseResult{TTL: r.ttl, Refresh: refreshOf(r.ttl)}
 	if len(p.checks) == 0 {
 		res.Granted, res.Unlimited = r.n, true
-		x.answerLease(res)
+		x.answerLease(res, r.withGrant)
 		return
 	}
 	for i := range p.checks {
 		if c := &p.checks[i]; c.deny && !c.shadow {
 			res.Denied = true
-			x.answerLease(res)
+			x.answerLease(res, r.withGrant)
 			return
 		}
 	}
@@ -312,7 +340,7 @@ func lease(x *apply, r *leaseRequest) {
 			x.Error(err)
 			return
 		}
-		x.answerLease(room.LeaseResult{Granted: held.Reply.Limit, TTL: left, Refresh: refreshOf(left)})
+		x.answerLease(room.LeaseResult{Granted: held.Reply.Limit, TTL: left, Refresh: refreshOf(left), Grant: grantID(held)}, r.withGrant)
 		return
 	}
 	if !x.At(1) {
@@ -333,6 +361,11 @@ func lease(x *apply, r *leaseRequest) {
 		h := reservingOf(p)
 		h.start(domain, id, now, r.ttl, grant, nil)
 		h.headKey, h.headSlot, h.headKind = headKey, ds, x.grantKind(ds, headKey, now)
+		if x.At(1) {
+			// The grant's id, kept in its record (see grantID).
+			res.Grant = demand.nextGrant(now)
+			h.args = uint64(res.Grant)
+		}
 		h.split = x.m.placement.Owned() != nil
 		_, refused, err := multiCheck(x, now, grant, p.checks, h)
 		if err != nil {
@@ -340,7 +373,7 @@ func lease(x *apply, r *leaseRequest) {
 			return
 		}
 		if refused {
-			grant = 0 // a quota-mode pair that refuses together: nothing held
+			grant, res.Grant = 0, 0 // a quota-mode pair that refuses together: nothing held
 		} else if err := h.keep(room.CheckResult{Limit: grant, Remaining: -1, RetryAfter: -1}); err != nil {
 			x.Error(err)
 			return
@@ -351,7 +384,7 @@ func lease(x *apply, r *leaseRequest) {
 		return
 	}
 	res.Granted = grant
-	x.answerLease(res)
+	x.answerLease(res, r.withGrant)
 }
 
 // peekLimits evaluates every limit at a cost of nothing: the least any
@@ -399,14 +432,33 @@ func storeDemand(s *keyspace.Slot, key []byte, d *LeaseDemand) error {
 	return err
 }
 
-// answerLease answers r: [granted, ttl_ms, refresh_ms].
-func (x *apply) answerLease(r room.LeaseResult) {
+// answerLease answers r: [granted, ttl_ms, refresh_ms], and with
+// withGrant the grant's id (0: nothing held) after them.
+func (x *apply) answerLease(r room.LeaseResult, withGrant bool) {
 	x.out.Lease, x.out.Leased = r, true
 	x.out.Limited = r.Granted == 0 && !r.Unlimited
-	x.w.Array(3)
+	if withGrant {
+		x.w.Array(4)
+	} else {
+		x.w.Array(3)
+	}
 	x.w.Int(r.Granted)
 	x.w.Int(r.TTL / 1_000_000)
 	x.w.Int(r.Refresh / 1_000_000)
+	if withGrant {
+		x.w.Int(r.Grant)
+	}
+}
+
+// grantID is the id of the grant held (0: made below level 1, which kept
+// none). A grant's record keeps it where a reservation's keeps its
+// arguments' sum (ReservationState.Args): a grant has no arguments to
+// tell apart.
+func grantID(held *ReservationState) int64 {
+	if held == nil {
+		return 0
+	}
+	return int64(held.Args)
 }
 
 // returnLease is RL.LEASE RETURN: the holder's lease of the bucket is
@@ -425,7 +477,7 @@ func returnLease(x *apply, r *leaseRequest) {
 	}
 	id := appendLeaseID(nil, r.holder, leaseBucket(r.desc))
 	head := appendLeaseKey(nil, slot.Of(p.checks[0].key), "grant", view(r.domain), id)
-	settle(x, settling{domain: r.domain, id: id, headKey: head, unused: r.n, mode: settleReturn, head: true})
+	settle(x, settling{domain: r.domain, id: id, headKey: head, unused: r.n, grant: r.grant, mode: settleReturn, head: true})
 }
 
 // leaseStores is RL.LEASE's stores: a holder's lease and the bucket's

@@ -3,6 +3,7 @@ package decide
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"math/bits"
 	"slices"
 	"strings"
@@ -17,6 +18,21 @@ type LeaseDemand struct {
 	// Holders, by holder name ascending (the order a share never depends
 	// on, but an encoding does).
 	Holders []HolderDemand
+	// LastGrant is the id of the bucket's last grant (apply level 1; 0:
+	// none kept). A grant's id is the later of its instant and LastGrant
+	// + 1, so the ids of one bucket's grants only rise while the record
+	// lasts, and once it has expired (two ttls after the last ask, after
+	// every grant of the bucket ended) the next grant's instant is past
+	// every id given before: a late RL.LEASE RETURN naming an old grant
+	// never matches a new one.
+	LastGrant int64
+}
+
+// nextGrant is the id of a grant made at now, noted as the last.
+func (d *LeaseDemand) nextGrant(now int64) int64 {
+	id := max(now, d.LastGrant+1)
+	d.LastGrant = id
+	return id
 }
 
 // HolderDemand is one holder's last ask.
@@ -135,6 +151,11 @@ func (d *LeaseDemand) AppendBinary(dst []byte) []byte {
 		dst = binary.AppendVarint(dst, h.Want)
 		dst = binary.AppendVarint(dst, h.Until)
 	}
+	if d.LastGrant != 0 {
+		// After the holders, only when kept: a record of a log below
+		// level 1 encodes as it did.
+		dst = binary.AppendUvarint(dst, uint64(d.LastGrant))
+	}
 	return dst
 }
 
@@ -168,12 +189,16 @@ func decodeLeaseDemand(b []byte) (*LeaseDemand, error) {
 		d.Holders = append(d.Holders, h)
 	}
 	if len(b) != 0 {
-		return nil, errCorruptDemand
+		last, k := binary.Uvarint(b)
+		if k != len(b) || last == 0 || last > math.MaxInt64 {
+			return nil, errCorruptDemand
+		}
+		d.LastGrant = int64(last)
 	}
 	return d, nil
 }
 
 // clone is a copy that shares nothing with d.
 func (d *LeaseDemand) clone() *LeaseDemand {
-	return &LeaseDemand{Holders: slices.Clone(d.Holders)}
+	return &LeaseDemand{Holders: slices.Clone(d.Holders), LastGrant: d.LastGrant}
 }

@@ -67,7 +67,12 @@ type settling struct {
 	// counter's slot; else the reservation's, KindReservation).
 	unused  int64
 	headKey []byte
-	mode    settleMode
+	// grant, when set, is the lease's grant a return names (RL.LEASE
+	// RETURN … GRANT <id>): a grant held under another id is not this
+	// one (a late copy of a return of an earlier grant), and nothing is
+	// settled.
+	grant int64
+	mode  settleMode
 	// head: the head is settled, and with slots nil the parts it lists
 	// (RL.SETTLE, RL.CANCEL: nothing is settled when no head is held).
 	head bool
@@ -136,7 +141,7 @@ func settle(x *apply, st settling) {
 		}
 		slots := st.slots
 		if st.head && slots == nil {
-			if !recs[0].live() {
+			if !recs[0].live() || st.grant != 0 && grantID(recs[0].state) != st.grant {
 				x.w.Null()
 				return
 			}

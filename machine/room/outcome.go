@@ -177,6 +177,10 @@ type LeaseResult struct {
 	// Unlimited: no rule limits the bucket (Granted is what was asked,
 	// nothing is charged or held). Denied: a rule refuses every unit.
 	Unlimited, Denied bool
+	// Grant is the id of the grant held (0: none held, or one made below
+	// apply level 1): a return that names it (RL.LEASE RETURN … GRANT
+	// <id>) ends that grant and no later one.
+	Grant int64
 }
 
 // SettleRow is what a settle did to one limit of a reservation: RL.SETTLE's
