@@ -57,6 +57,10 @@ type heldBucket struct {
 	domain  string
 	desc    []string
 	granted int64
+	// allowed is what the data plane reported admitting since the grant:
+	// a report whose return did not land keeps its count for the next
+	// return, which gives back only what all of them left.
+	allowed uint64
 	// grant is the id of the grant held (0: not known, a log below apply
 	// level 1): its return names it, so a late copy of the return never
 	// ends a later grant.
@@ -258,26 +262,38 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 			return nil, fmt.Errorf("%w: their ids past %d bytes", errTooManyBuckets, q.s.cfg.Quota.StreamBytes)
 		}
 	}
+	refunded := false
 	if h := held.buckets[key]; h != nil && h.granted > 0 {
-		// What the last grant left, by the data plane's count: it may have
-		// admitted under an older assignment too, so this is never more
-		// than it left.
-		unused := max(h.granted-int64(min(u.GetNumRequestsAllowed(), math.MaxInt64)), 0)
+		// What the last grant left, by the data plane's counts since it
+		// (this report's, and those of reports whose return did not
+		// land): it may have admitted under an older assignment too, so
+		// this is never more than it left.
+		h.allowed = satAdd(h.allowed, u.GetNumRequestsAllowed())
+		unused := max(h.granted-int64(min(h.allowed, math.MaxInt64)), 0)
 		out, err := q.s.dec.Decide(ctx, returnArgs(domain, holder, unused, h.grant, desc))
 		if err != nil {
 			// Not asked (no leader now), or not known: the next report
-			// gives it back again; a lease asked for now would only be
-			// the one held.
+			// gives it back again (naming the grant: a copy that landed
+			// ends nothing), with this report's count kept; a lease asked
+			// for now would only be the one held.
 			return nil, err
 		}
 		if out.Err != "" {
 			q.s.cfg.Log.Warn("rlqs: a lease was not given back", "domain", domain, "reply", out.Err)
 		}
-		h.granted, h.grant = 0, 0
+		h.granted, h.grant, h.allowed = 0, 0, 0
+		refunded = true
 	}
 	args := append([]string{"RL.LEASE", domain, holder, strconv.FormatInt(ttl, 10), "WANT", strconv.FormatUint(want, 10)}, desc...)
 	out, err := q.s.dec.Decide(ctx, words(args))
 	if err != nil {
+		if code := errorStatus(err).Code(); refunded && (code == codes.Unavailable || code == codes.Unknown) {
+			// What the data plane's assignment had left was just given
+			// back: its token bucket must not go on admitting from it.
+			// Nothing to admit until the next report asks again (a lease
+			// whose outcome is not known is renewed then, not added to).
+			return denyAll(u.GetBucketId(), time.Duration(ttl)*time.Second), nil
+		}
 		return nil, err
 	}
 	if out.Err != "" {
@@ -322,6 +338,26 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 			QuotaAssignmentAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
 				AssignmentTimeToLive: durationpb.New(life), RateLimitStrategy: strategy}},
 	}, nil
+}
+
+// denyAll is an assignment that admits nothing for life.
+func denyAll(id *rlqspb.BucketId, life time.Duration) *rlqspb.RateLimitQuotaResponse_BucketAction {
+	return &rlqspb.RateLimitQuotaResponse_BucketAction{
+		BucketId: id,
+		BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{
+			QuotaAssignmentAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
+				AssignmentTimeToLive: durationpb.New(life),
+				RateLimitStrategy: &typepb.RateLimitStrategy{Strategy: &typepb.RateLimitStrategy_BlanketRule_{
+					BlanketRule: typepb.RateLimitStrategy_DENY_ALL}}}},
+	}
+}
+
+// satAdd is a + b, at most the largest uint64.
+func satAdd(a, b uint64) uint64 {
+	if s, carry := bits.Add64(a, b, 0); carry == 0 {
+		return s
+	}
+	return math.MaxUint64
 }
 
 // abandon ends the leases of the buckets the stream has not reported for

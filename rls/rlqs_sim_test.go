@@ -395,3 +395,76 @@ func TestRLQSStreamBudget(t *testing.T) {
 		t.Fatalf("bucket %d: %v", maxStreamBuckets+1, err)
 	}
 }
+
+// failingLog is simLog whose next lease or next return is unavailable
+// (a failover between a report's two calls).
+type failingLog struct {
+	*simLog
+	failLease, failReturn bool
+}
+
+func (l *failingLog) Decide(ctx context.Context, args [][]byte) (machine.Outcome, error) {
+	if string(args[0]) == "RL.LEASE" {
+		ret := string(args[1]) == "RETURN"
+		if ret && l.failReturn || !ret && l.failLease {
+			l.failReturn, l.failLease = false, false
+			return machine.Outcome{}, ErrUnavailable
+		}
+	}
+	return l.simLog.Decide(ctx, args)
+}
+
+// Issue #58: a report that gave back what the last grant left always
+// answers the bucket — when its lease is then unavailable, with DENY_ALL,
+// never silence (Envoy would go on admitting from tokens just refunded:
+// 140 admitted on a limit of 100); and a report whose return did not land
+// keeps its count, so the next return gives back only what both left.
+func TestRLQSRefundAlwaysAnswersTheBucket(t *testing.T) {
+	log := &failingLog{simLog: &simLog{m: machine.New(machine.Options{}), now: 1_800_000_000_000_000_000}}
+	log.Decide(context.Background(), [][]byte{[]byte("SLUICE.LEVEL"), []byte(strconv.Itoa(machine.Level))})
+	rules := "domain: edge\ndescriptors:\n  - key: route\n    rate_limit: {name: w, unit: minute, requests_per_unit: 100}\n"
+	log.Decide(context.Background(), [][]byte{[]byte("RL.RULES"), []byte("LOAD"), []byte("edge.yaml"), []byte(rules)})
+	svc, err := NewService(Config{}, log, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	q := quotaServer{s: svc}
+	held := newHoldings()
+	report := func(route string, allowed, denied uint64) (*rlqspb.RateLimitQuotaResponse_BucketAction, error) {
+		log.now += int64(100 * time.Millisecond) // within a lease's 2 s
+		return q.assign(context.Background(), "edge", "h", &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+			BucketId: &rlqspb.BucketId{Bucket: map[string]string{"route": route}}, NumRequestsAllowed: allowed,
+			NumRequestsDenied: denied, TimeElapsed: durationpb.New(time.Second)}, held)
+	}
+	tokens := func(a *rlqspb.RateLimitQuotaResponse_BucketAction) uint32 {
+		return a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket().GetMaxTokens()
+	}
+	if a, err := report("/a", 0, 100); err != nil || tokens(a) != 100 {
+		t.Fatalf("the first grant: %v %v", a, err)
+	}
+	log.failLease = true
+	a, err := report("/a", 30, 0)
+	if err != nil || a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetBlanketRule().String() != "DENY_ALL" {
+		t.Fatalf("a refund whose lease was unavailable: %v %v, want DENY_ALL", a, err)
+	}
+	if r := log.remaining(t, "/a"); r != 70 {
+		t.Fatalf("after 30 admitted and the rest given back, %d left, want 70", r)
+	}
+
+	if a, err := report("/b", 0, 100); err != nil || tokens(a) != 100 {
+		t.Fatalf("the first grant of /b: %v %v", a, err)
+	}
+	log.failReturn = true
+	if _, err := report("/b", 30, 0); err == nil {
+		t.Fatal("a return that did not land: no error")
+	}
+	// 30 and 20 admitted from the grant of 100: 50 given back, then a
+	// lease of the 20 asked.
+	if a, err := report("/b", 20, 0); err != nil || tokens(a) != 20 {
+		t.Fatalf("the next report: %v %v, want a grant of 20", a, err)
+	}
+	if r := log.remaining(t, "/b"); r != 30 {
+		t.Fatalf("%d left, want 30 (50 admitted, 20 granted): a report's count was dropped", r)
+	}
+}
