@@ -33,7 +33,8 @@ import (
 //     own limit in RL.SHOULDRATELIMIT takes a unit multiplier
 //     (<unit>*<n>); a lease's grant has an id (RL.LEASE … WITHGRANT),
 //     and a return that names one (RL.LEASE RETURN … GRANT <id>) ends
-//     that grant only.
+//     that grant only; RL.SHARE (a lease demand record then carries its
+//     holders' assignments).
 const Level = 1
 
 // LevelKey holds the log's apply level (kind level); absent: 0.

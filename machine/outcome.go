@@ -18,6 +18,8 @@ type (
 	RLSStatus = room.RLSStatus
 	// LeaseResult is an RL.LEASE's typed answer.
 	LeaseResult = room.LeaseResult
+	// ShareResult is an RL.SHARE's typed answer.
+	ShareResult = room.ShareResult
 	// SettleRow is what a settle did to one limit of a reservation.
 	SettleRow = room.SettleRow
 )

@@ -242,6 +242,11 @@ func decideResultOf(r *memberpb.DecideReply) decideResult {
 		out.Lease = machine.LeaseResult{Granted: l.GetGranted(), TTL: l.GetTtlNs(), Refresh: l.GetRefreshNs(), Unlimited: l.GetUnlimited(), Denied: l.GetDenied(), Grant: l.GetGrantId()}
 		out.Leased = true
 	}
+	if sh := r.GetShare(); sh != nil {
+		out.Share = machine.ShareResult{Burst: sh.GetBurst(), PerFill: sh.GetPerFill(), Every: sh.GetEveryS(), TTL: sh.GetTtlNs(), Gen: sh.GetGen(),
+			Unlimited: sh.GetUnlimited(), Denied: sh.GetDenied()}
+		out.Shared = true
+	}
 	return decideResult{out: out}
 }
 

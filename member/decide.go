@@ -46,6 +46,11 @@ func (v service) DecideBatch(ctx context.Context, in *memberpb.DecideBatchReques
 			l := &o.Lease
 			replies[i].Lease = &memberpb.LeaseResult{Granted: l.Granted, TtlNs: l.TTL, RefreshNs: l.Refresh, Unlimited: l.Unlimited, Denied: l.Denied, GrantId: l.Grant}
 		}
+		if o.Shared {
+			sh := &o.Share
+			replies[i].Share = &memberpb.ShareResult{Burst: sh.Burst, PerFill: sh.PerFill, EveryS: sh.Every, TtlNs: sh.TTL, Gen: sh.Gen,
+				Unlimited: sh.Unlimited, Denied: sh.Denied}
+		}
 		setRedirect(replies[i], o.Refusal)
 	}
 	return &memberpb.DecideBatchReply{Code: memberpb.Code_APPLIED, Replies: replies}, nil

@@ -1798,7 +1798,9 @@ type DecideReply struct {
 	Lease *LeaseResult `protobuf:"bytes,10,opt,name=lease,proto3" json:"lease,omitempty"`
 	// reason: why the answer is an error (machine.Reason); unset from a
 	// member that does not say (an older one).
-	Reason        Reason `protobuf:"varint,11,opt,name=reason,proto3,enum=sluice.member.v1.Reason" json:"reason,omitempty"`
+	Reason Reason `protobuf:"varint,11,opt,name=reason,proto3,enum=sluice.member.v1.Reason" json:"reason,omitempty"`
+	// share: RL.SHARE's answer, when it gave one (machine.ShareResult).
+	Share         *ShareResult `protobuf:"bytes,12,opt,name=share,proto3" json:"share,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1910,6 +1912,106 @@ func (x *DecideReply) GetReason() Reason {
 	return Reason_REASON_UNSPECIFIED
 }
 
+func (x *DecideReply) GetShare() *ShareResult {
+	if x != nil {
+		return x.Share
+	}
+	return nil
+}
+
+// ShareResult is an RL.SHARE's answer (machine.ShareResult).
+type ShareResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Burst         int64                  `protobuf:"varint,1,opt,name=burst,proto3" json:"burst,omitempty"`
+	PerFill       int64                  `protobuf:"varint,2,opt,name=per_fill,json=perFill,proto3" json:"per_fill,omitempty"`
+	EveryS        int64                  `protobuf:"varint,3,opt,name=every_s,json=everyS,proto3" json:"every_s,omitempty"`
+	TtlNs         int64                  `protobuf:"varint,4,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
+	Gen           int64                  `protobuf:"varint,5,opt,name=gen,proto3" json:"gen,omitempty"`
+	Unlimited     bool                   `protobuf:"varint,6,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
+	Denied        bool                   `protobuf:"varint,7,opt,name=denied,proto3" json:"denied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareResult) Reset() {
+	*x = ShareResult{}
+	mi := &file_member_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareResult) ProtoMessage() {}
+
+func (x *ShareResult) ProtoReflect() protoreflect.Message {
+	mi := &file_member_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareResult.ProtoReflect.Descriptor instead.
+func (*ShareResult) Descriptor() ([]byte, []int) {
+	return file_member_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ShareResult) GetBurst() int64 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *ShareResult) GetPerFill() int64 {
+	if x != nil {
+		return x.PerFill
+	}
+	return 0
+}
+
+func (x *ShareResult) GetEveryS() int64 {
+	if x != nil {
+		return x.EveryS
+	}
+	return 0
+}
+
+func (x *ShareResult) GetTtlNs() int64 {
+	if x != nil {
+		return x.TtlNs
+	}
+	return 0
+}
+
+func (x *ShareResult) GetGen() int64 {
+	if x != nil {
+		return x.Gen
+	}
+	return 0
+}
+
+func (x *ShareResult) GetUnlimited() bool {
+	if x != nil {
+		return x.Unlimited
+	}
+	return false
+}
+
+func (x *ShareResult) GetDenied() bool {
+	if x != nil {
+		return x.Denied
+	}
+	return false
+}
+
 // LeaseResult is an RL.LEASE's answer (machine.LeaseResult).
 type LeaseResult struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1927,7 +2029,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_member_proto_msgTypes[17]
+	mi := &file_member_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2041,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_member_proto_msgTypes[17]
+	mi := &file_member_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2054,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_member_proto_rawDescGZIP(), []int{17}
+	return file_member_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LeaseResult) GetGranted() int64 {
@@ -2119,7 +2221,7 @@ const file_member_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\tR\x06leader\x127\n" +
-	"\areplies\x18\x04 \x03(\v2\x1d.sluice.member.v1.DecideReplyR\areplies\"\xa8\x03\n" +
+	"\areplies\x18\x04 \x03(\v2\x1d.sluice.member.v1.DecideReplyR\areplies\"\xdd\x03\n" +
 	"\vDecideReply\x12*\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x16.sluice.member.v1.CodeR\x04code\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x16\n" +
@@ -2133,7 +2235,16 @@ const file_member_proto_rawDesc = "" +
 	"\bmoved_to\x18\t \x01(\tR\amovedTo\x123\n" +
 	"\x05lease\x18\n" +
 	" \x01(\v2\x1d.sluice.member.v1.LeaseResultR\x05lease\x120\n" +
-	"\x06reason\x18\v \x01(\x0e2\x18.sluice.member.v1.ReasonR\x06reason\"\xae\x01\n" +
+	"\x06reason\x18\v \x01(\x0e2\x18.sluice.member.v1.ReasonR\x06reason\x123\n" +
+	"\x05share\x18\f \x01(\v2\x1d.sluice.member.v1.ShareResultR\x05share\"\xb6\x01\n" +
+	"\vShareResult\x12\x14\n" +
+	"\x05burst\x18\x01 \x01(\x03R\x05burst\x12\x19\n" +
+	"\bper_fill\x18\x02 \x01(\x03R\aperFill\x12\x17\n" +
+	"\aevery_s\x18\x03 \x01(\x03R\x06everyS\x12\x15\n" +
+	"\x06ttl_ns\x18\x04 \x01(\x03R\x05ttlNs\x12\x10\n" +
+	"\x03gen\x18\x05 \x01(\x03R\x03gen\x12\x1c\n" +
+	"\tunlimited\x18\x06 \x01(\bR\tunlimited\x12\x16\n" +
+	"\x06denied\x18\a \x01(\bR\x06denied\"\xae\x01\n" +
 	"\vLeaseResult\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\x03R\agranted\x12\x15\n" +
 	"\x06ttl_ns\x18\x02 \x01(\x03R\x05ttlNs\x12\x1d\n" +
@@ -2210,7 +2321,7 @@ func file_member_proto_rawDescGZIP() []byte {
 }
 
 var file_member_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_member_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_member_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_member_proto_goTypes = []any{
 	(Code)(0),                  // 0: sluice.member.v1.Code
 	(PlaceKind)(0),             // 1: sluice.member.v1.PlaceKind
@@ -2234,7 +2345,8 @@ var file_member_proto_goTypes = []any{
 	(*DecideBatchRequest)(nil), // 19: sluice.member.v1.DecideBatchRequest
 	(*DecideBatchReply)(nil),   // 20: sluice.member.v1.DecideBatchReply
 	(*DecideReply)(nil),        // 21: sluice.member.v1.DecideReply
-	(*LeaseResult)(nil),        // 22: sluice.member.v1.LeaseResult
+	(*ShareResult)(nil),        // 22: sluice.member.v1.ShareResult
+	(*LeaseResult)(nil),        // 23: sluice.member.v1.LeaseResult
 }
 var file_member_proto_depIdxs = []int32{
 	0,  // 0: sluice.member.v1.ApplyReply.code:type_name -> sluice.member.v1.Code
@@ -2262,23 +2374,24 @@ var file_member_proto_depIdxs = []int32{
 	0,  // 22: sluice.member.v1.DecideReply.code:type_name -> sluice.member.v1.Code
 	17, // 23: sluice.member.v1.DecideReply.statuses:type_name -> sluice.member.v1.RLSStatus
 	3,  // 24: sluice.member.v1.DecideReply.refusal:type_name -> sluice.member.v1.Refusal
-	22, // 25: sluice.member.v1.DecideReply.lease:type_name -> sluice.member.v1.LeaseResult
+	23, // 25: sluice.member.v1.DecideReply.lease:type_name -> sluice.member.v1.LeaseResult
 	4,  // 26: sluice.member.v1.DecideReply.reason:type_name -> sluice.member.v1.Reason
-	5,  // 27: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
-	7,  // 28: sluice.member.v1.Member.Place:input_type -> sluice.member.v1.PlaceRequest
-	9,  // 29: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
-	14, // 30: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
-	19, // 31: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
-	6,  // 32: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
-	8,  // 33: sluice.member.v1.Member.Place:output_type -> sluice.member.v1.PlaceReply
-	12, // 34: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
-	18, // 35: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
-	20, // 36: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
-	32, // [32:37] is the sub-list for method output_type
-	27, // [27:32] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	22, // 27: sluice.member.v1.DecideReply.share:type_name -> sluice.member.v1.ShareResult
+	5,  // 28: sluice.member.v1.Member.Apply:input_type -> sluice.member.v1.ApplyRequest
+	7,  // 29: sluice.member.v1.Member.Place:input_type -> sluice.member.v1.PlaceRequest
+	9,  // 30: sluice.member.v1.Member.Report:input_type -> sluice.member.v1.ReportRequest
+	14, // 31: sluice.member.v1.Member.Part:input_type -> sluice.member.v1.PartRequest
+	19, // 32: sluice.member.v1.Member.DecideBatch:input_type -> sluice.member.v1.DecideBatchRequest
+	6,  // 33: sluice.member.v1.Member.Apply:output_type -> sluice.member.v1.ApplyReply
+	8,  // 34: sluice.member.v1.Member.Place:output_type -> sluice.member.v1.PlaceReply
+	12, // 35: sluice.member.v1.Member.Report:output_type -> sluice.member.v1.MemberReport
+	18, // 36: sluice.member.v1.Member.Part:output_type -> sluice.member.v1.PartReply
+	20, // 37: sluice.member.v1.Member.DecideBatch:output_type -> sluice.member.v1.DecideBatchReply
+	33, // [33:38] is the sub-list for method output_type
+	28, // [28:33] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_member_proto_init() }
@@ -2292,7 +2405,7 @@ func file_member_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_member_proto_rawDesc), len(file_member_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

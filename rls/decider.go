@@ -216,19 +216,19 @@ func (d *NodeDecider) forward(ctx context.Context, args [][]byte, addr string) (
 }
 
 // forwardable reports the commands a follower's gRPC door forwards: Envoy's
-// decisions and the RLQS leases.
+// decisions and the RLQS shares (and leases, from a member before shares).
 func forwardable(name string) bool {
-	return strings.EqualFold(name, "rl.shouldratelimit") || strings.EqualFold(name, "rl.lease")
+	return strings.EqualFold(name, "rl.shouldratelimit") || strings.EqualFold(name, "rl.share") || strings.EqualFold(name, "rl.lease")
 }
 
-// DecideAllHere runs the RL.SHOULDRATELIMIT and RL.LEASE calls a follower forwarded, on
+// DecideAllHere runs the RL.SHOULDRATELIMIT, RL.SHARE and RL.LEASE calls a follower forwarded, on
 // this node as its group's leader (member.DecideFunc), as one batch (one
 // log group): never forwarded again from here — a node that does not
 // lead says who does (member.ErrNotLeader) and logs nothing.
 func (d *NodeDecider) DecideAllHere(_ context.Context, cmds [][][]byte) ([]machine.Outcome, string, error) {
 	for _, args := range cmds {
 		if len(args) == 0 || !forwardable(string(args[0])) {
-			return nil, "", fmt.Errorf("%w: only RL.SHOULDRATELIMIT and RL.LEASE are forwarded", member.ErrRefused)
+			return nil, "", fmt.Errorf("%w: only RL.SHOULDRATELIMIT, RL.SHARE and RL.LEASE are forwarded", member.ErrRefused)
 		}
 	}
 	if d.node != nil && !d.node.Serving() {

@@ -27,17 +27,20 @@ import (
 // rate_limit_quota HTTP filter streams its usage reports to.
 const QuotaServiceName = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService"
 
-// quotaServer answers RLQS streams with leases (RL.LEASE): each stream is
-// a holder, each bucket a lease it holds. On every report of a bucket the
-// holder gives back what it did not use of its last grant (RL.LEASE
-// RETURN, from the report's allowed count: never more than it left) and
-// asks for what it was asked for in the report's interval (allowed +
-// denied); the grant comes back as a token bucket of that many tokens,
-// filled once per ttl, the ttl two report intervals in whole seconds (at
-// least 2 s) — renewed by the next report long before it ends. A bucket
-// no rule limits is ALLOW_ALL; one whose rule admits nothing, or whose
-// share is nothing now, is DENY_ALL until the next report. A bucket the
-// stream stops reporting for two ttls is abandoned (abandon_action).
+// quotaServer answers RLQS streams with shares (RL.SHARE): each stream is
+// a holder, and each bucket it reports gets a part of its rule's rate and
+// burst by what the data plane asked for (allowed + denied over the
+// report's interval), as a token bucket — Envoy's filter admits from it
+// locally, refilling continuously. Each report charges the counter with
+// what the data plane says it admitted. The assignment lives two report
+// intervals in whole seconds (at least 2 s), renewed by the next report;
+// while it is unchanged it is sent the same, so Envoy keeps its bucket and
+// tokens; a changed one differs in its fill interval's nanoseconds too
+// (Envoy compares only those of the interval), so Envoy makes a new one.
+// A bucket no rule limits is ALLOW_ALL; one whose rule admits nothing, or
+// whose part is nothing now, is DENY_ALL until the next report. A bucket
+// the stream stops reporting for two ttls is abandoned (abandon_action),
+// and its share released, as every share of a stream that ends.
 //
 // A bucket id's entries are the descriptor matched against the report's
 // domain's rules, in key order (a map has no other). The decisions go
@@ -50,21 +53,14 @@ type quotaServer struct {
 }
 
 // heldBucket is what a stream holds of one bucket: its descriptor (the
-// only copy of its id's entries: the id is rebuilt from it), the last
-// grant, and when it was last reported and for how long its assignment
+// only copy of its id's entries: the id is rebuilt from it), the units the
+// data plane admitted that are not charged yet (reports that did not
+// land), and when it was last reported and for how long its assignment
 // lives (ns).
 type heldBucket struct {
-	domain  string
-	desc    []string
-	granted int64
-	// allowed is what the data plane reported admitting since the grant:
-	// a report whose return did not land keeps its count for the next
-	// return, which gives back only what all of them left.
-	allowed uint64
-	// grant is the id of the grant held (0: not known, a log below apply
-	// level 1): its return names it, so a late copy of the return never
-	// ends a later grant.
-	grant    int64
+	domain   string
+	desc     []string
+	unspent  uint64
 	seen     int64
 	lifetime int64
 }
@@ -247,90 +243,68 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 		return nil, invalidReply(fmt.Sprintf("ERR a report's time_elapsed is %s, more than %s", interval.Round(time.Second), maxReportInterval))
 	}
 	ttl := max(minLeaseTTL, 2*int64(math.Ceil(interval.Seconds())))
-	asked, carry := bits.Add64(u.GetNumRequestsAllowed(), u.GetNumRequestsDenied(), 0)
-	if carry != 0 {
-		asked = math.MaxUint64 // counts that overflow: as many as can be
-	}
-	want := max(1, min(asked, math.MaxUint32))
+	over := max(1, int64(interval/time.Second))
+	asked := satAdd(u.GetNumRequestsAllowed(), u.GetNumRequestsDenied())
 	key := bucketKey(domain, desc)
-	if held.buckets[key] == nil {
-		cost := (&heldBucket{domain: domain, desc: desc}).bytes()
-		switch {
+	h := held.buckets[key]
+	if h == nil {
+		h = &heldBucket{domain: domain, desc: desc}
+		switch cost := h.bytes(); {
 		case len(held.buckets) >= maxStreamBuckets:
 			return nil, fmt.Errorf("%w: more than %d", errTooManyBuckets, maxStreamBuckets)
 		case held.bytes+cost > q.s.cfg.Quota.StreamBytes:
 			return nil, fmt.Errorf("%w: their ids past %d bytes", errTooManyBuckets, q.s.cfg.Quota.StreamBytes)
 		}
 	}
-	refunded := false
-	if h := held.buckets[key]; h != nil && h.granted > 0 {
-		// What the last grant left, by the data plane's counts since it
-		// (this report's, and those of reports whose return did not
-		// land): it may have admitted under an older assignment too, so
-		// this is never more than it left.
-		h.allowed = satAdd(h.allowed, u.GetNumRequestsAllowed())
-		unused := max(h.granted-int64(min(h.allowed, math.MaxInt64)), 0)
-		out, err := q.s.dec.Decide(ctx, returnArgs(domain, holder, unused, h.grant, desc))
-		if err != nil {
-			// Not asked (no leader now), or not known: the next report
-			// gives it back again (naming the grant: a copy that landed
-			// ends nothing), with this report's count kept; a lease asked
-			// for now would only be the one held.
-			return nil, err
-		}
-		if out.Err != "" {
-			q.s.cfg.Log.Warn("rlqs: a lease was not given back", "domain", domain, "reply", out.Err)
-		}
-		h.granted, h.grant, h.allowed = 0, 0, 0
-		refunded = true
-	}
-	args := append([]string{"RL.LEASE", domain, holder, strconv.FormatInt(ttl, 10), "WANT", strconv.FormatUint(want, 10)}, desc...)
-	out, err := q.s.dec.Decide(ctx, words(args))
+	// What the data plane admitted is charged now, with what earlier
+	// reports that did not land admitted; a data plane that saw no
+	// request still asks for one, so its next finds a token.
+	used := satAdd(h.unspent, u.GetNumRequestsAllowed())
+	out, err := q.s.dec.Decide(ctx, shareArgs(domain, holder, ttl, min(used, math.MaxUint32), max(1, asked), over, desc))
 	if err != nil {
-		if code := errorStatus(err).Code(); refunded && (code == codes.Unavailable || code == codes.Unknown) {
-			// What the data plane's assignment had left was just given
-			// back: its token bucket must not go on admitting from it.
-			// Nothing to admit until the next report asks again (a lease
-			// whose outcome is not known is renewed then, not added to).
-			return denyAll(u.GetBucketId(), time.Duration(ttl)*time.Second), nil
+		// Not asked (no leader now), or not known: either way the next
+		// report charges these units (twice, if this one landed: never
+		// fewer than were admitted). The bucket keeps the assignment it
+		// has, which the cluster counts in force until its ttl.
+		if held.buckets[key] != nil {
+			h.unspent = used
 		}
 		return nil, err
 	}
 	if out.Err != "" {
 		return nil, errReply{out.Err, out.Reason}
 	}
-	if !out.Leased {
+	if !out.Shared {
 		return nil, errBadReply
 	}
-	l := out.Lease
-	life := time.Duration(l.TTL).Round(time.Second)
-	if life < time.Second {
-		life = time.Second
-	}
-	if l.Unlimited {
-		// Nothing charged, nothing to give back: not held (its assignment
-		// lapses at its ttl if it is not reported again).
-		if h := held.buckets[key]; h != nil {
-			held.bytes -= h.bytes()
-			delete(held.buckets, key)
-		}
-	} else if h := held.buckets[key]; h != nil {
-		h.granted, h.grant, h.seen, h.lifetime = l.Granted, l.Grant, q.s.cfg.Now(), int64(life)
-	} else {
-		h := &heldBucket{domain: domain, desc: desc, granted: l.Granted, grant: l.Grant, seen: q.s.cfg.Now(), lifetime: int64(life)}
+	h.unspent = used - min(used, math.MaxUint32)
+	sh := out.Share
+	switch {
+	case sh.Unlimited && held.buckets[key] != nil:
+		// Nothing assigned, nothing to release: not held (its
+		// assignment lapses at its ttl if it is not reported again).
+		held.bytes -= h.bytes()
+		delete(held.buckets, key)
+	case !sh.Unlimited && held.buckets[key] == nil:
 		held.buckets[key] = h
 		held.bytes += h.bytes()
 	}
+	life := max(time.Duration(sh.TTL).Round(time.Second), time.Second)
+	h.seen, h.lifetime = q.s.cfg.Now(), int64(life)
 	strategy := &typepb.RateLimitStrategy{}
 	switch {
-	case l.Unlimited:
+	case sh.Unlimited:
 		strategy.Strategy = &typepb.RateLimitStrategy_BlanketRule_{BlanketRule: typepb.RateLimitStrategy_ALLOW_ALL}
-	case l.Denied || l.Granted <= 0:
+	case sh.Denied || sh.Burst <= 0:
 		strategy.Strategy = &typepb.RateLimitStrategy_BlanketRule_{BlanketRule: typepb.RateLimitStrategy_DENY_ALL}
 	default:
-		tokens := uint32(min(l.Granted, math.MaxUint32))
+		// The generation in the interval's nanoseconds: Envoy compares
+		// those (not the seconds) with its bucket's, and truncates the
+		// interval to whole seconds.
+		every := time.Duration(sh.Every)*time.Second + time.Duration(1+sh.Gen%(1e9-1))
 		strategy.Strategy = &typepb.RateLimitStrategy_TokenBucket{TokenBucket: &typepb.TokenBucket{
-			MaxTokens: tokens, TokensPerFill: wrapperspb.UInt32(tokens), FillInterval: durationpb.New(life)}}
+			MaxTokens: uint32(min(sh.Burst, math.MaxUint32)), TokensPerFill: wrapperspb.UInt32(uint32(min(sh.PerFill, math.MaxUint32))),
+			FillInterval: durationpb.New(every)}}
 	}
 	return &rlqspb.RateLimitQuotaResponse_BucketAction{
 		BucketId: u.GetBucketId(),
@@ -338,6 +312,14 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 			QuotaAssignmentAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
 				AssignmentTimeToLive: durationpb.New(life), RateLimitStrategy: strategy}},
 	}, nil
+}
+
+// shareArgs is the RL.SHARE of holder's report of a bucket: what it
+// admitted (used) and was asked for (asked) over the last over seconds.
+func shareArgs(domain, holder string, ttl int64, used, asked uint64, over int64, desc []string) [][]byte {
+	args := []string{"RL.SHARE", domain, holder, strconv.FormatInt(ttl, 10), "USED", strconv.FormatUint(used, 10),
+		"ASKED", strconv.FormatUint(min(asked, math.MaxUint32), 10), "OVER", strconv.FormatInt(min(over, 86400), 10)}
+	return words(append(args, desc...))
 }
 
 // denyAll is an assignment that admits nothing for life.
@@ -360,11 +342,11 @@ func satAdd(a, b uint64) uint64 {
 	return math.MaxUint64
 }
 
-// abandon ends the leases of the buckets the stream has not reported for
-// two of their ttls — the data plane no longer sees requests for them —
-// giving back nothing unused (what they left is not known: their charge
-// stays), and answers abandon_action for each, so the data plane drops
-// their assignments too.
+// abandon drops the buckets the stream has not reported for two of
+// their ttls — the data plane no longer sees requests for them — releasing
+// their shares (charging what was admitted and not yet charged), and
+// answers abandon_action for each, so the data plane drops their
+// assignments too.
 func (q quotaServer) abandon(holder string, held *streamHoldings) []*rlqspb.RateLimitQuotaResponse_BucketAction {
 	now := q.s.cfg.Now()
 	var out []*rlqspb.RateLimitQuotaResponse_BucketAction
@@ -372,13 +354,11 @@ func (q quotaServer) abandon(holder string, held *streamHoldings) []*rlqspb.Rate
 		if now-h.seen < 2*h.lifetime {
 			continue
 		}
-		if h.granted > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_, err := q.s.dec.Decide(ctx, returnArgs(h.domain, holder, 0, h.grant, h.desc))
-			cancel()
-			if err != nil {
-				continue // asked again at the next report
-			}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := q.release(ctx, holder, h)
+		cancel()
+		if err != nil {
+			continue // asked again at the next report
 		}
 		delete(held.buckets, key)
 		held.bytes -= h.bytes()
@@ -389,32 +369,29 @@ func (q quotaServer) abandon(holder string, held *streamHoldings) []*rlqspb.Rate
 	return out
 }
 
-// giveBack ends a stream's leases: what they left is not known (the data
-// plane's last report came before its last requests), so each is given
-// back at nothing unused — its charge stays, as if it had run out — and
-// its record goes now instead of at its ttl.
+// giveBack releases a stream's shares when it ends, so the other holders
+// get them at their next reports instead of after their ttls.
 func (q quotaServer) giveBack(holder string, held *streamHoldings) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, h := range held.buckets {
-		if h.granted <= 0 {
-			continue
-		}
-		if _, err := q.s.dec.Decide(ctx, returnArgs(h.domain, holder, 0, h.grant, h.desc)); err != nil {
-			return // it expires with its ttl
+		if err := q.release(ctx, holder, h); err != nil {
+			return // they expire with their ttls
 		}
 	}
 }
 
-// returnArgs is the RL.LEASE RETURN giving back unused units of holder's
-// lease of the bucket desc names: of the grant whose id is grant (0: the
-// one held).
-func returnArgs(domain, holder string, unused, grant int64, desc []string) [][]byte {
-	args := []string{"RL.LEASE", "RETURN", domain, holder, "UNUSED", strconv.FormatInt(unused, 10)}
-	if grant > 0 {
-		args = append(args, "GRANT", strconv.FormatInt(grant, 10))
+// release asks for nothing more of h's bucket (an ask of 0 ends holder's
+// assignment), charging what it admitted and was not charged yet.
+func (q quotaServer) release(ctx context.Context, holder string, h *heldBucket) error {
+	out, err := q.s.dec.Decide(ctx, shareArgs(h.domain, holder, minLeaseTTL, min(h.unspent, math.MaxUint32), 0, 1, h.desc))
+	if err != nil {
+		return err
 	}
-	return words(append(args, desc...))
+	if out.Err == "" {
+		h.unspent = 0
+	}
+	return nil
 }
 
 // words is args as a command's words.

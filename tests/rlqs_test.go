@@ -184,10 +184,10 @@ func TestRLQSLeasesBoundTheHolders(t *testing.T) {
 	}
 }
 
-// RLQS through a follower of a 3-node group: the grant is charged in the
-// leader's log (RL.CHECK there sees it), and a report after the leader is
-// killed gives back what the last grant left and renews it on the new
-// leader.
+// RLQS through a follower of a 3-node group: the share is decided in the
+// leader's log, and a report after the leader is killed charges what the
+// data plane admitted on the new leader (RL.CHECK there sees it, once,
+// however many reports found no leader) and renews the same share.
 func TestRLQSThroughAFollower(t *testing.T) {
 	grpcAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	cl := StartCluster(t, 3, func(i int, _ []string) []string {
@@ -215,28 +215,37 @@ descriptors:
 	if err := h.report(0, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.Describe(); got != "token_bucket(30) ttl 2s" {
-		t.Fatalf("through a follower: %s", got)
+	// 100 a minute is 5 every 3 s; the burst is 2 s of it.
+	share := func() string {
+		tb := h.Last.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket()
+		return fmt.Sprintf("%d, %d every %d s", tb.GetMaxTokens(), tb.GetTokensPerFill().GetValue(), tb.GetFillInterval().GetSeconds())
+	}
+	if got := h.Describe(); got != "token_bucket(3) ttl 2s" || share() != "3, 5 every 3 s" {
+		t.Fatalf("through a follower: %s, %s", got, share())
 	}
 	remaining := func(s *Server) int64 {
 		return checkInts(t, s.Client(), "RL.CHECK", "edge", "COST", 0, "DESCRIPTOR", "route", "/api")[2]
 	}
-	if r := remaining(leader); r != 70 {
-		t.Fatalf("the leader's counter after a grant of 30: remaining %d", r)
+	if r := remaining(leader); r != 100 {
+		t.Fatalf("the leader's counter before any use: remaining %d", r)
 	}
-	// 12 of the 30 used, 28 more denied: 40 asked for next.
+	// 12 admitted, 28 denied; reported (again and again) until a leader
+	// answers.
 	leader.Kill()
 	next := cl.Leader()
-	eventually(t, "a report after the failover renews the lease on the new leader", func() bool {
-		h.Allowed, h.Denied = 12, 28
+	h.Allowed, h.Denied = 12, 28
+	eventually(t, "a report after the failover is answered by the new leader", func() bool {
+		before := h.Last
 		if err := h.report(2*time.Second, time.Second); err != nil {
 			t.Fatal(err)
 		}
-		return h.Describe() == "token_bucket(40) ttl 2s"
+		return h.Last != before
 	})
-	// 18 came back; 40 were granted: 100 - 12 - 40.
-	if r := remaining(next); r != 48 {
-		t.Fatalf("the new leader's counter: remaining %d, want 48", r)
+	if got := share(); got != "3, 5 every 3 s" {
+		t.Fatalf("the share on the new leader: %s", got)
+	}
+	if r := remaining(next); r != 88 {
+		t.Fatalf("the new leader's counter: remaining %d, want 88 (the 12 admitted, charged once)", r)
 	}
 }
 
@@ -295,8 +304,8 @@ func TestREADMERLQSFilterParses(t *testing.T) {
 }
 
 // A bucket a stream stops reporting for two of its ttls is abandoned: the
-// answer to the next report carries abandon_action for it (and its lease
-// is given back at nothing unused: its charge kept).
+// answer to the next report carries abandon_action for it (and its share
+// is released).
 func TestRLQSAbandonsABucketNoLongerReported(t *testing.T) {
 	grpcAddr := freeAddr(t)
 	s := StartServer(t, "--grpc-addr", grpcAddr, "--rules", writeRules(t, "edge.yaml", rlqsRules))
@@ -338,8 +347,8 @@ func TestRLQSAbandonsABucketNoLongerReported(t *testing.T) {
 	if got := report("/a", "/b"); fmt.Sprint(got) != "map[/a:assignment /b:assignment]" {
 		t.Fatalf("first report: %v", got)
 	}
-	if r := checkInts(t, c, "RL.CHECK", "edge", "COST", 0, "DESCRIPTOR", "route", "/a")[2]; r != 7 {
-		t.Fatalf("/a after a grant of 4: remaining %d", r)
+	if r := checkInts(t, c, "RL.CHECK", "edge", "COST", 0, "DESCRIPTOR", "route", "/a")[2]; r != 11 {
+		t.Fatalf("/a after a share, nothing admitted: remaining %d, want the whole 11", r)
 	}
 	for range 3 { // 3 s: less than two ttls of 2 s
 		if err := c.Do(ctx(t), "DEBUG", "CLOCK", "ADVANCE", int64(time.Second)).Err(); err != nil {

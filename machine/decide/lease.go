@@ -138,17 +138,23 @@ func parseLease(args [][]byte) (leaseRequest, string) {
 		}
 		return r, "ERR syntax error: expected " + word + " <n> [WITHGRANT] DESCRIPTOR <key> <value> [<key> <value> ...]"
 	}
-	// A lease's bucket is held as long as its holders renew it: its
-	// entries are bounded as the gRPC door's and RLQS's are.
-	for i := 1; i+1 < len(r.desc); i += 2 {
-		switch k, v := r.desc[i], r.desc[i+1]; {
+	return r, boundLeaseDescriptor(r.desc)
+}
+
+// boundLeaseDescriptor refuses a lease's (or a share's) descriptor,
+// DESCRIPTOR on, with an entry past the bounds: its bucket is held as
+// long as its holders renew it, so its entries are bounded as the gRPC
+// door's and RLQS's are.
+func boundLeaseDescriptor(desc [][]byte) string {
+	for i := 1; i+1 < len(desc); i += 2 {
+		switch k, v := desc[i], desc[i+1]; {
 		case len(k) > MaxLeaseKeyBytes:
-			return r, "ERR a lease's descriptor key is " + strconv.Itoa(len(k)) + " bytes, more than " + strconv.Itoa(MaxLeaseKeyBytes)
+			return "ERR a lease's descriptor key is " + strconv.Itoa(len(k)) + " bytes, more than " + strconv.Itoa(MaxLeaseKeyBytes)
 		case len(v) > MaxLeaseValueBytes:
-			return r, "ERR a lease's descriptor value is " + strconv.Itoa(len(v)) + " bytes, more than " + strconv.Itoa(MaxLeaseValueBytes)
+			return "ERR a lease's descriptor value is " + strconv.Itoa(len(v)) + " bytes, more than " + strconv.Itoa(MaxLeaseValueBytes)
 		}
 	}
-	return r, ""
+	return ""
 }
 
 // MaxLeaseKeyBytes and MaxLeaseValueBytes bound an RL.LEASE descriptor's

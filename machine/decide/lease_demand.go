@@ -38,10 +38,27 @@ func (d *LeaseDemand) nextGrant(now int64) int64 {
 // HolderDemand is one holder's last ask.
 type HolderDemand struct {
 	Holder string
-	// Want is the units it asked for; Until the instant (ns) its ask
-	// stops counting.
+	// Want is the units it asked for (RL.SHARE: its requests a thousand
+	// seconds); Until the instant (ns) its ask stops counting.
 	Want, Until int64
+	// Share is the rate and burst RL.SHARE last assigned it (zero: none).
+	Share Share
 }
+
+// Share is a holder's assignment of a bucket's rate and burst (RL.SHARE):
+// a token bucket of Burst tokens that refills PerFill every Every seconds,
+// in force until Until (ns). Gen tells one assignment from the next (a
+// data plane keeps its bucket while the assignment is unchanged).
+type Share struct {
+	Burst, PerFill, Every, Until, Gen int64
+}
+
+// inForce reports an assignment the holder may still be using at now.
+func (s *Share) inForce(now int64) bool { return s.Burst > 0 && s.Until > now }
+
+// rate is the assignment's rate in millionths of a unit a second, rounded
+// down.
+func (s *Share) rate() int64 { return s.PerFill * 1_000_000 / s.Every }
 
 // MaxLeaseHolders bounds the holders of one bucket: a share among more is
 // a share of nothing.
@@ -151,10 +168,30 @@ func (d *LeaseDemand) AppendBinary(dst []byte) []byte {
 		dst = binary.AppendVarint(dst, h.Want)
 		dst = binary.AppendVarint(dst, h.Until)
 	}
-	if d.LastGrant != 0 {
-		// After the holders, only when kept: a record of a log below
-		// level 1 encodes as it did.
-		dst = binary.AppendUvarint(dst, uint64(d.LastGrant))
+	shares := 0
+	for i := range d.Holders {
+		if d.Holders[i].Share != (Share{}) {
+			shares++
+		}
+	}
+	if d.LastGrant == 0 && shares == 0 {
+		// A record of a log below level 1 encodes as it did.
+		return dst
+	}
+	// After the holders: the last grant's id, then the assignments, each
+	// after its holder's place.
+	dst = binary.AppendUvarint(dst, uint64(d.LastGrant))
+	if shares == 0 {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, uint64(shares))
+	for i := range d.Holders {
+		if sh := &d.Holders[i].Share; *sh != (Share{}) {
+			dst = binary.AppendUvarint(dst, uint64(i))
+			for _, v := range [...]int64{sh.Burst, sh.PerFill, sh.Every, sh.Until, sh.Gen} {
+				dst = binary.AppendVarint(dst, v)
+			}
+		}
 	}
 	return dst
 }
@@ -188,12 +225,43 @@ func decodeLeaseDemand(b []byte) (*LeaseDemand, error) {
 		}
 		d.Holders = append(d.Holders, h)
 	}
-	if len(b) != 0 {
-		last, k := binary.Uvarint(b)
-		if k != len(b) || last == 0 || last > math.MaxInt64 {
+	if len(b) == 0 {
+		return d, nil
+	}
+	last, k := binary.Uvarint(b)
+	if k <= 0 || last > math.MaxInt64 {
+		return nil, errCorruptDemand
+	}
+	d.LastGrant, b = int64(last), b[k:]
+	if len(b) == 0 {
+		return d, nil
+	}
+	shares, k := binary.Uvarint(b)
+	if k <= 0 || shares == 0 || shares > uint64(len(d.Holders)) {
+		return nil, errCorruptDemand
+	}
+	b = b[k:]
+	next := uint64(0) // the least place the next assignment may be at
+	for range shares {
+		at, k := binary.Uvarint(b)
+		if k <= 0 || at < next || at >= uint64(len(d.Holders)) {
 			return nil, errCorruptDemand
 		}
-		d.LastGrant = int64(last)
+		b, next = b[k:], at+1
+		sh := &d.Holders[at].Share
+		for _, p := range []*int64{&sh.Burst, &sh.PerFill, &sh.Every, &sh.Until, &sh.Gen} {
+			v, k := binary.Varint(b)
+			if k <= 0 {
+				return nil, errCorruptDemand
+			}
+			*p, b = v, b[k:]
+		}
+		if sh.Burst < 0 || sh.PerFill < 0 || sh.Every < 0 || sh.Burst > 0 && (sh.PerFill == 0 || sh.Every == 0) {
+			return nil, errCorruptDemand
+		}
+	}
+	if len(b) != 0 {
+		return nil, errCorruptDemand
 	}
 	return d, nil
 }

@@ -176,7 +176,7 @@ func New(o Options) *Room {
 func (m *Room) Commands() []room.Command[Exec] {
 	var all []room.Command[Exec]
 	for _, l := range [][]room.Command[Exec]{m.policyCommands(), m.checkAllCommands(), m.policyAdminCommands(),
-		m.rlsCommands(), m.configCommands(), m.reserveCommands(), m.leaseCommands(), m.partCommands()} {
+		m.rlsCommands(), m.configCommands(), m.reserveCommands(), m.leaseCommands(), m.shareCommands(), m.partCommands()} {
 		all = append(all, l...)
 	}
 	return all

@@ -51,6 +51,9 @@ type Outcome struct {
 	// Lease is RL.LEASE's typed result when it answered one (Leased).
 	Lease  LeaseResult
 	Leased bool
+	// Share is RL.SHARE's typed result when it answered one (Shared).
+	Share  ShareResult
+	Shared bool
 	// Digest is RL.PART DIGEST's answer (a placement request's).
 	Digest string
 }
@@ -181,6 +184,17 @@ type LeaseResult struct {
 	// apply level 1): a return that names it (RL.LEASE RETURN … GRANT
 	// <id>) ends that grant and no later one.
 	Grant int64
+}
+
+// ShareResult is an RL.SHARE's typed answer: a token bucket of Burst
+// tokens refilling PerFill every Every seconds, for TTL (ns); Gen changes
+// whenever the assignment does (a data plane keeps its bucket while it
+// does not).
+type ShareResult struct {
+	Burst, PerFill, Every, TTL, Gen int64
+	// Unlimited: no rule limits the bucket. Denied: nothing may be
+	// admitted (a rule refuses every unit, or nothing is free now).
+	Unlimited, Denied bool
 }
 
 // SettleRow is what a settle did to one limit of a reservation: RL.SETTLE's
