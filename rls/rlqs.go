@@ -39,8 +39,9 @@ const QuotaServiceName = "envoy.service.rate_limit_quota.v3.RateLimitQuotaServic
 // (Envoy compares only those of the interval), so Envoy makes a new one.
 // A bucket no rule limits is ALLOW_ALL; one whose rule admits nothing, or
 // whose part is nothing now, is DENY_ALL until the next report. A bucket
-// the stream stops reporting for two ttls is abandoned (abandon_action),
-// and its share released, as every share of a stream that ends.
+// the stream stops reporting for two ttls is abandoned (abandon_action)
+// and its share released; a stream that ends keeps its shares counted
+// until their ttls, as its Envoy keeps its buckets.
 //
 // A bucket id's entries are the descriptor matched against the report's
 // domain's rules, in key order (a map has no other). The decisions go
@@ -147,7 +148,8 @@ func (q quotaServer) StreamRateLimitQuotas(stream rlqspb.RateLimitQuotaService_S
 	rand.Read(id[:])
 	holder := "rlqs-" + hex.EncodeToString(id[:])
 	held := newHoldings()
-	defer q.giveBack(holder, held)
+	// A stream that ends keeps its shares counted to their ttls: its
+	// Envoy admits from its buckets until then.
 	domain := ""
 	for {
 		reports, err := stream.Recv()
@@ -367,18 +369,6 @@ func (q quotaServer) abandon(holder string, held *streamHoldings) []*rlqspb.Rate
 				AbandonAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction{}}})
 	}
 	return out
-}
-
-// giveBack releases a stream's shares when it ends, so the other holders
-// get them at their next reports instead of after their ttls.
-func (q quotaServer) giveBack(holder string, held *streamHoldings) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	for _, h := range held.buckets {
-		if err := q.release(ctx, holder, h); err != nil {
-			return // they expire with their ttls
-		}
-	}
 }
 
 // release asks for nothing more of h's bucket (an ask of 0 ends holder's

@@ -365,3 +365,56 @@ func TestRLQSAbandonsABucketNoLongerReported(t *testing.T) {
 		t.Fatalf("after two ttls without /a: %v", got)
 	}
 }
+
+// A stream that ends keeps its shares counted until their ttls — its
+// Envoy admits from its buckets until then — so another holder is not
+// given them sooner (issue #58: no Envoy keeps a share the cluster no
+// longer counts); once the ttl has passed, it is.
+func TestRLQSStreamThatEndsKeepsItsShareToItsTTL(t *testing.T) {
+	grpcAddr := freeAddr(t)
+	s := StartServer(t, "--grpc-addr", grpcAddr, "--rules", writeRules(t, "edge.yaml", rlqsRules))
+	c := s.Client()
+	if err := c.Do(ctx(t), "DEBUG", "CLOCK", "SET", time.Now().Add(time.Minute).UnixNano()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	conn := rlqsConn(t, grpcAddr)
+	bucket := map[string]string{"route": "/api"}
+	first, cancel := context.WithCancel(context.Background())
+	a := newRLQSHolder(t, conn, first, "edge", bucket)
+	for range 50 {
+		a.Request(0)
+	}
+	if err := a.report(0, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if tb := a.Last.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket(); tb.GetTokensPerFill().GetValue() != 10 {
+		t.Fatalf("the first holder: %s, want the whole 10 a second", a.Describe())
+	}
+	cancel() // its stream ends; its Envoy keeps the bucket for 2 s
+	b := newRLQSHolder(t, conn, context.Background(), "edge", bucket)
+	for range 50 {
+		b.Request(0)
+	}
+	eventually(t, "the second holder is answered", func() bool {
+		if err := b.report(0, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return b.Last != nil
+	})
+	if got := b.Describe(); got != "DENY_ALL ttl 2s" {
+		t.Fatalf("the second holder while the first's share is in force: %s, want nothing", got)
+	}
+	if err := c.Do(ctx(t), "DEBUG", "CLOCK", "ADVANCE", int64(2*time.Second)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		b.Request(2 * time.Second)
+	}
+	if err := b.report(2*time.Second, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The first's ask still counts (two ttls): half the rate.
+	if tb := b.Last.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket(); tb.GetTokensPerFill().GetValue() != 5 {
+		t.Fatalf("the second holder after the first's ttl: %s, want 5 a second", b.Describe())
+	}
+}
