@@ -126,9 +126,12 @@ func (x *exec) Instant() int64 {
 }
 
 // Limiter writes a Limiter decision as the five-integer reply.
-func (x *exec) Limiter(res limiter.Result) {
-	reply := res.Reply()
-	if res.Limited {
+func (x *exec) Limiter(res limiter.Result) { x.LimiterReply(res.Limited, res.Reply()) }
+
+// LimiterReply writes a decision already in the wire form ([limited,
+// limit, remaining, retry_after, reset_after], seconds).
+func (x *exec) LimiterReply(limited bool, reply [5]int64) {
+	if limited {
 		x.out.Limited = true
 		x.out.Limit, x.out.RetryAfter = reply[1], reply[3]
 	}

@@ -32,6 +32,7 @@ var examples = map[string][]string{
 	"rl.reserve":         {"RL.RESERVE", "api", "r1", "30", "COST", "2", "DESCRIPTOR", "user", "u1"},
 	"rl.lease":           {"RL.LEASE", "api", "h1", "10", "WANT", "5", "DESCRIPTOR", "user", "u1"},
 	"rl.share":           {"RL.SHARE", "api", "h1", "10", "USED", "3", "ASKED", "20", "OVER", "1", "DESCRIPTOR", "tenant", "a"},
+	"gcra":               {"GCRA", "k", "10", "5", "1", "TOKENS", "2"},
 	"rl.settle":          {"RL.SETTLE", "api", "r1", "1"},
 	"rl.cancel":          {"RL.CANCEL", "api", "r1"},
 	"rl.part":            {"RL.PART", "RESERVE", "none", "p1", "30", "RL.CHECK", "api", "COST", "2", "DESCRIPTOR", "user", "u1"},

@@ -154,7 +154,7 @@ func TestCommandDeclarations(t *testing.T) {
 		}
 	}
 	slices.Sort(deciders)
-	if got := strings.Join(deciders, " "); got != "cl.throttle conc.acquire fw.check quota.check rl.check rl.checkall rl.lease rl.reserve rl.share rl.shouldratelimit sw.check" {
+	if got := strings.Join(deciders, " "); got != "cl.throttle conc.acquire fw.check gcra quota.check rl.check rl.checkall rl.lease rl.reserve rl.share rl.shouldratelimit sw.check" {
 		t.Fatalf("deciding commands: %s", got)
 	}
 	for _, tc := range []struct {

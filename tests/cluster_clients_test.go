@@ -22,7 +22,7 @@ func TestEveryCommandThroughClusterClient(t *testing.T) {
 		return err == nil && len(v) > 0
 	}, func() string { return last + "\n" + cl.Logs() })
 	for _, cmd := range [][]any{
-		{"CL.THROTTLE", "user123", 15, 30, 60}, {"SW.CHECK", "sw", 10, 60}, {"FW.CHECK", "fw", 10, 60, "COST", 2},
+		{"CL.THROTTLE", "user123", 15, 30, 60}, {"GCRA", "user124", 10, 5, 1.5, "TOKENS", 2}, {"SW.CHECK", "sw", 10, 60}, {"FW.CHECK", "fw", 10, 60, "COST", 2},
 		{"CONC.ACQUIRE", "c", 2, 30, "r1"}, {"CONC.RENEW", "c", "r1", 30}, {"CONC.GET", "c"}, {"CONC.RELEASE", "c", "r1"},
 		{"QUOTA.CHECK", "q", 100, "DAY"}, {"QUOTA.GET", "q"}, {"QUOTA.REFUND", "q", 1}, {"QUOTA.RESET", "q"},
 		{"RL.CHECK", "api", "DESCRIPTOR", "user", "u1"}, {"RL.CHECKALL", "LIMIT", "{t}a", "GCRA", 1, 2, 3, "LIMIT", "{t}b", "FIXED", 5, 60},

@@ -87,6 +87,8 @@ func (f *fakeExec) Scratch() *limiters.Scratch { return &f.lim }
 
 func (f *fakeExec) Limiter(res limiter.Result) { f.w.Limiter(res.Reply()) }
 
+func (f *fakeExec) LimiterReply(_ bool, reply [5]int64) { f.w.Limiter(reply) }
+
 // Error types an error as the core's apply does.
 func (f *fakeExec) Error(err error) {
 	var fe room.FenceError

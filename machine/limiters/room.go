@@ -26,6 +26,8 @@ type Exec interface {
 	// Limiter answers a limiter's decision, the five-integer reply, and
 	// records a refusal in the apply's outcome.
 	Limiter(res limiter.Result)
+	// LimiterReply answers a decision already in that reply's form.
+	LimiterReply(limited bool, reply [5]int64)
 	// Error answers an error from an algorithm or the keyspace.
 	Error(err error)
 	// Fail answers the error reply of a command that was wrong; FailFor
@@ -66,7 +68,7 @@ func New() *Room { return &Room{} }
 // Commands are the room's commands.
 func (r *Room) Commands() []room.Command[Exec] {
 	var all []room.Command[Exec]
-	for _, l := range [][]room.Command[Exec]{gcraCommands(), windowCommands(), concCommands(), r.quotaCommands()} {
+	for _, l := range [][]room.Command[Exec]{gcraCommands(), redisGCRACommands(), windowCommands(), concCommands(), r.quotaCommands()} {
 		all = append(all, l...)
 	}
 	return all

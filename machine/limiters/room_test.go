@@ -37,9 +37,11 @@ func (f *fakeExec) LockKey(key []byte) (*keyspace.Slot, int64) {
 
 func (f *fakeExec) Reply() *resp.Writer { return &f.w }
 
-func (f *fakeExec) Limiter(res limiter.Result) {
+func (f *fakeExec) Limiter(res limiter.Result) { f.LimiterReply(res.Limited, res.Reply()) }
+
+func (f *fakeExec) LimiterReply(_ bool, reply [5]int64) {
 	f.answers++
-	f.w.Limiter(res.Reply())
+	f.w.Limiter(reply)
 }
 
 // Error types an error as the core's apply does: WRONGTYPE for a key of
