@@ -25,7 +25,7 @@ type RedisLimit struct {
 // the seconds to retry after (-1: not limited, or never: more tokens than
 // a burst holds), and the seconds until a full burst is free.
 type RedisResult struct {
-	Limited                                bool
+	Limited                                  bool
 	Limit, Remaining, RetryAfter, ResetAfter int64
 }
 
