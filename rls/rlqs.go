@@ -324,18 +324,6 @@ func shareArgs(domain, holder string, ttl int64, used, asked uint64, over int64,
 	return words(append(args, desc...))
 }
 
-// denyAll is an assignment that admits nothing for life.
-func denyAll(id *rlqspb.BucketId, life time.Duration) *rlqspb.RateLimitQuotaResponse_BucketAction {
-	return &rlqspb.RateLimitQuotaResponse_BucketAction{
-		BucketId: id,
-		BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{
-			QuotaAssignmentAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
-				AssignmentTimeToLive: durationpb.New(life),
-				RateLimitStrategy: &typepb.RateLimitStrategy{Strategy: &typepb.RateLimitStrategy_BlanketRule_{
-					BlanketRule: typepb.RateLimitStrategy_DENY_ALL}}}},
-	}
-}
-
 // satAdd is a + b, at most the largest uint64.
 func satAdd(a, b uint64) uint64 {
 	if s, carry := bits.Add64(a, b, 0); carry == 0 {
