@@ -4,6 +4,7 @@ import (
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/gcra"
 	"github.com/sluice-rl/sluice/keyspace"
+	"github.com/sluice-rl/sluice/limiter"
 	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/resp"
 )
@@ -69,33 +70,42 @@ func runThrottle(x Exec, args [][]byte) {
 		x.Fail(bad)
 		return
 	}
-	limit, quantity := req.limit, req.quantity
-	key := args[1]
-	s, now := x.LockKey(key)
-	e, found, err := s.GetKind(key, keyspace.KindGCRA, now)
-	if err != nil {
-		x.Unlock(s)
-		x.Error(err)
-		return
-	}
-	var tat int64
-	if found {
-		tat = s.Word(e)
-	}
-	newTAT, store, res, err := gcra.Throttle(tat, found, now, limit, quantity)
-	if err == nil && store {
-		if found {
-			s.SetWord(e, newTAT)
-		} else {
-			_, err = s.Insert(key, keyspace.KindGCRA, newTAT, nil)
-		}
-	}
-	x.Unlock(s)
+	var res limiter.Result
+	err := withTAT(x, args[1], func(tat int64, found bool, now int64) (newTAT int64, store bool, err error) {
+		newTAT, store, res, err = gcra.Throttle(tat, found, now, req.limit, req.quantity)
+		return newTAT, store, err
+	})
 	if err != nil {
 		x.Error(err)
 		return
 	}
 	x.Limiter(res)
+}
+
+// withTAT runs decide on key's theoretical arrival time (found false:
+// none) under its slot's lock, and keeps the TAT it returns when it says
+// to store it (the key expires at its TAT).
+func withTAT(x Exec, key []byte, decide func(tat int64, found bool, now int64) (int64, bool, error)) error {
+	s, now := x.LockKey(key)
+	defer x.Unlock(s)
+	e, found, err := s.GetKind(key, keyspace.KindGCRA, now)
+	if err != nil {
+		return err
+	}
+	var tat int64
+	if found {
+		tat = s.Word(e)
+	}
+	newTAT, store, err := decide(tat, found, now)
+	switch {
+	case err != nil || !store:
+		return err
+	case found:
+		s.SetWord(e, newTAT)
+		return nil
+	}
+	_, err = s.Insert(key, keyspace.KindGCRA, newTAT, nil)
+	return err
 }
 
 // parseCellInt reads an integer argument as redis-cell does (Rust's

@@ -6,7 +6,6 @@ import (
 
 	"github.com/sluice-rl/sluice/cmdspec"
 	"github.com/sluice-rl/sluice/gcra"
-	"github.com/sluice-rl/sluice/keyspace"
 	"github.com/sluice-rl/sluice/machine/room"
 	"github.com/sluice-rl/sluice/resp"
 )
@@ -113,27 +112,11 @@ func runRedisGCRA(x Exec, args [][]byte) {
 		x.Fail(bad)
 		return
 	}
-	key := args[1]
-	s, now := x.LockKey(key)
-	e, found, err := s.GetKind(key, keyspace.KindGCRA, now)
-	if err != nil {
-		x.Unlock(s)
-		x.Error(err)
-		return
-	}
-	var tat int64
-	if found {
-		tat = s.Word(e)
-	}
-	newTAT, store, r, err := gcra.Redis(tat, found, now, l)
-	if err == nil && store {
-		if found {
-			s.SetWord(e, newTAT)
-		} else {
-			_, err = s.Insert(key, keyspace.KindGCRA, newTAT, nil)
-		}
-	}
-	x.Unlock(s)
+	var r gcra.RedisResult
+	err := withTAT(x, args[1], func(tat int64, found bool, now int64) (newTAT int64, store bool, err error) {
+		newTAT, store, r, err = gcra.Redis(tat, found, now, l)
+		return newTAT, store, err
+	})
 	if err != nil {
 		x.Error(err)
 		return
