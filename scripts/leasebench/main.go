@@ -1,7 +1,9 @@
 // Command leasebench measures what leases save (issue #45): N holders at a
 // steady demand above their share of a one-second fixed window decide
-// either per request (RL.CHECK, a call each) or from leases
-// (httplimit.WithLeases, in process). It reports the decisions, the calls
+// either per request (RL.CHECK, a call each), from leases
+// (httplimit.WithLeases, in process), or as Envoy's rate_limit_quota
+// filter does from RLQS shares (issue #58: internal/quotaplane's bucket,
+// a report a second on a stream each). It reports the decisions, the calls
 // the server took (INFO commandstats), the server's CPU (/proc/<pid>/stat)
 // per million decisions, and what was admitted in each whole window
 // against the limit.
@@ -31,7 +33,8 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:6379", "sluice's address")
 	pid := flag.Int("pid", 0, "the server's process id (its CPU is read from /proc)")
-	mode := flag.String("mode", "check", "check (RL.CHECK per request) or lease (httplimit.WithLeases)")
+	mode := flag.String("mode", "check", "check (RL.CHECK per request), lease (httplimit.WithLeases) or rlqs (Envoy-like holders of RLQS shares)")
+	grpcAddr := flag.String("grpc", "", "sluice's gRPC address (mode rlqs)")
 	holders := flag.Int("holders", 4, "holders (processes at the edge)")
 	rate := flag.Int("rate", 2500, "requests per second per holder")
 	limit := flag.Int64("limit", 5000, "the rule's limit per second (for the report)")
@@ -54,8 +57,18 @@ func main() {
 	deadline := start.Add(*duration)
 	var wg sync.WaitGroup
 	var leases []*httplimit.Leases
+	var reports atomic.Int64
 	for h := range *holders {
 		var limit httplimit.Limit = rules
+		if *mode == "rlqs" {
+			p, err := newQuotaHolder(ctx, *grpcAddr, start, &reports)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+			defer p.close()
+			limit = p
+		}
 		if *mode == "lease" {
 			l, err := httplimit.WithLeases(rules, httplimit.LeaseOptions{Holder: "bench-" + strconv.Itoa(h), TTL: time.Second})
 			if err != nil {
@@ -112,7 +125,7 @@ func main() {
 	elapsed := time.Since(start)
 	cpu := cpuSeconds(*pid) - cpu0
 	n := decisions.Load()
-	k := calls(ctx, c) - calls0
+	k := calls(ctx, c) - calls0 + reports.Load()
 	// Whole windows only: not the first second or the last.
 	var ratios []float64
 	first, last := start.Unix()+1, deadline.Unix()-1
