@@ -117,7 +117,8 @@ func TestDeployEnvoyBootstrap(t *testing.T) {
 	if err := h.report(0, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.Describe(); got != "token_bucket(1) ttl 2s" {
+	// 100 a minute, shared: 5 every 3 s, and a burst of 2 s of it.
+	if got := h.Describe(); got != "token_bucket(3) ttl 2s" {
 		t.Fatalf("the rate_limit_quota filter's bucket: %s", got)
 	}
 }

@@ -43,7 +43,9 @@ func TestEveryRedirectNamesTheKeysSlot(t *testing.T) {
 		"rl.reserve":         {"RL.RESERVE", "%k", "r1", "60", "DESCRIPTOR", "a", "b"},
 		"rl.settle":          {"RL.SETTLE", "%k", "r1", "1"},
 		"rl.cancel":          {"RL.CANCEL", "%k", "r1"},
-		"rl.lease":           {"RL.LEASE", "%k", "h1", "10", "WANT", "1", "DESCRIPTOR", "a", "b"}, // no rules: routed by the domain
+		"rl.lease":           {"RL.LEASE", "%k", "h1", "10", "WANT", "1", "DESCRIPTOR", "a", "b"},                            // no rules: routed by the domain
+		"rl.share":           {"RL.SHARE", "%k", "h1", "10", "USED", "0", "ASKED", "1", "OVER", "1", "DESCRIPTOR", "a", "b"}, // no rules: routed by the domain
+		"gcra":               {"GCRA", "%k", "10", "5", "1"},
 		"rl.scale":           {"RL.SCALE", "GET", "%k"},
 		"rl.override":        {"RL.OVERRIDE", "LIST", "%k"},
 		"del":                {"DEL", "%k"},

@@ -25,7 +25,7 @@ descriptors:
       requests_per_unit: 100000
       sluice: {algorithm: quota}
   - key: user
-    rate_limit: {name: per-user, unit: minute, requests_per_unit: 30}
+    rate_limit: {name: per-user, unit: hour, requests_per_unit: 30}
 `
 
 // Reservations on a sharded cluster, through a go-redis ClusterClient:
@@ -116,7 +116,7 @@ func TestReservationsAcrossGroups(t *testing.T) {
 	if spread == 0 {
 		t.Fatal("no reservation had its counters in two groups: the test tried nothing across groups")
 	}
-	// A reserve one part refuses (the user's 30 a minute) is refused, and
+	// A reserve one part refuses (the user's 30 an hour) is refused, and
 	// charges the tenant's part nothing.
 	checkInts(t, cc, "RL.CHECK", "llm", "COST", 30, "DESCRIPTOR", "user", "busy")
 	for i := range 4 {
