@@ -34,7 +34,7 @@ import (
 //     (<unit>*<n>); a lease's grant has an id (RL.LEASE … WITHGRANT),
 //     and a return that names one (RL.LEASE RETURN … GRANT <id>) ends
 //     that grant only; RL.SHARE (a lease demand record then carries its
-//     holders' assignments).
+//     holders' assignments); GCRA.
 const Level = 1
 
 // LevelKey holds the log's apply level (kind level); absent: 0.

@@ -151,6 +151,23 @@ func TestLevelZeroAppliesAsTheRelease(t *testing.T) {
 		t.Fatalf("level 1: grants of kinds %v, want one of its own", st.Kinds)
 	}
 
+	// Commands this release adds answer only from level 1: a member of
+	// 0.4.0 does not know them.
+	g := New(Options{})
+	if got := do(g, t0, "GCRA", "k", "1", "1", "1"); !strings.Contains(got, "needs every member of the group at sluice 0.5.0") {
+		t.Fatalf("level 0: GCRA: %q", got)
+	}
+	if got := do(g, t0, "RL.SHARE", "edge", "h", "2", "USED", "0", "ASKED", "1", "OVER", "1", "DESCRIPTOR", "fixed", "a"); !strings.Contains(got, "needs every member of the group at sluice 0.5.0") {
+		t.Fatalf("level 0: RL.SHARE: %q", got)
+	}
+	if g.Keys().Stats().Keys != 0 {
+		t.Fatal("level 0: a refused command stored something")
+	}
+	atLevel(g, Level)
+	if got := do(g, t0, "GCRA", "k", "1", "1", "1"); !strings.HasPrefix(got, "*5\r\n:0\r\n") {
+		t.Fatalf("level 1: GCRA: %q", got)
+	}
+
 	r := loadRLS(t)
 	if got := rls(t, r, t0, "another", 1, "limit:1/second*30:key2=c"); !strings.Contains(got, "needs every member of the group at sluice 0.5.0") {
 		t.Fatalf("level 0: a unit multiplier: %s", got)

@@ -112,6 +112,12 @@ func runRedisGCRA(x Exec, args [][]byte) {
 		x.Fail(bad)
 		return
 	}
+	if !x.At(1) {
+		// A member of 0.4.0 beside this one does not know the command:
+		// refused alike until every member applies level 1.
+		x.Fail("ERR GCRA needs every member of the group at sluice 0.5.0 or later (apply level 1); try again once the group is upgraded")
+		return
+	}
 	var r gcra.RedisResult
 	err := withTAT(x, args[1], func(tat int64, found bool, now int64) (newTAT int64, store bool, err error) {
 		newTAT, store, r, err = gcra.Redis(tat, found, now, l)

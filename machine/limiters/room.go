@@ -28,6 +28,10 @@ type Exec interface {
 	Limiter(res limiter.Result)
 	// LimiterReply answers a decision already in that reply's form.
 	LimiterReply(limited bool, reply [5]int64)
+	// At reports whether the log's apply level is at least l (package
+	// machine's levels): a command a release adds answers only from the
+	// level every member applies alike.
+	At(l uint32) bool
 	// Error answers an error from an algorithm or the keyspace.
 	Error(err error)
 	// Fail answers the error reply of a command that was wrong; FailFor

@@ -37,6 +37,8 @@ func (f *fakeExec) LockKey(key []byte) (*keyspace.Slot, int64) {
 
 func (f *fakeExec) Reply() *resp.Writer { return &f.w }
 
+func (f *fakeExec) At(uint32) bool { return true }
+
 func (f *fakeExec) Limiter(res limiter.Result) { f.LimiterReply(res.Limited, res.Reply()) }
 
 func (f *fakeExec) LimiterReply(_ bool, reply [5]int64) {
