@@ -12,6 +12,7 @@ import (
 func TestEveryCommandThroughClusterClient(t *testing.T) {
 	path := writeRules(t, "api.yaml", apiRules)
 	cl := StartCluster(t, 3, nil, "--rules", path)
+	awaitApplyLevel(t, cl.Nodes...) // GCRA answers from level 1
 	cc := cl.Client()
 	// The leader applies the rule files through the log once it serves
 	// (it checks every second); the client asks any node.

@@ -57,6 +57,9 @@ func TestGCRAThroughGoRedis(t *testing.T) {
 	}
 
 	sc := StartShardedCluster(t, 1, [][]string{{"0-8191"}, {"8192-16383"}})
+	for _, g := range sc.Groups {
+		awaitApplyLevel(t, g...) // GCRA answers from level 1
+	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs()})
 	t.Cleanup(func() { cc.Close() })
 	for i := range 40 {

@@ -117,6 +117,7 @@ func withGrant(t *testing.T, c redis.UniversalClient, args ...any) [4]int64 {
 // (issue #58: it had refunded units the next grant was using).
 func TestLeaseSurvivesFailover(t *testing.T) {
 	cl := StartCluster(t, 3, nil, "--rules", writeRules(t, "edge.yaml", leaseRules))
+	awaitApplyLevel(t, cl.Nodes...) // grant ids from level 1
 	leader := cl.Leader()
 	c := leader.Client()
 	eventually(t, "the leader applied its rules", func() bool {

@@ -197,6 +197,7 @@ descriptors:
   - key: route
     rate_limit: {name: per-route, unit: minute, requests_per_unit: 100}
 `))
+	awaitApplyLevel(t, cl.Nodes...) // RL.SHARE from level 1
 	leader := cl.Leader()
 	eventually(t, "the leader applied its rules", func() bool {
 		v, err := leader.Client().Do(ctx(t), "RL.RULES", "LIST", "edge").Slice()

@@ -56,6 +56,9 @@ descriptors:
 			t.Fatalf("%s: %d left after 20 came back", route, l)
 		}
 	}
+	for _, g := range sc.Groups {
+		awaitApplyLevel(t, g...) // RL.SHARE from level 1
+	}
 	// RLQS on every member: bucket /q<g><j> is shared, and what its data
 	// plane admitted charged, in its counter's group, wherever the stream
 	// is. (100 a year is one every 3.65 days, one at once.)
