@@ -62,6 +62,11 @@ func TestGCRAThroughGoRedis(t *testing.T) {
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sc.Addrs()})
 	t.Cleanup(func() { cc.Close() })
+	// Each group takes its slots from the map once it leads (TRYAGAIN
+	// until then): a key of each group's, answered.
+	for _, key := range []string{"{a}ready", "{b}ready"} {
+		eventually(t, "the groups serve their slots", func() bool { return cc.Do(ctx(t), "GCRA", key, 1, 1, 60).Err() == nil })
+	}
 	for i := range 40 {
 		key := fmt.Sprintf("user:%d", i)
 		v, err := cc.Do(ctx(t), "GCRA", key, 1, 1, 60).Slice()
