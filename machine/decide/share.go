@@ -210,9 +210,12 @@ func runShare(x *apply, args [][]byte) {
 		x.Error(err)
 		return
 	}
-	// The ask in requests a thousand seconds; a holder that saw none asks
-	// for one a report, so its next request finds a token.
-	want := max(r.asked, 1) * 1000 / r.over
+	// The ask in requests a thousand seconds (any ask at least one); an
+	// ask of none releases the holder's share.
+	want := int64(0)
+	if r.asked > 0 {
+		want = max(1, r.asked*1000/r.over)
+	}
 	if err := demand.ask(l.holder, want, now+2*l.ttl, now); err != nil {
 		x.Error(err)
 		return
