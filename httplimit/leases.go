@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,20 +35,12 @@ import (
 //
 // Close gives back what every lease left: call it when the server stops.
 type Leases struct {
-	rules  Rules
-	holder string
-	ttl    int64 // seconds
-	now    func() time.Time
-
-	mu     sync.Mutex
-	client Doer
-	held   map[string]*heldLease
-	closed bool
+	inProcess[heldLease]
+	ttl int64 // seconds
 	// noGrantIDs: sluice refused RL.LEASE … WITHGRANT (an older server,
 	// or a group not yet upgraded), so leases are asked without, and
-	// returned without naming their grants.
+	// returned without naming their grants (under mu).
 	noGrantIDs bool
-	wg         sync.WaitGroup
 }
 
 // LeaseOptions configure Leases. Zero fields take their defaults.
@@ -112,17 +101,11 @@ func WithLeases(rules Rules, opts LeaseOptions) (*Leases, error) {
 	if ttl < 1 || ttl > 86400 {
 		return nil, fmt.Errorf("%w: lease ttl must be 1 s to a day", ErrInvalidLimit)
 	}
-	if opts.Holder == "" {
-		host, _ := os.Hostname()
-		opts.Holder = host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(rand.Uint64()%1e6, 10)
+	l := &Leases{ttl: ttl}
+	if err := l.init(rules, opts.Holder, opts.Now); err != nil {
+		return nil, err
 	}
-	if len(opts.Holder) > 128 {
-		return nil, fmt.Errorf("%w: a holder is at most 128 bytes", ErrInvalidLimit)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	return &Leases{rules: rules, holder: opts.Holder, ttl: ttl, now: opts.Now, held: map[string]*heldLease{}}, nil
+	return l, nil
 }
 
 // Validate checks the rules.
@@ -131,28 +114,9 @@ func (l *Leases) Validate() error { return l.rules.Validate() }
 // Check decides from the descriptor's lease when it holds units, else
 // per request; a lease missing or spent is asked for in the background.
 func (l *Leases) Check(ctx context.Context, c Doer, r *http.Request, key string) (Decision, error) {
-	descs := l.rules.Descriptors(r, key)
-	if len(descs) != 1 || len(descs[0]) == 0 {
-		return l.rules.Check(ctx, c, r, key)
-	}
-	name := descriptorName(descs[0])
-	units := cost(l.rules.Cost)
-	now := l.now()
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return l.rules.Check(ctx, c, r, key)
-	}
-	l.client = c
-	h := l.held[name]
+	h, units, now := l.enter(c, r, key, l.forgetIdle, func(desc []any, now time.Time) *heldLease { return &heldLease{desc: desc, since: now} })
 	if h == nil {
-		if len(l.held) >= maxLeases && !l.forgetIdle(now) {
-			l.mu.Unlock()
-			return l.rules.Check(ctx, c, r, key)
-		}
-		args, _ := appendDescriptors(nil, descs)
-		h = &heldLease{desc: args, since: now}
-		l.held[name] = h
+		return l.rules.Check(ctx, c, r, key)
 	}
 	h.asked += units
 	if h.known && now.Before(h.until) {

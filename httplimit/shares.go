@@ -5,11 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"net/http"
-	"os"
-	"strconv"
-	"sync"
 	"time"
 )
 
@@ -30,16 +26,8 @@ import (
 // and what was admitted is charged at the next report. Close charges what
 // is left and releases the shares.
 type Shares struct {
-	rules  Rules
-	holder string
-	every  time.Duration
-	now    func() time.Time
-
-	mu     sync.Mutex
-	client Doer
-	held   map[string]*heldShare
-	closed bool
-	wg     sync.WaitGroup
+	inProcess[heldShare]
+	every time.Duration // the report interval
 }
 
 // ShareOptions configures WithShares.
@@ -93,17 +81,11 @@ func WithShares(rules Rules, opts ShareOptions) (*Shares, error) {
 	if opts.Report < time.Second || opts.Report > time.Hour || opts.Report%time.Second != 0 {
 		return nil, fmt.Errorf("%w: a share's report interval must be whole seconds from 1 s to an hour", ErrInvalidLimit)
 	}
-	if opts.Holder == "" {
-		host, _ := os.Hostname()
-		opts.Holder = host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(rand.Uint64()%1e6, 10)
+	l := &Shares{every: opts.Report}
+	if err := l.init(rules, opts.Holder, opts.Now); err != nil {
+		return nil, err
 	}
-	if len(opts.Holder) > 128 {
-		return nil, fmt.Errorf("%w: a holder is at most 128 bytes", ErrInvalidLimit)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	return &Shares{rules: rules, holder: opts.Holder, every: opts.Report, now: opts.Now, held: map[string]*heldShare{}}, nil
+	return l, nil
 }
 
 // Validate checks the rules.
@@ -112,28 +94,9 @@ func (s *Shares) Validate() error { return s.rules.Validate() }
 // Check decides from the descriptor's share when it has one in force,
 // else per request; the share is renewed in the background.
 func (s *Shares) Check(ctx context.Context, c Doer, r *http.Request, key string) (Decision, error) {
-	descs := s.rules.Descriptors(r, key)
-	if len(descs) != 1 || len(descs[0]) == 0 {
-		return s.rules.Check(ctx, c, r, key)
-	}
-	name := descriptorName(descs[0])
-	units := cost(s.rules.Cost)
-	now := s.now()
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return s.rules.Check(ctx, c, r, key)
-	}
-	s.client = c
-	h := s.held[name]
+	h, units, now := s.enter(c, r, key, s.forgetIdle, func(desc []any, now time.Time) *heldShare { return &heldShare{desc: desc, since: now} })
 	if h == nil {
-		if len(s.held) >= maxLeases && !s.forgetIdle(now) {
-			s.mu.Unlock()
-			return s.rules.Check(ctx, c, r, key)
-		}
-		args, _ := appendDescriptors(nil, descs)
-		h = &heldShare{desc: args, since: now}
-		s.held[name] = h
+		return s.rules.Check(ctx, c, r, key)
 	}
 	h.asked += units
 	report := h.known && !h.reporting && !now.Before(h.next)
