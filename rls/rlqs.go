@@ -268,9 +268,14 @@ func (q quotaServer) assign(ctx context.Context, domain, holder string, u *rlqsp
 		// report charges these units (twice, if this one landed: never
 		// fewer than were admitted). The bucket keeps the assignment it
 		// has, which the cluster counts in force until its ttl.
-		if held.buckets[key] != nil {
-			h.unspent = used
+		if held.buckets[key] == nil {
+			// Held, so that what it admitted is charged later (not
+			// abandoned before a report could).
+			h.seen, h.lifetime = q.s.cfg.Now(), int64(minLeaseTTL*time.Second)
+			held.buckets[key] = h
+			held.bytes += h.bytes()
 		}
+		h.unspent = used
 		return nil, err
 	}
 	if out.Err != "" {

@@ -428,3 +428,35 @@ func TestRLQSStreamBudget(t *testing.T) {
 		t.Fatalf("bucket %d: %v", maxStreamBuckets+1, err)
 	}
 }
+
+// A report that finds no leader keeps its count for the next — a new
+// bucket's first report too (issue #58: no report's count lost).
+func TestRLQSReportWithoutALeaderIsChargedLater(t *testing.T) {
+	log := newSimLog(t)
+	rules := "domain: edge\ndescriptors:\n  - key: route\n    rate_limit: {name: w, unit: minute, requests_per_unit: 100}\n"
+	log.Decide(context.Background(), [][]byte{[]byte("RL.RULES"), []byte("LOAD"), []byte("edge.yaml"), []byte(rules)})
+	svc, err := NewService(Config{}, log, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	q := quotaServer{s: svc}
+	held := newHoldings()
+	report := func(allowed uint64) error {
+		_, err := q.assign(context.Background(), "edge", "h", &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+			BucketId: &rlqspb.BucketId{Bucket: map[string]string{"route": "/a"}}, NumRequestsAllowed: allowed,
+			TimeElapsed: durationpb.New(time.Second)}, held)
+		return err
+	}
+	log.down.Store(true)
+	if err := report(5); err == nil {
+		t.Fatal("a report without a leader: no error")
+	}
+	log.down.Store(false)
+	if err := report(3); err != nil {
+		t.Fatal(err)
+	}
+	if r := log.remaining(t, "/a"); r != 92 {
+		t.Fatalf("%d left, want 92: the 5 admitted before a leader answered, and the 3 after", r)
+	}
+}
