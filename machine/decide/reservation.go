@@ -38,6 +38,8 @@ type ReservationState struct {
 	Slots []int
 	// Args, in a head, identifies the reserve's arguments after its id
 	// (ReserveArgsSum; 0: not known): the same id with others is refused.
+	// In a lease's grant it is the grant's id (grantID; 0: made below
+	// level 1).
 	Args uint64
 	// Cancelled marks a tombstone: a check's part cancelled before its
 	// reserve applied (RL.PART CANCEL … <ttl> found nothing held). A

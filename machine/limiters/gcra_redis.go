@@ -51,12 +51,9 @@ func parseRedisGCRA(args [][]byte) (gcra.RedisLimit, string) {
 	if burst < math.MaxInt64 {
 		l.Burst++
 	}
-	perPeriod, ok := resp.ParseInt(args[3])
-	switch {
-	case !ok:
-		return l, resp.ErrNotInteger
-	case perPeriod < 1:
-		return l, redisRangeError
+	perPeriod, bad := parseRedisCount(args[3])
+	if bad != "" {
+		return l, bad
 	}
 	period, ok := parseRedisDouble(args[4])
 	switch {
@@ -73,17 +70,25 @@ func parseRedisGCRA(args [][]byte) (gcra.RedisLimit, string) {
 		if len(args) == 6 {
 			return l, "ERR Missing TOKENS value"
 		}
-		n, ok := resp.ParseInt(args[6])
-		switch {
-		case !ok:
-			return l, resp.ErrNotInteger
-		case n < 1:
-			return l, redisRangeError
+		if l.Tokens, bad = parseRedisCount(args[6]); bad != "" {
+			return l, bad
 		}
-		l.Tokens = n
 	}
 	l.Interval = gcra.RedisInterval(period, perPeriod)
 	return l, ""
+}
+
+// parseRedisCount reads an integer in [1, LONG_MAX] as Redis'
+// getRangeLongFromObjectOrReply does, with its errors.
+func parseRedisCount(b []byte) (int64, string) {
+	n, ok := resp.ParseInt(b)
+	switch {
+	case !ok:
+		return 0, resp.ErrNotInteger
+	case n < 1:
+		return 0, redisRangeError
+	}
+	return n, ""
 }
 
 // parseRedisDouble reads a double as Redis' getDoubleFromObject does:
