@@ -146,15 +146,6 @@ func (b *Bucket) Assign(a *rlqspb.RateLimitQuotaResponse_BucketAction, now time.
 	return nil
 }
 
-// Tokens is what a token bucket assignment holds now, whole (0 for
-// others).
-func (b *Bucket) Tokens(now time.Duration) int64 {
-	if b.rule != "tokens" || now >= b.until {
-		return 0
-	}
-	return int64(min(b.max, max(0, seconds(now)-b.from)*b.rate))
-}
-
 // Level is what a token bucket assignment holds now, fractions too (0
 // for others): a fraction becomes a whole token before any more does.
 func (b *Bucket) Level(now time.Duration) float64 {
