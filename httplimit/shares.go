@@ -204,7 +204,7 @@ func (s *Shares) report(h *heldShare, release bool) error {
 		return err
 	}
 	h.unspent = used - min(used, math.MaxUint32)
-	ints := make([]int64, 5)
+	var ints [5]int64
 	for i := range v {
 		ints[i], _ = v[i].(int64)
 	}
